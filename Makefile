@@ -1,0 +1,145 @@
+# lua-geoservices build. `make help` lists the targets.
+SHELL := /bin/bash
+# Variables follow LuaRocks' make convention so the rockspec can drive it.
+
+LUA        ?= lua5.4
+BUSTED     ?= busted
+LUACHECK   ?= luacheck
+PREFIX     ?= /usr/local
+LUA_LIBDIR ?= $(PREFIX)/lib/lua/5.4
+LUADIR     ?= $(PREFIX)/share/lua/5.4
+LIBDIR     ?= $(LUA_LIBDIR)
+BUILD      ?= build
+PORT       ?= 0
+DATA       ?= examples/data/world.json
+
+# Debian packages every target may need; `make deps` installs the missing ones.
+DEB_PACKAGES = lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-cjson lua-busted lua-check \
+               libmicrohttpd-dev pkg-config luarocks valgrind
+
+CFLAGS     ?= -O2 -g
+WARNFLAGS   = -std=c99 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+              -Wcast-qual -Wwrite-strings -Wpointer-arith -Wundef
+ifeq ($(WERROR),1)
+WARNFLAGS  += -Werror
+endif
+LIBFLAG    ?= -shared
+PKG_CONFIG ?= pkg-config
+ifdef LUA_INCDIR
+LUA_CFLAGS ?= -I$(LUA_INCDIR)
+else
+LUA_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
+endif
+ifdef CURL_INCDIR
+CURL_CFLAGS ?= -I$(CURL_INCDIR)
+CURL_LIBS   ?= -L$(CURL_LIBDIR) -lcurl
+else
+CURL_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
+CURL_LIBS   ?= $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null || echo -lcurl)
+endif
+ifdef MHD_INCDIR
+MHD_CFLAGS ?= -I$(MHD_INCDIR)
+MHD_LIBS   ?= -L$(MHD_LIBDIR) -lmicrohttpd
+else
+MHD_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS   ?= $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+endif
+# _POSIX_C_SOURCE: -std=c99 hides fileno/strdup/clock_gettime otherwise.
+ALLCFLAGS   = $(WARNFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
+              -DCURL_NO_OLDIES $(SANFLAGS)
+
+CORE_SRC   = csrc/core.c csrc/driver.c csrc/request.c csrc/form.c csrc/urlencode.c \
+             csrc/buf.c csrc/jsonstream.c csrc/lua_jsonstream.c
+HTTPD_SRC  = csrc/emulator/httpd.c csrc/buf.c
+CORE_SO    = $(BUILD)/geoservices/core.so
+HTTPD_SO   = $(BUILD)/geoservices/httpd.so
+CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/tests/test_jsonstream
+HEADERS    = $(wildcard csrc/*.h)
+
+.PHONY: all deps test lint ctest busted demo emulator install uninstall clean asan help
+
+all: $(CORE_SO) $(HTTPD_SO)
+
+help:
+	@echo "make demo      build, start the emulator, run examples/tour.lua, stop it"
+	@echo "make test      deps + build + luacheck + C unit tests (valgrind) + busted"
+	@echo "make emulator  run the emulator in the foreground (PORT=0 DATA=$(DATA))"
+	@echo "make asan      the whole test suite under AddressSanitizer + UBSan"
+	@echo "make install   LUA_LIBDIR=... LUADIR=... (defaults under $(PREFIX))"
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends$$missing >/dev/null || exit 1; \
+	else \
+	  echo "missing Debian packages; run as root:"; echo "  apt-get install -y$$missing"; exit 1; \
+	fi
+
+$(CORE_SO): $(CORE_SRC) $(HEADERS) | $(BUILD)/geoservices
+	$(CC) $(ALLCFLAGS) $(LUA_CFLAGS) $(CURL_CFLAGS) $(LIBFLAG) -o $@ $(CORE_SRC) $(CURL_LIBS) $(LDFLAGS)
+
+$(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
+	$(CC) $(ALLCFLAGS) $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
+
+$(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h $(HEADERS) csrc/buf.c csrc/urlencode.c csrc/jsonstream.c | $(BUILD)/tests
+	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< csrc/buf.c csrc/urlencode.c csrc/jsonstream.c $(LDFLAGS)
+
+$(BUILD)/geoservices $(BUILD)/tests:
+	mkdir -p $@
+
+lint: deps
+	$(LUACHECK) -q .
+	luarocks lint rockspec/geoservices-scm-1.rockspec
+
+ctest: $(CTESTS)
+	@for t in $(CTESTS); do \
+	  if command -v valgrind >/dev/null && [ -z "$(SANFLAGS)" ]; then \
+	    valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all $$t || exit 1; \
+	  else $$t || exit 1; fi; \
+	done
+
+busted: all
+	@mkdir -p $(BUILD)
+	$(BUSTED) -o TAP $(BUSTED_FLAGS) | tee $(BUILD)/busted.tap; exit $${PIPESTATUS[0]}
+
+test: deps
+	$(MAKE) WERROR=1 all
+	$(MAKE) lint
+	$(MAKE) WERROR=1 ctest
+	$(MAKE) busted
+
+# The suite again, every C file built with ASan+UBSan into its own tree. Lua
+# itself is not instrumented, so the runtime is preloaded; leak checking stays
+# off there because lua5.4 exits without closing its state (valgrind covers leaks
+# in `make ctest`).
+ASAN_LIB = $(shell $(CC) -print-file-name=libasan.so)
+asan: deps
+	$(MAKE) BUILD=build/asan WERROR=1 CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" all ctest
+	LD_PRELOAD=$(ASAN_LIB) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(BUSTED) --cpath='build/asan/?.so' -o TAP | tee build/asan/busted.tap; exit $${PIPESTATUS[0]}
+
+emulator: deps all
+	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' \
+	  $(LUA) lua/geoservices/emulator/main.lua --port $(PORT) --data $(DATA)
+
+# Start the emulator on a free port, run the tour against it, stop it by PID.
+demo: deps all
+	@LUA='$(LUA)' BUILD='$(BUILD)' DATA='$(DATA)' sh examples/run_with_emulator.sh examples/tour.lua
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices/emulator
+	install -m 0755 $(CORE_SO) $(HTTPD_SO) $(DESTDIR)$(LIBDIR)/geoservices/
+	install -m 0644 lua/geoservices/*.lua $(DESTDIR)$(LUADIR)/geoservices/
+	install -m 0644 lua/geoservices/emulator/*.lua $(DESTDIR)$(LUADIR)/geoservices/emulator/
+
+uninstall:
+	rm -rf $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices
+
+clean:
+	rm -rf build

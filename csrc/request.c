@@ -1,0 +1,430 @@
+/* The request userdata: one libcurl easy handle with its body, headers and
+ * response buffers. Created closed (liolib style): the metatable is set
+ * before curl_easy_init, so a failure half-way is collected safely. */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "request.h"
+
+static const char *const state_names[] = {"closed", "ready", "running", "done"};
+
+geoservices_request *geoservices_check_request(lua_State *L, int idx) {
+  return (geoservices_request *)luaL_checkudata(L, idx, GEOSERVICES_REQUEST_MT);
+}
+
+static geoservices_request *check_open_request(lua_State *L, int idx) {
+  geoservices_request *req = geoservices_check_request(L, idx);
+  if (req->state == REQUEST_CLOSED) luaL_error(L, "attempt to use a closed request");
+  return req;
+}
+
+/* libcurl callbacks: they only append to C buffers, never touch Lua. */
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata) {
+  geoservices_request *req = (geoservices_request *)userdata;
+  size_t n = size * nmemb;
+  if (req->max_response_bytes && req->response_body.len + n > req->max_response_bytes) {
+    req->too_large = 1;
+    return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+  }
+  if (geoservices_buf_append(&req->response_body, ptr, n)) return 0;
+  return n;
+}
+
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata) {
+  geoservices_request *req = (geoservices_request *)userdata;
+  size_t n = size * nmemb;
+  /* A new status line starts a new response (100 Continue, redirects):
+   * keep only the final one's headers. */
+  if (n >= 5 && memcmp(ptr, "HTTP/", 5) == 0) geoservices_buf_reset(&req->response_headers);
+  if (geoservices_buf_append(&req->response_headers, ptr, n)) return 0;
+  return n;
+}
+
+static void release_resources(geoservices_request *req) {
+  if (req->easy) curl_easy_cleanup(req->easy);
+  req->easy = NULL;
+  if (req->mime) curl_mime_free(req->mime); /* after the easy handle let go of it */
+  req->mime = NULL;
+  curl_slist_free_all(req->header_list);
+  req->header_list = NULL;
+  geoservices_buf_free(&req->request_body);
+  geoservices_buf_free(&req->response_body);
+  geoservices_buf_free(&req->response_headers);
+}
+
+void geoservices_request_detach(lua_State *L, geoservices_request *req,
+                                geoservices_request_state next_state) {
+  geoservices_driver *drv = req->driver;
+  if (drv) {
+    if (drv->multi && req->easy) curl_multi_remove_handle(drv->multi, req->easy);
+    if (req->prev) req->prev->next = req->next;
+    else drv->attached = req->next;
+    if (req->next) req->next->prev = req->prev;
+  }
+  req->prev = req->next = NULL;
+  req->driver = NULL;
+  if (req->ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, req->ref);
+  req->ref = LUA_NOREF;
+  req->state = next_state;
+}
+
+void geoservices_request_finished(lua_State *L, geoservices_request *req, CURLcode result) {
+  req->result = result;
+  geoservices_request_detach(L, req, REQUEST_DONE);
+}
+
+static int l_request_close(lua_State *L) {
+  geoservices_request *req = geoservices_check_request(L, 1);
+  if (req->state == REQUEST_CLOSED) return 0;
+  if (req->state == REQUEST_RUNNING) geoservices_request_detach(L, req, REQUEST_CLOSED);
+  release_resources(req);
+  req->state = REQUEST_CLOSED;
+  return 0;
+}
+
+/* ---- construction ---------------------------------------------------- */
+
+static const char *opt_string(lua_State *L, int idx, const char *field) {
+  const char *s = NULL;
+  lua_getfield(L, idx, field);
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "request option '%s': expected string, got %s", field, luaL_typename(L, -1));
+    s = lua_tostring(L, -1);
+  }
+  lua_pop(L, 1); /* the string stays alive: it is referenced by the options table */
+  return s;
+}
+
+static lua_Integer opt_integer(lua_State *L, int idx, const char *field, lua_Integer def) {
+  lua_Integer v = def;
+  lua_getfield(L, idx, field);
+  if (!lua_isnil(L, -1)) {
+    int ok;
+    v = lua_tointegerx(L, -1, &ok);
+    if (!ok || v < 0) luaL_error(L, "request option '%s': expected a non-negative integer", field);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static int opt_boolean(lua_State *L, int idx, const char *field) {
+  int v;
+  lua_getfield(L, idx, field);
+  v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static void check_curl(lua_State *L, CURLcode rc, const char *what) {
+  if (rc != CURLE_OK) luaL_error(L, "request: cannot set %s: %s", what, curl_easy_strerror(rc));
+}
+
+static void set_headers(lua_State *L, geoservices_request *req, int idx) {
+  lua_Integer i, n;
+  lua_getfield(L, idx, "headers");
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  luaL_checktype(L, -1, LUA_TTABLE);
+  n = (lua_Integer)lua_rawlen(L, -1);
+  for (i = 1; i <= n; i++) {
+    struct curl_slist *grown;
+    lua_rawgeti(L, -1, i);
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "request option 'headers': entries are \"Name: value\" strings");
+    grown = curl_slist_append(req->header_list, lua_tostring(L, -1));
+    if (!grown) luaL_error(L, "request: not enough memory");
+    req->header_list = grown;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  check_curl(L, curl_easy_setopt(req->easy, CURLOPT_HTTPHEADER, req->header_list), "headers");
+}
+
+/* Parts: {name=, value=} text, {name=, file=path[, filename=, type=]} streamed
+ * from disk by libcurl, or {name=, data=, filename=[, type=]} from memory. */
+static void set_multipart(lua_State *L, geoservices_request *req, int idx) {
+  lua_Integer i, n;
+  n = (lua_Integer)lua_rawlen(L, idx);
+  req->mime = curl_mime_init(req->easy);
+  if (!req->mime) luaL_error(L, "request: not enough memory");
+  for (i = 1; i <= n; i++) {
+    curl_mimepart *part;
+    const char *name, *value, *file, *data, *filename, *type;
+    size_t data_len = 0;
+    CURLcode rc = CURLE_OK;
+    if (lua_rawgeti(L, idx, i) != LUA_TTABLE) luaL_error(L, "request option 'multipart': part %d is not a table", (int)i);
+    name = opt_string(L, -1, "name");
+    value = opt_string(L, -1, "value");
+    file = opt_string(L, -1, "file");
+    data = opt_string(L, -1, "data");
+    filename = opt_string(L, -1, "filename");
+    type = opt_string(L, -1, "type");
+    if (!name) luaL_error(L, "request option 'multipart': part %d has no name", (int)i);
+    if ((value != NULL) + (file != NULL) + (data != NULL) != 1)
+      luaL_error(L, "request option 'multipart': part '%s' needs exactly one of value, file, data", name);
+    part = curl_mime_addpart(req->mime);
+    if (!part) luaL_error(L, "request: not enough memory");
+    rc = curl_mime_name(part, name);
+    if (rc == CURLE_OK && (value || data)) {
+      const char *bytes;
+      lua_getfield(L, -1, value ? "value" : "data");
+      bytes = lua_tolstring(L, -1, &data_len); /* length first: argument order is unspecified */
+      rc = curl_mime_data(part, bytes, data_len); /* copies */
+      lua_pop(L, 1);
+    }
+    if (rc == CURLE_OK && file) rc = curl_mime_filedata(part, file); /* streamed at send time */
+    if (rc == CURLE_OK && filename) rc = curl_mime_filename(part, filename);
+    if (rc == CURLE_OK && type) rc = curl_mime_type(part, type);
+    check_curl(L, rc, "multipart part");
+    lua_pop(L, 1);
+  }
+  check_curl(L, curl_easy_setopt(req->easy, CURLOPT_MIMEPOST, req->mime), "multipart body");
+}
+
+static void set_body(lua_State *L, geoservices_request *req, int idx, const char **method) {
+  int has_form, has_body, has_multipart;
+  lua_getfield(L, idx, "form");
+  has_form = !lua_isnil(L, -1);
+  if (has_form) {
+    luaL_checktype(L, -1, LUA_TTABLE);
+    geoservices_form_encode_table(L, -1, &req->request_body);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "body");
+  has_body = !lua_isnil(L, -1);
+  if (has_body) {
+    size_t len;
+    const char *s;
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "request option 'body': expected string");
+    s = lua_tolstring(L, -1, &len);
+    if (has_form) luaL_error(L, "request options 'form' and 'body' are exclusive");
+    if (geoservices_buf_append(&req->request_body, s, len)) luaL_error(L, "request: not enough memory");
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "multipart");
+  has_multipart = !lua_isnil(L, -1);
+  if (has_multipart) {
+    luaL_checktype(L, -1, LUA_TTABLE);
+    if (has_form || has_body) luaL_error(L, "request option 'multipart' excludes 'form' and 'body'");
+    set_multipart(L, req, lua_gettop(L));
+  }
+  lua_pop(L, 1);
+  if (!*method) *method = (has_form || has_body || has_multipart) ? "POST" : "GET";
+  if (strcmp(*method, "POST") == 0 && !has_multipart) {
+    /* The buffer lives in the request, so libcurl need not copy it. */
+    check_curl(L, curl_easy_setopt(req->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                                   (curl_off_t)req->request_body.len), "body size");
+    check_curl(L, curl_easy_setopt(req->easy, CURLOPT_POSTFIELDS,
+                                   req->request_body.data ? req->request_body.data : ""), "body");
+  } else if (strcmp(*method, "GET") == 0) {
+    if (has_form || has_body || has_multipart) luaL_error(L, "request: a GET has no body");
+    check_curl(L, curl_easy_setopt(req->easy, CURLOPT_HTTPGET, 1L), "method");
+  } else if (strcmp(*method, "POST") != 0) {
+    luaL_error(L, "request option 'method': expected GET or POST, got '%s'", *method);
+  }
+}
+
+static void configure(lua_State *L, geoservices_request *req, int idx) {
+  CURL *e = req->easy;
+  const char *url = opt_string(L, idx, "url");
+  const char *method = opt_string(L, idx, "method");
+  const char *ca_file = opt_string(L, idx, "ca_file");
+  const char *user_agent = opt_string(L, idx, "user_agent");
+  const char *content_type = opt_string(L, idx, "content_type");
+  lua_Integer timeout_ms = opt_integer(L, idx, "timeout_ms", 0);
+  lua_Integer connect_timeout_ms = opt_integer(L, idx, "connect_timeout_ms", 0);
+  char agent[128];
+  if (!url) luaL_error(L, "request option 'url' is required");
+  req->max_response_bytes = (size_t)opt_integer(L, idx, "max_response_bytes", 0);
+  check_curl(L, curl_easy_setopt(e, CURLOPT_URL, url), "url");
+  check_curl(L, curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https,file"), "protocols");
+  check_curl(L, curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L), "nosignal");
+  check_curl(L, curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)req), "private");
+  check_curl(L, curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->errbuf), "error buffer");
+  check_curl(L, curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body), "write callback");
+  check_curl(L, curl_easy_setopt(e, CURLOPT_WRITEDATA, (void *)req), "write data");
+  check_curl(L, curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header), "header callback");
+  check_curl(L, curl_easy_setopt(e, CURLOPT_HEADERDATA, (void *)req), "header data");
+  /* "" lets libcurl offer every encoding it was built with (gzip, deflate...). */
+  check_curl(L, curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""), "accept-encoding");
+  if (!user_agent) {
+    snprintf(agent, sizeof agent, "lua-geoservices/%s libcurl/%s", GEOSERVICES_VERSION,
+             curl_version_info(CURLVERSION_NOW)->version);
+    user_agent = agent;
+  }
+  check_curl(L, curl_easy_setopt(e, CURLOPT_USERAGENT, user_agent), "user agent");
+  if (timeout_ms) check_curl(L, curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms), "timeout");
+  if (connect_timeout_ms)
+    check_curl(L, curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_timeout_ms), "connect timeout");
+  /* TLS: verification stays on unless the caller explicitly opts out. */
+  if (ca_file) check_curl(L, curl_easy_setopt(e, CURLOPT_CAINFO, ca_file), "ca_file");
+  if (opt_boolean(L, idx, "insecure")) {
+    check_curl(L, curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L), "insecure");
+    check_curl(L, curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L), "insecure");
+  }
+  set_headers(L, req, idx);
+  if (content_type) {
+    char line[256];
+    struct curl_slist *grown;
+    snprintf(line, sizeof line, "Content-Type: %s", content_type);
+    grown = curl_slist_append(req->header_list, line);
+    if (!grown) luaL_error(L, "request: not enough memory");
+    req->header_list = grown;
+    check_curl(L, curl_easy_setopt(e, CURLOPT_HTTPHEADER, req->header_list), "headers");
+  }
+  set_body(L, req, idx, &method);
+}
+
+static int l_request_new(lua_State *L) {
+  geoservices_request *req;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 0);
+  memset(req, 0, sizeof(*req));
+  req->state = REQUEST_CLOSED;
+  req->ref = LUA_NOREF;
+  geoservices_buf_init(&req->request_body, 0);
+  geoservices_buf_init(&req->response_body, 0);
+  geoservices_buf_init(&req->response_headers, 1 << 20);
+  luaL_setmetatable(L, GEOSERVICES_REQUEST_MT);
+  req->easy = curl_easy_init();
+  if (!req->easy) return luaL_error(L, "request: curl_easy_init failed");
+  req->state = REQUEST_READY; /* from here on __gc releases what configure acquires */
+  configure(L, req, 1);
+  return 1;
+}
+
+/* ---- results ----------------------------------------------------------- */
+
+static const char *error_code(const geoservices_request *req) {
+  switch (req->result) {
+    case CURLE_COULDNT_CONNECT: return "couldnt_connect";
+    case CURLE_OPERATION_TIMEDOUT: return "timeout";
+    case CURLE_COULDNT_RESOLVE_HOST: return "resolve";
+    case CURLE_COULDNT_RESOLVE_PROXY: return "resolve_proxy";
+    case CURLE_GOT_NOTHING: return "empty_reply";
+    case CURLE_SEND_ERROR: return "send";
+    case CURLE_RECV_ERROR: return "recv";
+    case CURLE_PARTIAL_FILE: return "partial";
+    case CURLE_PEER_FAILED_VERIFICATION: return "tls_verify";
+    case CURLE_SSL_CONNECT_ERROR: return "tls";
+    case CURLE_SSL_CACERT_BADFILE: return "tls_ca_file";
+    case CURLE_UNSUPPORTED_PROTOCOL: return "unsupported_protocol";
+    case CURLE_URL_MALFORMAT: return "bad_url";
+    case CURLE_FILE_COULDNT_READ_FILE:
+    case CURLE_READ_ERROR: return "read";
+    case CURLE_ABORTED_BY_CALLBACK: return "aborted";
+    case CURLE_BAD_CONTENT_ENCODING: return "bad_encoding";
+    case CURLE_WRITE_ERROR: return req->too_large ? "too_large" : "write";
+    default: return NULL;
+  }
+}
+
+static void push_headers(lua_State *L, const geoservices_buf *raw) {
+  const char *p = raw->data, *end = raw->data + raw->len;
+  lua_newtable(L);
+  while (p && p < end) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    const char *line_end = eol ? eol : end, *colon;
+    const char *value, *value_end = line_end;
+    colon = memchr(p, ':', (size_t)(line_end - p));
+    if (colon && colon > p) {
+      luaL_Buffer name;
+      const char *c;
+      luaL_buffinit(L, &name);
+      for (c = p; c < colon; c++) luaL_addchar(&name, (char)tolower((unsigned char)*c));
+      luaL_pushresult(&name);
+      value = colon + 1;
+      while (value < value_end && (*value == ' ' || *value == '\t')) value++;
+      while (value_end > value && (value_end[-1] == '\r' || value_end[-1] == ' ')) value_end--;
+      lua_pushvalue(L, -1);
+      if (lua_rawget(L, -3) == LUA_TSTRING) { /* repeated header: join as HTTP allows */
+        lua_pushliteral(L, ", ");
+        lua_pushlstring(L, value, (size_t)(value_end - value));
+        lua_concat(L, 3);
+      } else {
+        lua_pop(L, 1);
+        lua_pushlstring(L, value, (size_t)(value_end - value));
+      }
+      lua_rawset(L, -3);
+    }
+    p = line_end + 1;
+  }
+}
+
+/* result() -> {status=, headers=, body=, url=, connects=, seconds=}
+ *          or nil, message, code for a transfer failure (not for HTTP errors). */
+static int l_request_result(lua_State *L) {
+  geoservices_request *req = check_open_request(L, 1);
+  long status = 0, connects = 0;
+  double seconds = 0;
+  char *url = NULL;
+  if (req->state != REQUEST_DONE) return luaL_error(L, "request: result() before the request finished");
+  if (req->result != CURLE_OK) {
+    const char *code = error_code(req);
+    char fallback[32];
+    luaL_pushfail(L);
+    if (req->too_large)
+      lua_pushfstring(L, "response larger than the limit of %I bytes", (lua_Integer)req->max_response_bytes);
+    else if (req->errbuf[0])
+      lua_pushstring(L, req->errbuf);
+    else
+      lua_pushstring(L, curl_easy_strerror(req->result));
+    if (!code) {
+      snprintf(fallback, sizeof fallback, "curl_%d", (int)req->result);
+      code = fallback;
+    }
+    lua_pushstring(L, code);
+    return 3;
+  }
+  curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_getinfo(req->easy, CURLINFO_NUM_CONNECTS, &connects);
+  curl_easy_getinfo(req->easy, CURLINFO_TOTAL_TIME, &seconds);
+  curl_easy_getinfo(req->easy, CURLINFO_EFFECTIVE_URL, &url);
+  lua_createtable(L, 0, 6);
+  lua_pushinteger(L, status);
+  lua_setfield(L, -2, "status");
+  lua_pushlstring(L, req->response_body.data ? req->response_body.data : "", req->response_body.len);
+  lua_setfield(L, -2, "body");
+  push_headers(L, &req->response_headers);
+  lua_setfield(L, -2, "headers");
+  lua_pushstring(L, url ? url : "");
+  lua_setfield(L, -2, "url");
+  lua_pushinteger(L, connects);
+  lua_setfield(L, -2, "connects");
+  lua_pushnumber(L, seconds);
+  lua_setfield(L, -2, "seconds");
+  return 1;
+}
+
+static int l_request_state(lua_State *L) {
+  geoservices_request *req = geoservices_check_request(L, 1);
+  lua_pushstring(L, state_names[req->state]);
+  return 1;
+}
+
+static int l_request_tostring(lua_State *L) {
+  geoservices_request *req = geoservices_check_request(L, 1);
+  lua_pushfstring(L, "%s (%p, %s)", GEOSERVICES_REQUEST_MT, (void *)req, state_names[req->state]);
+  return 1;
+}
+
+void geoservices_open_request(lua_State *L) {
+  static const luaL_Reg methods[] = {
+    {"result", l_request_result},
+    {"state", l_request_state},
+    {"close", l_request_close},
+    {NULL, NULL},
+  };
+  static const luaL_Reg meta[] = {
+    {"__gc", l_request_close},
+    {"__close", l_request_close},
+    {"__tostring", l_request_tostring},
+    {NULL, NULL},
+  };
+  geoservices_new_class(L, GEOSERVICES_REQUEST_MT, methods, meta);
+  lua_pushcfunction(L, l_request_new);
+  lua_setfield(L, -2, "request");
+}

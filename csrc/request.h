@@ -1,0 +1,53 @@
+/* The request and driver structures, shared by request.c and driver.c only. */
+#ifndef GEOSERVICES_REQUEST_H
+#define GEOSERVICES_REQUEST_H
+
+#include <curl/curl.h>
+
+#include "buf.h"
+#include "common.h"
+
+typedef struct geoservices_driver geoservices_driver;
+
+typedef enum {
+  REQUEST_CLOSED = 0, /* no easy handle: created closed, or closed */
+  REQUEST_READY,      /* configured, not yet added to a driver */
+  REQUEST_RUNNING,    /* attached to a driver's multi handle */
+  REQUEST_DONE        /* finished; result() is available */
+} geoservices_request_state;
+
+typedef struct geoservices_request {
+  CURL *easy;
+  geoservices_request_state state;
+  geoservices_driver *driver; /* set while RUNNING */
+  struct geoservices_request *prev, *next; /* the driver's list of attached requests */
+  int ref;                    /* registry anchor while RUNNING */
+  CURLcode result;
+  int too_large;              /* the write callback refused a body over the limit */
+  size_t max_response_bytes;  /* 0 = unlimited */
+  geoservices_buf request_body;
+  geoservices_buf response_body;
+  geoservices_buf response_headers; /* raw header block of the final response */
+  curl_mime *mime;
+  struct curl_slist *header_list;
+  char errbuf[CURL_ERROR_SIZE];
+} geoservices_request;
+
+struct geoservices_driver {
+  CURLM *multi;
+  geoservices_request *attached; /* head of the list of RUNNING requests */
+  int running;
+};
+
+geoservices_request *geoservices_check_request(lua_State *L, int idx);
+/* Removes a RUNNING request from its driver and drops the anchor; leaves it
+ * in `next_state`. Safe in either GC order. */
+void geoservices_request_detach(lua_State *L, geoservices_request *req,
+                                geoservices_request_state next_state);
+/* Called by the driver when libcurl reports the transfer finished. */
+void geoservices_request_finished(lua_State *L, geoservices_request *req, CURLcode result);
+
+/* Form encoding of a Lua table (array of {name, value} or a map) into b. */
+void geoservices_form_encode_table(lua_State *L, int idx, geoservices_buf *b);
+
+#endif

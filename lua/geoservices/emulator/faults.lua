@@ -1,0 +1,53 @@
+--- Fault injection: per route and per attempt number, so a test can say
+-- "fail the first call, succeed the second". A fault is a table:
+--   route     operation name ("getServicesById", "snapshots/list", ...) or "*"
+--   attempts  list of attempt numbers it applies to (default: every attempt)
+--   kind      "status"    answer `status` with `body` (default an HTML page), `headers`
+--             "error"     a JSON error body {code, message} (HTTP 200, as the server does)
+--             "delay"     answer normally after `delay_ms`
+--             "reset"     close the connection before any response byte
+--             "reset_mid_body"  send the headers and half of the body, then close
+--             "truncate"  a complete response whose body is the first half of the real one
+--             "invalid_json"  a 200 response whose body is not JSON
+local faults = {}
+
+local Faults = {}
+Faults.__index = Faults
+
+function faults.new()
+  return setmetatable({ list = {} }, Faults)
+end
+
+local KINDS = {
+  status = true, error = true, delay = true, reset = true, reset_mid_body = true,
+  truncate = true, invalid_json = true,
+}
+
+--- Adds a fault; returns true or nil, message.
+function Faults:add(fault)
+  if type(fault) ~= "table" then return nil, "a fault is an object" end
+  if type(fault.route) ~= "string" then return nil, "fault.route is required" end
+  if not KINDS[fault.kind] then return nil, "fault.kind must be one of the known kinds" end
+  if fault.attempts ~= nil and type(fault.attempts) ~= "table" then return nil, "fault.attempts is a list" end
+  self.list[#self.list + 1] = fault
+  return true
+end
+
+function Faults:clear()
+  self.list = {}
+end
+
+--- The fault that applies to this attempt of this route, if any.
+function Faults:match(route, attempt)
+  for _, fault in ipairs(self.list) do
+    if fault.route == route or fault.route == "*" then
+      if fault.attempts == nil then return fault end
+      for _, n in ipairs(fault.attempts) do
+        if n == attempt then return fault end
+      end
+    end
+  end
+  return nil
+end
+
+return faults

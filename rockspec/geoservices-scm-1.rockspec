@@ -1,0 +1,45 @@
+rockspec_format = "3.0"
+package = "geoservices"
+version = "scm-1"
+source = {
+  url = "git+https://github.com/lua-geoservices/lua-geoservices.git",
+}
+description = {
+  summary = "Client for replica sync, organization configure, services by id and notebook snapshots",
+  detailed = [[
+    A Lua 5.4 client, with a libcurl-based C core, for four operations of a GIS
+    server's REST interface: synchronizeReplica, configure, getServicesById and
+    notebooks/snapshots/list. Ships a local emulator of the server for tests.
+  ]],
+  homepage = "https://github.com/lua-geoservices/lua-geoservices",
+  license = "MIT",
+}
+dependencies = {
+  "lua >= 5.4, < 5.5",
+  "lua-cjson",
+}
+external_dependencies = {
+  CURL = { header = "curl/curl.h" },
+  -- the emulator's HTTP server (geoservices.httpd)
+  MICROHTTPD = { header = "microhttpd.h" },
+}
+build = {
+  type = "make",
+  build_target = "all",
+  build_variables = {
+    CFLAGS = "$(CFLAGS)",
+    LIBFLAG = "$(LIBFLAG)",
+    LUA_INCDIR = "$(LUA_INCDIR)",
+    CURL_INCDIR = "$(CURL_INCDIR)",
+    CURL_LIBDIR = "$(CURL_LIBDIR)",
+    MHD_INCDIR = "$(MICROHTTPD_INCDIR)",
+    MHD_LIBDIR = "$(MICROHTTPD_LIBDIR)",
+  },
+  install_target = "install",
+  install_variables = {
+    LIBDIR = "$(LIBDIR)",
+    LUADIR = "$(LUADIR)",
+  },
+}
+test_dependencies = { "busted" }
+test = { type = "busted" }

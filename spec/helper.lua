@@ -1,0 +1,130 @@
+-- Shared by the specs: starting and stopping the emulator as a real process,
+-- and talking to its control routes. Loaded by busted through .busted.
+local core = require "geoservices.core"
+local json = require "geoservices.json"
+local transport = require "geoservices.transport"
+
+local helper = {}
+
+local pwd = io.popen("pwd")
+helper.ROOT = pwd:read("l")
+pwd:close()
+helper.FIXTURES = "file://" .. helper.ROOT .. "/spec/fixtures"
+
+helper.TEST_TIMEOUT = 20 -- seconds any wait in a spec may take before it fails
+
+local function shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+helper.shell_quote = shell_quote
+
+local function read_all(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+helper.read_all = read_all
+
+local function own_pid()
+  local f = assert(io.open("/proc/self/stat"))
+  local pid = f:read("n")
+  f:close()
+  return pid
+end
+
+local function process_alive(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return false end
+  local stat = f:read("a")
+  f:close()
+  return not stat:match("^%d+ %b() Z") -- a zombie has exited already
+end
+helper.process_alive = process_alive
+
+function helper.sleep(seconds)
+  local until_t = core.monotonic() + seconds
+  local drv = core.driver()
+  while core.monotonic() < until_t do drv:step(math.max(1, math.floor((until_t - core.monotonic()) * 1000))) end
+  drv:close()
+end
+
+--- Polls `pred` until it returns a truthy value or `timeout` seconds pass;
+-- raises with `what` on timeout.
+function helper.wait_for(what, pred, timeout)
+  local deadline = core.monotonic() + (timeout or helper.TEST_TIMEOUT)
+  while true do
+    local v = pred()
+    if v then return v end
+    if core.monotonic() > deadline then error("timed out waiting for " .. what, 2) end
+    helper.sleep(0.02)
+  end
+end
+
+local Emulator = {}
+Emulator.__index = Emulator
+
+--- Starts `lua5.4 lua/geoservices/emulator/main.lua` on 127.0.0.1 and a free
+-- port, with this process's module paths; returns a handle with url, port,
+-- pid and control helpers. opts.data: data file (default the example world).
+function helper.start_emulator(opts)
+  opts = opts or {}
+  local log = os.tmpname()
+  local pidfile = os.tmpname()
+  local args = { "--port", "0", "--data", opts.data or "examples/data/world.json", "--exit-with", own_pid() }
+  for _, a in ipairs(opts.args or {}) do args[#args + 1] = a end
+  local quoted = {}
+  for i, a in ipairs(args) do quoted[i] = shell_quote(a) end
+  local cmd = ("LUA_PATH=%s LUA_CPATH=%s %s lua/geoservices/emulator/main.lua %s > %s 2>&1 & echo $! > %s"):format(
+    shell_quote(package.path), shell_quote(package.cpath), shell_quote(opts.lua or "lua5.4"),
+    table.concat(quoted, " "), shell_quote(log), shell_quote(pidfile))
+  assert(os.execute(cmd))
+  local pid = helper.wait_for("emulator pid", function() return tonumber(read_all(pidfile)) end, 5)
+  os.remove(pidfile)
+  local url = helper.wait_for("emulator start-up line", function()
+    local text = read_all(log) or ""
+    if not process_alive(pid) then error("emulator exited: " .. text) end
+    return text:match("listening on (http://127%.0%.0%.1:%d+/server)")
+  end, 10)
+  local self = setmetatable({ url = url, pid = pid, log = log, driver = core.driver() }, Emulator)
+  self.port = tonumber(url:match(":(%d+)/"))
+  self.root = url:match("^(http://[^/]+)")
+  return self
+end
+
+--- Stops the emulator by PID (TERM, then KILL after 5 s) and waits for it.
+function Emulator:stop()
+  if not self.pid then return end
+  os.execute("kill " .. self.pid .. " 2>/dev/null")
+  local deadline = core.monotonic() + 5
+  while process_alive(self.pid) and core.monotonic() < deadline do helper.sleep(0.02) end
+  if process_alive(self.pid) then os.execute("kill -9 " .. self.pid .. " 2>/dev/null") end
+  self.pid = nil
+  self.driver:close()
+  os.remove(self.log)
+end
+
+-- Calls a control route; returns the decoded JSON answer.
+function Emulator:control(path, body)
+  local spec = { url = self.root .. "/_emulator/" .. path, timeout_ms = 5000 }
+  if body then
+    spec.method, spec.body, spec.content_type = "POST", json.encode(body), "application/json"
+  end
+  local response = assert(transport.perform(self.driver, spec))
+  assert(response.status == 200, "control " .. path .. ": HTTP " .. response.status .. " " .. response.body)
+  return assert(json.decode(response.body))
+end
+
+function Emulator:fault(fault) return self:control("faults", fault) end
+function Emulator:reset() return self:control("reset", {}) end
+function Emulator:requests() return self:control("requests") end
+
+--- Count of requests the emulator received for one operation route.
+function Emulator:count(route)
+  return self:requests().counts[route] or 0
+end
+
+helper.Emulator = Emulator
+package.loaded["spec.helper"] = helper
+return helper
