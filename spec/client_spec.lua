@@ -28,7 +28,8 @@ describe("geoservices.client", function()
       assert.not_matches("s3cr3t", tostring(k) .. "=" .. tostring(v))
     end
     local p = geoservices.client{ url = "http://h/s", token = function() return "x" end, admin_path = "/arcgis/admin/" }
-    assert.equal("geoservices.Client <http://h/s> (admin path 'arcgis/admin', token provider, timeout 30 s)", tostring(p))
+    assert.equal("geoservices.Client <http://h/s> (admin path 'arcgis/admin', token provider, timeout 30 s)",
+      tostring(p))
     assert.equal("http://h/s/arcgis/admin/services/getServicesById", p:admin_url("services/getServicesById"))
   end)
 

@@ -26,4 +26,18 @@ function transport.perform(driver, spec)
   return req:result()
 end
 
+--- Waits `seconds` without busy-looping: libcurl's poll with no transfers
+-- simply sleeps. Every polling loop (jobs, configure stages) sleeps here, so
+-- the scheduler can later turn this one place into a yield.
+function transport.sleep(driver, seconds)
+  local deadline = core.monotonic() + seconds
+  while true do
+    local left = deadline - core.monotonic()
+    if left <= 0 then return end
+    driver:step(math.max(1, math.ceil(left * 1000)))
+  end
+end
+
+transport.now = core.monotonic
+
 return transport

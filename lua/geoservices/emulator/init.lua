@@ -127,10 +127,13 @@ function Emulator:control(path, request)
   return html_response(404, "Not Found")
 end
 
+-- Finds the operation of a path: {base}/{admin}/<route> or the admin root
+-- itself ({base}/{admin}, key ""); nil when none.
 function Emulator:route(path)
-  local admin_prefix = self.base_path .. "/" .. self.admin_path .. "/"
-  if path:sub(1, #admin_prefix) == admin_prefix then
-    return ADMIN_ROUTES[path:sub(#admin_prefix + 1)]
+  local admin_root = self.base_path .. "/" .. self.admin_path
+  if path == admin_root or path == admin_root .. "/" then return ADMIN_ROUTES[""] end
+  if path:sub(1, #admin_root + 1) == admin_root .. "/" then
+    return ADMIN_ROUTES[path:sub(#admin_root + 2)]
   end
   return nil
 end
