@@ -381,6 +381,21 @@ describe("core.jsonstream", function()
     assert.has_error(function() seen:feed("]") end, "attempt to use a closed JsonStream")
   end)
 
+  it("survives a Lua error raised inside a handler", function()
+    -- a million nested arrays overflow the Lua stack: the handler raises mid-feed
+    local deep = string.rep("[", 1000001)
+    assert.has_error(function() core.json_decode(deep, { max_depth = 2000000 }) end)
+    local js = core.jsonstream({ max_depth = 2000000 })
+    assert.has_error(function() js:feed(deep) end)
+    assert.has_error(function() js:feed("]") end,
+      "attempt to use a JsonStream after an error inside feed")
+    js:reset()
+    assert.is_true(js:feed("[1]"))
+    assert.same({ 1 }, js:finish())
+    js:close()
+    collectgarbage()
+  end)
+
   it("is collected with a partial document parked", function()
     for _ = 1, 50 do
       local js = core.jsonstream()

@@ -448,6 +448,7 @@ static void test_big(void) {
   char *s = malloc(2 * n + 2);
   geoservices_jsonstream *p;
   geoservices_json_limits lim = {0, 100};
+  if (!s) abort();
   for (i = 0; i < n; i++) {
     s[i] = '[';
     s[2 * n - 1 - i] = ']';
