@@ -49,7 +49,7 @@ ALLCFLAGS   = $(WARNFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE
               -DCURL_NO_OLDIES $(SANFLAGS)
 
 CORE_SRC   = csrc/core.c csrc/driver.c csrc/request.c csrc/form.c csrc/urlencode.c \
-             csrc/buf.c csrc/jsonstream.c csrc/lua_jsonstream.c
+             csrc/buf.c csrc/jsonstream.c csrc/lua_jsonstream.c csrc/fileio.c
 HTTPD_SRC  = csrc/emulator/httpd.c csrc/buf.c
 CORE_SO    = $(BUILD)/geoservices/core.so
 HTTPD_SO   = $(BUILD)/geoservices/httpd.so

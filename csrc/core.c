@@ -61,5 +61,6 @@ GEOSERVICES_API int luaopen_geoservices_core(lua_State *L) {
   geoservices_open_driver(L);
   geoservices_open_form(L);
   geoservices_open_jsonstream(L);
+  geoservices_open_fileio(L);
   return 1;
 }

@@ -27,14 +27,15 @@ end
 
 local known_options = {
   url = true, admin_path = true, token = true, timeout = true, ca_file = true, insecure = true,
-  user_agent = true, max_response_bytes = true, max_host_connections = true,
+  user_agent = true, max_response_bytes = true, max_host_connections = true, enum_prefix = true,
 }
 
 --- Creates a client. Raises on misuse (wrong option types, missing url).
 -- opts: url (required, the {base_url}), admin_path ("admin"), token (string
 -- or function returning one), timeout (seconds per request, 30), ca_file,
 -- insecure (skip TLS verification; explicit opt-in), user_agent,
--- max_response_bytes, max_host_connections.
+-- max_response_bytes, max_host_connections, enum_prefix (the vendor prefix of
+-- enumerated values such as svcTransportTypeUrl; default "svc").
 function client.new(opts)
   if type(opts) ~= "table" then error("geoservices.client: expected an options table", 2) end
   for name in pairs(opts) do
@@ -59,6 +60,7 @@ function client.new(opts)
     insecure = check_option(opts, "insecure", "boolean", false),
     user_agent = check_option(opts, "user_agent", "string"),
     max_response_bytes = check_option(opts, "max_response_bytes", "number"),
+    enum_prefix = check_option(opts, "enum_prefix", "string", "svc"),
   }, Client)
   -- The token lives in a closure, not a field, so printing or dumping the
   -- client (pp, inspect, error reports) can never reveal it.
@@ -180,6 +182,28 @@ function Client:post(url, fields, opts)
       return decoded, err
     end
   end
+end
+
+--- GETs a file (a sync result) and returns its bytes, or nil, err. No token
+-- is sent: result addresses are self-contained, and a token never goes in a URL.
+function Client:download(url, opts)
+  opts = opts or {}
+  local response, msg, code = transport.perform(self.driver, {
+    url = url,
+    method = "GET",
+    timeout_ms = math.max(1, math.floor((opts.timeout or self.timeout) * 1000)),
+    ca_file = self.ca_file,
+    insecure = self.insecure,
+    user_agent = self.user_agent,
+    max_response_bytes = self.max_response_bytes,
+  })
+  if not response then return nil, errors.from_transfer(msg, code, url) end
+  if response.status >= 300 then
+    local kind = (response.status == 401 or response.status == 403) and "auth" or "http"
+    return nil, errors.new(kind, ("HTTP %d while downloading the result file"):format(response.status),
+      { status = response.status, url = url })
+  end
+  return response.body
 end
 
 function Client:close()

@@ -14,6 +14,10 @@ local json = require "geoservices.json"
 local admin = require "geoservices.emulator.admin"
 local faults = require "geoservices.emulator.faults"
 local forms = require "geoservices.emulator.forms"
+local organization = require "geoservices.emulator.organization"
+local jobs = require "geoservices.emulator.jobs"
+local replicas = require "geoservices.emulator.replicas"
+local sync = require "geoservices.emulator.sync"
 local world = require "geoservices.emulator.world"
 
 local emulator = {}
@@ -25,23 +29,61 @@ Emulator.__index = Emulator
 local ADMIN_ROUTES = {
   ["services/getServicesById"] = { name = "getServicesById", handler = admin.get_services_by_id },
   ["notebooks/snapshots/list"] = { name = "snapshots/list", handler = admin.list_snapshots },
+  [""] = { name = "root", handler = organization.root_handler },
+  ["configure"] = { name = "configure", handler = organization.configure_handler },
 }
 
+-- Routes of feature services under {base_path}/<service>/FeatureServer/...;
+-- the captures are passed to the handler after (emulator, request).
+local SERVICE_ROUTES = {
+  { pattern = "^/([%w_%-]+)/FeatureServer/synchronizeReplica$", name = "synchronizeReplica",
+    handler = sync.synchronize },
+  { pattern = "^/([%w_%-]+)/FeatureServer/jobs/([%w]+)$", name = "jobs", handler = sync.job_status },
+  { pattern = "^/([%w_%-]+)/FeatureServer/replicafiles/([%w_%-]+%.json)$", name = "results",
+    handler = sync.result_file },
+}
+
+local DEFAULT_SETTINGS = {
+  enum_prefix = "svc",    -- prefix of transportType/responseType values
+  job_step_ms = 100,      -- time each async job status lasts before the next
+  job_outcome = nil,      -- "Failed" or "CompletedWithErrors" instead of "Completed"
+}
+
+local function default_settings()
+  local s = {}
+  for k, v in pairs(DEFAULT_SETTINGS) do s[k] = v end
+  return s
+end
+
+-- The mutable state built from the data: the world plus the feature services.
+local function new_state(data)
+  local w = world.new(data)
+  w.feature_services = replicas.load(data.featureServices)
+  return w
+end
+
 --- opts: data (path or data table), host ("127.0.0.1"), port (0 = free),
--- base_path ("/server"), admin_path ("admin"), log (function(line) or nil).
+-- base_path ("/server"), admin_path ("admin"), log (function(line) or nil),
+-- configure_seconds (seconds each configuration stage takes, 0.5).
 function emulator.new(opts)
-  local w, err
-  if type(opts.data) == "table" then
-    w = world.new(opts.data)
-  else
-    w, err = world.load(opts.data or "examples/data/world.json")
-    if not w then return nil, err end
+  local data = opts.data
+  if type(data) ~= "table" then
+    local err
+    data, err = world.read(opts.data or "examples/data/world.json")
+    if not data then return nil, err end
   end
+  local ok, w = pcall(new_state, data)
+  if not ok then return nil, w end
   local host = opts.host or "127.0.0.1"
   local srv, listen_err = httpd.listen{ host = host, port = opts.port or 0 }
   if not srv then return nil, listen_err end
   local self = setmetatable({
+    data = data,
     world = w,
+    settings = default_settings(),
+    jobs = jobs.new(),
+    result_files = {}, -- "<service>/<name>.json" -> path of a temporary file
+    next_result = 1,
     srv = srv,
     host = host,
     base_path = (opts.base_path or "/server"):gsub("/+$", ""),
@@ -51,6 +93,8 @@ function emulator.new(opts)
     total = 0,
     delayed = {},   -- responses waiting for their time: {due =, exchange =, response =}
     log = opts.log,
+    configure_seconds = opts.configure_seconds,
+    organization = organization.new{ stage_seconds = opts.configure_seconds },
   }, Emulator)
   return self
 end
@@ -105,6 +149,52 @@ local function echo(request)
   return out
 end
 
+--- Writes a result file and returns the URL it is served at.
+function Emulator:store_result(service_name, text)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  local name = ("r%05d_%08x.json"):format(self.next_result, math.random(0, 0x7fffffff))
+  self.next_result = self.next_result + 1
+  self.result_files[service_name .. "/" .. name] = path
+  return ("%s/%s/FeatureServer/replicafiles/%s"):format(self:url(), service_name, name)
+end
+
+function Emulator:remove_results()
+  for _, path in pairs(self.result_files) do os.remove(path) end
+  self.result_files = {}
+end
+
+function Emulator.not_found()
+  return { status = 404, headers = { ["Content-Type"] = "application/json" },
+           body = json.encode{ error = { code = 404, message = "Not found.", details = json.array() } } }
+end
+
+-- A summary of the feature services for tests: generation, live features per
+-- layer (GlobalID -> attributes) and the replicas.
+local function feature_state(w)
+  local out = json.object()
+  for name, svc in pairs(w.feature_services) do
+    local layers = json.object()
+    for id, layer in pairs(svc.layers) do
+      local features = json.object()
+      for gid, f in pairs(layer.features) do
+        if not f.deleted then features[gid] = { attributes = json.object(f.attributes), geometry = f.geometry } end
+      end
+      local attachments = json.object()
+      for gid, a in pairs(layer.attachments) do
+        if not a.deleted then attachments[gid] = { parentGlobalId = a.parentGlobalId, name = a.name } end
+      end
+      layers[tostring(id)] = { features = features, attachments = attachments }
+    end
+    local reps = json.object()
+    for rid, r in pairs(svc.replicas) do reps[rid] = { closed = r.closed == true, model = r.model } end
+    out[name] = { gen = svc.gen, layers = layers, replicas = reps }
+  end
+  return out
+end
+
 -- Control routes for tests and users: not part of the interface.
 function Emulator:control(path, request)
   if path == "/_emulator/health" then
@@ -112,9 +202,36 @@ function Emulator:control(path, request)
   elseif path == "/_emulator/requests" then
     return json_response(200, { total = self.total, counts = json.object(self.attempts) })
   elseif path == "/_emulator/reset" then
+    -- back to the state of the data file, as if freshly started
     self.faults:clear()
     self.attempts, self.total = {}, 0
+    self.world = new_state(self.data)
+    self.settings = default_settings()
+    self.jobs = jobs.new()
+    self.organization = organization.new{ stage_seconds = self.configure_seconds }
+    self:remove_results()
     return json_response(200, { ok = true })
+  elseif path == "/_emulator/state" then
+    return json_response(200, { featureServices = feature_state(self.world) })
+  elseif path == "/_emulator/settings" and request.method == "POST" then
+    local changes, msg = json.decode(request.body)
+    if type(changes) ~= "table" then return json_response(400, { error = { code = 400, message = tostring(msg) } }) end
+    for k, v in pairs(changes) do
+      if DEFAULT_SETTINGS[k] == nil and k ~= "job_outcome" then
+        return json_response(400, { error = { code = 400, message = "unknown setting " .. tostring(k) } })
+      end
+      self.settings[k] = v ~= json.null and v or nil
+    end
+    return json_response(200, { ok = true })
+  elseif path == "/_emulator/configure" then
+    -- POST {stage_seconds =, fail = "<stage>", fail_message =, stall = "<stage>"}:
+    -- stage timing, and a stage that fails or never finishes; GET: the settings.
+    if request.method == "POST" then
+      local body = json.decode(request.body)
+      local ok, msg = self.organization:control(type(body) == "table" and body or {})
+      if not ok then return json_response(400, { error = { code = 400, message = msg } }) end
+    end
+    return json_response(200, self.organization:settings())
   elseif path == "/_emulator/echo" then
     return json_response(200, echo(request))
   elseif path == "/_emulator/faults" and request.method == "POST" then
@@ -127,13 +244,21 @@ function Emulator:control(path, request)
   return html_response(404, "Not Found")
 end
 
--- Finds the operation of a path: {base}/{admin}/<route> or the admin root
--- itself ({base}/{admin}, key ""); nil when none.
+-- Finds the operation of a path: {base}/{admin}/<route>, the admin root
+-- itself ({base}/{admin}, key ""), or a feature service route. Returns the
+-- route and its captures, or nil.
 function Emulator:route(path)
   local admin_root = self.base_path .. "/" .. self.admin_path
-  if path == admin_root or path == admin_root .. "/" then return ADMIN_ROUTES[""] end
+  if path == admin_root or path == admin_root .. "/" then return ADMIN_ROUTES[""], {} end
   if path:sub(1, #admin_root + 1) == admin_root .. "/" then
-    return ADMIN_ROUTES[path:sub(#admin_root + 2)]
+    return ADMIN_ROUTES[path:sub(#admin_root + 2)], {}
+  end
+  if path:sub(1, #self.base_path + 1) == self.base_path .. "/" then
+    local rest = path:sub(#self.base_path + 1)
+    for _, route in ipairs(SERVICE_ROUTES) do
+      local captures = { rest:match(route.pattern) }
+      if #captures > 0 then return route, captures end
+    end
   end
   return nil
 end
@@ -177,7 +302,7 @@ function Emulator:handle(exchange)
     exchange:respond(self:control(request.path, request))
     return
   end
-  local route = self:route(request.path)
+  local route, captures = self:route(request.path)
   if not route then
     exchange:respond(html_response(404, "Not Found"))
     return
@@ -190,12 +315,21 @@ function Emulator:handle(exchange)
   if request.method ~= "POST" and request.method ~= "GET" then
     response = html_response(405, "Method Not Allowed")
   else
-    local form, form_err = forms.decode_urlencoded(request.method == "POST" and request.body or request.query)
+    local form, form_err
+    local ctype = request.headers["content-type"] or ""
+    if request.method == "POST" and ctype:match("^multipart/form%-data") then
+      -- configure's body: its fields are the form, its file parts request.files
+      form, form_err = forms.decode_multipart(request.body, ctype)
+      if form then request.files = form_err end
+    else
+      form, form_err = forms.decode_urlencoded(request.method == "POST" and request.body or request.query)
+    end
     if not form then
       response = json_response(200, { error = { code = 400, message = form_err, details = json.array() } })
     else
       request.form = form
-      response = operation_response(route.handler(self, request), form)
+      local result, raw = route.handler(self, request, table.unpack(captures))
+      response = raw or operation_response(result, form)
     end
   end
   if fault then response = apply_fault(fault, response) end
@@ -240,6 +374,7 @@ function Emulator:run(until_fn)
 end
 
 function Emulator:close()
+  self:remove_results()
   self.srv:close()
 end
 

@@ -136,8 +136,8 @@ function world.new(data)
   return w
 end
 
---- Loads a world from a .json or .lua data file; returns world or nil, err.
-function world.load(path)
+--- Reads a .json or .lua data file; returns the data table or nil, err.
+function world.read(path)
   local data
   if path:match("%.lua$") then
     local chunk, err = loadfile(path, "t", {})
@@ -150,9 +150,7 @@ function world.load(path)
     data, msg, offset = json.decode(text)
     if not data then return nil, ("%s: invalid JSON at byte %s: %s"):format(path, tostring(offset), msg) end
   end
-  local ok, w = pcall(world.new, data)
-  if not ok then return nil, path .. ": " .. tostring(w) end
-  return w
+  return data
 end
 
 return world

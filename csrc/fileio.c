@@ -1,0 +1,102 @@
+/* Atomic file replacement for replica state and downloaded results: write a
+ * temporary file in the same directory, fsync it, rename it over the target,
+ * fsync the directory. A crash at any point leaves either the old or the new
+ * file, never a torn one. Lua's io library cannot fsync, hence C. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static int push_errno(lua_State *L, const char *what, const char *path) {
+  int e = errno;
+  luaL_pushfail(L);
+  lua_pushfstring(L, "%s %s: %s", what, path, strerror(e));
+  return 2;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* write_file_atomic(path, data) -> true, or nil, message */
+static int l_write_file_atomic(lua_State *L) {
+  size_t len, dir_len;
+  const char *path = luaL_checkstring(L, 1);
+  const char *data = luaL_checklstring(L, 2, &len);
+  const char *slash = strrchr(path, '/');
+  size_t path_len = strlen(path);
+  char *tmp_path;
+  int fd, dir_fd;
+
+  /* mkstemp edits its template in place: use scratch memory owned by Lua
+   * (a userdata), never the bytes of a Lua string. */
+  tmp_path = (char *)lua_newuserdatauv(L, path_len + sizeof ".tmpXXXXXX", 0);
+  memcpy(tmp_path, path, path_len);
+  memcpy(tmp_path + path_len, ".tmpXXXXXX", sizeof ".tmpXXXXXX");
+  fd = mkstemp(tmp_path);
+  if (fd < 0) return push_errno(L, "cannot create a temporary file next to", path);
+  if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+    int e = errno;
+    close(fd);
+    unlink(tmp_path);
+    errno = e;
+    return push_errno(L, "cannot write", tmp_path);
+  }
+  if (close(fd) != 0 || rename(tmp_path, path) != 0) {
+    int e = errno;
+    unlink(tmp_path);
+    errno = e;
+    return push_errno(L, "cannot replace", path);
+  }
+  /* The rename is durable only once the directory entry is on disk. */
+  dir_len = slash ? (size_t)(slash - path) : 0;
+  lua_pushlstring(L, slash ? path : ".", slash ? (dir_len ? dir_len : 1) : 1);
+  dir_fd = open(lua_tostring(L, -1), O_RDONLY);
+  if (dir_fd >= 0) {
+    fsync(dir_fd);
+    close(dir_fd);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* random_bytes(n) -> string of n bytes from the kernel's CSPRNG. */
+static int l_random_bytes(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  luaL_Buffer b;
+  char *p;
+  FILE *f;
+  luaL_argcheck(L, n >= 0 && n <= 4096, 1, "between 0 and 4096");
+  f = fopen("/dev/urandom", "rb");
+  if (!f) return push_errno(L, "cannot open", "/dev/urandom");
+  p = luaL_buffinitsize(L, &b, (size_t)n);
+  if (fread(p, 1, (size_t)n, f) != (size_t)n) {
+    fclose(f);
+    return luaL_error(L, "short read from /dev/urandom");
+  }
+  fclose(f);
+  luaL_pushresultsize(&b, (size_t)n);
+  return 1;
+}
+
+void geoservices_open_fileio(lua_State *L) {
+  static const luaL_Reg functions[] = {
+    {"write_file_atomic", l_write_file_atomic},
+    {"random_bytes", l_random_bytes},
+    {NULL, NULL},
+  };
+  luaL_setfuncs(L, functions, 0);
+}

@@ -1,0 +1,82 @@
+--- Emulator handlers of synchronizeReplica (4.1), its async job status
+-- resource (2.4) and the result files of URL transport.
+local auth = require "geoservices.emulator.auth"
+local jobs = require "geoservices.emulator.jobs"
+local json = require "geoservices.json"
+local replicas = require "geoservices.emulator.replicas"
+
+local sync = {}
+
+-- A token is optional for feature services (their access is the service's
+-- Sync capability, section 5.3), but one that is sent must be valid.
+local function check_token(emu, form)
+  if form.token == nil or form.token == "" then return nil end
+  local _, denied = auth.user(emu.world, form)
+  return denied
+end
+
+local function service_url(emu, name)
+  return ("%s/%s/FeatureServer"):format(emu:url(), name)
+end
+
+-- The fields of a URL-transport response: the document without its edits.
+local function url_response(doc, url)
+  local r = { transportType = doc.transportType, responseType = doc.responseType, replicaID = doc.replicaID,
+              replicaServerGen = doc.replicaServerGen, layerServerGens = doc.layerServerGens, URL = url }
+  return r
+end
+
+function sync.synchronize(emu, request, service_name)
+  local form = request.form
+  local denied = check_token(emu, form)
+  if denied then return denied end
+  local svc = emu.world.feature_services[service_name]
+  if not svc then return replicas.error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local plan, err = replicas.plan(svc, form)
+  if not plan then return err end
+  local prefix = emu.settings.enum_prefix
+  if plan.flags.async then
+    local outcome = emu.settings.job_outcome or "Completed"
+    local doc, exec_err
+    if outcome ~= "Failed" then -- a failed job applies nothing
+      doc, exec_err = replicas.execute(plan, prefix)
+      if not doc then return exec_err end
+    end
+    local job = emu.jobs:submit({
+      transportType = prefix .. "TransportTypeUrl",
+      responseType = doc and doc.responseType or (prefix .. "ReplicaResponseTypeNoEdits"),
+      replicaServerGen = doc and doc.replicaServerGen and tostring(doc.replicaServerGen) or nil,
+      replicaName = plan.replica.replicaName,
+      replicaID = plan.replica.replicaID,
+      targetType = plan.replica.targetType,
+    }, outcome, emu.settings.job_step_ms)
+    job.service = service_name
+    if doc then job.result = emu:store_result(service_name, json.encode(doc)) end
+    plan.replica.busy_job = job
+    return { statusUrl = service_url(emu, service_name) .. "/jobs/" .. job.id }
+  end
+  local doc, exec_err = replicas.execute(plan, prefix)
+  if not doc then return exec_err end
+  if plan.transport == "url" then
+    return url_response(doc, emu:store_result(service_name, json.encode(doc)))
+  end
+  return doc
+end
+
+function sync.job_status(emu, request, service_name, job_id)
+  local denied = check_token(emu, request.form)
+  if denied then return denied end
+  local job = emu.jobs:get(job_id)
+  if not job or job.service ~= service_name then
+    return nil, emu.not_found()
+  end
+  return jobs.resource(job, job.result)
+end
+
+function sync.result_file(emu, _, service_name, name)
+  local path = emu.result_files[service_name .. "/" .. name]
+  if not path then return nil, emu.not_found() end
+  return nil, { status = 200, headers = { ["Content-Type"] = "application/json" }, file = path }
+end
+
+return sync

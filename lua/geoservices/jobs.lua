@@ -1,0 +1,110 @@
+--- Asynchronous synchronization jobs: the operation object returned with
+-- `async = true, wait = false`, and the polling loop behind `wait`.
+-- Polling is "request, then sleep until the next poll" with bounded backoff;
+-- the sleep goes through transport.sleep, never os.execute("sleep").
+local errors = require "geoservices.errors"
+local json = require "geoservices.json"
+local sync_result = require "geoservices.sync_result"
+local transport = require "geoservices.transport"
+
+local jobs = {}
+
+local MAX_INTERVAL = 5        -- seconds: the backoff never waits longer between polls
+local BACKOFF = 1.5
+local DEFAULT_INTERVAL = 0.5
+
+local TERMINAL = { completed = "Completed", completedwitherrors = "CompletedWithErrors", failed = "Failed" }
+
+local Operation = { __name = "geoservices.SyncOperation" }
+Operation.__index = Operation
+
+--- fields: status_url, service, replicaID, strict, output, on_done (called
+-- with the result before it is returned, to advance replica state).
+function jobs.operation(client, fields)
+  local op = setmetatable({ client = client }, Operation)
+  for k, v in pairs(fields) do op[k] = v end
+  return op
+end
+
+function Operation:__tostring()
+  local state = self.status and self.status.status or "submitted"
+  return ("geoservices.SyncOperation %s/%s replica %s: %s"):format(
+    tostring(self.service), "synchronizeReplica", tostring(self.replicaID), state)
+end
+
+--- Reads the job's status resource once. Returns it (2.4) or nil, err.
+function Operation:poll(opts)
+  local status, err = self.client:post(self.status_url, {}, opts)
+  if not status then return nil, err end
+  if type(status.status) ~= "string" then
+    return nil, errors.new("protocol", "job status resource has no status field", { url = self.status_url })
+  end
+  self.status = status
+  return status
+end
+
+--- True once the job reached Completed, CompletedWithErrors or Failed.
+function Operation:done()
+  return self.status ~= nil and TERMINAL[self.status.status:lower()] ~= nil
+end
+
+--- Polls until the job ends and returns the normalized result (see
+-- synchronize_replica), or nil, err. opts: poll_interval (first interval,
+-- seconds), timeout (overall, seconds), on_status(status).
+function Operation:wait(opts)
+  opts = opts or {}
+  local interval = opts.poll_interval or self.poll_interval or DEFAULT_INTERVAL
+  local deadline = opts.timeout and (transport.now() + opts.timeout) or self.deadline
+  local on_status = opts.on_status or self.on_status
+  local last
+  while true do
+    local status, err = self:poll()
+    if not status then return nil, err end
+    if status.status ~= last then
+      last = status.status
+      if on_status then on_status(status) end
+    end
+    local terminal = TERMINAL[status.status:lower()]
+    if terminal == "Failed" then
+      local detail = type(status.error) == "table" and status.error.message or nil
+      return nil, errors.new("job", ("synchronization job failed%s"):format(detail and (": " .. detail) or ""),
+        { status_resource = status, url = self.status_url })
+    elseif terminal then
+      -- fetch at once: servers delete result files after about ten minutes
+      local result, result_err = sync_result.finish(self.client, status, status, {
+        output = self.output, timeout = opts.request_timeout,
+      })
+      if not result then return nil, result_err end
+      if self.on_done then
+        local ok, done_err = self.on_done(result)
+        if not ok then return nil, done_err end
+      end
+      if self.strict and #result.failed_edits > 0 then return nil, sync_result.strict_error(result) end
+      return result
+    end
+    local now = transport.now()
+    if deadline and now >= deadline then
+      return nil, errors.new("timeout", ("job still %s when the deadline passed; resume it with "
+        .. "client:resume_sync(op:to_json())"):format(status.status), { url = self.status_url, operation = self })
+    end
+    local pause = interval
+    if deadline then pause = math.min(pause, deadline - now) end
+    transport.sleep(self.client.driver, pause)
+    interval = math.min(math.max(MAX_INTERVAL, opts.poll_interval or 0), interval * BACKOFF)
+  end
+end
+
+--- A JSON text from which client:resume_sync re-attaches after a restart.
+function Operation:to_json()
+  return json.encode{
+    status_url = self.status_url,
+    service = self.service,
+    replicaID = self.replicaID,
+    strict = self.strict or nil,
+    output = self.output,
+    replica_path = self.replica_path,
+  }
+end
+
+jobs.Operation = Operation
+return jobs
