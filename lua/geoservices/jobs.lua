@@ -66,7 +66,10 @@ function Operation:wait(opts)
     end
     local terminal = TERMINAL[status.status:lower()]
     if terminal == "Failed" then
-      local detail = type(status.error) == "table" and status.error.message or nil
+      local detail
+      for _, m in ipairs(type(status.messages) == "table" and status.messages or {}) do
+        if type(m) == "table" and m.description then detail = m.description end
+      end
       return nil, errors.new("job", ("synchronization job failed%s"):format(detail and (": " .. detail) or ""),
         { status_resource = status, url = self.status_url })
     elseif terminal then

@@ -46,6 +46,11 @@ function sync_params.response_of(value)
   return nil
 end
 
+-- An integer, or a float with an integral value; strings are not numbers here.
+local function integer_of(v)
+  return type(v) == "number" and math.tointeger(v) or nil
+end
+
 local function direction_of(value, parameter)
   if value == nil then return nil end
   if type(value) ~= "string" or not DIRECTIONS[value:lower()] then
@@ -72,7 +77,7 @@ local function itself(v) return v end
 local function check_edits(list)
   if type(list) ~= "table" then return invalid("edits", "must be an array of layer entries (2.1)") end
   for i, entry in ipairs(list) do
-    if type(entry) ~= "table" or math.tointeger(entry.id) == nil then
+    if type(entry) ~= "table" or integer_of(entry.id) == nil then
       return invalid("edits", ("entry #%d needs an integer layer id"):format(i))
     end
     for _, part in ipairs{ "features", "attachments" } do
@@ -117,10 +122,10 @@ function sync_params.encode(params, prefix)
     end
   end
   for _, name in ipairs(INTEGERS) do
-    if params[name] ~= nil and math.tointeger(params[name]) == nil then
+    if params[name] ~= nil and integer_of(params[name]) == nil then
       return nil, invalid(name, "must be an integer generation number")
     end
-    fields[name] = math.tointeger(params[name])
+    fields[name] = integer_of(params[name])
   end
   if params.transportType ~= nil then
     local t = sync_params.transport_of(params.transportType)
@@ -173,13 +178,13 @@ function sync_params.encode(params, prefix)
     end
     local out = json.array()
     for i, entry in ipairs(params.syncLayers) do
-      if type(entry) ~= "table" or math.tointeger(entry.id) == nil then
+      if type(entry) ~= "table" or integer_of(entry.id) == nil then
         return nil, invalid("syncLayers", ("entry #%d needs an integer id"):format(i))
       end
       local dir, dir_err = direction_of(entry.syncDirection, ("syncLayers (layer %d) syncDirection"):format(entry.id))
       if dir_err then return nil, dir_err end
       local effective = dir or direction or "bidirectional"
-      if entry.serverGen ~= nil and math.tointeger(entry.serverGen) == nil then
+      if entry.serverGen ~= nil and integer_of(entry.serverGen) == nil then
         return nil, invalid("syncLayers", ("entry for layer %d: serverGen must be an integer"):format(entry.id))
       end
       if DOWNLOADS[effective] and entry.serverGen == nil then

@@ -273,6 +273,12 @@ local function operation_response(result, form)
 end
 
 local function apply_fault(fault, response)
+  if response.file and fault.kind ~= "delay" then -- faults that cut a body need it in memory
+    local f = assert(io.open(response.file, "rb"))
+    response.body = f:read("a")
+    f:close()
+    response.file = nil
+  end
   if fault.kind == "status" then
     local r = html_response(fault.status or 500, fault.title or "Internal Server Error")
     if fault.body then r.body = fault.body end
@@ -295,7 +301,16 @@ local function apply_fault(fault, response)
   return response -- "delay" changes only the timing
 end
 
+-- A bug in a handler answers 500 and keeps the emulator serving.
 function Emulator:handle(exchange)
+  local ok, err = pcall(self.serve, self, exchange)
+  if not ok then
+    io.stderr:write("emulator: internal error: ", tostring(err), "\n")
+    pcall(exchange.respond, exchange, html_response(500, "Internal Server Error"))
+  end
+end
+
+function Emulator:serve(exchange)
   local request = exchange:request()
   if self.log then self.log(("%s %s"):format(request.method, request.path)) end
   if request.path:sub(1, 11) == "/_emulator/" then

@@ -65,7 +65,9 @@ function jobs.resource(job, result_url)
   local elapsed_steps = math.min(#PROGRESS, math.floor((core.monotonic() - job.started) / job.step))
   r.lastUpdatedTime = tostring(job.submission_ms + math.floor(elapsed_steps * job.step * 1000))
   r.resultUrl = (done and status ~= "Failed") and result_url or ""
-  if done and status == "Failed" then r.error = { code = 500, message = "The synchronization job failed." } end
+  if done and status == "Failed" then
+    r.messages = { { type = "error", description = "The synchronization job failed." } }
+  end
   return r
 end
 
