@@ -1,7 +1,7 @@
 #!/bin/sh
-# Starts the emulator on 127.0.0.1 and a free port, runs a Lua script against
-# it (the URL is in GEOSERVICES_URL), and stops the emulator by its PID.
-#   sh examples/run_with_emulator.sh examples/tour.lua
+# Starts the emulator on 127.0.0.1 and a free port, runs each Lua script given
+# against it (the URL is in GEOSERVICES_URL), and stops the emulator by PID.
+#   sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua
 set -u
 LUA=${LUA:-lua5.4}
 BUILD=${BUILD:-build}
@@ -23,4 +23,10 @@ for _ in $(seq 1 100); do
 done
 [ -n "$url" ] || { echo "emulator did not start in 10 s" >&2; exit 1; }
 echo "emulator (pid $pid) at $url"
-GEOSERVICES_URL="$url" "$LUA" "$@"
+status=0
+for script in "$@"; do
+  echo
+  echo "### $script"
+  GEOSERVICES_URL="$url" "$LUA" "$script" || status=1
+done
+exit $status

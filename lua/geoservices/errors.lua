@@ -12,7 +12,7 @@ Error.__name = "geoservices.Error"
 function Error.__tostring(e)
   local parts = { e.kind, ": ", e.message }
   if e.code ~= nil and e.kind ~= "invalid" then parts[#parts + 1] = " (code " .. tostring(e.code) .. ")" end
-  if e.status and e.kind ~= "http" then parts[#parts + 1] = " [HTTP " .. e.status .. "]" end
+  if e.status and e.status ~= 200 and e.kind ~= "http" then parts[#parts + 1] = " [HTTP " .. e.status .. "]" end
   if e.url then parts[#parts + 1] = " <" .. e.url .. ">" end
   return table.concat(parts)
 end
