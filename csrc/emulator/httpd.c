@@ -8,7 +8,19 @@
  * the NOTIFY_COMPLETED callback or when the server closes. An Exchange only
  * points at its req; both sides clear the link, so either GC order is safe.
  * The server does not anchor exchanges: an Exchange the program drops is
- * collected and behaves like ex:close() (the connection is reset). */
+ * collected and behaves like ex:close() (the connection is reset).
+ *
+ * Lua API (raises on misuse, returns nil, message, code on runtime failure):
+ *   httpd.listen{host="127.0.0.1", port=0, max_body=512 MiB (0 = no limit)}
+ *       -> server | nil, msg, "address_in_use"|"listen_failed"
+ *   srv:port() -> integer;  srv:close() (idempotent, also __gc/__close)
+ *   srv:step([timeout_ms=0]) -> array of Exchanges (negative = wait for MHD)
+ *   ex.method/.path/.query/.version/.headers/.body, ex:request() -> that table
+ *   ex:respond{status=200, headers={}, body="" | file="/path", fault=nil|
+ *       "reset"|"reset_mid_body"|"truncate"} -> true | nil, msg, "file"
+ *   ex:close(), ex:peer() -> "127.0.0.1:port"
+ * respond() on an exchange whose server closed raises
+ * "attempt to use a closed exchange"; twice raises "exchange already answered". */
 #include <sys/types.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -232,7 +244,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       errno = 0;
       n = strtoull(cl, &end, 10);
       /* Refuse before "100 Continue" so the client never sends the body. */
-      if (errno || n > s->max_body) return reply_too_large(r);
+      if (errno || (s->max_body && n > s->max_body)) return reply_too_large(r);
       if (n) geoservices_buf_reserve(&r->body, (size_t)n); /* one allocation */
     }
     return MHD_YES;

@@ -1,12 +1,14 @@
 --- Command line of the emulator:
 --   lua5.4 lua/geoservices/emulator/main.lua [--port N] [--data FILE] [--host 127.0.0.1]
---        [--base-path /server] [--exit-with PID] [--verbose]
+--        [--base-path /server] [--configure-seconds S] [--exit-with PID] [--verbose]
 -- Prints "geoservices emulator listening on <url>" once ready.
 local emulator = require "geoservices.emulator"
 
 local function usage(msg)
   io.stderr:write(msg, "\n",
-    "usage: main.lua [--port N] [--data FILE] [--host ADDR] [--base-path PATH] [--exit-with PID] [--verbose]\n")
+    "usage: main.lua [--port N] [--data FILE] [--host ADDR] [--base-path PATH] [--configure-seconds S]\n",
+    "                [--exit-with PID] [--verbose]\n",
+    "  --configure-seconds S  seconds each organization configuration stage takes (default 0.5)\n")
   os.exit(2)
 end
 
@@ -19,6 +21,8 @@ while i <= #arg do
   elseif a == "--data" then opts.data = v or usage("--data needs a file"); i = i + 1
   elseif a == "--host" then opts.host = v or usage("--host needs an address"); i = i + 1
   elseif a == "--base-path" then opts.base_path = v or usage("--base-path needs a path"); i = i + 1
+  elseif a == "--configure-seconds" then
+    opts.configure_seconds = tonumber(v) or usage("--configure-seconds needs a number"); i = i + 1
   elseif a == "--exit-with" then exit_with = v or usage("--exit-with needs a pid"); i = i + 1
   elseif a == "--verbose" or a == "-v" then verbose = true
   elseif a == "--help" or a == "-h" then usage("geoservices emulator")

@@ -1,0 +1,290 @@
+--- configure (4.2): creates the organization, then follows its stages on the
+-- root resource (2.5) until it is ready. The request is validated first
+-- (validate_configure.lua), sent as multipart/form-data with the license
+-- file streamed from disk by libcurl, and the client keeps no copy of the
+-- parameters afterwards, so no secret can leak through the operation object.
+local errors = require "geoservices.errors"
+local organization = require "geoservices.organization"
+local params = require "geoservices.params"
+local transport = require "geoservices.transport"
+local validate = require "geoservices.validate_configure"
+
+local configure = {}
+
+local DEFAULT_POLL_INTERVAL = 5       -- seconds; a configuration takes tens of minutes
+local DEFAULT_TIMEOUT = 3 * 60 * 60   -- seconds for the whole wait
+local MAX_POLL_ERRORS = 5             -- pods restart during configuration: tolerate a few failed polls
+
+-- Members whose values are secrets, at any depth (2.7 HMAC keys and the
+-- database password share names with the top-level password).
+local SECRET_KEYS = { password = true, securityQuestionAns = true, secretKey = true, accessKey = true }
+configure.SECRET_KEYS = SECRET_KEYS
+
+--- The 14 secret questions in the spec's order; securityQuestionIdx is the
+-- 1-based position in this list.
+configure.SECURITY_QUESTIONS = {
+  "What city were you born in?",
+  "What was your high school mascot?",
+  "What is your mother's maiden name?",
+  "What was the make of your first car?",
+  "What high school did you go to?",
+  "What is the last name of your best friend?",
+  "What is the middle name of your youngest sibling?",
+  "What is the name of the street on which you grew up?",
+  "What is the name of your favorite fictional character?",
+  "What is the name of your favorite pet?",
+  "What is the name of your favorite restaurant?",
+  "What is the title of your favorite book?",
+  "What is your dream job?",
+  "Where did you go on your first date?",
+}
+
+--- A deep copy of `value` with every secret member replaced.
+function configure.redact(value)
+  if type(value) ~= "table" then return value end
+  local out = setmetatable({}, getmetatable(value))
+  for k, v in pairs(value) do
+    out[k] = SECRET_KEYS[k] and v ~= nil and "<redacted>" or configure.redact(v)
+  end
+  return out
+end
+
+local function basename(path)
+  return path:match("([^/]+)$") or path
+end
+
+--- Splits (already validated) parameters into form fields and the license
+-- file part. Exposed so the specs can send what the client would refuse and
+-- prove the emulator refuses it too.
+function configure.request(p)
+  local fields, files = {}, {}
+  for k, v in pairs(p) do
+    if k ~= "licenseFile" then fields[k] = v end
+  end
+  local license = p.licenseFile
+  if type(license) == "string" then
+    files[1] = { name = "licenseFile", file = license, filename = basename(license), type = "application/octet-stream" }
+  elseif type(license) == "table" then
+    files[1] = { name = "licenseFile", data = license.data, filename = license.filename,
+                 type = license.type or "application/octet-stream" }
+  end
+  return fields, files
+end
+
+-- What a dry run returns: the request as it would be sent, secrets redacted.
+local Preview = { __name = "geoservices.ConfigurePreview" }
+function Preview.__tostring(p)
+  local lines = { "POST " .. p.url .. " (multipart/form-data)" }
+  for _, pair in ipairs(p.fields) do lines[#lines + 1] = ("  %s = %s"):format(pair[1], pair[2]) end
+  for _, f in ipairs(p.files) do
+    lines[#lines + 1] = ("  %s = file %s (%s)"):format(f.name, f.filename, f.source)
+  end
+  return table.concat(lines, "\n")
+end
+
+local function preview(url, fields, files)
+  local shown = {}
+  for _, pair in ipairs(params.to_form(configure.redact(fields))) do
+    shown[#shown + 1] = { pair[1], tostring(pair[2]) }
+  end
+  local parts = {}
+  for _, f in ipairs(files) do
+    parts[#parts + 1] = { name = f.name, filename = f.filename,
+                          source = f.file and ("streamed from " .. f.file) or (#f.data .. " bytes in memory") }
+  end
+  return setmetatable({ url = url, fields = shown, files = parts }, Preview)
+end
+
+local OPTION_TYPES = {
+  on_stage = "function", poll_interval = "number", timeout = "number", stall_after = "number",
+  request_timeout = "number", wait = "boolean", dry_run = "boolean", max_poll_errors = "number",
+}
+
+-- Misuse raises: a misspelt option would otherwise silently change a
+-- wait of hours.
+local function check_opts(opts, where)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then error(where .. ": expected an options table", 3) end
+  for name, value in pairs(opts) do
+    local kind = OPTION_TYPES[name]
+    if not kind then error(("%s: unknown option '%s'"):format(where, tostring(name)), 3) end
+    if type(value) ~= kind then error(("%s: option '%s' must be a %s"):format(where, name, kind), 3) end
+  end
+  for _, name in ipairs{ "poll_interval", "timeout", "stall_after", "request_timeout" } do
+    if opts[name] and opts[name] <= 0 then error(("%s: option '%s' must be positive"):format(where, name), 3) end
+  end
+  return opts
+end
+
+-- Reads the root resource once; returns it with its summary metatable.
+local function read_root(client, timeout)
+  local url = client:admin_url("")
+  local root, err = client:post(url, {}, { timeout = timeout })
+  if not root then return nil, err end
+  if type(root.status) ~= "table" then
+    return nil, errors.new("protocol", "root resource has no 'status' object", { url = url })
+  end
+  return organization.wrap(root)
+end
+
+local function job_error(root)
+  local failed = organization.failures(root)
+  local texts = {}
+  for _, f in ipairs(failed) do
+    texts[#texts + 1] = f.name .. (f.message and (" (" .. tostring(f.message) .. ")") or "")
+  end
+  local message = #texts > 0 and ("configuration failed at stage " .. table.concat(texts, "; "))
+    or ("configuration failed: " .. tostring(root.status.message or root.status.state))
+  return errors.new("job", message, { stages = failed, root = root })
+end
+
+local function not_configured_error(root)
+  return errors.new("server", "the organization is not configured: nothing to wait for (call configure)",
+    { state = "not_configured", root = root })
+end
+
+-- A failed poll worth repeating: the server's pods restart while it configures.
+local TRANSIENT = { network = true, timeout = true, http = true, protocol = true }
+
+local Operation = {}
+Operation.__index = Operation
+Operation.__name = "geoservices.ConfigureOperation"
+
+-- `root` is the first resource seen: its stage states are the baseline,
+-- reported to nobody (they are not transitions).
+local function new_operation(client, root, opts)
+  local self = setmetatable({
+    client = client,
+    root = root,
+    state = organization.state(root),
+    on_stage = opts.on_stage,
+    request_timeout = opts.request_timeout,
+    states = {},
+    mark = organization.progress_mark(root),
+    progress_at = transport.now(),
+  }, Operation)
+  for _, stage in ipairs(organization.stages(root)) do self.states[organization.key(stage.name)] = stage.state end
+  return self
+end
+
+-- Records a newly read root and reports every stage whose state changed,
+-- in the order the server lists the stages.
+function Operation:observe(root)
+  local changed = {}
+  for _, stage in ipairs(organization.stages(root)) do
+    local key = organization.key(stage.name)
+    local old = self.states[key]
+    if old ~= stage.state then changed[#changed + 1] = { stage, old } end
+    self.states[key] = stage.state
+  end
+  self.root, self.state = root, organization.state(root)
+  local mark = organization.progress_mark(root)
+  if mark ~= self.mark then self.mark, self.progress_at = mark, transport.now() end
+  if self.on_stage then
+    for _, c in ipairs(changed) do self.on_stage(c[1], c[2]) end
+  end
+end
+
+--- Reads the root resource once and reports transitions. Returns the root
+-- (check `op.state`: "ready", "in_progress"...), or nil, err: kind "job"
+-- when a stage failed, "server" when the site is not configured.
+function Operation:poll(timeout)
+  local root, err = read_root(self.client, timeout or self.request_timeout)
+  if not root then return nil, err end
+  self:observe(root)
+  if self.state == "failed" then return nil, job_error(root) end
+  if self.state == "not_configured" then return nil, not_configured_error(root) end
+  return root
+end
+
+local function stall_error(self, stall_after)
+  local stage = organization.current_stage(self.root)
+  local name = stage and stage.name or "unknown"
+  return errors.new("timeout", ("configuration stalled: stage '%s' reported no progress for %g s"):format(
+    name, stall_after), { stage = name, root = self.root })
+end
+
+--- Polls until the organization is ready. opts: on_stage(stage, old_state),
+-- poll_interval (5 s), timeout (3 h), stall_after (seconds without progress),
+-- max_poll_errors (5 failed polls in a row). Returns the ready root or nil, err.
+function Operation:wait(opts)
+  opts = check_opts(opts, "configure wait")
+  if opts.on_stage then self.on_stage = opts.on_stage end
+  local interval = opts.poll_interval or DEFAULT_POLL_INTERVAL
+  local stall_after = opts.stall_after
+  local max_errors = opts.max_poll_errors or MAX_POLL_ERRORS
+  local start = transport.now()
+  local deadline = start + (opts.timeout or DEFAULT_TIMEOUT)
+  self.progress_at = start -- a stage gets the full stall_after from the start of this wait
+  local failures = 0
+  if self.state == "failed" then return nil, job_error(self.root) end
+  while self.state ~= "ready" do
+    local now = transport.now()
+    if stall_after and now - self.progress_at >= stall_after then return nil, stall_error(self, stall_after) end
+    if now >= deadline then
+      return nil, errors.new("timeout", ("configuration not ready after %g s (%s)"):format(
+        now - start, organization.summary(self.root)), { root = self.root })
+    end
+    local pause = math.min(interval, deadline - now)
+    if stall_after then pause = math.min(pause, self.progress_at + stall_after - now) end
+    transport.sleep(self.client.driver, math.max(pause, 0))
+    local left = deadline - transport.now()
+    local root, err = self:poll(math.max(math.min(self.request_timeout or self.client.timeout, left), 1))
+    if root then
+      failures = 0
+    elseif TRANSIENT[err.kind] and failures + 1 < max_errors then
+      failures = failures + 1
+    else
+      return nil, err
+    end
+  end
+  return self.root
+end
+
+function Operation:__tostring()
+  return "configure operation: " .. organization.summary(self.root)
+end
+
+--- client:configure(params, opts): validates, sends, and (unless
+-- opts.wait == false) waits until ready. Returns the ready root resource;
+-- with wait = false the initial root and the operation; with dry_run = true
+-- the request it would send, secrets redacted. nil, err on failure.
+function configure.configure(self, p, opts)
+  if type(p) ~= "table" then error("configure: expected a table of parameters, got " .. type(p), 2) end
+  opts = check_opts(opts, "configure")
+  local checked, err = validate.params(p)
+  if not checked then return nil, err end
+  local fields, files = configure.request(checked)
+  local url = self:admin_url("configure")
+  if opts.dry_run then return preview(url, fields, files) end
+  local root, post_err = self:post(url, fields, { multipart = true, files = files, timeout = opts.request_timeout })
+  if not root then return nil, post_err end
+  if type(root.status) ~= "table" then
+    return nil, errors.new("protocol", "configure response has no 'status' object", { url = url })
+  end
+  organization.wrap(root)
+  local op = new_operation(self, root, opts)
+  if opts.wait == false then return root, op end
+  return op:wait(opts)
+end
+
+--- client:configure_status(): the root resource as it is now.
+function configure.status(self, opts)
+  opts = check_opts(opts, "configure_status")
+  return read_root(self, opts.request_timeout)
+end
+
+--- client:wait_configured(opts): re-attaches to a configuration already
+-- running (after a crash or Ctrl-C) without sending configure again.
+-- Same options and results as Operation:wait.
+function configure.wait_configured(self, opts)
+  opts = check_opts(opts, "wait_configured")
+  local root, err = read_root(self, opts.request_timeout)
+  if not root then return nil, err end
+  local op = new_operation(self, root, opts)
+  if op.state == "not_configured" then return nil, not_configured_error(root) end
+  return op:wait(opts)
+end
+
+configure.Operation = Operation
+return configure
