@@ -130,7 +130,7 @@ emulator: deps all
 
 # Start the emulator on a free port, run the tour against it, stop it by PID.
 demo: deps all
-	@LUA='$(LUA)' BUILD='$(BUILD)' DATA='$(DATA)' sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua
+	@LUA='$(LUA)' BUILD='$(BUILD)' DATA='$(DATA)' sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua examples/configure_org.lua
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices/emulator
