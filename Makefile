@@ -9,13 +9,14 @@ PREFIX     ?= /usr/local
 LUA_LIBDIR ?= $(PREFIX)/lib/lua/5.4
 LUADIR     ?= $(PREFIX)/share/lua/5.4
 LIBDIR     ?= $(LUA_LIBDIR)
+BINDIR     ?= $(PREFIX)/bin
 BUILD      ?= build
 PORT       ?= 0
 DATA       ?= examples/data/world.json
 
 # Debian packages every target may need; `make deps` installs the missing ones.
 DEB_PACKAGES = lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-cjson lua-busted lua-check \
-               libmicrohttpd-dev pkg-config luarocks valgrind
+               libmicrohttpd-dev pkg-config luarocks valgrind clang libclang-rt-14-dev lua-argparse lua-ldoc
 
 CFLAGS     ?= -O2 -g
 WARNFLAGS   = -std=c99 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -49,14 +50,16 @@ ALLCFLAGS   = $(WARNFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE
               -DCURL_NO_OLDIES $(SANFLAGS)
 
 CORE_SRC   = csrc/core.c csrc/driver.c csrc/request.c csrc/form.c csrc/urlencode.c \
-             csrc/buf.c csrc/jsonstream.c csrc/lua_jsonstream.c csrc/fileio.c
+             csrc/buf.c csrc/jsonstream.c csrc/lua_jsonstream.c csrc/fileio.c \
+             csrc/records.c csrc/lua_records.c
 HTTPD_SRC  = csrc/emulator/httpd.c csrc/buf.c
 CORE_SO    = $(BUILD)/geoservices/core.so
 HTTPD_SO   = $(BUILD)/geoservices/httpd.so
-CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/tests/test_jsonstream
+CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/tests/test_jsonstream \
+             $(BUILD)/tests/test_records
 HEADERS    = $(wildcard csrc/*.h)
 
-.PHONY: all deps test lint ctest busted demo emulator install uninstall clean asan help
+.PHONY: all deps test lint ctest busted demo emulator install uninstall clean asan help fuzz bench docs
 
 all: $(CORE_SO) $(HTTPD_SO)
 
@@ -66,6 +69,7 @@ help:
 	@echo "make emulator  run the emulator in the foreground (PORT=0 DATA=$(DATA))"
 	@echo "make asan      the whole test suite under AddressSanitizer + UBSan"
 	@echo "make install   LUA_LIBDIR=... LUADIR=... (defaults under $(PREFIX))"
+	@echo "make docs      the API reference (lua-ldoc) into $(BUILD)/docs/"
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -85,8 +89,9 @@ $(CORE_SO): $(CORE_SRC) $(HEADERS) | $(BUILD)/geoservices
 $(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
 	$(CC) $(ALLCFLAGS) $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
 
-$(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h $(HEADERS) csrc/buf.c csrc/urlencode.c csrc/jsonstream.c | $(BUILD)/tests
-	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< csrc/buf.c csrc/urlencode.c csrc/jsonstream.c $(LDFLAGS)
+PURE_C_SRC = csrc/buf.c csrc/urlencode.c csrc/jsonstream.c csrc/records.c
+$(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
+	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(LDFLAGS)
 
 $(BUILD)/geoservices $(BUILD)/tests:
 	mkdir -p $@
@@ -110,7 +115,32 @@ test: deps
 	$(MAKE) WERROR=1 all
 	$(MAKE) lint
 	$(MAKE) WERROR=1 ctest
+	$(MAKE) fuzz FUZZ_SECONDS=10
 	$(MAKE) busted
+
+# Benchmarks: ratios against baselines measured in the same run (see README).
+# BENCH_SIZES="10000 100000" shortens it.
+bench: deps all
+	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' BENCH_DIR=$(BUILD)/bench $(LUA) spec/bench/run.lua
+
+# libFuzzer targets (clang, ASan + UBSan) over the pure C parts, each run for
+# FUZZ_SECONDS; new inputs go to build/fuzz/, the seed corpus stays as it is.
+FUZZ_SECONDS ?= 200
+FUZZ_TARGETS  = jsonstream records urlencode
+FUZZ_CC      ?= clang
+fuzz: deps
+	@mkdir -p $(BUILD)/fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  $(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icsrc \
+	    -D_POSIX_C_SOURCE=200809L -o $(BUILD)/fuzz/fuzz_$$t csrc/fuzz/fuzz_$$t.c $(PURE_C_SRC) || exit 1; \
+	  mkdir -p $(BUILD)/fuzz/corpus_$$t; \
+	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    $(BUILD)/fuzz/corpus_$$t csrc/fuzz/corpus/$$t > $(BUILD)/fuzz/$$t.log 2>&1; \
+	  status=$$?; \
+	  runs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $(BUILD)/fuzz/$$t.log); \
+	  echo "fuzz_$$t: $$runs executions in $(FUZZ_SECONDS) s, exit $$status"; \
+	  if [ $$status -ne 0 ]; then tail -n 40 $(BUILD)/fuzz/$$t.log; exit 1; fi; \
+	done
 
 # The suite again, every C file built with ASan+UBSan into its own tree. Lua
 # itself is not instrumented, so the runtime is preloaded; leak checking stays
@@ -130,16 +160,25 @@ emulator: deps all
 
 # Start the emulator on a free port, run the tour against it, stop it by PID.
 demo: deps all
-	@LUA='$(LUA)' BUILD='$(BUILD)' DATA='$(DATA)' sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua examples/configure_org.lua
+	@LUA='$(LUA)' BUILD='$(BUILD)' DATA='$(DATA)' sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua examples/configure_org.lua \
+	  examples/cli_tour.sh
 
 install: all
-	install -d $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices/emulator
+	install -d $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices/emulator/data $(DESTDIR)$(BINDIR)
 	install -m 0755 $(CORE_SO) $(HTTPD_SO) $(DESTDIR)$(LIBDIR)/geoservices/
 	install -m 0644 lua/geoservices/*.lua $(DESTDIR)$(LUADIR)/geoservices/
 	install -m 0644 lua/geoservices/emulator/*.lua $(DESTDIR)$(LUADIR)/geoservices/emulator/
+	install -m 0644 examples/data/world.json examples/data/sample.prvc $(DESTDIR)$(LUADIR)/geoservices/emulator/data/
+	sed -e 's|@LUA@|$(LUA)|' -e 's|@LUADIR@|$(LUADIR)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	  rockspec/geoservices.launcher > $(DESTDIR)$(BINDIR)/geoservices
+	chmod 0755 $(DESTDIR)$(BINDIR)/geoservices
 
 uninstall:
-	rm -rf $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices
+	rm -rf $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices $(DESTDIR)$(BINDIR)/geoservices
+
+# The API reference (lua-ldoc) from the doc comments of lua/geoservices.
+docs: deps
+	ldoc -c rockspec/config.ld -d $(abspath $(BUILD))/docs .
 
 clean:
 	rm -rf build

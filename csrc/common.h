@@ -18,6 +18,7 @@ void geoservices_open_driver(lua_State *L);
 void geoservices_open_form(lua_State *L);
 void geoservices_open_jsonstream(lua_State *L);
 void geoservices_open_fileio(lua_State *L);
+void geoservices_open_records(lua_State *L);
 
 /* Sets a metatable from a luaL_Reg list, reusing it if luaopen ran before
  * (luaL_newmetatable returns 0 then and we just refresh the functions). */

@@ -62,5 +62,6 @@ GEOSERVICES_API int luaopen_geoservices_core(lua_State *L) {
   geoservices_open_form(L);
   geoservices_open_jsonstream(L);
   geoservices_open_fileio(L);
+  geoservices_open_records(L);
   return 1;
 }

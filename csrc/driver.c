@@ -1,6 +1,17 @@
 /* The driver userdata: a libcurl multi handle and the non-blocking step API.
  * Requests in flight are anchored in the registry (Lua-cURL's h_ref), so a
- * caller may drop its reference and still get the request back from step(). */
+ * caller may drop its reference and still get the request back from step().
+ *
+ * Two ways to drive it, not to be mixed while transfers are in flight:
+ *  - step(timeout_ms): curl_multi_perform + curl_multi_poll (blocking callers);
+ *  - host-loop mode (cqueues' pollfd/events/timeout contract): fds() lists the
+ *    sockets libcurl wants watched (kept by CURLMOPT_SOCKETFUNCTION, pure C),
+ *    timeout() the time it needs, and action(fd, events) / action_timeout()
+ *    run curl_multi_socket_action. core.poll(fds, timeout_ms) is a poll(2)
+ *    over such a list, for a Lua loop with no host loop of its own. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "request.h"
@@ -23,6 +34,47 @@ static int l_driver_close(lua_State *L) {
   while (drv->attached) geoservices_request_detach(L, drv->attached, REQUEST_READY);
   curl_multi_cleanup(drv->multi);
   drv->multi = NULL;
+  free(drv->watch);
+  drv->watch = NULL;
+  drv->nwatch = drv->capwatch = 0;
+  return 0;
+}
+
+/* CURLMOPT_SOCKETFUNCTION: keeps the list of sockets to watch. C only: no
+ * Lua here (the callback runs inside curl_multi_* calls). */
+static int socket_cb(CURL *easy, curl_socket_t s, int what, void *clientp, void *socketp) {
+  geoservices_driver *drv = (geoservices_driver *)clientp;
+  size_t i;
+  (void)easy;
+  (void)socketp;
+  for (i = 0; i < drv->nwatch && drv->watch[i].fd != s; i++) continue;
+  if (what == CURL_POLL_REMOVE) {
+    if (i < drv->nwatch) {
+      drv->watch[i] = drv->watch[--drv->nwatch];
+      drv->watch_gen++;
+    }
+    return 0;
+  }
+  if (i == drv->nwatch) {
+    if (drv->nwatch == drv->capwatch) {
+      size_t cap = drv->capwatch ? drv->capwatch * 2 : 8;
+      geoservices_watch *grown = (geoservices_watch *)realloc(drv->watch, cap * sizeof(*grown));
+      if (!grown) {
+        drv->watch_oom = 1;
+        return -1; /* the curl_multi_* call returns CURLM_ABORTED_BY_CALLBACK */
+      }
+      drv->watch = grown;
+      drv->capwatch = cap;
+    }
+    drv->watch[i].fd = s;
+    drv->watch[i].what = 0;
+    drv->watch[i].id = ++drv->watch_serial;
+    drv->nwatch++;
+  }
+  if (drv->watch[i].what != what) {
+    drv->watch[i].what = what;
+    drv->watch_gen++;
+  }
   return 0;
 }
 
@@ -49,6 +101,8 @@ static int l_driver_new(lua_State *L) {
   luaL_setmetatable(L, GEOSERVICES_DRIVER_MT);
   drv->multi = curl_multi_init();
   if (!drv->multi) return luaL_error(L, "driver: curl_multi_init failed");
+  curl_multi_setopt(drv->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+  curl_multi_setopt(drv->multi, CURLMOPT_SOCKETDATA, (void *)drv);
   if (per_host > 0) curl_multi_setopt(drv->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)per_host);
   if (total > 0) curl_multi_setopt(drv->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)total);
   return 1;
@@ -61,10 +115,14 @@ static int l_driver_add(lua_State *L) {
   CURLMcode rc;
   if (req->state == REQUEST_CLOSED) return luaL_error(L, "attempt to use a closed request");
   if (req->state == REQUEST_RUNNING) return luaL_error(L, "driver:add: request is already running");
+  /* its extractor has seen part of a document: it cannot start over */
+  if (req->records && (req->state == REQUEST_DONE || req->received > 0))
+    return luaL_error(L, "driver:add: a records request cannot be sent again");
   /* A finished or cancelled request may be sent again (same body): start clean. */
   geoservices_buf_reset(&req->response_body);
   geoservices_buf_reset(&req->response_headers);
   req->too_large = 0;
+  req->received = 0;
   req->errbuf[0] = '\0';
   rc = curl_multi_add_handle(drv->multi, req->easy);
   if (rc != CURLM_OK) return push_multi_error(L, rc);
@@ -115,10 +173,15 @@ static int l_driver_step(lua_State *L) {
   lua_Integer timeout_ms = luaL_optinteger(L, 2, 0);
   int n = 0;
   CURLMcode rc;
+  geoservices_request *r;
   lua_newtable(L);
   rc = curl_multi_perform(drv->multi, &drv->running);
   if (rc != CURLM_OK) return push_multi_error(L, rc);
   n = drain_finished(L, drv, n);
+  /* A transfer paused for a full record tape waits for Lua to drain it:
+   * polling now would only sleep, since libcurl ignores a paused socket. */
+  for (r = drv->attached; r && timeout_ms > 0; r = r->next)
+    if (r->paused) timeout_ms = 0;
   if (n == 0 && timeout_ms > 0) {
     int numfds = 0;
     if (timeout_ms > 0x7fffffff) timeout_ms = 0x7fffffff;
@@ -131,6 +194,135 @@ static int l_driver_step(lua_State *L) {
   lua_pushinteger(L, drv->running);
   lua_insert(L, -2);
   return 2;
+}
+
+/* Finishes an action: the array of finished requests, then running count. */
+static int push_action_result(lua_State *L, geoservices_driver *drv, CURLMcode rc) {
+  if (rc != CURLM_OK) {
+    drv->watch_oom = 0;
+    return push_multi_error(L, rc);
+  }
+  lua_newtable(L);
+  drain_finished(L, drv, 0);
+  lua_pushinteger(L, drv->running);
+  lua_insert(L, -2);
+  return 2;
+}
+
+/* "r", "w", "rw", with an optional "e" (error/hang-up) -> CURL_CSELECT_* */
+static int check_events(lua_State *L, int idx) {
+  const char *ev = luaL_optstring(L, idx, "");
+  int mask = 0;
+  for (; *ev; ev++) {
+    if (*ev == 'r') mask |= CURL_CSELECT_IN;
+    else if (*ev == 'w') mask |= CURL_CSELECT_OUT;
+    else if (*ev == 'e') mask |= CURL_CSELECT_ERR;
+    else luaL_argerror(L, idx, "events must be made of 'r', 'w' and 'e'");
+  }
+  return mask;
+}
+
+/* action(fd, events) -> running_count, {finished requests}
+ * The host loop saw `events` on `fd` (one of fds()); never blocks. */
+static int l_driver_action(lua_State *L) {
+  geoservices_driver *drv = check_open_driver(L, 1);
+  lua_Integer fd = luaL_checkinteger(L, 2);
+  int mask = check_events(L, 3);
+  CURLMcode rc;
+  luaL_argcheck(L, fd >= 0 && fd <= 0x7fffffff, 2, "not a file descriptor");
+  rc = curl_multi_socket_action(drv->multi, (curl_socket_t)fd, mask, &drv->running);
+  return push_action_result(L, drv, rc);
+}
+
+/* action_timeout() -> running_count, {finished requests}
+ * The time timeout() asked for has passed (also the first kick after add). */
+static int l_driver_action_timeout(lua_State *L) {
+  geoservices_driver *drv = check_open_driver(L, 1);
+  CURLMcode rc = curl_multi_socket_action(drv->multi, CURL_SOCKET_TIMEOUT, 0, &drv->running);
+  return push_action_result(L, drv, rc);
+}
+
+/* fds() -> { {fd = n, events = "r"|"w"|"rw", id = n}, ... }, generation
+ * The sockets libcurl asked to watch in host-loop mode; the generation
+ * changes whenever the list does, so a host can skip re-registering. `id`
+ * is new for each registration: a socket closed and a new one opened under
+ * the same number between two calls shows up with a different id, and a
+ * host loop must then drop its old watcher (epoll forgets closed files). */
+static int l_driver_fds(lua_State *L) {
+  geoservices_driver *drv = check_open_driver(L, 1);
+  size_t i;
+  lua_createtable(L, (int)drv->nwatch, 0);
+  for (i = 0; i < drv->nwatch; i++) {
+    int what = drv->watch[i].what;
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, (lua_Integer)drv->watch[i].fd);
+    lua_setfield(L, -2, "fd");
+    lua_pushinteger(L, drv->watch[i].id);
+    lua_setfield(L, -2, "id");
+    lua_pushstring(L, what == CURL_POLL_INOUT ? "rw" : what == CURL_POLL_OUT ? "w" : "r");
+    lua_setfield(L, -2, "events");
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_pushinteger(L, drv->watch_gen);
+  return 2;
+}
+
+/* core.poll(fds, timeout_ms) -> { {fd =, events = "r"|"w"|"rw" [.. "e"]}, ... }
+ * poll(2) over a list shaped like driver:fds(); timeout_ms < 0 or nil waits
+ * without limit. Interrupted by a signal: an empty list. */
+static int l_poll(lua_State *L) {
+  lua_Integer n, i, timeout_ms;
+  struct pollfd *pfd;
+  int rc, out = 0;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  timeout_ms = luaL_optinteger(L, 2, -1);
+  if (timeout_ms < 0) timeout_ms = -1;
+  if (timeout_ms > 0x7fffffff) timeout_ms = 0x7fffffff;
+  n = luaL_len(L, 1);
+  luaL_argcheck(L, n >= 0 && n <= 0x100000, 1, "too many descriptors");
+  pfd = (struct pollfd *)lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof(*pfd), 0);
+  for (i = 0; i < n; i++) {
+    const char *ev;
+    lua_Integer fd;
+    lua_rawgeti(L, 1, i + 1);
+    luaL_argcheck(L, lua_istable(L, -1), 1, "expected a list of {fd =, events =}");
+    lua_getfield(L, -1, "fd");
+    fd = luaL_checkinteger(L, -1);
+    luaL_argcheck(L, fd >= 0 && fd <= 0x7fffffff, 1, "not a file descriptor");
+    lua_getfield(L, -2, "events");
+    ev = luaL_optstring(L, -1, "r");
+    pfd[i].fd = (int)fd;
+    pfd[i].events = 0;
+    pfd[i].revents = 0;
+    if (strchr(ev, 'r')) pfd[i].events |= POLLIN;
+    if (strchr(ev, 'w')) pfd[i].events |= POLLOUT;
+    lua_pop(L, 3);
+  }
+  rc = poll(pfd, (nfds_t)n, (int)timeout_ms);
+  if (rc < 0 && errno != EINTR) {
+    int e = errno;
+    luaL_pushfail(L);
+    lua_pushstring(L, strerror(e));
+    lua_pushstring(L, "poll");
+    return 3;
+  }
+  lua_newtable(L);
+  for (i = 0; rc > 0 && i < n; i++) {
+    char ev[4];
+    int k = 0;
+    if (!pfd[i].revents) continue;
+    if (pfd[i].revents & (POLLIN | POLLHUP)) ev[k++] = 'r';
+    if (pfd[i].revents & POLLOUT) ev[k++] = 'w';
+    if (pfd[i].revents & (POLLERR | POLLNVAL)) ev[k++] = 'e';
+    ev[k] = '\0';
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, (lua_Integer)pfd[i].fd);
+    lua_setfield(L, -2, "fd");
+    lua_pushstring(L, ev);
+    lua_setfield(L, -2, "events");
+    lua_rawseti(L, -2, ++out);
+  }
+  return 1;
 }
 
 /* timeout() -> milliseconds the caller may wait before calling step(), or
@@ -150,6 +342,13 @@ static int l_driver_wakeup(lua_State *L) {
   CURLMcode rc = curl_multi_wakeup(drv->multi);
   if (rc != CURLM_OK) return push_multi_error(L, rc);
   lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* closed() -> true once close() ran (the client was closed). */
+static int l_driver_closed(lua_State *L) {
+  geoservices_driver *drv = check_driver(L, 1);
+  lua_pushboolean(L, drv->multi == NULL);
   return 1;
 }
 
@@ -174,9 +373,13 @@ void geoservices_open_driver(lua_State *L) {
     {"add", l_driver_add},
     {"remove", l_driver_remove},
     {"step", l_driver_step},
+    {"fds", l_driver_fds},
+    {"action", l_driver_action},
+    {"action_timeout", l_driver_action_timeout},
     {"timeout", l_driver_timeout},
     {"wakeup", l_driver_wakeup},
     {"count", l_driver_count},
+    {"closed", l_driver_closed},
     {"close", l_driver_close},
     {NULL, NULL},
   };
@@ -189,4 +392,6 @@ void geoservices_open_driver(lua_State *L) {
   geoservices_new_class(L, GEOSERVICES_DRIVER_MT, methods, meta);
   lua_pushcfunction(L, l_driver_new);
   lua_setfield(L, -2, "driver");
+  lua_pushcfunction(L, l_poll);
+  lua_setfield(L, -2, "poll");
 }

@@ -19,15 +19,47 @@ static geoservices_request *check_open_request(lua_State *L, int idx) {
   return req;
 }
 
-/* libcurl callbacks: they only append to C buffers, never touch Lua. */
+/* In records mode the tape may hold this much before the transfer pauses
+ * until Lua drains it: memory stays flat however large the result. */
+#define RECORDS_PAUSE_BYTES ((size_t)1 << 20)
+/* ...and this much of the raw body is kept to describe an error page. */
+#define RAW_PREFIX_BYTES ((size_t)64 << 10)
+
+static size_t on_records_body(geoservices_request *req, char *ptr, size_t n) {
+  long status = 0;
+  if (!req->records->records) return 0; /* its Records was closed: abort */
+  if (!req->records_failed && geoservices_records_pending(req->records->records) > RECORDS_PAUSE_BYTES) {
+    req->paused = 1;
+    return CURL_WRITEFUNC_PAUSE; /* the same bytes come back after the unpause */
+  }
+  if (req->response_body.len < RAW_PREFIX_BYTES) {
+    size_t keep = RAW_PREFIX_BYTES - req->response_body.len;
+    if (geoservices_buf_append(&req->response_body, ptr, n < keep ? n : keep)) return 0;
+  }
+  req->received += n;
+  if (req->records_failed) return n;
+  if (geoservices_records_ud_feed(req->records, ptr, n) != 0) {
+    req->records_failed = 1;
+    /* a broken result is not worth downloading further; an error page is
+     * read to its end so the status and the page can be reported */
+    curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200 && status < 300) return 0;
+  }
+  return n;
+}
+
+/* libcurl callbacks: they only append to C buffers or feed the extractor,
+ * never touch Lua. */
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata) {
   geoservices_request *req = (geoservices_request *)userdata;
   size_t n = size * nmemb;
-  if (req->max_response_bytes && req->response_body.len + n > req->max_response_bytes) {
+  if (req->max_response_bytes && req->received + n > req->max_response_bytes) {
     req->too_large = 1;
     return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
   }
-  if (geoservices_buf_append(&req->response_body, ptr, n)) return 0;
+  if (req->records) return on_records_body(req, ptr, n);
+  if (!req->discard && geoservices_buf_append(&req->response_body, ptr, n)) return 0;
+  req->received += n;
   return n;
 }
 
@@ -51,6 +83,7 @@ static void release_resources(geoservices_request *req) {
   geoservices_buf_free(&req->request_body);
   geoservices_buf_free(&req->response_body);
   geoservices_buf_free(&req->response_headers);
+  req->records = NULL; /* not ours: the Records userdata frees itself */
 }
 
 void geoservices_request_detach(lua_State *L, geoservices_request *req,
@@ -71,6 +104,8 @@ void geoservices_request_detach(lua_State *L, geoservices_request *req,
 
 void geoservices_request_finished(lua_State *L, geoservices_request *req, CURLcode result) {
   req->result = result;
+  /* ending the document (records:finish()) is the caller's: a download may
+   * go on in a Range request that feeds the same Records */
   geoservices_request_detach(L, req, REQUEST_DONE);
 }
 
@@ -239,6 +274,7 @@ static void configure(lua_State *L, geoservices_request *req, int idx) {
   char agent[128];
   if (!url) luaL_error(L, "request option 'url' is required");
   req->max_response_bytes = (size_t)opt_integer(L, idx, "max_response_bytes", 0);
+  req->discard = opt_boolean(L, idx, "discard");
   check_curl(L, curl_easy_setopt(e, CURLOPT_URL, url), "url");
   check_curl(L, curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https,file"), "protocols");
   check_curl(L, curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L), "nosignal");
@@ -281,7 +317,7 @@ static void configure(lua_State *L, geoservices_request *req, int idx) {
 static int l_request_new(lua_State *L) {
   geoservices_request *req;
   luaL_checktype(L, 1, LUA_TTABLE);
-  req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 0);
+  req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 1); /* 1: records waiting for their layer id */
   memset(req, 0, sizeof(*req));
   req->state = REQUEST_CLOSED;
   req->ref = LUA_NOREF;
@@ -293,6 +329,14 @@ static int l_request_new(lua_State *L) {
   if (!req->easy) return luaL_error(L, "request: curl_easy_init failed");
   req->state = REQUEST_READY; /* from here on __gc releases what configure acquires */
   configure(L, req, 1);
+  lua_getfield(L, 1, "records");
+  if (!lua_isnil(L, -1)) {
+    req->records = geoservices_check_records(L, -1);
+    if (!req->records->records) return luaL_error(L, "request option 'records': the Records is closed");
+    lua_setiuservalue(L, -2, 1); /* keeps it alive as long as this request */
+  } else {
+    lua_pop(L, 1);
+  }
   return 1;
 }
 
@@ -362,7 +406,7 @@ static int l_request_result(lua_State *L) {
   double seconds = 0;
   char *url = NULL;
   if (req->state != REQUEST_DONE) return luaL_error(L, "request: result() before the request finished");
-  if (req->result != CURLE_OK) {
+  if (req->result != CURLE_OK && !(req->records_failed && req->result == CURLE_WRITE_ERROR && !req->too_large)) {
     const char *code = error_code(req);
     char fallback[32];
     luaL_pushfail(L);
@@ -396,6 +440,34 @@ static int l_request_result(lua_State *L) {
   lua_setfield(L, -2, "connects");
   lua_pushnumber(L, seconds);
   lua_setfield(L, -2, "seconds");
+  lua_pushinteger(L, (lua_Integer)req->received);
+  lua_setfield(L, -2, "bytes");
+  if (req->records && req->records_failed && req->records->records) {
+    size_t offset = geoservices_records_offset(req->records->records) + 1;
+    lua_pushfstring(L, "invalid JSON at byte %I: %s", (lua_Integer)offset,
+                    geoservices_records_error(req->records->records));
+    lua_setfield(L, -2, "json_error");
+    lua_pushinteger(L, (lua_Integer)offset);
+    lua_setfield(L, -2, "json_offset");
+  }
+  return 1;
+}
+
+/* drain(fn) -> n: delivers the complete records received so far as
+ * fn(kind, layer_id, value, key), then lets a paused transfer go on. */
+static int l_request_drain(lua_State *L) {
+  geoservices_request *req = check_open_request(L, 1);
+  lua_Integer n;
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (!req->records) return luaL_error(L, "request: drain() needs a request created with a records option");
+  lua_getiuservalue(L, 1, 1);
+  n = geoservices_records_drain(L, -1, 2);
+  lua_pop(L, 1);
+  if (req->paused && req->easy) {
+    req->paused = 0;
+    curl_easy_pause(req->easy, CURLPAUSE_CONT); /* may deliver buffered bytes right away */
+  }
+  lua_pushinteger(L, n);
   return 1;
 }
 
@@ -414,6 +486,7 @@ static int l_request_tostring(lua_State *L) {
 void geoservices_open_request(lua_State *L) {
   static const luaL_Reg methods[] = {
     {"result", l_request_result},
+    {"drain", l_request_drain},
     {"state", l_request_state},
     {"close", l_request_close},
     {NULL, NULL},

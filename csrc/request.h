@@ -6,6 +6,7 @@
 
 #include "buf.h"
 #include "common.h"
+#include "lua_records.h"
 
 typedef struct geoservices_driver geoservices_driver;
 
@@ -31,12 +32,30 @@ typedef struct geoservices_request {
   curl_mime *mime;
   struct curl_slist *header_list;
   char errbuf[CURL_ERROR_SIZE];
+  /* records mode: the body streams into the extractor as it arrives */
+  geoservices_records_ud *records; /* a Records userdata, anchored in user value 1 */
+  int paused;                 /* the write callback paused the transfer: the tape is full */
+  int records_failed;         /* the body is not a valid synchronization result */
+  size_t received;            /* body bytes so far */
+  int discard;                /* count the body, keep none of it (benchmarks, probes) */
 } geoservices_request;
+
+/* A socket libcurl wants watched (host-loop mode, CURLMOPT_SOCKETFUNCTION). */
+typedef struct {
+  curl_socket_t fd;
+  int what; /* CURL_POLL_IN, CURL_POLL_OUT or CURL_POLL_INOUT */
+  lua_Integer id; /* unique per registration, so a reused fd number is noticed */
+} geoservices_watch;
 
 struct geoservices_driver {
   CURLM *multi;
   geoservices_request *attached; /* head of the list of RUNNING requests */
   int running;
+  geoservices_watch *watch;      /* sockets to watch, kept by the socket callback */
+  size_t nwatch, capwatch;
+  lua_Integer watch_gen;         /* bumped whenever the watch list changes */
+  lua_Integer watch_serial;      /* last id given to a watched socket */
+  int watch_oom;                 /* the socket callback could not grow the list */
 };
 
 geoservices_request *geoservices_check_request(lua_State *L, int idx);

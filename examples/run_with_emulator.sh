@@ -1,5 +1,5 @@
 #!/bin/sh
-# Starts the emulator on 127.0.0.1 and a free port, runs each Lua script given
+# Starts the emulator on 127.0.0.1 and a free port, runs each Lua (or .sh) script given
 # against it (the URL is in GEOSERVICES_URL), and stops the emulator by PID.
 #   sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua
 set -u
@@ -27,6 +27,9 @@ status=0
 for script in "$@"; do
   echo
   echo "### $script"
-  GEOSERVICES_URL="$url" "$LUA" "$script" || status=1
+  case $script in
+    *.sh) GEOSERVICES_URL="$url" LUA="$LUA" sh "$script" || status=1 ;;
+    *) GEOSERVICES_URL="$url" "$LUA" "$script" || status=1 ;;
+  esac
 done
 exit $status

@@ -9,7 +9,8 @@ description = {
   detailed = [[
     A Lua 5.4 client, with a libcurl-based C core, for four operations of a GIS
     server's REST interface: synchronizeReplica, configure, getServicesById and
-    notebooks/snapshots/list. Ships a local emulator of the server for tests.
+    notebooks/snapshots/list. Ships a local emulator of the server for tests
+    and the `geoservices` command line.
   ]],
   homepage = "https://github.com/lua-geoservices/lua-geoservices",
   license = "MIT",
@@ -17,6 +18,7 @@ description = {
 dependencies = {
   "lua >= 5.4, < 5.5",
   "lua-cjson",
+  "argparse", -- the geoservices command
 }
 external_dependencies = {
   CURL = { header = "curl/curl.h" },
@@ -39,6 +41,7 @@ build = {
   install_variables = {
     LIBDIR = "$(LIBDIR)",
     LUADIR = "$(LUADIR)",
+    BINDIR = "$(BINDIR)", -- the geoservices command (a launcher of geoservices.cli)
   },
 }
 test_dependencies = { "busted" }

@@ -34,6 +34,8 @@ local function own_pid()
   return pid
 end
 
+helper.own_pid = own_pid
+
 local function process_alive(pid)
   local f = io.open("/proc/" .. pid .. "/stat")
   if not f then return false end
@@ -85,11 +87,12 @@ function helper.start_emulator(opts)
   local url = helper.wait_for("emulator start-up line", function()
     local text = read_all(log) or ""
     if not process_alive(pid) then error("emulator exited: " .. text) end
-    return text:match("listening on (http://127%.0%.0%.1:%d+/server)")
+    return text:match("listening on (https?://127%.0%.0%.1:%d+/server)")
   end, 10)
   local self = setmetatable({ url = url, pid = pid, log = log, driver = core.driver() }, Emulator)
   self.port = tonumber(url:match(":(%d+)/"))
-  self.root = url:match("^(http://[^/]+)")
+  self.root = url:match("^(https?://[^/]+)")
+  self.ca_file = opts.ca_file -- for an HTTPS emulator: its certificate
   return self
 end
 
@@ -107,7 +110,7 @@ end
 
 -- Calls a control route; returns the decoded JSON answer.
 function Emulator:control(path, body)
-  local spec = { url = self.root .. "/_emulator/" .. path, timeout_ms = 5000 }
+  local spec = { url = self.root .. "/_emulator/" .. path, timeout_ms = 5000, ca_file = self.ca_file }
   if body then
     spec.method, spec.body, spec.content_type = "POST", json.encode(body), "application/json"
   end

@@ -11,7 +11,8 @@
  * collected and behaves like ex:close() (the connection is reset).
  *
  * Lua API (raises on misuse, returns nil, message, code on runtime failure):
- *   httpd.listen{host="127.0.0.1", port=0, max_body=512 MiB (0 = no limit)}
+ *   httpd.listen{host="127.0.0.1", port=0, max_body=512 MiB (0 = no limit),
+ *                tls_cert=PEM, tls_key=PEM (both: serve HTTPS; libmicrohttpd's GnuTLS)}
  *       -> server | nil, msg, "address_in_use"|"listen_failed"
  *   srv:port() -> integer;  srv:close() (idempotent, also __gc/__close)
  *   srv:step([timeout_ms=0]) -> array of Exchanges (negative = wait for MHD)
@@ -85,6 +86,7 @@ struct req {
 
 struct server {
   struct MHD_Daemon *daemon; /* NULL = closed */
+  char *tls_cert, *tls_key;  /* PEM copies while serving HTTPS, else NULL */
   size_t max_body;
   req *all;
   req *qhead, *qtail;
@@ -374,6 +376,19 @@ static server *check_server(lua_State *L, int idx) {
   return s;
 }
 
+static void free_tls(server *s) {
+  free(s->tls_cert);
+  free(s->tls_key);
+  s->tls_cert = s->tls_key = NULL;
+}
+
+static char *copy_string(const char *text) {
+  size_t n = strlen(text) + 1;
+  char *copy = malloc(n);
+  if (copy) memcpy(copy, text, n);
+  return copy;
+}
+
 static void server_shutdown(server *s) {
   req *r;
   if (!s->daemon) return;
@@ -392,12 +407,14 @@ static void server_shutdown(server *s) {
   MHD_stop_daemon(s->daemon); /* calls on_completed for live requests */
   s->daemon = NULL;
   while (s->all) req_free(s->all); /* any MHD did not report */
+  free_tls(s);
 }
 
 static int l_listen(lua_State *L) {
   const char *host = "127.0.0.1";
   lua_Integer port = 0;
   lua_Number max_body = (lua_Number)DEFAULT_MAX_BODY;
+  const char *tls_cert = NULL, *tls_key = NULL;
   struct sockaddr_in sa;
   unsigned int flags;
   server *s;
@@ -407,7 +424,13 @@ static int l_listen(lua_State *L) {
     if (lua_getfield(L, 1, "host") != LUA_TNIL) host = luaL_checkstring(L, -1);
     if (lua_getfield(L, 1, "port") != LUA_TNIL) port = luaL_checkinteger(L, -1);
     if (lua_getfield(L, 1, "max_body") != LUA_TNIL) max_body = luaL_checknumber(L, -1);
+    if (lua_getfield(L, 1, "tls_cert") != LUA_TNIL) tls_cert = luaL_checkstring(L, -1);
+    if (lua_getfield(L, 1, "tls_key") != LUA_TNIL) tls_key = luaL_checkstring(L, -1);
   }
+  if ((tls_cert == NULL) != (tls_key == NULL))
+    return luaL_argerror(L, 1, "tls_cert and tls_key go together");
+  if (tls_cert && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+    return luaL_argerror(L, 1, "this libmicrohttpd was built without TLS");
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
   if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
@@ -425,14 +448,32 @@ static int l_listen(lua_State *L) {
 
   flags = MHD_ALLOW_SUSPEND_RESUME;
   if (getenv("GEOSERVICES_HTTPD_DEBUG")) flags |= MHD_USE_ERROR_LOG;
+  if (tls_cert) {
+    /* the server keeps its own copies for as long as the daemon runs */
+    s->tls_cert = copy_string(tls_cert);
+    s->tls_key = copy_string(tls_key);
+    if (!s->tls_cert || !s->tls_key) {
+      free_tls(s);
+      return luaL_error(L, "httpd.listen: not enough memory");
+    }
+    flags |= MHD_USE_TLS;
+  }
   errno = 0;
-  s->daemon = MHD_start_daemon(
-      flags, (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-      (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
-      MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-      MHD_OPTION_END);
+  if (s->tls_cert)
+    s->daemon = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_HTTPS_MEM_KEY, s->tls_key, MHD_OPTION_HTTPS_MEM_CERT, s->tls_cert, MHD_OPTION_END);
+  else
+    s->daemon = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_END);
   err = errno;
   if (!s->daemon) {
+    free_tls(s);
     lua_pushnil(L);
     lua_pushfstring(L, "cannot listen on %s:%d: %s", host, (int)port,
                     err ? strerror(err) : "MHD_start_daemon failed");

@@ -38,14 +38,25 @@ local function service_ids(ids)
   return list
 end
 
---- Service definitions (2.9) of the given ids, in the order asked.
+-- Both operations only read: they are retried as reads (geoservices.retry).
+local function read_opts(opts)
+  local out = { retry = "read" }
+  for k, v in pairs(opts or {}) do out[k] = v end
+  return out
+end
+
+--- Service definitions (2.9) of the given ids, in the order asked
+-- (`client:get_services_by_id(ids, opts)`).
+-- @param self the client
 -- @param ids array of ids, or one comma-separated string
--- @return array of service definitions, or nil, err
+-- @tparam[opt] table opts request options of client:post (timeout)
+-- @return array of service definitions (prints as a summary), or nil, err
+-- @raise never; bad ids give `nil, err` with kind "invalid" before anything is sent
 function admin.get_services_by_id(self, ids, opts)
   local list, err = service_ids(ids)
   if not list then return nil, err end
   local url = self:admin_url("services/getServicesById")
-  local body, post_err = self:post(url, { serviceIDs = table.concat(list, ",") }, opts)
+  local body, post_err = self:post(url, { serviceIDs = table.concat(list, ",") }, read_opts(opts))
   if not body then return nil, post_err end
   if type(body.services) ~= "table" then
     return nil, errors.new("protocol", "response has no 'services' array", { url = url })
@@ -53,8 +64,12 @@ function admin.get_services_by_id(self, ids, opts)
   return results.services(body.services)
 end
 
---- Snapshot metadata (2.10) of a notebook item.
--- @return {snapshots = {...}, total = n, status = "success"}, or nil, err
+--- Snapshot metadata (2.10) of a notebook item (`client:list_snapshots(item_id, opts)`).
+-- @param self the client
+-- @string item_id the notebook item id
+-- @tparam[opt] table opts request options of client:post (timeout)
+-- @return {snapshots = {...}, total = n, status = "success"} (prints as a summary), or nil, err
+-- @raise when item_id is not a string (a missing or empty id gives `nil, err` with kind "invalid")
 function admin.list_snapshots(self, item_id, opts)
   if item_id == nil then return nil, errors.invalid("itemId", "the notebook item id is required") end
   if type(item_id) ~= "string" then
@@ -62,7 +77,7 @@ function admin.list_snapshots(self, item_id, opts)
   end
   if trim(item_id) == "" then return nil, errors.invalid("itemId", "the notebook item id must not be empty") end
   local url = self:admin_url("notebooks/snapshots/list")
-  local body, err = self:post(url, { itemId = trim(item_id) }, opts)
+  local body, err = self:post(url, { itemId = trim(item_id) }, read_opts(opts))
   if not body then return nil, err end
   if type(body.snapshots) ~= "table" then
     return nil, errors.new("protocol", "response has no 'snapshots' array", { url = url })

@@ -6,6 +6,7 @@ local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local params = require "geoservices.params"
+local retry = require "geoservices.retry"
 local transport = require "geoservices.transport"
 
 local client = {}
@@ -15,6 +16,7 @@ Client.__index = Client
 Client.__name = "geoservices.Client"
 
 local DEFAULT_TIMEOUT = 30
+local DEFAULT_DOWNLOAD_CHUNK = 8 * 1024 * 1024
 
 local function check_option(opts, name, expected, default)
   local value = opts[name]
@@ -28,6 +30,7 @@ end
 local known_options = {
   url = true, admin_path = true, token = true, timeout = true, ca_file = true, insecure = true,
   user_agent = true, max_response_bytes = true, max_host_connections = true, enum_prefix = true,
+  retry = true, max_json_depth = true, download_chunk = true,
 }
 
 --- Creates a client. Raises on misuse (wrong option types, missing url).
@@ -35,7 +38,11 @@ local known_options = {
 -- or function returning one), timeout (seconds per request, 30), ca_file,
 -- insecure (skip TLS verification; explicit opt-in), user_agent,
 -- max_response_bytes, max_host_connections, enum_prefix (the vendor prefix of
--- enumerated values such as svcTransportTypeUrl; default "svc").
+-- enumerated values such as svcTransportTypeUrl; default "svc"), retry
+-- (false, or a table overriding retry.DEFAULTS: attempts, base_delay,
+-- max_delay, max_retry_after), max_json_depth (nesting limit of decoded
+-- responses, 1000), download_chunk (bytes per Range request of a result
+-- file, 8 MiB; false = one plain GET).
 function client.new(opts)
   if type(opts) ~= "table" then error("geoservices.client: expected an options table", 2) end
   for name in pairs(opts) do
@@ -61,6 +68,10 @@ function client.new(opts)
     user_agent = check_option(opts, "user_agent", "string"),
     max_response_bytes = check_option(opts, "max_response_bytes", "number"),
     enum_prefix = check_option(opts, "enum_prefix", "string", "svc"),
+    retry_policy = retry.policy(opts.retry),
+    max_json_depth = check_option(opts, "max_json_depth", "number"),
+    download_chunk = opts.download_chunk == false and false
+      or check_option(opts, "download_chunk", "number", DEFAULT_DOWNLOAD_CHUNK),
   }, Client)
   -- The token lives in a closure, not a field, so printing or dumping the
   -- client (pp, inspect, error reports) can never reveal it.
@@ -141,25 +152,39 @@ local function decode_response(response, url, max_depth)
   return decoded
 end
 
+-- The options of core.request shared by every request of this client.
+function Client:request_spec(url, method, deadline)
+  return {
+    url = url,
+    method = method,
+    timeout_ms = math.max(1, math.floor((deadline - transport.now()) * 1000)),
+    ca_file = self.ca_file,
+    insecure = self.insecure,
+    user_agent = self.user_agent,
+    max_response_bytes = self.max_response_bytes,
+  }
+end
+
 --- POSTs `fields` (plus f=json and the token) form-encoded to `url` and
--- returns the decoded JSON object, or nil, err. opts: timeout (seconds),
--- multipart (send as multipart/form-data instead; `files` adds file parts).
+-- returns the decoded JSON object, or nil, err; the third result tells how
+-- the call went: {attempts = n, ambiguous = true when an earlier attempt
+-- may have reached the server}. opts: timeout (seconds for the whole call,
+-- retries included; default the client's), deadline (absolute, transport.now
+-- clock), retry ("once", "read" or "edits", see geoservices.retry; default
+-- "once": only a request that never left is repeated), multipart (send as
+-- multipart/form-data; `files` adds file parts).
 function Client:post(url, fields, opts)
   opts = opts or {}
-  local timeout = opts.timeout or self.timeout
+  local deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout))
+  local mode = opts.retry or "once"
+  local policy = self.retry_policy
   local refreshed = false
+  local info = { attempts = 0, ambiguous = opts.ambiguous == true }
+  local counted = 0 -- failed attempts that count against policy.attempts
   while true do
     local token, token_err = self._token(false)
-    if token_err then return nil, token_err end
-    local spec = {
-      url = url,
-      method = "POST",
-      timeout_ms = math.max(1, math.floor(timeout * 1000)),
-      ca_file = self.ca_file,
-      insecure = self.insecure,
-      user_agent = self.user_agent,
-      max_response_bytes = self.max_response_bytes,
-    }
+    if token_err then return nil, token_err, info end
+    local spec = self:request_spec(url, "POST", deadline)
     local form = params.to_form(fields, token)
     if opts.multipart then
       local parts = {}
@@ -169,41 +194,149 @@ function Client:post(url, fields, opts)
     else
       spec.form = form
     end
+    info.attempts = info.attempts + 1
     local response, msg, code = transport.perform(self.driver, spec)
-    if not response then return nil, errors.from_transfer(msg, code, url) end
-    local decoded, err = decode_response(response, url)
+    local decoded, err, retry_after
+    if response then
+      decoded, err = decode_response(response, url, self.max_json_depth)
+      retry_after = retry.parse_retry_after(response.headers["retry-after"])
+    else
+      err = errors.from_transfer(msg, code, url)
+    end
+    if not err then return decoded, nil, info end
     -- An expired token (498) is worth exactly one more try with a fresh one
-    -- from the provider; a static token cannot be refreshed.
-    if err and err.kind == "auth" and err.code == 498 and self.token_provider and not refreshed then
+    -- from the provider; a static token cannot be refreshed. The server
+    -- refused the request, so this is safe for every operation.
+    if err.kind == "auth" and err.code == 498 and self.token_provider and not refreshed then
       refreshed = true
       local _, refresh_err = self._token(true)
-      if refresh_err then return nil, refresh_err end
+      if refresh_err then return nil, refresh_err, info end
     else
-      return decoded, err
+      local again, ambiguous = retry.should_retry(mode, err, info)
+      if ambiguous then info.ambiguous = true end
+      if not again then
+        if info.attempts > 1 then retry.annotate(err, info.attempts, ("after %d attempts"):format(info.attempts)) end
+        return nil, err, info
+      end
+      -- "busy" with our own lost job is waited out until the deadline; the
+      -- other failures count against the attempts
+      local busy = retry.is_busy(err)
+      if not busy then counted = counted + 1 end
+      local delay, why = retry.next_delay(policy, busy and 1 or counted, deadline, retry_after,
+                                          busy and math.min(info.attempts, 6) or nil)
+      if not delay then return nil, retry.annotate(err, info.attempts, why, retry_after), info end
+      if opts.on_retry then opts.on_retry(err, delay, info.attempts) end
+      transport.sleep(self.driver, delay)
     end
   end
 end
 
+local function http_download_error(status, url, offset)
+  local kind = (status == 401 or status == 403) and "auth" or "http"
+  local message = ("HTTP %d while downloading the result file"):format(status)
+  if status == 404 or status == 410 then
+    message = message .. ": it is gone (servers delete result files about ten minutes after the job ends); "
+      .. "the replica state is unchanged, synchronize again"
+  end
+  return errors.new(kind, message, { status = status, url = url, offset = offset })
+end
+
 --- GETs a file (a sync result) and returns its bytes, or nil, err. No token
--- is sent: result addresses are self-contained, and a token never goes in a URL.
+-- is sent: result addresses are self-contained, and a token never goes in a
+-- URL. The file is fetched in Range requests of `download_chunk` bytes, so
+-- a reset or a failed chunk is resumed where it stopped instead of starting
+-- over; a server that ignores Range simply answers 200 with the whole file.
+-- Failures are retried as reads (see geoservices.retry). opts: timeout
+-- (seconds for the whole download), deadline, stream (a sync_result sink:
+-- each complete chunk is fed to stream.records and drained to
+-- stream.deliver as it arrives, and download returns true instead of the
+-- bytes, so memory stays at one chunk).
 function Client:download(url, opts)
   opts = opts or {}
-  local response, msg, code = transport.perform(self.driver, {
-    url = url,
-    method = "GET",
-    timeout_ms = math.max(1, math.floor((opts.timeout or self.timeout) * 1000)),
-    ca_file = self.ca_file,
-    insecure = self.insecure,
-    user_agent = self.user_agent,
-    max_response_bytes = self.max_response_bytes,
-  })
-  if not response then return nil, errors.from_transfer(msg, code, url) end
-  if response.status >= 300 then
-    local kind = (response.status == 401 or response.status == 403) and "auth" or "http"
-    return nil, errors.new(kind, ("HTTP %d while downloading the result file"):format(response.status),
-      { status = response.status, url = url })
+  -- opts.stream = {records =, deliver =}: the body is fed to the record
+  -- extractor by the C core as it arrives (nothing is kept here), and a
+  -- resumed chunk starts at the first byte the extractor has not seen
+  local stream = opts.stream
+  local function broken(response)
+    return errors.new("protocol", "result file: " .. response.json_error, { url = url, offset = response.json_offset })
   end
-  return response.body
+  local deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout))
+  local chunk = self.download_chunk
+  local policy = self.retry_policy
+  local parts, offset = {}, 0
+  local failures = 0 -- consecutive failed attempts of the current chunk
+  local state = { ambiguous = false }
+  while true do
+    local spec = self:request_spec(url, "GET", deadline)
+    if stream then
+      spec.records = stream.records
+      offset = stream.records:fed()
+    end
+    if chunk then
+      spec.headers = { ("Range: bytes=%d-%d"):format(offset, offset + chunk - 1) }
+    end
+    local response, msg, code = transport.perform(self.driver, spec, stream and stream.deliver)
+    local err, retry_after
+    if not response then
+      err = errors.from_transfer(msg, code, url)
+    elseif stream and response.json_error and response.status < 300 then
+      return nil, broken(response)
+    else
+      retry_after = retry.parse_retry_after(response.headers["retry-after"])
+      local status, body = response.status, response.body
+      local received = stream and response.bytes or #body
+      if status == 200 then
+        -- the whole file: the server does not do ranges (or changed its mind
+        -- after the first chunks: skip what was already taken)
+        if stream then
+          if offset > 0 then -- the extractor has seen these bytes already: cannot skip them now
+            return nil, errors.new("protocol", "the server ignored the Range request of a resumed download",
+              { url = url })
+          end
+          return true
+        end
+        if offset > 0 then body = body:sub(offset + 1) end
+        parts[#parts + 1] = body
+        return table.concat(parts)
+      elseif status == 206 then
+        local first, last, size = (response.headers["content-range"] or ""):match("^bytes (%d+)%-(%d+)/(%d+)")
+        first, last, size = tonumber(first), tonumber(last), tonumber(size)
+        if first ~= offset or not last or last < first then
+          err = errors.new("protocol", ("the server answered range %s to a request from byte %d"):format(
+            tostring(response.headers["content-range"]), offset), { url = url })
+          return nil, err
+        elseif received ~= last - first + 1 then
+          err = errors.new("protocol", ("result file is not complete: the chunk at byte %d has %d of %d bytes"):format(
+            offset, received, last - first + 1), { code = "short_body", url = url, offset = offset + received })
+        else
+          if self.max_response_bytes and size > self.max_response_bytes then
+            return nil, errors.new("protocol", ("result file of %d bytes is larger than the limit of %d bytes"):format(
+              size, self.max_response_bytes), { code = "too_large", url = url })
+          end
+          if not stream then parts[#parts + 1] = body end
+          offset = last + 1
+          failures = 0
+          if offset >= size then return stream and true or table.concat(parts) end
+        end
+      elseif status == 416 and offset == 0 then
+        return stream and true or "" -- an empty file has no byte 0
+      else
+        err = http_download_error(status, url, offset)
+      end
+    end
+    if err then
+      failures = failures + 1
+      local again = retry.should_retry("read", err, state) or err.code == "short_body"
+      if not again then
+        if failures > 1 then retry.annotate(err, failures, ("after %d attempts"):format(failures)) end
+        return nil, err
+      end
+      local delay, why = retry.next_delay(policy, failures, deadline, retry_after)
+      if not delay then return nil, retry.annotate(err, failures, why, retry_after) end
+      if opts.on_retry then opts.on_retry(err, delay, failures) end
+      transport.sleep(self.driver, delay)
+    end
+  end
 end
 
 function Client:close()

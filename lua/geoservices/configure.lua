@@ -6,6 +6,7 @@
 local errors = require "geoservices.errors"
 local organization = require "geoservices.organization"
 local params = require "geoservices.params"
+local retry = require "geoservices.retry"
 local transport = require "geoservices.transport"
 local validate = require "geoservices.validate_configure"
 
@@ -119,7 +120,7 @@ end
 -- Reads the root resource once; returns it with its summary metatable.
 local function read_root(client, timeout)
   local url = client:admin_url("")
-  local root, err = client:post(url, {}, { timeout = timeout })
+  local root, err = client:post(url, {}, { timeout = timeout, retry = "read" })
   if not root then return nil, err end
   if type(root.status) ~= "table" then
     return nil, errors.new("protocol", "root resource has no 'status' object", { url = url })
@@ -142,6 +143,8 @@ local function not_configured_error(root)
   return errors.new("server", "the organization is not configured: nothing to wait for (call configure)",
     { state = "not_configured", root = root })
 end
+
+local reattach
 
 -- A failed poll worth repeating: the server's pods restart while it configures.
 local TRANSIENT = { network = true, timeout = true, http = true, protocol = true }
@@ -245,6 +248,34 @@ function Operation:__tostring()
   return "configure operation: " .. organization.summary(self.root)
 end
 
+-- After configure failed in a way that may have reached the server (the
+-- response was lost, reset or unreadable, a 5xx, the deadline), reads the
+-- root resource: an organization in progress or ready means the request was
+-- received, and the client follows it as if the answer had arrived
+-- (op.reattached = true); not configured means nothing happened and the
+-- original error is returned, saying it is safe to call configure again.
+function reattach(self, post_err, opts)
+  local root, err = read_root(self, opts.request_timeout)
+  if not root then
+    post_err.message = post_err.message .. ("; the organization could not be checked either (%s): "
+      .. "call client:wait_configured() to follow a configuration that may have started"):format(err.message)
+    post_err.ambiguous = true
+    return nil, post_err
+  end
+  local state = organization.state(root)
+  if state == "not_configured" then
+    post_err.message = post_err.message .. "; the organization is not configured, so the request did not take "
+      .. "effect: it is safe to call configure again"
+    post_err.ambiguous = false
+    return nil, post_err
+  end
+  local op = new_operation(self, root, opts)
+  op.reattached = true
+  if state == "failed" then return nil, job_error(root) end
+  if opts.wait == false then return root, op end
+  return op:wait(opts)
+end
+
 --- client:configure(params, opts): validates, sends, and (unless
 -- opts.wait == false) waits until ready. Returns the ready root resource;
 -- with wait = false the initial root and the operation; with dry_run = true
@@ -257,8 +288,15 @@ function configure.configure(self, p, opts)
   local fields, files = configure.request(checked)
   local url = self:admin_url("configure")
   if opts.dry_run then return preview(url, fields, files) end
-  local root, post_err = self:post(url, fields, { multipart = true, files = files, timeout = opts.request_timeout })
-  if not root then return nil, post_err end
+  -- configure is never sent twice: only a request that never left is
+  -- repeated ("once"). After a failure that may have reached the server the
+  -- client re-attaches by reading the root resource instead.
+  local root, post_err = self:post(url, fields, { multipart = true, files = files, timeout = opts.request_timeout,
+                                                  retry = "once" })
+  if not root then
+    if not retry.ambiguous(post_err) then return nil, post_err end
+    return reattach(self, post_err, opts)
+  end
   if type(root.status) ~= "table" then
     return nil, errors.new("protocol", "configure response has no 'status' object", { url = url })
   end

@@ -2,7 +2,8 @@
 -- An error is a table with `kind`, `message` and, where known, `code`,
 -- `details`, `status` (HTTP) and `url`; `tostring(err)` is one readable line.
 -- Kinds: "invalid" (refused before sending), "network", "timeout", "http",
--- "server", "auth", "protocol".
+-- "server", "auth", "protocol", "cancelled" (the task was cancelled), "task"
+-- (a task raised an error; see geoservices.loop).
 local errors = {}
 
 local Error = {}
@@ -39,6 +40,7 @@ end
 -- "the response did not fit"; every other transfer failure is a network error.
 local kind_of_transfer_code = {
   timeout = "timeout",
+  cancelled = "cancelled", -- the task was cancelled (geoservices.loop)
   too_large = "protocol",
   bad_encoding = "protocol",
 }

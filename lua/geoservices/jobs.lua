@@ -12,8 +12,22 @@ local jobs = {}
 local MAX_INTERVAL = 5        -- seconds: the backoff never waits longer between polls
 local BACKOFF = 1.5
 local DEFAULT_INTERVAL = 0.5
+local MAX_POLL_ERRORS = 5     -- failed polls in a row (each already retried) before giving up
+-- failures of a poll worth another poll after a pause
+local TRANSIENT = { network = true, timeout = true, http = true }
 
 local TERMINAL = { completed = "Completed", completedwitherrors = "CompletedWithErrors", failed = "Failed" }
+
+--- The server accepted a synchronization that carried edits, but its result
+-- could not be read: the edits are applied, the generations did not move.
+function jobs.applied_edits_error(err)
+  err.edits_applied = true
+  if not err.message:find("resend", 1, true) then
+    err.message = err.message .. "; the server applied the edits but the result was not received, so the "
+      .. "replica state is unchanged: synchronize again with the same edits and opts.resend = true"
+  end
+  return err
+end
 
 local Operation = { __name = "geoservices.SyncOperation" }
 Operation.__index = Operation
@@ -34,8 +48,20 @@ end
 
 --- Reads the job's status resource once. Returns it (2.4) or nil, err.
 function Operation:poll(opts)
-  local status, err = self.client:post(self.status_url, {}, opts)
-  if not status then return nil, err end
+  local call = { retry = "read" } -- reading a status resource is always safe to repeat
+  for k, v in pairs(opts or {}) do call[k] = v end
+  local status, err = self.client:post(self.status_url, {}, call)
+  if not status then
+    if err.status == 404 or err.code == 404 then
+      -- the server does not know the job (restarted without its state, or the
+      -- job expired): say what it means for the caller
+      err = errors.new("job", ("the job's status resource is gone (HTTP 404): the server no longer knows this "
+        .. "job; the replica state is unchanged, synchronize again%s"):format(
+          self.carried_edits and " with opts.resend = true (its edits may have been applied)" or ""),
+        { code = "job_not_found", status = 404, url = self.status_url, cause = err })
+    end
+    return nil, err
+  end
   if type(status.status) ~= "string" then
     return nil, errors.new("protocol", "job status resource has no status field", { url = self.status_url })
   end
@@ -57,14 +83,22 @@ function Operation:wait(opts)
   local deadline = opts.timeout and (transport.now() + opts.timeout) or self.deadline
   local on_status = opts.on_status or self.on_status
   local last
+  local failures = 0
   while true do
     local status, err = self:poll()
-    if not status then return nil, err end
-    if status.status ~= last then
+    -- the poll itself retried; a few more failed polls in a row are ridden
+    -- over (a server restarting in the middle of the job), a missing job is not
+    if not status then
+      failures = failures + 1
+      if not TRANSIENT[err.kind] or failures >= MAX_POLL_ERRORS then return nil, err end
+    else
+      failures = 0
+    end
+    if status and status.status ~= last then
       last = status.status
       if on_status then on_status(status) end
     end
-    local terminal = TERMINAL[status.status:lower()]
+    local terminal = status and TERMINAL[status.status:lower()]
     if terminal == "Failed" then
       local detail
       for _, m in ipairs(type(status.messages) == "table" and status.messages or {}) do
@@ -75,9 +109,13 @@ function Operation:wait(opts)
     elseif terminal then
       -- fetch at once: servers delete result files after about ten minutes
       local result, result_err = sync_result.finish(self.client, status, status, {
-        output = self.output, timeout = opts.request_timeout,
+        output = self.output, timeout = opts.request_timeout, on_change = opts.on_change or self.on_change,
       })
-      if not result then return nil, result_err end
+      if not result then
+        if self.carried_edits then return nil, jobs.applied_edits_error(result_err) end
+        return nil, result_err
+      end
+      if self.reconcile then self.reconcile(result) end
       if self.on_done then
         local ok, done_err = self.on_done(result)
         if not ok then return nil, done_err end
@@ -88,7 +126,8 @@ function Operation:wait(opts)
     local now = transport.now()
     if deadline and now >= deadline then
       return nil, errors.new("timeout", ("job still %s when the deadline passed; resume it with "
-        .. "client:resume_sync(op:to_json())"):format(status.status), { url = self.status_url, operation = self })
+        .. "client:resume_sync(op:to_json())"):format(status and status.status or "unreachable"),
+        { url = self.status_url, operation = self })
     end
     local pause = interval
     if deadline then pause = math.min(pause, deadline - now) end
@@ -106,6 +145,9 @@ function Operation:to_json()
     strict = self.strict or nil,
     output = self.output,
     replica_path = self.replica_path,
+    carried_edits = self.carried_edits or nil,
+    reissued = self.reissued or nil, -- the submission was re-issued: reconcile "already exists"
+    sent = self.reissued and self.sent or nil,
   }
 end
 

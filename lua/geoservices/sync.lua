@@ -6,6 +6,7 @@ local edits_mod = require "geoservices.edits"
 local jobs = require "geoservices.jobs"
 local json = require "geoservices.json"
 local replica_mod = require "geoservices.replica"
+local retry = require "geoservices.retry"
 local sync_params = require "geoservices.sync_params"
 local sync_result = require "geoservices.sync_result"
 local transport = require "geoservices.transport"
@@ -29,6 +30,98 @@ local function service_path(service)
   return service:gsub("%%", "%%25")
 end
 
+-- ---------------------------------------------------------------- edits safety
+--
+-- A synchronizeReplica that carried edits and failed in a way that may have
+-- reached the server (response lost or reset, unreadable body, 5xx) is
+-- re-issued with the same edits only because re-applying them is harmless:
+--   * adds carry client-side GlobalIDs (the edits builder makes them): the
+--     server refuses an add whose GlobalID exists with code -2147217395, so
+--     an add is never applied twice. Those failures, for exactly the adds
+--     this request re-sent, are reported as already applied;
+--   * an update re-applied writes the same values again (idempotent);
+--   * a delete re-applied fails with 1019 "Object is missing": for exactly
+--     the deletes re-sent, that too is reported as already applied.
+-- It is not re-issued (the ambiguous error says so, err.ambiguous = true)
+-- when an add has no GlobalID (the server would add it twice) or with
+-- rollbackOnFailure = true (an applied first attempt would make the whole
+-- re-issue roll back). opts.resend = true declares a manual re-send of
+-- edits whose earlier sync failed ambiguously, with the same reconciliation.
+
+local DUPLICATE_GLOBALID = -2147217395 -- "an object with this GlobalID already exists"
+local OBJECT_MISSING = 1019             -- "Object is missing."
+
+local function edit_key(layer, target, gid)
+  return ("%s|%s|%s"):format(tostring(layer), target, (tostring(gid):upper():gsub("[{}]", "")))
+end
+
+-- The adds and deletes a request carries, keyed by layer, target and
+-- GlobalID; nil when it carries no edits.
+local function sent_edits(fields)
+  if fields.edits == nil then return nil end
+  local list = json.decode(fields.edits)
+  if type(list) ~= "table" then return nil end
+  local sent = { adds = json.object(), deletes = json.object(), count = 0, identified = true }
+  for _, entry in ipairs(list) do
+    local layer = math.tointeger(entry.id) or entry.id
+    for _, part in ipairs{ "features", "attachments" } do
+      local p = entry[part]
+      if type(p) == "table" then
+        local target = part == "features" and "feature" or "attachment"
+        for _, item in ipairs(p.adds or {}) do
+          local gid = type(item) == "table" and (part == "features" and type(item.attributes) == "table"
+            and item.attributes.GlobalID or item.globalId)
+          if type(gid) == "string" and gid ~= "" then
+            sent.adds[edit_key(layer, target, gid)] = true
+          else
+            sent.identified = false
+          end
+          sent.count = sent.count + 1
+        end
+        for _, gid in ipairs(p.deleteIds or {}) do
+          sent.deletes[edit_key(layer, target, gid)] = true
+          sent.count = sent.count + 1
+        end
+        sent.count = sent.count + #(p.updates or {})
+      end
+    end
+  end
+  return sent.count > 0 and sent or nil
+end
+
+--- Moves the failures that prove a re-sent edit was applied by an earlier
+-- attempt from result.failed_edits to result.already_applied, and counts
+-- them as succeeded.
+function sync.reconcile(result, sent)
+  local kept, already = {}, {}
+  for _, f in ipairs(result.failed_edits or {}) do
+    local k = edit_key(f.layer, f.target, f.globalId)
+    if (f.op == "add" and f.code == DUPLICATE_GLOBALID and sent.adds[k])
+      or (f.op == "delete" and f.code == OBJECT_MISSING and sent.deletes[k]) then
+      f.already_applied = true
+      already[#already + 1] = f
+      local c = result.counts and result.counts[f.layer]
+      if c then c.failed, c.succeeded = c.failed - 1, c.succeeded + 1 end
+      result.succeeded = (result.succeeded or 0) + 1
+    else
+      kept[#kept + 1] = f
+    end
+  end
+  result.failed_edits = kept
+  result.already_applied = already
+  result.reissued = true
+  return result
+end
+
+local function ambiguous_edits_error(err)
+  err.ambiguous = true
+  if not err.message:find("resend", 1, true) then
+    err.message = err.message .. "; the edits may have been applied: synchronize again with the same edits and "
+      .. "opts.resend = true (adds and deletes already applied are then reported as such)"
+  end
+  return err
+end
+
 --- client:synchronize_replica(service, params, opts) -> result | operation | nil, err
 -- params: the interface's parameter names (see sync_params); opts: wait
 -- (default true), poll_interval, timeout (overall seconds), on_status,
@@ -49,21 +142,38 @@ function sync.synchronize_replica(self, service, params, opts)
   local url = ("%s/%s/FeatureServer/synchronizeReplica"):format(self.url, service_path(service))
   local request_timeout = self.timeout
   if deadline then request_timeout = math.min(request_timeout, opts.timeout) end
-  local doc, post_err = self:post(url, fields, { timeout = request_timeout })
-  if not doc then return nil, post_err end
+  local sent = sent_edits(fields)
+  local mode = "read" -- without edits a re-issue only asks for the same changes again
+  if sent then
+    local rollback = params.rollbackOnFailure == true or params.rollbackOnFailure == "true"
+    mode = (sent.identified and not rollback) and "edits" or "once"
+  end
+  local doc, post_err, info = self:post(url, fields, { timeout = request_timeout, retry = mode,
+                                                       ambiguous = sent ~= nil and opts.resend == true })
+  if not doc then
+    if sent and (info.ambiguous or retry.ambiguous(post_err)) then return nil, ambiguous_edits_error(post_err) end
+    return nil, post_err
+  end
+  local reissued = sent ~= nil and (opts.resend == true or (info.ambiguous and info.attempts > 1))
+  local reconcile = reissued and function(result) return sync.reconcile(result, sent) end or nil
   local status_url = sync_result.status_url(doc)
   if status_url then
     local op = jobs.operation(self, {
       status_url = status_url, service = service, replicaID = params.replicaID, strict = opts.strict,
-      output = opts.output, on_done = opts.on_done, replica_path = opts.replica_path,
+      output = opts.output, on_change = opts.on_change, on_done = opts.on_done, replica_path = opts.replica_path,
       poll_interval = opts.poll_interval, on_status = opts.on_status, deadline = deadline,
+      carried_edits = sent ~= nil, sent = sent, reissued = reissued, reconcile = reconcile,
     })
     if opts.wait == false then return op end
     return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
                     timeout = deadline and math.max(0, deadline - transport.now()) or nil }
   end
-  local result, finish_err = sync_result.finish(self, doc, nil, { output = opts.output })
-  if not result then return nil, finish_err end
+  local result, finish_err = sync_result.finish(self, doc, nil, { output = opts.output, on_change = opts.on_change })
+  if not result then
+    if sent then return nil, jobs.applied_edits_error(finish_err) end
+    return nil, finish_err
+  end
+  if reconcile then reconcile(result) end
   if opts.on_done then
     local ok, done_err = opts.on_done(result)
     if not ok then return nil, done_err end
@@ -126,7 +236,12 @@ function sync.resume_sync(self, text)
   local fields = {
     status_url = state.status_url, service = state.service, replicaID = state.replicaID,
     strict = state.strict, output = state.output, replica_path = state.replica_path,
+    carried_edits = state.carried_edits, reissued = state.reissued, sent = state.sent,
   }
+  if state.reissued and type(state.sent) == "table" then
+    local sent = state.sent
+    fields.reconcile = function(result) return sync.reconcile(result, sent) end
+  end
   if state.replica_path then
     local r, err = replica_mod.open(state.replica_path)
     if not r then return nil, err end

@@ -37,44 +37,118 @@ function sync_result.status_url(doc)
   return doc.statusUrl or doc.statusURL or doc.statusurl
 end
 
-local OPS = { addResults = "add", updateResults = "update", deleteResults = "delete" }
+-- Where each kind of record goes in the 2.1 array, and which are edit results.
+local PLACE = {
+  add = { "features", "adds" }, update = { "features", "updates" }, delete = { "features", "deleteIds" },
+  add_result = { "features", "addResults" }, update_result = { "features", "updateResults" },
+  delete_result = { "features", "deleteResults" },
+  add_attachment = { "attachments", "adds" }, update_attachment = { "attachments", "updates" },
+  delete_attachment = { "attachments", "deleteIds" },
+  add_attachment_result = { "attachments", "addResults" },
+  update_attachment_result = { "attachments", "updateResults" },
+  delete_attachment_result = { "attachments", "deleteResults" },
+}
+local RESULT_OP = {
+  add_result = "add", update_result = "update", delete_result = "delete",
+  add_attachment_result = "add", update_attachment_result = "update", delete_attachment_result = "delete",
+}
 
--- Flattens the per-edit results of the 2.1 array into failed_edits and counts.
-local function collect_outcomes(result)
-  local failed, counts, succeeded, downloaded = {}, {}, 0, 0
-  for _, entry in ipairs(result.edits or {}) do
-    local id = math.tointeger(entry.id) or entry.id
-    local c = counts[id] or { succeeded = 0, failed = 0 }
-    counts[id] = c
-    for _, target in ipairs{ "features", "attachments" } do
-      local part = entry[target]
-      if type(part) == "table" then
-        for list_name, op in pairs(OPS) do
-          for _, r in ipairs(part[list_name] or {}) do
-            local ok = r.success == true or r.success == "true"
-            if ok then
-              c.succeeded = c.succeeded + 1
-              succeeded = succeeded + 1
-            else
-              c.failed = c.failed + 1
-              local e = type(r.error) == "table" and r.error or {}
-              failed[#failed + 1] = {
-                layer = id, op = op, target = target == "features" and "feature" or "attachment",
-                globalId = r.globalId or r.globalID, objectId = r.objectId,
-                code = math.tointeger(e.code) or e.code, description = e.description or e.message,
-              }
-            end
-          end
+local Sink = {}
+Sink.__index = Sink
+
+--- A sink for the records of a synchronization result, fed by the C core as
+-- the body arrives. It keeps the top-level fields, the per-edit outcomes
+-- (failed_edits, counts) and either hands each downloaded record to
+-- `on_change(layer_id, kind, record)` or builds the 2.1 edits array.
+function sync_result.sink(on_change)
+  local sink = setmetatable({
+    fields = {}, counts = {}, failed_edits = {}, succeeded = 0, downloaded = 0,
+    on_change = on_change, edits = not on_change and json.array() or nil, entries = {},
+    records = core.records(),
+  }, Sink)
+  sink.deliver = function(kind, layer, value, key) return sink:record(kind, layer, value, key) end
+  return sink
+end
+
+-- The 2.1 entry of a layer, created on its first record (document order).
+function Sink:entry(layer)
+  local e = self.entries[layer]
+  if not e then
+    e = { id = layer }
+    for _, part in ipairs{ "features", "attachments" } do
+      e[part] = { adds = json.array(), updates = json.array(), deleteIds = json.array() }
+    end
+    self.entries[layer] = e
+    self.edits[#self.edits + 1] = e
+  end
+  return e
+end
+
+function Sink:record(kind, layer, value, key)
+  if kind == "layer" then -- a layer entry starts, possibly without records
+    if self.edits then self:entry(layer) end
+    return
+  elseif kind == "field" then
+    self.fields[key] = value
+    return
+  elseif kind == "layer_field" then
+    if self.edits then self:entry(layer)[key] = value end
+    return
+  end
+  local op = RESULT_OP[kind]
+  if op then
+    local c = self.counts[layer] or { succeeded = 0, failed = 0 }
+    self.counts[layer] = c
+    if value.success == true or value.success == "true" then
+      c.succeeded = c.succeeded + 1
+      self.succeeded = self.succeeded + 1
+    else
+      c.failed = c.failed + 1
+      local e = type(value.error) == "table" and value.error or {}
+      self.failed_edits[#self.failed_edits + 1] = {
+        layer = layer, op = op, target = kind:find("attachment", 1, true) and "attachment" or "feature",
+        globalId = value.globalId or value.globalID, objectId = value.objectId,
+        code = math.tointeger(e.code) or e.code, description = e.description or e.message,
+      }
+    end
+  else
+    self.downloaded = self.downloaded + 1
+    if self.on_change then
+      self.on_change(layer, kind, value)
+      return
+    end
+  end
+  if self.edits then
+    local place = PLACE[kind]
+    local part = self:entry(layer)[place[1]]
+    local list = part[place[2]]
+    if not list then
+      list = json.array()
+      part[place[2]] = list
+    end
+    list[#list + 1] = value
+  end
+end
+
+-- The kind of record held by each list of a decoded 2.1 entry.
+local KIND_OF = {}
+for kind, place in pairs(PLACE) do KIND_OF[place[1] .. "." .. place[2]] = kind end
+
+--- Feeds the records of an already decoded response (its `edits` array) to
+-- the sink, as the C core would have while streaming it.
+function Sink:absorb(doc)
+  for _, entry in ipairs(type(doc.edits) == "table" and doc.edits or {}) do
+    local layer = math.tointeger(entry.id) or entry.id
+    self:record("layer", layer)
+    for _, part in ipairs{ "features", "attachments" } do
+      for list_name, list in pairs(type(entry[part]) == "table" and entry[part] or {}) do
+        local kind = KIND_OF[part .. "." .. list_name]
+        if kind then
+          for _, value in ipairs(list) do self:record(kind, layer, value) end
         end
-        downloaded = downloaded + #(part.adds or {}) + #(part.updates or {}) + #(part.deleteIds or {})
       end
     end
   end
-  table.sort(failed, function(a, b)
-    if a.layer ~= b.layer then return (a.layer or 0) < (b.layer or 0) end
-    return tostring(a.globalId) < tostring(b.globalId)
-  end)
-  return failed, counts, succeeded, downloaded
 end
 
 local function integer_gens(list)
@@ -86,35 +160,59 @@ local function integer_gens(list)
   return out
 end
 
---- Builds the result from the response `doc` (and the job `status` for async
--- jobs), downloading the result file when there is one. opts.output saves the
--- file instead of parsing it; opts.strict turns failed edits into an error.
--- Returns result or nil, err; nothing here touches replica state.
-function sync_result.finish(client, doc, status, opts)
-  opts = opts or {}
-  local url = sync_result.result_url(doc) or (status and sync_result.result_url(status))
-  local content = doc
-  local result = setmetatable({}, Result)
-  if url and url ~= "" then
-    local body, err = client:download(url, opts)
+-- Streams the result file at `url` into the sink (or saves it to
+-- opts.output, checking that a JSON file is complete). Returns true or nil, err.
+local function fetch(client, url, sink, opts)
+  if opts.output then
+    local body, err = client:download(url, { timeout = opts.timeout })
     if not body then return nil, err end
-    if opts.output then
-      local ok, write_err = core.write_file_atomic(opts.output, body)
-      if not ok then return nil, errors.new("io", write_err) end
-      result.output = opts.output
-      content = {}
-      -- a JSON result file still tells the generations; a geodatabase does not
-      if body:sub(1, 1) == "{" then content = json.decode(body) or {} end
-      content.edits = nil
-    else
-      local decoded, msg, offset = json.decode(body)
-      if type(decoded) ~= "table" then
-        return nil, errors.new("protocol", ("result file is not a complete JSON document at byte %s: %s"):format(
-          tostring(offset), tostring(msg)), { url = url, offset = offset })
+    if body:sub(1, 1) == "{" then -- a JSON result must be complete before it is trusted
+      local check = core.records()
+      local ok, msg, offset = check:feed(body)
+      if ok then ok, msg, offset = check:finish() end
+      if not ok then
+        return nil, errors.new("protocol", "result file: " .. msg, { url = url, offset = offset })
       end
-      content = decoded
+      check:drain(function(kind, _, value, key)
+        if kind == "field" and key ~= "edits" then sink.fields[key] = value end
+      end)
     end
+    local ok, write_err = core.write_file_atomic(opts.output, body)
+    if not ok then return nil, errors.new("io", write_err) end
+    return true
+  end
+  local ok, err = client:download(url, { timeout = opts.timeout, stream = sink })
+  if not ok then return nil, err end
+  local done, msg, offset = sink.records:finish()
+  if not done then
+    return nil, errors.new("protocol", "result file is not a complete JSON document: " .. msg,
+      { url = url, offset = offset })
+  end
+  sink.records:drain(sink.deliver)
+  return true
+end
+
+--- Builds the result of a synchronization. `doc`: the fields of the
+-- response (or of the job status), `status`: the job status resource (async)
+-- or nil, `sink`: the records already streamed from the response body (nil
+-- for a job). Downloads the result file when there is one. opts: output,
+-- on_change, timeout. Returns result or nil, err; touches no replica state.
+function sync_result.finish(client, doc, status, opts, sink)
+  opts = opts or {}
+  if not sink then
+    sink = sync_result.sink(opts.on_change)
+    sink:absorb(doc) -- an embedded result that was decoded whole
+  end
+  local url = sync_result.result_url(doc) or (status and sync_result.result_url(status))
+  local result = setmetatable({}, Result)
+  local content = {}
+  if url and url ~= "" then
+    sink.fields = {}
+    local ok, err = fetch(client, url, sink, opts)
+    if not ok then return nil, err end
+    content = sink.fields
     result.result_url = url
+    result.output = opts.output
   end
   local function pick(field)
     if content[field] ~= nil then return content[field] end
@@ -127,14 +225,19 @@ function sync_result.finish(client, doc, status, opts)
   result.replicaID = pick("replicaID")
   result.replicaServerGen = math.tointeger(tonumber(pick("replicaServerGen")))
   result.layerServerGens = integer_gens(pick("layerServerGens"))
-  result.edits = content.edits or (not result.output and json.array() or nil)
+  if not result.output then result.edits = sink.edits end
   result.transport = sync_params.transport_of(result.transportType) or (url and "url" or "embedded")
   result.response = sync_params.response_of(result.responseType)
   if result.replicaServerGen == nil and result.layerServerGens == nil then
     return nil, errors.new("protocol", "the synchronization result carries neither replicaServerGen nor "
       .. "layerServerGens", { url = url })
   end
-  result.failed_edits, result.counts, result.succeeded, result.downloaded = collect_outcomes(result)
+  table.sort(sink.failed_edits, function(a, b)
+    if a.layer ~= b.layer then return (a.layer or 0) < (b.layer or 0) end
+    return tostring(a.globalId) < tostring(b.globalId)
+  end)
+  result.failed_edits, result.counts = sink.failed_edits, sink.counts
+  result.succeeded, result.downloaded = sink.succeeded, sink.downloaded
   if status and type(status.status) == "string" and status.status:lower() == "completedwitherrors" then
     result.partial = true
   end

@@ -1,41 +1,53 @@
 --- Runs one HTTP request through a driver of the C core and waits for it.
--- Waiting spins `driver:step` with the timeout libcurl asks for; the C core
--- never blocks longer than that and never calls back into Lua.
+-- Every operation (the four, job polling, result downloads, configure's
+-- stage polling) waits here or in transport.sleep, so these two functions
+-- decide how waiting happens (see geoservices.loop):
+--  * inside a task (geoservices.run / spawn) they yield to the scheduler,
+--    which drives every client's driver through one poll, so operations run
+--    concurrently;
+--  * outside a task they block, driving only this driver.
+-- The C core never blocks longer than libcurl's own timeout asks and never
+-- calls back into Lua. The current deadline (loop.with_deadline, an
+-- operation's opts.timeout) caps every request's timeout and every sleep.
 local core = require "geoservices.core"
+local loop = require "geoservices.loop"
 
 local transport = {}
 
-local MAX_WAIT_MS = 100 -- upper bound for one step, so a waiting caller stays responsive
-
 --- Sends `spec` (the options of core.request) and waits for the outcome.
 -- Returns the response table ({status, headers, body, url, ...}) or
--- nil, message, code for a transfer failure.
+-- nil, message, code for a transfer failure; code "cancelled" when the task
+-- was cancelled, "timeout" when the deadline passed.
 function transport.perform(driver, spec)
+  local cancelled = loop.cancelled()
+  if cancelled then return nil, cancelled.message, "cancelled" end
+  local deadline = loop.deadline()
+  if deadline then
+    local left_ms = math.floor((deadline - core.monotonic()) * 1000)
+    if left_ms <= 0 then return nil, "the deadline passed before the request was sent", "timeout" end
+    if spec.timeout_ms == nil or spec.timeout_ms > left_ms then spec.timeout_ms = left_ms end
+  end
+  -- <close>: the request is closed (and so detached from the multi handle)
+  -- on every way out, including an abandoned task closed by its scheduler.
   local req <close> = core.request(spec)
   local ok, err, code = driver:add(req)
   if not ok then return nil, err, code end
-  while req:state() == "running" do
-    local wait = driver:timeout()
-    if wait == nil or wait > MAX_WAIT_MS then wait = MAX_WAIT_MS end
-    local running, msg, step_code = driver:step(wait)
-    if not running then
-      driver:remove(req)
-      return nil, msg, step_code
-    end
+  local done, msg, wait_code = loop.await(driver, req)
+  if not done then
+    if not driver:closed() then driver:remove(req) end
+    return nil, msg, wait_code
+  end
+  if req:state() ~= "done" then
+    return nil, "the client was closed while the request was in flight", "closed"
   end
   return req:result()
 end
 
---- Waits `seconds` without busy-looping: libcurl's poll with no transfers
--- simply sleeps. Every polling loop (jobs, configure stages) sleeps here, so
--- the scheduler can later turn this one place into a yield.
+--- Waits `seconds` (a poll interval): yields inside a task, blocks outside.
+-- Never waits past the current deadline; the polling loops check it.
 function transport.sleep(driver, seconds)
-  local deadline = core.monotonic() + seconds
-  while true do
-    local left = deadline - core.monotonic()
-    if left <= 0 then return end
-    driver:step(math.max(1, math.ceil(left * 1000)))
-  end
+  local _ = driver
+  return loop.sleep(seconds)
 end
 
 transport.now = core.monotonic

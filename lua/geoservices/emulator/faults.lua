@@ -9,7 +9,23 @@
 --             "reset_mid_body"  send the headers and half of the body, then close
 --             "truncate"  a complete response whose body is the first half of the real one
 --             "invalid_json"  a 200 response whose body is not JSON
+--   phase     "before": the request is refused before the operation runs
+--             (nothing changes on the server); "after": the operation runs and
+--             only its response is replaced or cut (the edits are applied, the
+--             answer is lost). Default: "before" for "error" and for statuses
+--             401, 403, 404, 429 and 503 (refusals), "after" for the rest.
 local faults = {}
+
+local REFUSING_STATUS = { [401] = true, [403] = true, [404] = true, [429] = true, [503] = true }
+
+--- Whether the operation runs before the fault is applied.
+function faults.runs_operation(fault)
+  if fault.phase == "before" then return false end
+  if fault.phase == "after" then return true end
+  if fault.kind == "error" then return false end
+  if fault.kind == "status" and REFUSING_STATUS[fault.status or 500] then return false end
+  return true
+end
 
 local Faults = {}
 Faults.__index = Faults
@@ -29,6 +45,9 @@ function Faults:add(fault)
   if type(fault.route) ~= "string" then return nil, "fault.route is required" end
   if not KINDS[fault.kind] then return nil, "fault.kind must be one of the known kinds" end
   if fault.attempts ~= nil and type(fault.attempts) ~= "table" then return nil, "fault.attempts is a list" end
+  if fault.phase ~= nil and fault.phase ~= "before" and fault.phase ~= "after" then
+    return nil, "fault.phase must be before or after"
+  end
   self.list[#self.list + 1] = fault
   return true
 end

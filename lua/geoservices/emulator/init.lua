@@ -15,6 +15,7 @@ local admin = require "geoservices.emulator.admin"
 local faults = require "geoservices.emulator.faults"
 local forms = require "geoservices.emulator.forms"
 local organization = require "geoservices.emulator.organization"
+local persist = require "geoservices.emulator.persist"
 local jobs = require "geoservices.emulator.jobs"
 local replicas = require "geoservices.emulator.replicas"
 local sync = require "geoservices.emulator.sync"
@@ -47,6 +48,7 @@ local DEFAULT_SETTINGS = {
   enum_prefix = "svc",    -- prefix of transportType/responseType values
   job_step_ms = 100,      -- time each async job status lasts before the next
   job_outcome = nil,      -- "Failed" or "CompletedWithErrors" instead of "Completed"
+  ranges = true,          -- result files answer Range requests (206); false = always the whole file
 }
 
 local function default_settings()
@@ -64,7 +66,10 @@ end
 
 --- opts: data (path or data table), host ("127.0.0.1"), port (0 = free),
 -- base_path ("/server"), admin_path ("admin"), log (function(line) or nil),
--- configure_seconds (seconds each configuration stage takes, 0.5).
+-- configure_seconds (seconds each configuration stage takes, 0.5),
+-- state_file (save the mutable state there after every change and reload
+-- it on start: a restarted emulator keeps its replicas, jobs and result
+-- files), tls_cert / tls_key (PEM texts: serve HTTPS).
 function emulator.new(opts)
   local data = opts.data
   if type(data) ~= "table" then
@@ -75,7 +80,8 @@ function emulator.new(opts)
   local ok, w = pcall(new_state, data)
   if not ok then return nil, w end
   local host = opts.host or "127.0.0.1"
-  local srv, listen_err = httpd.listen{ host = host, port = opts.port or 0 }
+  local srv, listen_err = httpd.listen{ host = host, port = opts.port or 0, tls_cert = opts.tls_cert,
+                                        tls_key = opts.tls_key }
   if not srv then return nil, listen_err end
   local self = setmetatable({
     data = data,
@@ -95,7 +101,16 @@ function emulator.new(opts)
     log = opts.log,
     configure_seconds = opts.configure_seconds,
     organization = organization.new{ stage_seconds = opts.configure_seconds },
+    state_file = opts.state_file,
+    scheme = opts.tls_cert and "https" or "http",
   }, Emulator)
+  if self.state_file then
+    local loaded, load_err = self:load_state()
+    if not loaded then
+      srv:close()
+      return nil, load_err
+    end
+  end
   return self
 end
 
@@ -104,7 +119,51 @@ function Emulator:port()
 end
 
 function Emulator:url()
-  return ("http://%s:%d%s"):format(self.host, self:port(), self.base_path)
+  return ("%s://%s:%d%s"):format(self.scheme, self.host, self:port(), self.base_path)
+end
+
+-- ---------------------------------------------------------------- persistence
+
+-- Where result files live: next to the state file when there is one (they
+-- must survive a restart), else temporary files.
+function Emulator:result_path(name)
+  if not self.state_file then return os.tmpname() end
+  local dir = self.state_file .. ".results"
+  os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
+  return dir .. "/" .. name
+end
+
+--- Saves the mutable state to the state file (atomically), if there is one.
+function Emulator:save_state()
+  if not self.state_file then return true end
+  local text = persist.dump{
+    feature_services = self.world.feature_services,
+    jobs = self.jobs,
+    result_files = self.result_files,
+    next_result = self.next_result,
+    settings = self.settings,
+    organization = self.organization,
+  }
+  local ok, err = core.write_file_atomic(self.state_file, text)
+  if not ok then io.stderr:write("emulator: cannot save state: ", tostring(err), "\n") end
+  return ok, err
+end
+
+--- Loads the state file when it exists (a restart); a missing one is a first start.
+function Emulator:load_state()
+  local f = io.open(self.state_file, "rb")
+  if not f then return true end
+  local text = f:read("a")
+  f:close()
+  local state, err = persist.load(text)
+  if type(state) ~= "table" then return nil, "state file " .. self.state_file .. ": " .. tostring(err) end
+  self.world.feature_services = state.feature_services
+  self.jobs = jobs.restore(state.jobs)
+  self.result_files = state.result_files
+  self.next_result = state.next_result
+  self.settings = state.settings
+  self.organization = organization.restore(state.organization)
+  return true
 end
 
 local function json_response(status, value)
@@ -151,11 +210,11 @@ end
 
 --- Writes a result file and returns the URL it is served at.
 function Emulator:store_result(service_name, text)
-  local path = os.tmpname()
+  local name = ("r%05d_%08x.json"):format(self.next_result, math.random(0, 0x7fffffff))
+  local path = self:result_path(name)
   local f = assert(io.open(path, "wb"))
   f:write(text)
   f:close()
-  local name = ("r%05d_%08x.json"):format(self.next_result, math.random(0, 0x7fffffff))
   self.next_result = self.next_result + 1
   self.result_files[service_name .. "/" .. name] = path
   return ("%s/%s/FeatureServer/replicafiles/%s"):format(self:url(), service_name, name)
@@ -220,7 +279,8 @@ function Emulator:control(path, request)
       if DEFAULT_SETTINGS[k] == nil and k ~= "job_outcome" then
         return json_response(400, { error = { code = 400, message = "unknown setting " .. tostring(k) } })
       end
-      self.settings[k] = v ~= json.null and v or nil
+      if v == json.null then v = nil end
+      self.settings[k] = v
     end
     return json_response(200, { ok = true })
   elseif path == "/_emulator/configure" then
@@ -234,6 +294,9 @@ function Emulator:control(path, request)
     return json_response(200, self.organization:settings())
   elseif path == "/_emulator/echo" then
     return json_response(200, echo(request))
+  elseif path == "/_emulator/faults/clear" then
+    self.faults:clear() -- the faults only; state and counts stay
+    return json_response(200, { ok = true })
   elseif path == "/_emulator/faults" and request.method == "POST" then
     local fault, msg = json.decode(request.body)
     if not fault then return json_response(400, { error = { code = 400, message = "invalid JSON: " .. msg } }) end
@@ -312,9 +375,13 @@ end
 
 function Emulator:serve(exchange)
   local request = exchange:request()
-  if self.log then self.log(("%s %s"):format(request.method, request.path)) end
+  if self.log then
+    self.log(("%s %s%s"):format(request.method, request.path, request.query and request.query ~= "" and
+      ("?" .. request.query) or ""))
+  end
   if request.path:sub(1, 11) == "/_emulator/" then
     exchange:respond(self:control(request.path, request))
+    self:save_state()
     return
   end
   local route, captures = self:route(request.path)
@@ -341,10 +408,13 @@ function Emulator:serve(exchange)
     end
     if not form then
       response = json_response(200, { error = { code = 400, message = form_err, details = json.array() } })
+    elseif fault and not faults.runs_operation(fault) then
+      response = { status = 200, headers = {}, body = "" } -- refused: the operation does not run
     else
       request.form = form
       local result, raw = route.handler(self, request, table.unpack(captures))
       response = raw or operation_response(result, form)
+      self:save_state()
     end
   end
   if fault then response = apply_fault(fault, response) end
@@ -389,7 +459,7 @@ function Emulator:run(until_fn)
 end
 
 function Emulator:close()
-  self:remove_results()
+  if not self.state_file then self:remove_results() end -- with a state file they outlive this process
   self.srv:close()
 end
 

@@ -38,6 +38,11 @@ function Jobs:submit(fields, outcome, step_ms)
   return job
 end
 
+--- Re-attaches the methods to jobs reloaded from a state file.
+function jobs.restore(t)
+  return setmetatable(t, Jobs)
+end
+
 function Jobs:get(id)
   return self.by_id[id]
 end

@@ -51,6 +51,11 @@ function organization.new(settings)
   }, Org)
 end
 
+--- Re-attaches the methods to an organization reloaded from a state file.
+function organization.restore(t)
+  return setmetatable(t, Org)
+end
+
 local function stage_key(name)
   if type(name) ~= "string" then return nil end
   for _, s in ipairs(STAGES) do

@@ -73,10 +73,35 @@ function sync.job_status(emu, request, service_name, job_id)
   return jobs.resource(job, job.result)
 end
 
-function sync.result_file(emu, _, service_name, name)
+-- The route's pattern admits only "<letters, digits, _ and ->.json" and the
+-- name is looked up in the table of files this emulator wrote: no request
+-- path ever reaches the file system (no traversal possible).
+function sync.result_file(emu, request, service_name, name)
   local path = emu.result_files[service_name .. "/" .. name]
   if not path then return nil, emu.not_found() end
-  return nil, { status = 200, headers = { ["Content-Type"] = "application/json" }, file = path }
+  local headers = { ["Content-Type"] = "application/json" }
+  local range = emu.settings.ranges ~= false and request.headers and request.headers.range
+  if not range then return nil, { status = 200, headers = headers, file = path } end
+  headers["Accept-Ranges"] = "bytes"
+  -- one range "bytes=first-[last]", as resumed downloads send; anything
+  -- else is ignored and the whole file served (RFC 9110 allows it)
+  local first, last = range:match("^bytes=(%d+)%-(%d*)$")
+  first, last = tonumber(first), tonumber(last)
+  if not first or (last and last < first) then return nil, { status = 200, headers = headers, file = path } end
+  local f = io.open(path, "rb")
+  if not f then return nil, emu.not_found() end
+  local size = f:seek("end")
+  if first >= size then
+    f:close()
+    headers["Content-Range"] = "bytes */" .. size
+    return nil, { status = 416, headers = headers, body = "" }
+  end
+  if not last or last >= size then last = size - 1 end
+  f:seek("set", first)
+  local body = f:read(last - first + 1) or ""
+  f:close()
+  headers["Content-Range"] = ("bytes %d-%d/%d"):format(first, last, size)
+  return nil, { status = 206, headers = headers, body = body }
 end
 
 return sync

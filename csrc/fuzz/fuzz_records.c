@@ -1,0 +1,95 @@
+/* libFuzzer target: the record extractor, fed in two pieces with consumes in
+ * between, must produce a well-formed tape (walked here) or an error, never a
+ * crash, and the same verdict as a single feed. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "records.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static size_t walk_value(const char *t, size_t p, size_t end) {
+  int op;
+  uint32_t n, i, len;
+  if (p >= end) abort();
+  op = (unsigned char)t[p++];
+  switch (op) {
+    case TAPE_OBJECT:
+    case TAPE_ARRAY:
+      if (p + 4 > end) abort();
+      memcpy(&n, t + p, 4);
+      p += 4;
+      for (i = 0; i < n; i++) {
+        if (op == TAPE_OBJECT) {
+          if (p + 5 > end || t[p] != TAPE_KEY) abort();
+          memcpy(&len, t + p + 1, 4);
+          p += 5 + len;
+        }
+        p = walk_value(t, p, end);
+      }
+      return p;
+    case TAPE_STRING:
+      if (p + 4 > end) abort();
+      memcpy(&len, t + p, 4);
+      if (p + 4 + len > end) abort();
+      return p + 4 + len;
+    case TAPE_INTEGER:
+    case TAPE_DOUBLE:
+      if (p + 8 > end) abort();
+      return p + 8;
+    case TAPE_TRUE:
+    case TAPE_FALSE:
+    case TAPE_NULL:
+      return p;
+    default:
+      abort();
+  }
+}
+
+static void walk(const char *t, size_t len) {
+  size_t p = 0;
+  uint32_t key_len;
+  while (p < len) {
+    int op = (unsigned char)t[p++];
+    if (op == TAPE_RECORD) {
+      if ((unsigned char)t[p] >= RECORD_KIND_COUNT) abort();
+      p += 9;
+      memcpy(&key_len, t + p, 4);
+      p = walk_value(t, p + 4 + key_len, len);
+    } else if (op == TAPE_LAYER_ID) {
+      p += 16;
+    } else if (op == TAPE_ENTRY_END) {
+      p += 8;
+    } else {
+      abort();
+    }
+  }
+  if (p != len) abort();
+}
+
+static int run(const uint8_t *data, size_t size, size_t split) {
+  geoservices_json_limits lim = {64, 1 << 16};
+  geoservices_records *r = geoservices_records_new(&lim);
+  size_t len;
+  const char *tape;
+  int rc;
+  if (!r) abort();
+  rc = geoservices_records_feed(r, (const char *)data, split);
+  tape = geoservices_records_tape(r, &len);
+  walk(tape, len);
+  geoservices_records_consume(r);
+  if (rc == 0) rc = geoservices_records_feed(r, (const char *)data + split, size - split);
+  if (rc == 0) rc = geoservices_records_finish(r);
+  tape = geoservices_records_tape(r, &len);
+  if (rc == 0) walk(tape, len);
+  geoservices_records_free(r);
+  return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  size_t at = size ? data[size - 1] % (size + 1) : 0;
+  if ((run(data, size, size) == 0) != (run(data, size, at) == 0)) abort();
+  return 0;
+}

@@ -1,0 +1,319 @@
+/* Lua binding of the record extractor: replays the tape into one Lua table
+ * per record and calls a Lua function with it, outside any libcurl callback.
+ * Used by requests in records mode (request.c) and by the standalone
+ * Records class (feed strings or file chunks yourself). */
+#include <string.h>
+
+#include "common.h"
+#include "lua_records.h"
+
+#define ARRAY_MT_KEY "geoservices.json.array"
+
+static int64_t read_i64(const char **p) {
+  int64_t v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+static uint32_t read_u32(const char **p) {
+  uint32_t v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+/* Pushes the value at *p; tables are created at their final size. */
+static void push_value(lua_State *L, const char **p, int array_mt) {
+  int op = (unsigned char)*(*p)++;
+  uint32_t n, i, len;
+  double d;
+  switch (op) {
+    case TAPE_OBJECT:
+      n = read_u32(p);
+      luaL_checkstack(L, 3, "record too deeply nested");
+      lua_createtable(L, 0, (int)n);
+      for (i = 0; i < n; i++) {
+        (*p)++; /* TAPE_KEY */
+        len = read_u32(p);
+        lua_pushlstring(L, *p, len);
+        *p += len;
+        push_value(L, p, array_mt);
+        lua_rawset(L, -3);
+      }
+      break;
+    case TAPE_ARRAY:
+      n = read_u32(p);
+      luaL_checkstack(L, 3, "record too deeply nested");
+      lua_createtable(L, (int)n, 0);
+      for (i = 1; i <= n; i++) {
+        push_value(L, p, array_mt);
+        lua_rawseti(L, -2, (lua_Integer)i);
+      }
+      if (array_mt) {
+        lua_pushvalue(L, array_mt);
+        lua_setmetatable(L, -2);
+      }
+      break;
+    case TAPE_STRING:
+      len = read_u32(p);
+      lua_pushlstring(L, *p, len);
+      *p += len;
+      break;
+    case TAPE_INTEGER:
+      lua_pushinteger(L, (lua_Integer)read_i64(p));
+      break;
+    case TAPE_DOUBLE:
+      memcpy(&d, *p, sizeof d);
+      *p += sizeof d;
+      lua_pushnumber(L, (lua_Number)d);
+      break;
+    case TAPE_TRUE: lua_pushboolean(L, 1); break;
+    case TAPE_FALSE: lua_pushboolean(L, 0); break;
+    default: lua_pushlightuserdata(L, NULL); break; /* TAPE_NULL == cjson.null */
+  }
+}
+
+/* Calls fn(kind, layer_id, value, key) for the record on the stack top area:
+ * expects [kind, value, key] pushed by the caller at the top. */
+static void deliver(lua_State *L, int fn_idx, const geoservices_replay_state *st, int has_layer) {
+  /* stack: kind value key */
+  lua_pushvalue(L, fn_idx);
+  lua_pushvalue(L, -4);
+  if (has_layer) lua_pushinteger(L, (lua_Integer)st->layer_id);
+  else lua_pushnil(L);
+  lua_pushvalue(L, -5);
+  lua_pushvalue(L, -5);
+  lua_call(L, 4, 0);
+  lua_pop(L, 3);
+}
+
+/* Records of a layer entry whose id has not arrived yet wait in the pending
+ * table (only when a server writes "id" after the records). */
+static void flush_pending(lua_State *L, int fn_idx, int pending_idx, const geoservices_replay_state *st) {
+  lua_Integer i, n = (lua_Integer)lua_rawlen(L, pending_idx);
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, pending_idx, i);
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    lua_rawgeti(L, -3, 3);
+    lua_remove(L, -4);
+    deliver(L, fn_idx, st, 1);
+  }
+  for (i = n; i >= 1; i--) {
+    lua_pushnil(L);
+    lua_rawseti(L, pending_idx, i);
+  }
+}
+
+lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geoservices_replay_state *st,
+                                       int fn_idx, int pending_idx) {
+  size_t len;
+  const char *tape = geoservices_records_tape(r, &len);
+  const char *p = tape, *end = tape + len;
+  lua_Integer delivered = 0;
+  int array_mt;
+  fn_idx = lua_absindex(L, fn_idx);
+  pending_idx = lua_absindex(L, pending_idx);
+  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_MT_KEY);
+  array_mt = lua_istable(L, -1) ? lua_gettop(L) : 0;
+  while (p < end) {
+    int op = (unsigned char)*p++;
+    if (op == TAPE_RECORD) {
+      int kind = (unsigned char)*p++;
+      int64_t entry = read_i64(&p);
+      uint32_t key_len = read_u32(&p);
+      const char *key = p;
+      p += key_len;
+      lua_pushstring(L, geoservices_record_kind_names[kind]);
+      push_value(L, &p, array_mt);
+      if (key_len) lua_pushlstring(L, key, key_len);
+      else lua_pushnil(L);
+      delivered++;
+      if (entry < 0) {
+        deliver(L, fn_idx, st, 0);
+      } else if (st->has_id && st->id_entry == entry) {
+        deliver(L, fn_idx, st, 1);
+      } else {
+        lua_createtable(L, 3, 0);
+        lua_insert(L, -4);
+        lua_rawseti(L, -4, 3);
+        lua_rawseti(L, -3, 2);
+        lua_rawseti(L, -2, 1);
+        lua_rawseti(L, pending_idx, (lua_Integer)lua_rawlen(L, pending_idx) + 1);
+      }
+    } else if (op == TAPE_LAYER_ID) {
+      st->id_entry = read_i64(&p);
+      st->layer_id = read_i64(&p);
+      st->has_id = 1;
+      /* "layer" announces the entry (even one without records), then its records */
+      lua_pushliteral(L, "layer");
+      lua_pushnil(L);
+      lua_pushnil(L);
+      deliver(L, fn_idx, st, 1);
+      flush_pending(L, fn_idx, pending_idx, st);
+    } else if (op == TAPE_ENTRY_END) {
+      int64_t entry = read_i64(&p);
+      if (lua_rawlen(L, pending_idx) > 0 && !(st->has_id && st->id_entry == entry))
+        luaL_error(L, "a layer entry of edits has records but no integer id");
+    } else {
+      luaL_error(L, "corrupt record tape (op %d)", op);
+    }
+  }
+  if (array_mt) lua_remove(L, array_mt);
+  else lua_pop(L, 1);
+  geoservices_records_consume(r);
+  return delivered;
+}
+
+/* ---- the Records class ---------------------------------------------------- */
+
+typedef geoservices_records_ud records_ud;
+
+geoservices_records_ud *geoservices_check_records(lua_State *L, int idx) {
+  return (records_ud *)luaL_checkudata(L, idx, GEOSERVICES_RECORDS_MT);
+}
+
+static records_ud *check_records(lua_State *L, int idx) {
+  records_ud *u = geoservices_check_records(L, idx);
+  if (!u->records) luaL_error(L, "attempt to use a closed Records");
+  return u;
+}
+
+int geoservices_records_ud_feed(geoservices_records_ud *u, const char *s, size_t len) {
+  int rc;
+  if (!u->records) return GEOSERVICES_JSON_EABORT;
+  rc = geoservices_records_feed(u->records, s, len);
+  if (rc != 0) u->failed = 1;
+  else u->fed += len;
+  return rc;
+}
+
+lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx) {
+  records_ud *u;
+  lua_Integer n;
+  ud_idx = lua_absindex(L, ud_idx);
+  fn_idx = lua_absindex(L, fn_idx);
+  u = check_records(L, ud_idx);
+  lua_getiuservalue(L, ud_idx, 1);
+  n = geoservices_records_replay(L, u->records, &u->replay, fn_idx, -1);
+  lua_pop(L, 1);
+  return n;
+}
+
+static int l_records_close(lua_State *L) {
+  records_ud *u = (records_ud *)luaL_checkudata(L, 1, GEOSERVICES_RECORDS_MT);
+  if (u->records) geoservices_records_free(u->records);
+  u->records = NULL;
+  return 0;
+}
+
+void geoservices_read_json_limits(lua_State *L, int idx, geoservices_json_limits *lim) {
+  memset(lim, 0, sizeof *lim);
+  if (lua_isnoneornil(L, idx)) return;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_getfield(L, idx, "max_depth");
+  lim->max_depth = (size_t)luaL_optinteger(L, -1, 0);
+  lua_getfield(L, idx, "max_value_bytes");
+  lim->max_value_bytes = (size_t)luaL_optinteger(L, -1, 0);
+  lua_pop(L, 2);
+}
+
+/* records([{max_depth=, max_value_bytes=}]) -> Records */
+static int l_records_new(lua_State *L) {
+  geoservices_json_limits lim;
+  records_ud *u;
+  geoservices_read_json_limits(L, 1, &lim);
+  u = (records_ud *)lua_newuserdatauv(L, sizeof *u, 1);
+  memset(u, 0, sizeof *u);
+  luaL_setmetatable(L, GEOSERVICES_RECORDS_MT);
+  lua_newtable(L);
+  lua_setiuservalue(L, -2, 1);
+  u->records = geoservices_records_new(&lim);
+  if (!u->records) return luaL_error(L, "records: not enough memory");
+  return 1;
+}
+
+int geoservices_push_records_error(lua_State *L, geoservices_records *r) {
+  size_t offset = geoservices_records_offset(r) + 1; /* 1-based, as string.sub */
+  luaL_pushfail(L);
+  lua_pushfstring(L, "invalid JSON at byte %I: %s", (lua_Integer)offset, geoservices_records_error(r));
+  lua_pushinteger(L, (lua_Integer)offset);
+  return 3;
+}
+
+static int l_records_feed(lua_State *L) {
+  records_ud *u = check_records(L, 1);
+  size_t len;
+  const char *s = luaL_checklstring(L, 2, &len);
+  if (geoservices_records_ud_feed(u, s, len) != 0) return geoservices_push_records_error(L, u->records);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_records_finish(lua_State *L) {
+  records_ud *u = check_records(L, 1);
+  if (u->failed) return geoservices_push_records_error(L, u->records);
+  if (geoservices_records_finish(u->records) != 0) {
+    u->failed = 1;
+    return geoservices_push_records_error(L, u->records);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* drain(fn) -> number of records delivered as fn(kind, layer_id, value, key) */
+static int l_records_drain(lua_State *L) {
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushinteger(L, geoservices_records_drain(L, 1, 2));
+  return 1;
+}
+
+/* fed() -> bytes fed so far; error() -> message, offset of a failure or nil */
+static int l_records_fed(lua_State *L) {
+  records_ud *u = check_records(L, 1);
+  lua_pushinteger(L, (lua_Integer)u->fed);
+  return 1;
+}
+
+static int l_records_error(lua_State *L) {
+  records_ud *u = check_records(L, 1);
+  if (!u->failed) return 0;
+  geoservices_push_records_error(L, u->records); /* nil, message, offset */
+  lua_remove(L, -3);
+  return 2;
+}
+
+static int l_records_pending(lua_State *L) {
+  records_ud *u = check_records(L, 1);
+  lua_pushinteger(L, (lua_Integer)geoservices_records_pending(u->records));
+  return 1;
+}
+
+static int l_records_tostring(lua_State *L) {
+  records_ud *u = (records_ud *)luaL_checkudata(L, 1, GEOSERVICES_RECORDS_MT);
+  lua_pushfstring(L, "%s (%p%s)", GEOSERVICES_RECORDS_MT, (void *)u, u->records ? "" : ", closed");
+  return 1;
+}
+
+void geoservices_open_records(lua_State *L) {
+  static const luaL_Reg methods[] = {
+    {"feed", l_records_feed},
+    {"finish", l_records_finish},
+    {"drain", l_records_drain},
+    {"pending", l_records_pending},
+    {"fed", l_records_fed},
+    {"error", l_records_error},
+    {"close", l_records_close},
+    {NULL, NULL},
+  };
+  static const luaL_Reg meta[] = {
+    {"__gc", l_records_close},
+    {"__close", l_records_close},
+    {"__tostring", l_records_tostring},
+    {NULL, NULL},
+  };
+  geoservices_new_class(L, GEOSERVICES_RECORDS_MT, methods, meta);
+  lua_pushcfunction(L, l_records_new);
+  lua_setfield(L, -2, "records");
+}

@@ -1,0 +1,64 @@
+/* Record extraction from a synchronization result (2.3, 2.1) as it streams
+ * in. Fed any split of the document, it writes each record (a feature, an
+ * attachment, a deleted GlobalID, an edit result, or a small top-level field)
+ * as a compact "tape" of events into a buffer, so the Lua binding can build
+ * one table per record later, outside libcurl's callbacks. Containers on the
+ * tape carry their element count, so tables can be created at their final
+ * size. Pure C: no lua.h, unit-tested and fuzzed alone. */
+#ifndef GEOSERVICES_RECORDS_H
+#define GEOSERVICES_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "jsonstream.h"
+
+/* Kinds of records, in the order of geoservices_record_kind_names. */
+typedef enum {
+  RECORD_FIELD = 0,         /* a top-level member other than edits (key given) */
+  RECORD_LAYER_FIELD,       /* a member of a layer entry other than id/features/attachments */
+  RECORD_ADD, RECORD_UPDATE, RECORD_DELETE,
+  RECORD_ADD_RESULT, RECORD_UPDATE_RESULT, RECORD_DELETE_RESULT,
+  RECORD_ADD_ATTACHMENT, RECORD_UPDATE_ATTACHMENT, RECORD_DELETE_ATTACHMENT,
+  RECORD_ADD_ATTACHMENT_RESULT, RECORD_UPDATE_ATTACHMENT_RESULT, RECORD_DELETE_ATTACHMENT_RESULT,
+  RECORD_KIND_COUNT
+} geoservices_record_kind;
+
+extern const char *const geoservices_record_kind_names[RECORD_KIND_COUNT];
+
+/* Tape operations. Integers on the tape are native-endian (the tape never
+ * leaves the process). */
+enum {
+  TAPE_RECORD = 1, /* u8 kind, i64 entry (-1 top level), u32 key length, key; then one value */
+  TAPE_LAYER_ID,   /* i64 entry, i64 layer id */
+  TAPE_ENTRY_END,  /* i64 entry: the layer entry's object closed */
+  TAPE_OBJECT,     /* u32 member count, then count x (key, value) */
+  TAPE_ARRAY,      /* u32 element count, then the elements */
+  TAPE_KEY,        /* u32 length, bytes */
+  TAPE_STRING,     /* u32 length, bytes */
+  TAPE_INTEGER,    /* i64 */
+  TAPE_DOUBLE,     /* double */
+  TAPE_TRUE,
+  TAPE_FALSE,
+  TAPE_NULL
+};
+
+typedef struct geoservices_records geoservices_records;
+
+/* NULL on OOM. limits may be NULL (defaults of jsonstream). */
+geoservices_records *geoservices_records_new(const geoservices_json_limits *limits);
+void geoservices_records_free(geoservices_records *r);
+/* 0, or a jsonstream error code (GEOSERVICES_JSON_E*). */
+int geoservices_records_feed(geoservices_records *r, const char *chunk, size_t len);
+int geoservices_records_finish(geoservices_records *r);
+const char *geoservices_records_error(const geoservices_records *r);
+size_t geoservices_records_offset(const geoservices_records *r);
+/* The complete part of the tape: [data, data + *len). */
+const char *geoservices_records_tape(const geoservices_records *r, size_t *len);
+/* Drops the complete part of the tape once it was consumed. */
+void geoservices_records_consume(geoservices_records *r);
+/* Bytes currently held by the tape (complete and partial). */
+size_t geoservices_records_pending(const geoservices_records *r);
+
+#endif

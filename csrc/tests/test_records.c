@@ -1,0 +1,166 @@
+/* Unit tests of the record extractor: the same tape for every split of a
+ * document, records of every kind, structural errors, flat memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "check.h"
+#include "records.h"
+
+/* Feeds doc in pieces of `step` bytes (0 = whole), consuming the tape after
+ * each feed into `out`. Returns the feed/finish status. */
+static int run(const char *doc, size_t step, geoservices_buf *out, size_t *max_pending) {
+  geoservices_records *r = geoservices_records_new(NULL);
+  size_t len = strlen(doc), pos = 0, tape_len;
+  int rc = 0;
+  const char *tape;
+  if (!r) return -1;
+  if (step == 0) step = len ? len : 1;
+  while (pos < len && rc == 0) {
+    size_t n = len - pos < step ? len - pos : step;
+    char *piece = malloc(n); /* exact-size copy: reads past a chunk are caught by valgrind */
+    memcpy(piece, doc + pos, n);
+    rc = geoservices_records_feed(r, piece, n);
+    free(piece);
+    pos += n;
+    tape = geoservices_records_tape(r, &tape_len);
+    geoservices_buf_append(out, tape, tape_len);
+    if (max_pending && geoservices_records_pending(r) > *max_pending) *max_pending = geoservices_records_pending(r);
+    geoservices_records_consume(r);
+  }
+  if (rc == 0) rc = geoservices_records_finish(r);
+  tape = geoservices_records_tape(r, &tape_len);
+  geoservices_buf_append(out, tape, tape_len);
+  geoservices_records_free(r);
+  return rc;
+}
+
+/* Walks one value of the tape; returns the position after it. */
+static size_t skip_value(const geoservices_buf *t, size_t p) {
+  int op = (unsigned char)t->data[p++];
+  uint32_t n, i, len;
+  switch (op) {
+    case TAPE_OBJECT:
+    case TAPE_ARRAY:
+      memcpy(&n, t->data + p, 4);
+      p += 4;
+      for (i = 0; i < n; i++) {
+        if (op == TAPE_OBJECT) { /* TAPE_KEY, length, bytes */
+          memcpy(&len, t->data + p + 1, 4);
+          p += 5 + len;
+        }
+        p = skip_value(t, p);
+      }
+      return p;
+    case TAPE_STRING:
+      memcpy(&len, t->data + p, 4);
+      return p + 4 + len;
+    case TAPE_INTEGER:
+    case TAPE_DOUBLE:
+      return p + 8;
+    default:
+      return p;
+  }
+}
+
+/* Counts the records of a kind by walking the whole tape exactly. */
+static size_t count_records(const geoservices_buf *t, int kind) {
+  size_t p = 0, n = 0;
+  uint32_t key_len;
+  while (p < t->len) {
+    int op = (unsigned char)t->data[p++];
+    if (op == TAPE_RECORD) {
+      int k = (unsigned char)t->data[p++];
+      p += 8;
+      memcpy(&key_len, t->data + p, 4);
+      p += 4 + key_len;
+      p = skip_value(t, p);
+      if (k == kind) n++;
+    } else if (op == TAPE_LAYER_ID) {
+      p += 16;
+    } else if (op == TAPE_ENTRY_END) {
+      p += 8;
+    } else {
+      return (size_t)-1; /* corrupt */
+    }
+  }
+  return n;
+}
+
+static const char *const fixtures[] = {
+  "{\"transportType\":\"svcTransportTypeEmbedded\",\"replicaServerGen\":12,"
+  "\"layerServerGens\":[{\"id\":0,\"serverGen\":3}],\"edits\":[{\"id\":0,\"features\":{"
+  "\"adds\":[{\"attributes\":{\"OBJECTID\":1,\"GlobalID\":\"{A}\",\"N\":\"Z\\u00fcrich \\uD83D\\uDE00\"},"
+  "\"geometry\":{\"x\":-117.19584274291992,\"y\":2}}],\"updates\":[],\"deleteIds\":[\"{B}\",\"{C}\"],"
+  "\"addResults\":[{\"globalId\":\"{A}\",\"success\":true,\"objectId\":7}],\"other\":{\"x\":[1,[2]]}},"
+  "\"attachments\":{\"adds\":[{\"globalId\":\"{AT}\",\"parentGlobalId\":\"{A}\"}],"
+  "\"deleteResults\":[{\"globalId\":\"{D}\",\"success\":false,\"error\":{\"code\":-2147217395}}]}},"
+  "{\"features\":{\"updates\":[{\"attributes\":{\"OBJECTID\":2}}]},\"id\":5,\"extra\":null}],\"tail\":[]}",
+  "{}",
+  "{\"edits\":[]}",
+  " { \"statusUrl\" : \"http://x/jobs/1\" } ",
+  "{\"error\":{\"code\":498,\"message\":\"Invalid token.\",\"details\":[]}}",
+};
+
+int main(void) {
+  size_t f, step;
+  for (f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+    geoservices_buf whole;
+    geoservices_buf_init(&whole, 0);
+    CHECK(run(fixtures[f], 0, &whole, NULL) == 0);
+    for (step = 1; step <= strlen(fixtures[f]); step++) {
+      geoservices_buf pieces;
+      geoservices_buf_init(&pieces, 0);
+      CHECK_MSG(run(fixtures[f], step, &pieces, NULL) == 0, "fixture %zu step %zu", f, step);
+      CHECK_MSG(pieces.len == whole.len && (whole.len == 0 || memcmp(pieces.data, whole.data, whole.len) == 0),
+                "fixture %zu: split every %zu bytes gives another tape", f, step);
+      geoservices_buf_free(&pieces);
+    }
+    if (f == 0) {
+      CHECK(count_records(&whole, RECORD_FIELD) == 4);   /* transportType, replicaServerGen, layerServerGens, tail */
+      CHECK(count_records(&whole, RECORD_ADD) == 1);
+      CHECK(count_records(&whole, RECORD_DELETE) == 2);
+      CHECK(count_records(&whole, RECORD_UPDATE) == 1);
+      CHECK(count_records(&whole, RECORD_ADD_RESULT) == 1);
+      CHECK(count_records(&whole, RECORD_ADD_ATTACHMENT) == 1);
+      CHECK(count_records(&whole, RECORD_DELETE_ATTACHMENT_RESULT) == 1);
+      CHECK(count_records(&whole, RECORD_LAYER_FIELD) == 1);
+    }
+    geoservices_buf_free(&whole);
+  }
+
+  { /* structural errors */
+    static const char *const bad[] = {
+      "[1,2]", "\"x\"", "{\"edits\":[1]}", "{\"edits\":[{\"id\":1.5}]}", "{\"edits\":[{\"id\":0,\"features\":{\"adds\":[{]}}]}",
+      "{\"a\":1", "{\"a\":1}}",
+    };
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+      geoservices_buf out;
+      geoservices_buf_init(&out, 0);
+      CHECK_MSG(run(bad[i], 1, &out, NULL) != 0, "bad fixture %zu accepted", i);
+      geoservices_buf_free(&out);
+    }
+  }
+
+  { /* memory stays flat: a document of many records never holds more than one record's tape */
+    geoservices_buf doc, out;
+    size_t i, max_pending = 0;
+    static const char head[] = "{\"edits\":[{\"id\":0,\"features\":{\"adds\":[";
+    static const char item[] = "{\"attributes\":{\"OBJECTID\":1,\"NAME\":\"abc\"},\"geometry\":{\"x\":1.5,\"y\":2.5}}";
+    geoservices_buf_init(&doc, 0);
+    geoservices_buf_init(&out, 0);
+    geoservices_buf_append(&doc, head, strlen(head));
+    for (i = 0; i < 20000; i++) {
+      if (i) geoservices_buf_putc(&doc, ',');
+      geoservices_buf_append(&doc, item, strlen(item));
+    }
+    geoservices_buf_append(&doc, "]}}]}", 5);
+    CHECK(run(doc.data, 4096, &out, &max_pending) == 0);
+    CHECK_MSG(max_pending < 8192, "tape held %zu bytes between consumes", max_pending);
+    CHECK(count_records(&out, RECORD_ADD) == 20000);
+    geoservices_buf_free(&doc);
+    geoservices_buf_free(&out);
+  }
+  return CHECK_DONE("test_records");
+}

@@ -1,0 +1,638 @@
+--- The coroutine scheduler: many operations on one thread, a host loop
+-- driving the library, cancellation and deadlines.
+--
+-- A task is a coroutine managed by a scheduler. When an operation inside a
+-- task waits (a request in flight, a poll interval, another task), the
+-- transport calls loop.await / loop.sleep, which yield the private sentinel
+-- WAIT (cqueues' _POLL) to the scheduler; any other value a task yields is a
+-- user yield and never mistaken for ours. Outside a task the same calls
+-- simply block. The C core never yields: yields happen here, between calls
+-- into the driver.
+--
+-- Drivers. Every client keeps its own driver (its own multi handle, so its
+-- connection limits and keep-alive connections stay its own). A scheduler has
+-- no driver of its own: it drives exactly the drivers its tasks are waiting
+-- on, all of them through the socket-level API (driver:fds() /
+-- :action(fd, events) / :action_timeout()), so one poll(2) covers any number
+-- of clients and a host loop (luv, an editor, a game engine) can take the
+-- poll's place: see Scheduler:fds(), :timeout(), :action(), :action_timeout().
+-- A request whose driver is driven by someone else (a blocking call on the
+-- same client) is still noticed: completion is read from the request's
+-- state, never only from the list a driver call returns.
+local core = require "geoservices.core"
+local errors = require "geoservices.errors"
+
+local loop = {}
+
+local pack, unpack = table.pack, table.unpack
+local now = core.monotonic
+
+local MAX_WAIT_MS = 1000 -- a blocking poll never sleeps longer than this
+local BLOCKING_WAIT_MS = 100
+
+-- The private sentinel: the first value of every yield the scheduler owns.
+local WAIT = setmetatable({}, {
+  __name = "geoservices.loop.WAIT",
+  __tostring = function() return "geoservices.loop.WAIT" end,
+})
+
+-- coroutine -> task, for the task coroutines and the geoservices.wrap
+-- coroutines they resume (weak: an abandoned coroutine is not kept alive).
+local managed = setmetatable({}, { __mode = "k" })
+
+-- The context of code running outside any task (only its deadline).
+local main_ctx = {}
+
+--- The task running the current coroutine, or nil outside any task.
+local function current()
+  return managed[coroutine.running()]
+end
+loop.current = current
+
+local function context()
+  return current() or main_ctx
+end
+
+--- The absolute deadline (core.monotonic() seconds) in effect here, or nil.
+function loop.deadline()
+  return context().deadline
+end
+
+--- The cancellation error of the current task once it was cancelled, else nil.
+function loop.cancelled()
+  local task = current()
+  return task and task.cancelled or nil
+end
+
+--- Runs fn(...) with `deadline` (absolute, core.monotonic() seconds) in
+-- effect: every request made meanwhile times out by then, sleeps are cut
+-- short. A deadline only ever shrinks: an enclosing earlier one wins.
+function loop.with_deadline(deadline, fn, ...)
+  local ctx = context()
+  local saved = ctx.deadline
+  if saved == nil or deadline < saved then ctx.deadline = deadline end
+  local _ <close> = setmetatable({}, { __close = function() ctx.deadline = saved end })
+  return fn(...)
+end
+
+--- loop.with_deadline with a relative timeout in seconds.
+function loop.with_timeout(seconds, fn, ...)
+  if type(seconds) ~= "number" then error("with_timeout: seconds must be a number", 2) end
+  return loop.with_deadline(now() + seconds, fn, ...)
+end
+
+local function cancelled_error(reason)
+  return errors.new("cancelled", reason or "task cancelled")
+end
+
+-- Tasks ---------------------------------------------------------------------
+
+local Task = { __name = "geoservices.Task" }
+Task.__index = Task
+
+local next_task_id = 0
+
+function Task:__tostring()
+  return ("geoservices.Task #%d (%s%s)"):format(self.id, self.state, self.cancelled and ", cancelled" or "")
+end
+
+--- Cancels the task: a request in flight is removed from its multi handle
+-- (its connection closed), a sleep or a join ends, and every later wait in
+-- the task fails at once, so polling loops stop. The task's result is then
+-- nil, err with err.kind == "cancelled". Returns false if it had finished.
+function Task:cancel(reason)
+  if self.state == "done" then return false end
+  if self.cancelled then return true end
+  self.cancelled = cancelled_error(reason)
+  if self.state == "waiting" then
+    self.sched:_unwait(self)
+    self.sched:_enqueue(self, nil, self.cancelled.message, "cancelled")
+  end
+  -- "ready" tasks see the flag when resumed; a task never started is not run.
+  return true
+end
+
+--- Waits for the task and returns its results, or nil, err (the error the
+-- task raised, as an error table of kind "task" unless it raised an error
+-- table; or kind "cancelled"). Inside a task of the same scheduler this
+-- yields; outside any task it drives the scheduler until the task ends.
+function Task:join()
+  if self.state ~= "done" then
+    local task = current()
+    if task == self then error("a task cannot join itself", 2) end
+    if task and task.sched == self.sched then
+      if task.cancelled then return nil, task.cancelled end
+      local ok = coroutine.yield(WAIT, "join", self)
+      if not ok then return nil, task.cancelled or cancelled_error() end
+    elseif task then
+      error("join: the task belongs to another scheduler", 2)
+    else
+      self.sched:loop(function() return self.state == "done" end)
+    end
+  end
+  if self.err then return nil, self.err end
+  return unpack(self.results, 1, self.results.n)
+end
+
+--- "ready", "running", "waiting" or "done".
+function Task:status()
+  return self.state
+end
+
+-- Schedulers ------------------------------------------------------------------
+
+local Scheduler = { __name = "geoservices.Scheduler" }
+Scheduler.__index = Scheduler
+
+--- A new scheduler. geoservices.run makes one per call; a host loop makes
+-- one with geoservices.scheduler() and drives it with step() or with the
+-- socket-level methods.
+function loop.scheduler()
+  return setmetatable({
+    tasks = {},       -- unfinished task -> true
+    ntasks = 0,
+    ready = {},       -- queue of { task, packed resume arguments }
+    timers = {},      -- sleeping task -> wake-up time
+    waiting = {},     -- driver -> { [request] = task }
+    fd_owner = {},    -- fd -> driver, from the last fds()
+  }, Scheduler)
+end
+
+function Scheduler:__tostring()
+  return ("geoservices.Scheduler (%d tasks)"):format(self.ntasks)
+end
+
+function Scheduler:_enqueue(task, ...)
+  task.state = "ready"
+  self.ready[#self.ready + 1] = { task, pack(...) }
+end
+
+--- Starts fn(...) as a task of this scheduler; returns its handle. The task
+-- inherits the deadline in effect where it is spawned. It first runs on the
+-- scheduler's next turn.
+function Scheduler:spawn(fn, ...)
+  if type(fn) ~= "function" then error("spawn: expected a function", 2) end
+  next_task_id = next_task_id + 1
+  local task = setmetatable({
+    id = next_task_id, sched = self, co = coroutine.create(fn), state = "ready",
+    deadline = loop.deadline(), waiters = {},
+  }, Task)
+  managed[task.co] = task
+  self.tasks[task] = true
+  self.ntasks = self.ntasks + 1
+  self:_enqueue(task, ...)
+  return task
+end
+
+function Scheduler:_finish(task, results, err)
+  task.state = "done"
+  managed[task.co] = nil
+  self.tasks[task] = nil
+  self.ntasks = self.ntasks - 1
+  if task.cancelled then
+    task.err = task.cancelled
+  elseif err then
+    task.err = err
+  else
+    task.results = results
+  end
+  for _, waiter in ipairs(task.waiters) do
+    if waiter.state == "waiting" and waiter.wait and waiter.wait[1] == "join" then
+      waiter.wait = nil
+      self:_enqueue(waiter, true)
+    end
+  end
+  task.waiters = {}
+end
+
+-- Takes a task out of whatever it waits on (for cancel).
+function Scheduler:_unwait(task)
+  local wait = task.wait
+  task.wait = nil
+  if not wait then return end
+  if wait[1] == "request" then
+    local set = self.waiting[wait[2]]
+    if set then
+      set[wait[3]] = nil
+      if next(set) == nil then self.waiting[wait[2]] = nil end
+    end
+  elseif wait[1] == "sleep" then
+    self.timers[task] = nil
+  end -- a join: _finish skips waiters that no longer wait
+end
+
+function Scheduler:_wait(task, kind, a, b)
+  task.state = "waiting"
+  if kind == "request" then
+    local set = self.waiting[a]
+    if not set then
+      set = {}
+      self.waiting[a] = set
+    end
+    set[b] = task
+    task.wait = { "request", a, b }
+  elseif kind == "sleep" then
+    self.timers[task] = a
+    task.wait = { "sleep" }
+  elseif kind == "join" then
+    if a.state == "done" then
+      self:_enqueue(task, true)
+    else
+      a.waiters[#a.waiters + 1] = task
+      task.wait = { "join" }
+    end
+  else -- "yield": let the others run, then continue
+    self:_enqueue(task, true)
+  end
+end
+
+function Scheduler:_resume(task, args)
+  if task.cancelled and not task.started then -- cancelled before it ever ran
+    coroutine.close(task.co)
+    self:_finish(task)
+    return
+  end
+  task.started = true
+  task.state = "running"
+  local res = pack(coroutine.resume(task.co, unpack(args, 1, args.n)))
+  if not res[1] then
+    local e = res[2]
+    local trace = debug.traceback(task.co, tostring(e))
+    coroutine.close(task.co) -- closes its pending <close> variables (requests)
+    if not errors.is(e) then e = errors.new("task", tostring(e), { value = e, traceback = trace }) end
+    task.raised = res[2]
+    self:_finish(task, nil, e)
+  elseif coroutine.status(task.co) == "dead" then
+    self:_finish(task, pack(unpack(res, 2, res.n)))
+  elseif res[2] == WAIT then
+    self:_wait(task, res[3], res[4], res[5])
+  elseif self.passthrough and coroutine.isyieldable() then
+    -- A user yield at the task's top level goes up to whoever resumed
+    -- geoservices.run (multi-level, as in cqueues); what comes back goes
+    -- back to the task.
+    self:_enqueue(task, coroutine.yield(unpack(res, 2, res.n)))
+  else
+    self:_enqueue(task) -- nobody to hand it to: a plain cooperative yield
+  end
+end
+
+-- Resumes the tasks that are ready now (not those made ready meanwhile, so
+-- a task that keeps yielding cannot starve the I/O).
+function Scheduler:_run_ready()
+  local queue = self.ready
+  if #queue == 0 then return end
+  self.ready = {}
+  for _, item in ipairs(queue) do
+    local task = item[1]
+    if task.state == "ready" then self:_resume(task, item[2]) end
+  end
+end
+
+-- Wakes the tasks whose request is no longer running.
+function Scheduler:_sweep(driver)
+  local set = self.waiting[driver]
+  if not set then return end
+  for req, task in pairs(set) do
+    if req:state() ~= "running" then
+      set[req] = nil
+      task.wait = nil
+      self:_enqueue(task, true)
+    end
+  end
+  if next(set) == nil then self.waiting[driver] = nil end
+end
+
+-- A driver failed as a whole (closed, or a multi error): its waiters get it.
+function Scheduler:_fail_driver(driver, msg, code)
+  local set = self.waiting[driver]
+  self.waiting[driver] = nil
+  for _, task in pairs(set or {}) do
+    task.wait = nil
+    self:_enqueue(task, nil, msg, code)
+  end
+end
+
+function Scheduler:_wake_timers()
+  local t
+  for task, at in pairs(self.timers) do
+    t = t or now()
+    if at <= t then
+      self.timers[task] = nil
+      task.wait = nil
+      self:_enqueue(task, true)
+    end
+  end
+end
+
+local function driver_usable(self, driver)
+  if driver:closed() then
+    self:_fail_driver(driver, "the client was closed while the request was in flight", "closed")
+    return false
+  end
+  return true
+end
+
+--- Milliseconds until the scheduler needs action_timeout() (0: at once), or
+-- nil when it only waits for its sockets (or has nothing to do).
+function Scheduler:timeout()
+  if #self.ready > 0 then return 0 end
+  local best
+  for driver in pairs(self.waiting) do
+    if driver_usable(self, driver) then
+      local ms = driver:timeout()
+      if ms and (best == nil or ms < best) then best = ms end
+    else
+      return 0
+    end
+  end
+  if next(self.timers) then
+    local t = now()
+    for _, at in pairs(self.timers) do
+      local ms = math.max(0, math.ceil((at - t) * 1000))
+      if best == nil or ms < best then best = ms end
+    end
+  end
+  return best
+end
+
+--- The sockets to watch, { {fd =, events = "r"|"w"|"rw", id =}, ... }: the
+-- union over the drivers the tasks wait on. `id` changes when a socket
+-- number is reused (see driver:fds()).
+function Scheduler:fds()
+  local list, owner = {}, {}
+  for driver in pairs(self.waiting) do
+    if driver_usable(self, driver) then
+      for _, w in ipairs((driver:fds())) do
+        list[#list + 1] = w
+        owner[w.fd] = driver
+      end
+    end
+  end
+  self.fd_owner = owner
+  return list
+end
+
+-- After driving: wake finished requests and due timers, run what is ready.
+function Scheduler:_after()
+  for driver in pairs(self.waiting) do self:_sweep(driver) end
+  self:_wake_timers()
+  self:_run_ready()
+end
+
+local function drive(self, driver, fd, events)
+  local running, msg, code
+  if fd then running, msg, code = driver:action(fd, events)
+  else running, msg, code = driver:action_timeout() end
+  if not running then self:_fail_driver(driver, msg, code) end
+end
+
+--- The host loop saw `events` ("r", "w", "rw", optionally with "e") on `fd`,
+-- one of fds(). Never blocks; resumes the tasks that can go on.
+function Scheduler:action(fd, events)
+  -- host loops have more letters (luv: "d" disconnect, "p" priority)
+  events = (events or "r"):gsub("d", "r"):gsub("[^rwe]", "")
+  local driver = self.fd_owner[fd]
+  if driver and not driver:closed() then drive(self, driver, fd, events) end
+  self:_after()
+end
+
+--- The time timeout() asked for has passed. Never blocks.
+function Scheduler:action_timeout()
+  for driver in pairs(self.waiting) do
+    if driver_usable(self, driver) then
+      local ms = driver:timeout()
+      if ms and ms <= 0 then drive(self, driver) end
+    end
+  end
+  self:_after()
+end
+
+-- Waits up to `cap_ms` for sockets or timers, drives the drivers, then
+-- resumes the tasks that can go on.
+function Scheduler:_wait_and_drive(cap_ms)
+  local wait = self:timeout()
+  if wait == nil then
+    if next(self.waiting) == nil and self.ntasks > 0 and #self.ready == 0 and next(self.timers) == nil then
+      error("geoservices: deadlock: every task is waiting for another task", 0)
+    end
+    wait = MAX_WAIT_MS
+  end
+  wait = math.min(wait, cap_ms)
+  local fds = self:fds()
+  local events, msg = core.poll(fds, wait)
+  if not events then error("geoservices: poll failed: " .. tostring(msg), 0) end
+  for _, ev in ipairs(events) do
+    local driver = self.fd_owner[ev.fd]
+    if driver and not driver:closed() then drive(self, driver, ev.fd, ev.events) end
+  end
+  for driver in pairs(self.waiting) do
+    if driver_usable(self, driver) then
+      local ms = driver:timeout()
+      if ms and ms <= 0 then drive(self, driver) end
+    end
+  end
+  self:_after()
+end
+
+--- One turn: runs the ready tasks, waits up to `timeout_ms` (default 0, so
+-- a host can call step(0) from its own loop) for sockets or timers, drives
+-- the drivers. Returns true while tasks remain.
+function Scheduler:step(timeout_ms)
+  self:_after()
+  if self.ntasks == 0 then return false end
+  self:_wait_and_drive(timeout_ms or 0)
+  return self.ntasks > 0
+end
+
+--- Drives the scheduler (blocking) until `pred()` is true, or until no task
+-- is left when pred is nil.
+function Scheduler:loop(pred)
+  pred = pred or function() return self.ntasks == 0 end
+  while true do
+    self:_after()
+    if pred() then return end
+    if self.ntasks == 0 then error("geoservices: nothing left to run", 0) end
+    self:_wait_and_drive(MAX_WAIT_MS)
+  end
+end
+
+--- True when no task is left.
+function Scheduler:done()
+  return self.ntasks == 0
+end
+
+--- Cancels every unfinished task and lets them unwind (their waits fail at
+-- once); a task that still does not finish has its coroutine closed, which
+-- closes its pending <close> variables (the request in flight).
+function Scheduler:close()
+  for task in pairs(self.tasks) do
+    if task.state ~= "running" then task:cancel("scheduler closed") end
+  end
+  for _ = 1, 100 do
+    if #self.ready == 0 then break end
+    self:_run_ready()
+  end
+  for task in pairs(self.tasks) do
+    if task.state ~= "running" then
+      self:_unwait(task)
+      coroutine.close(task.co)
+      self:_finish(task)
+    end
+  end
+end
+
+-- Waiting, for the transport -----------------------------------------------------
+
+--- Waits for `req` (already added to `driver`) to leave the "running" state.
+-- Inside a task this yields to the scheduler; outside one it drives `driver`
+-- alone (same socket-level protocol) until then. Returns true, or nil,
+-- message, code (code "cancelled" when the task was cancelled); the caller
+-- removes the request on failure.
+function loop.await(driver, req)
+  local task = current()
+  if task then
+    if task.cancelled then return nil, task.cancelled.message, "cancelled" end
+    return coroutine.yield(WAIT, "request", driver, req)
+  end
+  while req:state() == "running" do
+    local ms = driver:timeout()
+    if ms == nil or ms > BLOCKING_WAIT_MS then ms = BLOCKING_WAIT_MS end
+    local events, msg, code
+    if ms > 0 then
+      events, msg, code = core.poll((driver:fds()), ms)
+      if not events then return nil, msg, code end
+    end
+    local running
+    if events and #events > 0 then
+      for _, ev in ipairs(events) do
+        running, msg, code = driver:action(ev.fd, ev.events)
+        if not running then return nil, msg, code end
+      end
+    else
+      running, msg, code = driver:action_timeout()
+      if not running then return nil, msg, code end
+    end
+  end
+  return true
+end
+
+--- Sleeps `seconds`: inside a task it yields to the scheduler, outside it
+-- blocks. Never sleeps past the current deadline: then returns nil, err
+-- (kind "timeout"). Returns true, or nil, err (kind "cancelled").
+function loop.sleep(seconds)
+  if type(seconds) ~= "number" then error("sleep: seconds must be a number", 2) end
+  local task = current()
+  local at = now() + math.max(0, seconds)
+  local deadline = loop.deadline()
+  local cut = deadline and deadline < at
+  if cut then at = deadline end
+  if task then
+    if task.cancelled then return nil, task.cancelled end
+    local ok = coroutine.yield(WAIT, "sleep", at)
+    if not ok then return nil, task.cancelled or cancelled_error() end
+  else
+    while true do
+      local left = at - now()
+      if left <= 0 then break end
+      core.poll({}, math.max(1, math.ceil(left * 1000)))
+    end
+  end
+  if cut then return nil, errors.new("timeout", "the deadline passed while sleeping") end
+  return true
+end
+
+--- Lets the other tasks run once (no-op outside a task).
+function loop.yield()
+  local task = current()
+  if task then coroutine.yield(WAIT, "yield") end
+end
+
+-- The public functions ----------------------------------------------------
+
+--- Starts a concurrent task in the current task's scheduler; returns its
+-- handle (:join(), :cancel()). Raises outside a task.
+function loop.spawn(fn, ...)
+  local task = current()
+  if not task then
+    error("geoservices.spawn: not inside a task (use geoservices.run, or a scheduler's :spawn)", 2)
+  end
+  return task.sched:spawn(fn, ...)
+end
+
+--- Runs fn(...) as a task and drives the core until it and every task it
+-- spawned have finished; returns fn's results. An error raised by fn is
+-- raised again here (after the other tasks were cancelled); errors of
+-- spawned tasks are returned by their join(). Inside a task, run(fn, ...)
+-- runs fn as a task of the same scheduler and waits for it.
+function loop.run(fn, ...)
+  if type(fn) ~= "function" then error("geoservices.run: expected a function", 2) end
+  local task = current()
+  if task then
+    local child = task.sched:spawn(fn, ...)
+    local results = pack(child:join())
+    if child.raised ~= nil then error(child.raised, 0) end
+    return unpack(results, 1, results.n)
+  end
+  local sched = loop.scheduler()
+  sched.passthrough = true
+  local main = sched:spawn(fn, ...)
+  local ok, err = pcall(sched.loop, sched, function()
+    return sched.ntasks == 0 or (main.state == "done" and main.raised ~= nil)
+  end)
+  if not ok then
+    sched:close()
+    error(err, 0)
+  end
+  if main.raised ~= nil then
+    sched:close()
+    error(main.raised, 0)
+  end
+  if main.err then return nil, main.err end
+  return unpack(main.results, 1, main.results.n)
+end
+
+--- Runs every function of `fns` concurrently and returns two lists in the
+-- same order: values[i], the first result of fns[i] (nil if it failed), and
+-- errs[i], its error (the second result when the first is nil, or what it
+-- raised). values.n == #fns. Inside a task it joins; outside it runs.
+function loop.gather(fns)
+  if type(fns) ~= "table" then error("geoservices.gather: expected a list of functions", 2) end
+  local function body()
+    local handles = {}
+    for i, fn in ipairs(fns) do handles[i] = loop.spawn(fn) end
+    local values, errs = { n = #fns }, {}
+    for i, h in ipairs(handles) do
+      local value, err = h:join()
+      values[i] = value
+      if value == nil then errs[i] = err end
+    end
+    return values, errs
+  end
+  if current() then return body() end
+  return loop.run(body)
+end
+
+--- Like coroutine.wrap, for a generator that itself calls operations: its
+-- waits go up to the scheduler (so the other tasks keep running) while its
+-- own yields come back to the caller. A plain coroutine also works inside a
+-- task, but operations inside it block instead of yielding.
+function loop.wrap(fn)
+  local co = coroutine.create(fn)
+  return function(...)
+    managed[co] = current()
+    local res = pack(coroutine.resume(co, ...))
+    while res[1] and res[2] == WAIT and coroutine.status(co) == "suspended" do
+      res = pack(coroutine.resume(co, coroutine.yield(unpack(res, 2, res.n))))
+    end
+    if not res[1] then
+      coroutine.close(co)
+      error(res[2], 0)
+    end
+    return unpack(res, 2, res.n)
+  end
+end
+
+loop.WAIT = nil -- the sentinel stays private
+loop.Task = Task
+loop.Scheduler = Scheduler
+return loop

@@ -1,0 +1,83 @@
+-- `make bench`: prints one table of measurements taken in this run. Each
+-- measurement runs in its own process so that its peak RSS is its own.
+-- A benchmark, not a test: it prints, it does not fail on speed.
+local sizes = { 10000, 100000, 1000000 }
+if os.getenv("BENCH_SIZES") then
+  sizes = {}
+  for s in os.getenv("BENCH_SIZES"):gmatch("%d+") do sizes[#sizes + 1] = tonumber(s) end
+end
+local dir = os.getenv("BENCH_DIR") or "build/bench"
+local lua = os.getenv("LUA") or "lua5.4"
+os.execute("mkdir -p " .. dir)
+
+local function run(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  local ok = p:close()
+  if not ok then error("benchmark step failed: " .. cmd .. "\n" .. out) end
+  return out
+end
+
+local function measure(method, target)
+  local line = run(("%s spec/bench/parse_one.lua %s %s"):format(lua, method, target))
+  local m, secs, bytes, records, rss = line:match("^(%S+) (%S+) (%d+) (%d+) (%d+)")
+  assert(m, "unexpected output: " .. line)
+  return { seconds = tonumber(secs), bytes = tonumber(bytes), records = tonumber(records), rss = tonumber(rss) }
+end
+
+local function file_for(n)
+  local path = ("%s/sync_%d.json"):format(dir, n)
+  local f = io.open(path)
+  if f then f:close() else run(("%s spec/bench/generate.lua %d %s"):format(lua, n, path)) end
+  return path
+end
+
+local function mib(kib) return kib / 1024 end
+
+print("Streaming parse into Lua tables (walking every record) vs cjson.decode of the whole document + the same walk")
+print(("%-9s %9s | %9s %9s %10s | %9s %9s %10s | %7s"):format("records", "MB", "stream s", "MB/s", "peak RSS",
+  "cjson s", "MB/s", "peak RSS", "speedup"))
+local last_file, last_stream
+for _, n in ipairs(sizes) do
+  local path = file_for(n)
+  local s = measure("stream", path)
+  local c = measure("cjson", path)
+  assert(s.records == n and c.records == n, "record counts differ")
+  local mb = s.bytes / 1e6
+  print(("%-9d %9.1f | %9.3f %9.1f %7.1f MiB | %9.3f %9.1f %7.1f MiB | %6.2fx"):format(n, mb, s.seconds,
+    mb / s.seconds, mib(s.rss), c.seconds, mb / c.seconds, mib(c.rss), c.seconds / s.seconds))
+  last_file, last_stream = path, s
+end
+
+-- End to end: download and parse pipelined, against download only, both
+-- from a local HTTP server of the emulator's HTTP layer.
+local log = dir .. "/serve.log"
+local pid = run(("%s spec/bench/serve_file.lua %s > %s 2>&1 & echo $!"):format(lua, last_file, log)):match("%d+")
+local url
+for _ = 1, 100 do
+  local f = io.open(log)
+  url = f and f:read("a"):match("serving on (%S+)")
+  if f then f:close() end
+  if url then break end
+  os.execute("sleep 0.1")
+end
+local ok, err = pcall(function()
+  assert(url, "file server did not start")
+  local e2e = measure("download", url)
+  local dl = measure("download_only", url)
+  print()
+  print(("End to end (%d records, %.1f MB over HTTP on 127.0.0.1):"):format(e2e.records, e2e.bytes / 1e6))
+  print(("  download + streaming parse  %8.3f s  peak RSS %7.1f MiB"):format(e2e.seconds, mib(e2e.rss)))
+  print(("  download only               %8.3f s  peak RSS %7.1f MiB"):format(dl.seconds, mib(dl.rss)))
+  print(("  parse only (from file)      %8.3f s"):format(last_stream.seconds))
+  print(("  end to end / parse only     %8.2fx   (target <= 1.2x)"):format(e2e.seconds / last_stream.seconds))
+end)
+os.execute("kill " .. pid)
+if not ok then error(err) end
+
+local form = run(("%s spec/bench/form_encode.lua 100000"):format(lua))
+local n, bytes, c_time, lua_time = form:match("form (%d+) (%d+) (%S+) (%S+)")
+print()
+print(("Form encoding of %s features' edits (%.1f MB of JSON):"):format(n, tonumber(bytes) / 1e6))
+print(("  C lookup-table encoder %8.3f s   pure-Lua gsub encoder %8.3f s   ratio %.1fx (target >= 20x)"):format(
+  tonumber(c_time), tonumber(lua_time), tonumber(lua_time) / tonumber(c_time)))
