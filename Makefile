@@ -15,8 +15,8 @@ PORT       ?= 0
 DATA       ?= examples/data/world.json
 
 # Debian packages every target may need; `make deps` installs the missing ones.
-DEB_PACKAGES = lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-cjson lua-busted lua-check \
-               libmicrohttpd-dev pkg-config luarocks valgrind clang libclang-rt-14-dev lua-argparse lua-ldoc
+DEB_PACKAGES = curl lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-cjson lua-busted lua-check \
+               libmicrohttpd-dev pkg-config luarocks valgrind clang libclang-rt-14-dev lua-argparse lua-ldoc lua-luv openssl
 
 CFLAGS     ?= -O2 -g
 WARNFLAGS   = -std=c99 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -78,7 +78,10 @@ deps:
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
 	  echo "installing:$$missing"; \
-	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends$$missing >/dev/null || exit 1; \
+	  log=$$(mktemp); \
+	  if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends$$missing; } >$$log 2>&1; then \
+	    tail -n 30 $$log; echo "make deps: apt-get failed (full log: $$log)"; exit 1; \
+	  fi; rm -f $$log; \
 	else \
 	  echo "missing Debian packages; run as root:"; echo "  apt-get install -y$$missing"; exit 1; \
 	fi
@@ -122,6 +125,8 @@ test: deps
 # BENCH_SIZES="10000 100000" shortens it.
 bench: deps all
 	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' BENCH_DIR=$(BUILD)/bench $(LUA) spec/bench/run.lua
+	@echo
+	BUILD=$(BUILD) BENCH_DIR=$(BUILD)/bench $(LUA) spec/bench/concurrency.lua
 
 # libFuzzer targets (clang, ASan + UBSan) over the pure C parts, each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/, the seed corpus stays as it is.

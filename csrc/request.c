@@ -28,6 +28,18 @@ static geoservices_request *check_open_request(lua_State *L, int idx) {
 static size_t on_records_body(geoservices_request *req, char *ptr, size_t n) {
   long status = 0;
   if (!req->records->records) return 0; /* its Records was closed: abort */
+  /* Only a successful response is a result: an error page (a 502 from a
+   * proxy, say) is kept for the error message and never reaches the
+   * extractor, so a retried request continues the same parse. */
+  curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (status < 200 || status >= 300) {
+    if (req->response_body.len < RAW_PREFIX_BYTES) {
+      size_t keep = RAW_PREFIX_BYTES - req->response_body.len;
+      if (geoservices_buf_append(&req->response_body, ptr, n < keep ? n : keep)) return 0;
+    }
+    req->received += n;
+    return n;
+  }
   if (!req->records_failed && geoservices_records_pending(req->records->records) > RECORDS_PAUSE_BYTES) {
     req->paused = 1;
     return CURL_WRITEFUNC_PAUSE; /* the same bytes come back after the unpause */
@@ -40,10 +52,7 @@ static size_t on_records_body(geoservices_request *req, char *ptr, size_t n) {
   if (req->records_failed) return n;
   if (geoservices_records_ud_feed(req->records, ptr, n) != 0) {
     req->records_failed = 1;
-    /* a broken result is not worth downloading further; an error page is
-     * read to its end so the status and the page can be reported */
-    curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
-    if (status >= 200 && status < 300) return 0;
+    return 0; /* a broken result is not worth downloading further */
   }
   return n;
 }
@@ -471,6 +480,16 @@ static int l_request_drain(lua_State *L) {
   return 1;
 }
 
+/* has_records() -> true when drain() has records to deliver now, or the
+ * transfer is paused until it is called. */
+static int l_request_has_records(lua_State *L) {
+  geoservices_request *req = geoservices_check_request(L, 1);
+  size_t complete = 0;
+  if (req->records && req->records->records) geoservices_records_tape(req->records->records, &complete);
+  lua_pushboolean(L, complete > 0 || req->paused);
+  return 1;
+}
+
 static int l_request_state(lua_State *L) {
   geoservices_request *req = geoservices_check_request(L, 1);
   lua_pushstring(L, state_names[req->state]);
@@ -487,6 +506,7 @@ void geoservices_open_request(lua_State *L) {
   static const luaL_Reg methods[] = {
     {"result", l_request_result},
     {"drain", l_request_drain},
+    {"has_records", l_request_has_records},
     {"state", l_request_state},
     {"close", l_request_close},
     {NULL, NULL},

@@ -473,6 +473,22 @@ describe("concurrent operations against the emulator", function()
     admin:close()
   end)
 
+  it("a sync's opts.timeout is one deadline for all its requests, in a task or not", function()
+    emu:fault{ route = "synchronizeReplica", kind = "delay", delay_ms = 3000 }
+    local alice = client()
+    local function slow_sync()
+      return alice:synchronize_replica("Parcels", { replicaID = ids[2], replicaServerGen = 1 }, { timeout = 0.2 })
+    end
+    local v, err = slow_sync()
+    assert.is_nil(v)
+    assert.equal("timeout", err.kind)
+    v, err = geoservices.run(slow_sync)
+    assert.is_nil(v)
+    assert.equal("timeout", err.kind)
+    assert.is_nil(loop.deadline())
+    alice:close()
+  end)
+
   it("failures stay in their task: a refused connection beside successful syncs", function()
     local alice = client()
     local nowhere = geoservices.client{ url = "http://127.0.0.1:1/server", token = "x" }

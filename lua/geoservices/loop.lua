@@ -40,6 +40,20 @@ local WAIT = setmetatable({}, {
 -- coroutines they resume (weak: an abandoned coroutine is not kept alive).
 local managed = setmetatable({}, { __mode = "k" })
 
+-- driver -> number of requests tasks (of any scheduler) wait for on it. A
+-- blocking wait on such a driver must drive it the way the scheduler does
+-- (socket-level); on any other driver it uses the cheaper step().
+local awaited = setmetatable({}, { __mode = "k" })
+
+local function await_start(driver)
+  awaited[driver] = (awaited[driver] or 0) + 1
+end
+
+local function await_end(driver)
+  local n = (awaited[driver] or 1) - 1
+  awaited[driver] = n > 0 and n or nil
+end
+
 -- The context of code running outside any task (only its deadline).
 local main_ctx = {}
 
@@ -68,11 +82,19 @@ end
 -- effect: every request made meanwhile times out by then, sleeps are cut
 -- short. A deadline only ever shrinks: an enclosing earlier one wins.
 function loop.with_deadline(deadline, fn, ...)
+  local _ <close> = loop.deadline_scope(deadline)
+  return fn(...)
+end
+
+--- The same as a to-be-closed value: `local _ <close> = loop.deadline_scope(t)`
+-- keeps deadline `t` in effect until the end of the enclosing block. An
+-- operation's opts.timeout becomes one such deadline (nil: none).
+function loop.deadline_scope(deadline)
+  if deadline == nil then return nil end
   local ctx = context()
   local saved = ctx.deadline
   if saved == nil or deadline < saved then ctx.deadline = deadline end
-  local _ <close> = setmetatable({}, { __close = function() ctx.deadline = saved end })
-  return fn(...)
+  return setmetatable({}, { __close = function() ctx.deadline = saved end })
 end
 
 --- loop.with_deadline with a relative timeout in seconds.
@@ -212,7 +234,8 @@ function Scheduler:_unwait(task)
   if not wait then return end
   if wait[1] == "request" then
     local set = self.waiting[wait[2]]
-    if set then
+    if set and set[wait[3]] then
+      await_end(wait[2])
       set[wait[3]] = nil
       if next(set) == nil then self.waiting[wait[2]] = nil end
     end
@@ -230,6 +253,7 @@ function Scheduler:_wait(task, kind, a, b)
       self.waiting[a] = set
     end
     set[b] = task
+    await_start(a)
     task.wait = { "request", a, b }
   elseif kind == "sleep" then
     self.timers[task] = a
@@ -288,13 +312,15 @@ function Scheduler:_run_ready()
   end
 end
 
--- Wakes the tasks whose request is no longer running.
+-- Wakes the tasks whose request is no longer running, or has streamed
+-- records for its task to take.
 function Scheduler:_sweep(driver)
   local set = self.waiting[driver]
   if not set then return end
   for req, task in pairs(set) do
-    if req:state() ~= "running" then
+    if req:state() ~= "running" or req:has_records() then
       set[req] = nil
+      await_end(driver)
       task.wait = nil
       self:_enqueue(task, true)
     end
@@ -307,6 +333,7 @@ function Scheduler:_fail_driver(driver, msg, code)
   local set = self.waiting[driver]
   self.waiting[driver] = nil
   for _, task in pairs(set or {}) do
+    await_end(driver)
     task.wait = nil
     self:_enqueue(task, nil, msg, code)
   end
@@ -485,16 +512,39 @@ end
 
 --- Waits for `req` (already added to `driver`) to leave the "running" state.
 -- Inside a task this yields to the scheduler; outside one it drives `driver`
--- alone (same socket-level protocol) until then. Returns true, or nil,
+-- alone until then: with step() (curl_multi_poll), or through the socket
+-- level like the scheduler when tasks also wait on this driver, since
+-- libcurl's two ways of driving a multi handle must not interleave. Returns true, or nil,
 -- message, code (code "cancelled" when the task was cancelled); the caller
--- removes the request on failure.
-function loop.await(driver, req)
+-- removes the request on failure. `progress` (streaming) is called whenever
+-- the body may have brought records, and once the request is no longer running.
+function loop.await(driver, req, progress)
   local task = current()
   if task then
     if task.cancelled then return nil, task.cancelled.message, "cancelled" end
-    return coroutine.yield(WAIT, "request", driver, req)
+    if not progress then return coroutine.yield(WAIT, "request", driver, req) end
+    -- streaming: the scheduler also wakes us when records are ready (_sweep)
+    while true do
+      local ok, msg, code = coroutine.yield(WAIT, "request", driver, req)
+      if not ok then return ok, msg, code end
+      progress()
+      if req:state() ~= "running" then return true end
+    end
+  end
+  if not awaited[driver] then -- nobody else drives it: libcurl's own poll
+    while req:state() == "running" do
+      -- drain first: it resumes a transfer paused for a full record tape,
+      -- and libcurl's timeout is then 0 instead of a useless wait
+      if progress then progress() end
+      local ms = driver:timeout()
+      if ms == nil or ms > BLOCKING_WAIT_MS then ms = BLOCKING_WAIT_MS end
+      local running, msg, code = driver:step(ms)
+      if not running then return nil, msg, code end
+    end
+    return true
   end
   while req:state() == "running" do
+    if progress then progress() end
     local ms = driver:timeout()
     if ms == nil or ms > BLOCKING_WAIT_MS then ms = BLOCKING_WAIT_MS end
     local events, msg, code

@@ -5,6 +5,7 @@ local errors = require "geoservices.errors"
 local edits_mod = require "geoservices.edits"
 local jobs = require "geoservices.jobs"
 local json = require "geoservices.json"
+local loop = require "geoservices.loop"
 local replica_mod = require "geoservices.replica"
 local retry = require "geoservices.retry"
 local sync_params = require "geoservices.sync_params"
@@ -139,6 +140,7 @@ function sync.synchronize_replica(self, service, params, opts)
     return nil, errors.invalid("output", "must be a file path")
   end
   local deadline = opts.timeout and (transport.now() + opts.timeout) or nil
+  local _ <close> = loop.deadline_scope(deadline) -- caps every request, poll and download below
   local url = ("%s/%s/FeatureServer/synchronizeReplica"):format(self.url, service_path(service))
   local request_timeout = self.timeout
   if deadline then request_timeout = math.min(request_timeout, opts.timeout) end

@@ -17,8 +17,10 @@ local transport = {}
 --- Sends `spec` (the options of core.request) and waits for the outcome.
 -- Returns the response table ({status, headers, body, url, ...}) or
 -- nil, message, code for a transfer failure; code "cancelled" when the task
--- was cancelled, "timeout" when the deadline passed.
-function transport.perform(driver, spec)
+-- was cancelled, "timeout" when the deadline passed. With `on_records` (and
+-- spec.records, a core.records()), the body's records are delivered while
+-- it arrives, as on_records(kind, layer_id, value, key).
+function transport.perform(driver, spec, on_records)
   local cancelled = loop.cancelled()
   if cancelled then return nil, cancelled.message, "cancelled" end
   local deadline = loop.deadline()
@@ -32,7 +34,8 @@ function transport.perform(driver, spec)
   local req <close> = core.request(spec)
   local ok, err, code = driver:add(req)
   if not ok then return nil, err, code end
-  local done, msg, wait_code = loop.await(driver, req)
+  local progress = on_records and function() req:drain(on_records) end
+  local done, msg, wait_code = loop.await(driver, req, progress)
   if not done then
     if not driver:closed() then driver:remove(req) end
     return nil, msg, wait_code
@@ -40,6 +43,7 @@ function transport.perform(driver, spec)
   if req:state() ~= "done" then
     return nil, "the client was closed while the request was in flight", "closed"
   end
+  if progress then progress() end
   return req:result()
 end
 

@@ -1,0 +1,162 @@
+-- `make bench`, concurrency section (issue 6). Prints a table; asserts
+-- nothing about speed.
+--  1. BENCH_REPLICAS (64) synchronizations of as many replicas against the
+--     emulator with BENCH_LATENCY_MS (200) of injected latency per request:
+--     sequential wall time, concurrent wall time (one geoservices.gather),
+--     and the ratio of the concurrent time to one sync's time (target <= 2).
+--  2. BENCH_REQUESTS (1000) sequential small requests over one keep-alive
+--     connection: lua-geoservices against a plain C libcurl loop
+--     (spec/bench/curl_loop.c) doing the same (target >= 80 % of its rate).
+-- Run from the repository root after `make`:
+--   lua5.4 spec/bench/concurrency.lua        (LUA_PATH/LUA_CPATH optional)
+local build = os.getenv("BUILD") or "build"
+package.path = "lua/?.lua;lua/?/init.lua;./?.lua;" .. package.path
+package.cpath = build .. "/?.so;" .. package.cpath
+
+local geoservices = require "geoservices"
+local core = require "geoservices.core"
+local transport = require "geoservices.transport"
+local helper = require "spec.helper"
+local fleet = require "spec.support.fleet"
+
+local REPLICAS = tonumber(os.getenv("BENCH_REPLICAS")) or 64
+local LATENCY_MS = tonumber(os.getenv("BENCH_LATENCY_MS")) or 200
+local REQUESTS = tonumber(os.getenv("BENCH_REQUESTS")) or 1000
+local DIR = os.getenv("BENCH_DIR") or (build .. "/bench")
+local PARCELS = "4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c"
+
+local now = core.monotonic
+local rows = {}
+local function row(what, value, note)
+  rows[#rows + 1] = { what, value, note or "" }
+end
+
+local function timed(fn)
+  local t0 = now()
+  fn()
+  return now() - t0
+end
+
+-- 1. Many synchronizations at once -------------------------------------------
+
+local function sync_section()
+  local data, ids = fleet.write(REPLICAS)
+  local emu = helper.start_emulator{ data = data }
+  local ok, err = pcall(function()
+    emu:control("settings", { job_step_ms = LATENCY_MS })
+    emu:fault{ route = "*", kind = "delay", delay_ms = LATENCY_MS }
+    local client = geoservices.client{ url = emu.url, token = "alice-token" }
+    local function sync(i, async)
+      local params = { replicaID = ids[i], replicaServerGen = 1 }
+      if async then params.async, params.transportType = true, "url" end
+      return assert(client:synchronize_replica("Parcels", params, { poll_interval = LATENCY_MS / 1000 }))
+    end
+    local function batch(async)
+      local fns = {}
+      for i = 1, REPLICAS do fns[i] = function() return sync(i, async) end end
+      local values, errs = geoservices.gather(fns)
+      for i = 1, REPLICAS do assert(values[i], tostring(errs[i])) end
+    end
+
+    sync(1) -- warm-up: the connection and the emulator's first answers
+    local sequential = timed(function() for i = 1, REPLICAS do sync(i) end end)
+    local one = sequential / REPLICAS
+    local concurrent = timed(function() batch(false) end)
+    row(("%d syncs, sequential"):format(REPLICAS), ("%.2f s"):format(sequential),
+      ("%.0f ms per sync, %d ms latency"):format(one * 1000, LATENCY_MS))
+    row(("%d syncs, concurrent (gather)"):format(REPLICAS), ("%.2f s"):format(concurrent),
+      ("%.1fx faster than sequential"):format(sequential / concurrent))
+    row("concurrent / one sync", ("%.2f"):format(concurrent / one), "target <= 2")
+
+    local one_async = timed(function() sync(1, true) end)
+    local concurrent_async = timed(function() batch(true) end)
+    row("one async sync (submit, polls, download)", ("%.2f s"):format(one_async))
+    row(("%d async syncs, concurrent"):format(REPLICAS), ("%.2f s"):format(concurrent_async),
+      ("%.2f x one async sync"):format(concurrent_async / one_async))
+    client:close()
+  end)
+  emu:stop()
+  os.remove(data)
+  if not ok then error(err, 0) end
+end
+
+-- 2. Sequential small requests against a plain libcurl loop -------------------
+
+local function run(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  local ok = p:close()
+  if not ok then error("failed: " .. cmd .. "\n" .. out, 0) end
+  return out
+end
+
+local function rate_section()
+  os.execute("mkdir -p " .. helper.shell_quote(DIR))
+  local curl_loop = DIR .. "/curl_loop"
+  run(("${CC:-cc} -std=c99 -D_POSIX_C_SOURCE=200809L -O2 -o %s spec/bench/curl_loop.c "
+    .. "$(pkg-config --cflags --libs libcurl 2>/dev/null || echo -lcurl) 2>&1"):format(helper.shell_quote(curl_loop)))
+  local emu = helper.start_emulator()
+  local ok, err = pcall(function()
+    local url = emu.url .. "/admin/services/getServicesById"
+    local body = "f=json&token=admin-token&ids=" .. PARCELS
+
+    local function c_rate()
+      local secs, n, connects = run(("%s %s %d %s"):format(helper.shell_quote(curl_loop), helper.shell_quote(url),
+        REQUESTS, helper.shell_quote(body))):match("^(%S+) (%d+) (%d+)")
+      return tonumber(n) / tonumber(secs), tonumber(connects)
+    end
+
+    local driver = core.driver()
+    local spec = { url = url, method = "POST", body = body, content_type = "application/x-www-form-urlencoded" }
+    local function raw_once()
+      local response = assert(transport.perform(driver, spec))
+      assert(response.status == 200)
+    end
+    local client = geoservices.client{ url = emu.url, token = "admin-token" }
+    local function client_once() assert(client:get_services_by_id{ PARCELS }) end
+
+    local function lua_rate(once, in_task)
+      for _ = 1, 50 do once() end
+      local secs = timed(function()
+        if in_task then
+          geoservices.run(function() for _ = 1, REQUESTS do once() end end)
+        else
+          for _ = 1, REQUESTS do once() end
+        end
+      end)
+      return REQUESTS / secs
+    end
+
+    -- best of two rounds each, interleaved, to damp noise
+    local c, raw, api, task, connects = 0, 0, 0, 0, nil
+    for _ = 1, 2 do
+      local r
+      r, connects = c_rate()
+      c = math.max(c, r)
+      raw = math.max(raw, lua_rate(raw_once))
+      api = math.max(api, lua_rate(client_once))
+      task = math.max(task, lua_rate(client_once, true))
+    end
+    row(("%d requests, plain C libcurl loop"):format(REQUESTS), ("%.0f req/s"):format(c),
+      ("%d connection(s) opened"):format(connects))
+    row("lua-geoservices transport.perform", ("%.0f req/s"):format(raw), ("%.0f %% of C"):format(100 * raw / c))
+    row("client:get_services_by_id (decoded)", ("%.0f req/s"):format(api), ("%.0f %% of C"):format(100 * api / c))
+    row("  the same inside geoservices.run", ("%.0f req/s"):format(task), ("%.0f %% of C"):format(100 * task / c))
+    driver:close()
+    client:close()
+  end)
+  emu:stop()
+  if not ok then error(err, 0) end
+end
+
+sync_section()
+rate_section()
+
+local w1, w2 = 0, 0
+for _, r in ipairs(rows) do
+  w1, w2 = math.max(w1, #r[1]), math.max(w2, #r[2])
+end
+print("concurrency (issue 6)")
+for _, r in ipairs(rows) do
+  print(("  %-" .. w1 .. "s  %" .. w2 .. "s  %s"):format(r[1], r[2], r[3]))
+end

@@ -1,0 +1,157 @@
+-- Streaming a synchronization result record by record (the C core's record
+-- extractor), on_change, and exactness on the wire.
+local core = require "geoservices.core"
+local geoservices = require "geoservices"
+local json = require "geoservices.json"
+local helper = require "spec.helper"
+
+local DOC = [[{"transportType":"svcTransportTypeEmbedded","replicaServerGen":12,
+"layerServerGens":[{"id":0,"serverGen":9007199254740993}],
+"edits":[{"id":0,"features":{"adds":[{"attributes":{"OBJECTID":1,"GlobalID":"{A}","N":"Z\u00fcrich \uD83D\uDE00",
+"WHEN":1700000000123,"X":null},"geometry":{"x":-117.19584274291992,"y":34.056789012345678}}],
+"updates":[],"deleteIds":["{B}"],"addResults":[{"globalId":"{A}","success":false,
+"error":{"code":-2147217395,"description":"exists"}}]},"attachments":{"adds":[{"globalId":"{AT}"}]}},
+{"features":{"updates":[{"attributes":{"OBJECTID":2}}]},"id":5}],"tail":true}]]
+
+local function collect(doc, step)
+  local rec = core.records()
+  local out = {}
+  local function take(kind, layer, value, key)
+    out[#out + 1] = { kind = kind, layer = layer, value = value, key = key }
+  end
+  for i = 1, #doc, step do
+    assert(rec:feed(doc:sub(i, i + step - 1)))
+    rec:drain(take)
+  end
+  assert(rec:finish())
+  rec:drain(take)
+  return out
+end
+
+describe("record extractor", function()
+  it("delivers fields, layer entries and records of every kind in document order", function()
+    local out = collect(DOC, #DOC)
+    local kinds = {}
+    for i, r in ipairs(out) do
+      kinds[i] = r.kind .. (r.layer and (":" .. r.layer) or "") .. (r.key and ("=" .. r.key) or "")
+    end
+    assert.same({ "field=transportType", "field=replicaServerGen", "field=layerServerGens", "layer:0", "add:0",
+                  "delete:0", "add_result:0", "add_attachment:0", "layer:5", "update:5", "field=tail" }, kinds)
+  end)
+
+  it("keeps integers as integers and doubles exact, and decodes surrogate pairs", function()
+    local out = collect(DOC, #DOC)
+    local add = out[5].value
+    assert.equal("integer", math.type(add.attributes.OBJECTID))
+    assert.equal(1700000000123, add.attributes.WHEN)
+    assert.equal("integer", math.type(add.attributes.WHEN))
+    assert.equal(-117.19584274291992, add.geometry.x)
+    assert.equal(34.056789012345678, add.geometry.y)
+    assert.equal("Zürich \xF0\x9F\x98\x80", add.attributes.N)
+    assert.equal(json.null, add.attributes.X)
+    assert.equal(9007199254740993, out[3].value[1].serverGen)
+    assert.equal(-2147217395, out[7].value.error.code)
+    assert.equal("integer", math.type(out[7].value.error.code))
+  end)
+
+  it("gives the same records for every split of the document", function()
+    local expected = json.encode(collect(DOC, #DOC))
+    for step = 1, 64 do
+      assert.equal(expected, json.encode(collect(DOC, step)), "step " .. step)
+    end
+  end)
+
+  it("reports invalid input with its byte offset, never a crash", function()
+    local cases = {
+      { '{"edits":[', "unexpected end of input" },
+      { '{"a":"\\q"}', "invalid escape" },
+      { '{"a":"\255"}', "invalid UTF-8" },
+      { '{"edits":[{"id":0}}', "expected" },
+      { '[1]', "must be a JSON object" },
+    }
+    for _, case in ipairs(cases) do
+      local rec = core.records()
+      local ok, msg, offset = rec:feed(case[1])
+      if ok then ok, msg, offset = rec:finish() end
+      assert.is_nil(ok, case[1])
+      assert.matches("^invalid JSON at byte %d+: ", msg)
+      assert.matches(case[2], msg, 1, true)
+      assert.is_true(offset >= 1 and offset <= #case[1] + 1)
+    end
+  end)
+
+  it("refuses a 1 GB string at the value size limit instead of holding it", function()
+    local rec = core.records()
+    assert(rec:feed('{"a":"'))
+    local chunk = ("x"):rep(1024 * 1024)
+    local fed, ok, msg = 0, true, nil
+    while ok and fed < 1024 do
+      ok, msg = rec:feed(chunk)
+      fed = fed + 1
+    end
+    assert.is_nil(ok)
+    assert.matches("value too large", msg)
+    assert.is_true(fed < 100) -- stopped at the 64 MiB limit, long before 1 GB
+    assert.is_true(rec:pending() < 1024 * 1024)
+  end)
+
+  it("is created closed-safe: double close, use after close", function()
+    local rec = core.records()
+    rec:close()
+    rec:close()
+    assert.has_error(function() rec:feed("{}") end, "attempt to use a closed Records")
+  end)
+end)
+
+describe("streaming synchronization results", function()
+  local emu
+  local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"
+  local CREW2 = "{5E1A0C2B-2222-4A5B-9C8D-000000000002}"
+  setup(function() emu = helper.start_emulator() end)
+  teardown(function() emu:stop() end)
+  before_each(function() emu:reset() end)
+
+  local function seed(client, n)
+    local e = geoservices.edits()
+    for i = 1, n do e:add(i % 2, { attributes = { APN = "s-" .. i } }) end
+    assert(client:synchronize_replica("Parcels", { replicaID = CREW2, replicaServerGen = 1, edits = e }))
+  end
+
+  it("on_change receives every downloaded record and the result keeps counts, not edits", function()
+    local client = geoservices.client{ url = emu.url }
+    seed(client, 30)
+    for _, transport in ipairs{ "embedded", "url" } do
+      local seen = {}
+      local r = assert(client:synchronize_replica("Parcels", { replicaID = CREW1, replicaServerGen = 1,
+        transportType = transport }, { on_change = function(layer, kind, record)
+          seen[#seen + 1] = { layer, kind, record.attributes.APN }
+        end }))
+      assert.equal(30, #seen, transport)
+      assert.equal(30, r.downloaded)
+      assert.is_nil(r.edits)
+      assert.equal("add", seen[1][2])
+      assert.equal("integer", math.type(r.replicaServerGen))
+      emu:reset()
+      seed(client, 30)
+    end
+  end)
+
+  it("a truncated result file delivers records, then fails, and the state file does not move", function()
+    local client = geoservices.client{ url = emu.url }
+    seed(client, 200)
+    local path = os.tmpname()
+    local r = assert(geoservices.replica(path .. ".state", { service = "Parcels", replicaID = CREW1,
+                                                           replicaServerGen = 1 }))
+    local before = helper.read_all(r.path)
+    emu:fault{ route = "results", kind = "truncate" }
+    local delivered = 0
+    local result, err = client:sync(r, nil, { params = { transportType = "url" },
+      on_change = function() delivered = delivered + 1 end })
+    assert.is_nil(result)
+    assert.equal("protocol", err.kind)
+    assert.is_true(delivered > 0 and delivered < 200, "delivered " .. delivered .. " " .. tostring(err))
+    assert.equal(before, helper.read_all(r.path))
+    os.remove(r.path)
+    os.remove(path)
+  end)
+end)
