@@ -20,6 +20,12 @@ void geoservices_open_jsonstream(lua_State *L);
 void geoservices_open_fileio(lua_State *L);
 void geoservices_open_records(lua_State *L);
 
+/* Appends the JSON text of the value at idx to b (exact integers, 17-digit
+ * doubles, arrays marked by the registered metatable); raises on values JSON
+ * cannot hold. The caller owns b and frees it if this raises. */
+struct geoservices_buf;
+void geoservices_json_encode_into(lua_State *L, int idx, struct geoservices_buf *b);
+
 /* Sets a metatable from a luaL_Reg list, reusing it if luaopen ran before
  * (luaL_newmetatable returns 0 then and we just refresh the functions). */
 void geoservices_new_class(lua_State *L, const char *name, const luaL_Reg *methods,

@@ -24,20 +24,39 @@ static const char *scalar_text(lua_State *L, int idx, size_t *len, char *scratch
       }
       return scratch;
     default:
-      luaL_error(L, "form %s: expected string, number or boolean, got %s", what,
+      luaL_error(L, "form %s: expected string, number, boolean or table, got %s", what,
                  luaL_typename(L, idx));
       return NULL;
   }
 }
 
+static geoservices_buf *new_scratch(lua_State *L);
+
+/* A table value is written as JSON straight into a scratch buffer and
+ * percent-encoded from there: the edits of a large sync never become a Lua
+ * string. */
 static void append_field(lua_State *L, geoservices_buf *b, int name_idx, int value_idx) {
   char scratch_name[32], scratch_value[32];
   size_t name_len, value_len;
   const char *name = scalar_text(L, name_idx, &name_len, scratch_name, "field name");
-  const char *value = scalar_text(L, value_idx, &value_len, scratch_value, "value");
+  const char *value;
+  geoservices_buf *json = NULL;
+  value_idx = lua_absindex(L, value_idx);
+  if (lua_type(L, value_idx) == LUA_TTABLE) {
+    json = new_scratch(L);
+    geoservices_json_encode_into(L, value_idx, json);
+    value = json->data ? json->data : "";
+    value_len = json->len;
+  } else {
+    value = scalar_text(L, value_idx, &value_len, scratch_value, "value");
+  }
   if ((b->len && geoservices_buf_putc(b, '&')) || geoservices_urlencode_append(b, name, name_len) ||
       geoservices_buf_putc(b, '=') || geoservices_urlencode_append(b, value, value_len))
     luaL_error(L, "form: not enough memory");
+  if (json) {
+    geoservices_buf_free(json);
+    lua_pop(L, 1);
+  }
 }
 
 /* Map keys are sorted so that a given table always encodes the same way. */
@@ -128,6 +147,17 @@ static int l_urldecode(lua_State *L) {
   return 1;
 }
 
+/* form_text(v) -> the text a scalar is sent as (17-digit floats). */
+static int l_form_text(lua_State *L) {
+  char scratch[32];
+  size_t len;
+  const char *text;
+  luaL_checkany(L, 1);
+  text = scalar_text(L, 1, &len, scratch, "value");
+  lua_pushlstring(L, text, len);
+  return 1;
+}
+
 static int l_form_encode(lua_State *L) {
   geoservices_buf *b;
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -143,6 +173,7 @@ void geoservices_open_form(lua_State *L) {
     {"urlencode", l_urlencode},
     {"urldecode", l_urldecode},
     {"form_encode", l_form_encode},
+    {"form_text", l_form_text},
     {NULL, NULL},
   };
   luaL_setfuncs(L, functions, 0);

@@ -579,6 +579,18 @@ static int l_encbuf_gc(lua_State *L) {
   return 0;
 }
 
+void geoservices_json_encode_into(lua_State *L, int idx, geoservices_buf *b) {
+  encoder e;
+  int top = lua_gettop(L);
+  idx = lua_absindex(L, idx);
+  e.b = b;
+  e.max_depth = GEOSERVICES_JSON_DEFAULT_DEPTH;
+  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_MT_KEY);
+  e.array_mt = lua_istable(L, -1) ? lua_gettop(L) : 0;
+  encode_value(L, &e, idx, 1);
+  lua_settop(L, top);
+}
+
 static int l_json_encode(lua_State *L) {
   encoder e;
   luaL_checkany(L, 1);

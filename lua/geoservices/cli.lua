@@ -210,7 +210,7 @@ local function install_dry_run(client, captured)
     opts = opts or {}
     local form = params_mod.to_form(configure_mod.redact(fields))
     local shown = {}
-    for i, pair in ipairs(form) do shown[i] = { pair[1], tostring(pair[2]) } end
+    for i, pair in ipairs(form) do shown[i] = { pair[1], params_mod.text(pair[2]) } end
     if self.has_token then shown[#shown + 1] = { "token", "<redacted>" } end
     local files = {}
     for _, f in ipairs(opts.files or {}) do

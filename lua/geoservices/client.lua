@@ -128,7 +128,28 @@ local function body_error(decoded, status, url)
 end
 
 --- Classifies a raw response: returns the decoded JSON body or nil, err.
-local function decode_response(response, url, max_depth)
+local decode_response
+
+-- A streamed response (records mode): a successful body went to the
+-- extractor, so only its top-level fields (in `sink.fields`) are checked
+-- here; an error page never reached it and is classified from its bytes.
+local function streamed_response(response, url, sink, max_depth)
+  if response.status >= 300 then return decode_response(response, url, max_depth) end
+  if response.json_error then
+    return nil, errors.new("protocol", "invalid JSON response: " .. response.json_error,
+      { status = response.status, url = url, offset = response.json_offset })
+  end
+  local done, msg, offset = sink.records:finish()
+  if not done then
+    return nil, errors.new("protocol", "invalid JSON response: " .. msg,
+      { status = response.status, url = url, offset = offset })
+  end
+  sink.records:drain(sink.deliver)
+  if sink.fields.error ~= nil then return nil, body_error(sink.fields, response.status, url) end
+  return sink.fields
+end
+
+function decode_response(response, url, max_depth)
   local status, body = response.status, response.body
   local decoded, msg, offset
   if body ~= "" then decoded, msg, offset = json.decode(body, { max_depth = max_depth }) end
@@ -188,16 +209,23 @@ function Client:post(url, fields, opts)
     local form = params.to_form(fields, token)
     if opts.multipart then
       local parts = {}
-      for i, pair in ipairs(form) do parts[i] = { name = pair[1], value = tostring(pair[2]) } end
+      for i, pair in ipairs(form) do parts[i] = { name = pair[1], value = params.text(pair[2]) } end
       for _, part in ipairs(opts.files or {}) do parts[#parts + 1] = part end
       spec.multipart = parts
     else
       spec.form = form
     end
     info.attempts = info.attempts + 1
-    local response, msg, code = transport.perform(self.driver, spec)
+    -- opts.stream(): a fresh sink per attempt (sync results), fed by the C
+    -- core while the body arrives instead of decoding it whole at the end
+    local sink = opts.stream and opts.stream()
+    if sink then spec.records = sink.records end
+    local response, msg, code = transport.perform(self.driver, spec, sink and sink.deliver)
     local decoded, err, retry_after
-    if response then
+    if response and sink then
+      decoded, err = streamed_response(response, url, sink, self.max_json_depth)
+      retry_after = retry.parse_retry_after(response.headers["retry-after"])
+    elseif response then
       decoded, err = decode_response(response, url, self.max_json_depth)
       retry_after = retry.parse_retry_after(response.headers["retry-after"])
     else

@@ -86,7 +86,7 @@ end
 local function preview(url, fields, files)
   local shown = {}
   for _, pair in ipairs(params.to_form(configure.redact(fields))) do
-    shown[#shown + 1] = { pair[1], tostring(pair[2]) }
+    shown[#shown + 1] = { pair[1], params.text(pair[2]) }
   end
   local parts = {}
   for _, f in ipairs(files) do

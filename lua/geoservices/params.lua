@@ -1,6 +1,7 @@
 --- Turns an operation's parameter table into form fields.
 -- Booleans go as true/false, integers as integers, floats with 17
--- significant digits (in C), tables as JSON; strings unchanged.
+-- significant digits, tables as JSON (all three in C); strings unchanged.
+local core = require "geoservices.core"
 local json = require "geoservices.json"
 
 local params = {}
@@ -10,7 +11,7 @@ local function form_value(name, value)
   if t == "string" or t == "number" or t == "boolean" then return value end
   if t == "table" then
     if getmetatable(value) and getmetatable(value).__form then return getmetatable(value).__form(value) end
-    return json.encode(value)
+    return value -- encoded to JSON by the C form encoder, straight into the body
   end
   if value == json.null then return "null" end
   error(("parameter '%s': cannot send a %s"):format(name, t), 3)
@@ -32,6 +33,13 @@ function params.to_form(fields, token)
   end
   if token then form[#form + 1] = { "token", token } end
   return form
+end
+
+--- The text a form value of to_form is sent as (what a dry run shows and a
+-- multipart part carries): tables as JSON, numbers exactly.
+function params.text(value)
+  if type(value) == "table" then return json.encode(value) end
+  return core.form_text(value)
 end
 
 return params

@@ -60,7 +60,8 @@ end
 -- GlobalID; nil when it carries no edits.
 local function sent_edits(fields)
   if fields.edits == nil then return nil end
-  local list = json.decode(fields.edits)
+  local list = fields.edits
+  if type(list) == "string" then list = json.decode(list) end
   if type(list) ~= "table" then return nil end
   local sent = { adds = json.object(), deletes = json.object(), count = 0, identified = true }
   for _, entry in ipairs(list) do
@@ -150,8 +151,16 @@ function sync.synchronize_replica(self, service, params, opts)
     local rollback = params.rollbackOnFailure == true or params.rollbackOnFailure == "true"
     mode = (sent.identified and not rollback) and "edits" or "once"
   end
+  -- the response streams into a sink (records built one at a time, or handed
+  -- to on_change); a re-issued attempt starts a fresh one
+  local sink
+  local function new_sink()
+    sink = sync_result.sink(opts.on_change)
+    return sink
+  end
   local doc, post_err, info = self:post(url, fields, { timeout = request_timeout, retry = mode,
-                                                       ambiguous = sent ~= nil and opts.resend == true })
+                                                       ambiguous = sent ~= nil and opts.resend == true,
+                                                       stream = new_sink })
   if not doc then
     if sent and (info.ambiguous or retry.ambiguous(post_err)) then return nil, ambiguous_edits_error(post_err) end
     return nil, post_err
@@ -170,7 +179,8 @@ function sync.synchronize_replica(self, service, params, opts)
     return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
                     timeout = deadline and math.max(0, deadline - transport.now()) or nil }
   end
-  local result, finish_err = sync_result.finish(self, doc, nil, { output = opts.output, on_change = opts.on_change })
+  local result, finish_err = sync_result.finish(self, doc, nil, { output = opts.output, on_change = opts.on_change },
+    sink)
   if not result then
     if sent then return nil, jobs.applied_edits_error(finish_err) end
     return nil, finish_err

@@ -209,7 +209,9 @@ function sync_params.encode(params, prefix)
     end
   end
   if edit_list ~= nil then
-    fields.edits = type(params.edits) == "string" and params.edits or json.encode(edit_list)
+    -- a table goes to the C form encoder as is: JSON text and percent-encoding
+    -- are written straight into the request body, never as a Lua string
+    fields.edits = type(params.edits) == "string" and params.edits or edit_list
   end
   return fields
 end

@@ -208,6 +208,7 @@ function sync_result.finish(client, doc, status, opts, sink)
   local content = {}
   if url and url ~= "" then
     sink.fields = {}
+    sink.records = core.records() -- a new document: the response's own one has ended
     local ok, err = fetch(client, url, sink, opts)
     if not ok then return nil, err end
     content = sink.fields
