@@ -452,13 +452,7 @@ function Scheduler:_wait_and_drive(cap_ms)
     local driver = self.fd_owner[ev.fd]
     if driver and not driver:closed() then drive(self, driver, ev.fd, ev.events) end
   end
-  for driver in pairs(self.waiting) do
-    if driver_usable(self, driver) then
-      local ms = driver:timeout()
-      if ms and ms <= 0 then drive(self, driver) end
-    end
-  end
-  self:_after()
+  self:action_timeout() -- then the drivers whose timers are due, and the tasks that can go on
 end
 
 --- One turn: runs the ready tasks, waits up to `timeout_ms` (default 0, so
