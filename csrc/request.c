@@ -480,6 +480,18 @@ static int l_request_drain(lua_State *L) {
   return 1;
 }
 
+/* progress() -> bytes of the body received so far, and its announced total
+ * (Content-Length) or nil when unknown. */
+static int l_request_progress(lua_State *L) {
+  geoservices_request *req = check_open_request(L, 1);
+  curl_off_t total = -1;
+  lua_pushinteger(L, (lua_Integer)req->received);
+  if (req->easy) curl_easy_getinfo(req->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &total);
+  if (total >= 0) lua_pushinteger(L, (lua_Integer)total);
+  else lua_pushnil(L);
+  return 2;
+}
+
 /* has_records() -> true when drain() has records to deliver now, or the
  * transfer is paused until it is called. */
 static int l_request_has_records(lua_State *L) {
@@ -507,6 +519,7 @@ void geoservices_open_request(lua_State *L) {
     {"result", l_request_result},
     {"drain", l_request_drain},
     {"has_records", l_request_has_records},
+    {"progress", l_request_progress},
     {"state", l_request_state},
     {"close", l_request_close},
     {NULL, NULL},

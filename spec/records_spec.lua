@@ -155,3 +155,28 @@ describe("streaming synchronization results", function()
     os.remove(path)
   end)
 end)
+
+describe("download progress", function()
+  local emu
+  setup(function() emu = helper.start_emulator() end)
+  teardown(function() emu:stop() end)
+
+  it("on_progress reports the bytes of a result file as they arrive, against its total", function()
+    local client = geoservices.client{ url = emu.url }
+    local e = geoservices.edits()
+    for i = 1, 300 do e:add(0, { attributes = { APN = ("p-%d"):format(i), NOTE = ("x"):rep(200) } }) end
+    assert(client:synchronize_replica("Parcels", { replicaID = "{5E1A0C2B-2222-4A5B-9C8D-000000000002}",
+      replicaServerGen = 1, edits = e }))
+    local calls, last = 0, nil
+    local r = assert(client:synchronize_replica("Parcels", { replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}",
+      replicaServerGen = 1, transportType = "url" }, { on_progress = function(received, total)
+        calls = calls + 1
+        if total then assert.is_true(received <= total) end
+        last = { received, total }
+      end }))
+    assert.equal(300, r.downloaded)
+    assert.is_true(calls >= 1)
+    assert.equal(last[2], last[1]) -- the whole file arrived
+    assert.is_true(last[2] > 300 * 200)
+  end)
+end)

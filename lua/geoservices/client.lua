@@ -292,6 +292,7 @@ function Client:download(url, opts)
   local chunk = self.download_chunk
   local policy = self.retry_policy
   local parts, offset = {}, 0
+  local file_size -- from Content-Range, for on_progress
   local failures = 0 -- consecutive failed attempts of the current chunk
   local state = { ambiguous = false }
   while true do
@@ -303,7 +304,12 @@ function Client:download(url, opts)
     if chunk then
       spec.headers = { ("Range: bytes=%d-%d"):format(offset, offset + chunk - 1) }
     end
-    local response, msg, code = transport.perform(self.driver, spec, stream and stream.deliver)
+    local progress = opts.on_progress and function(received, total)
+      -- whole-file figures across Range chunks: the size is known from the
+      -- first chunk's Content-Range
+      opts.on_progress(offset + received, file_size or (total and offset + total) or nil)
+    end
+    local response, msg, code = transport.perform(self.driver, spec, stream and stream.deliver, progress)
     local err, retry_after
     if not response then
       err = errors.from_transfer(msg, code, url)
@@ -329,6 +335,7 @@ function Client:download(url, opts)
       elseif status == 206 then
         local first, last, size = (response.headers["content-range"] or ""):match("^bytes (%d+)%-(%d+)/(%d+)")
         first, last, size = tonumber(first), tonumber(last), tonumber(size)
+        file_size = size
         if first ~= offset or not last or last < first then
           err = errors.new("protocol", ("the server answered range %s to a request from byte %d"):format(
             tostring(response.headers["content-range"]), offset), { url = url })

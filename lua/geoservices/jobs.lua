@@ -110,6 +110,7 @@ function Operation:wait(opts)
       -- fetch at once: servers delete result files after about ten minutes
       local result, result_err = sync_result.finish(self.client, status, status, {
         output = self.output, timeout = opts.request_timeout, on_change = opts.on_change or self.on_change,
+        on_progress = opts.on_progress or self.on_progress,
       })
       if not result then
         if self.carried_edits then return nil, jobs.applied_edits_error(result_err) end

@@ -171,7 +171,8 @@ function sync.synchronize_replica(self, service, params, opts)
   if status_url then
     local op = jobs.operation(self, {
       status_url = status_url, service = service, replicaID = params.replicaID, strict = opts.strict,
-      output = opts.output, on_change = opts.on_change, on_done = opts.on_done, replica_path = opts.replica_path,
+      output = opts.output, on_change = opts.on_change, on_progress = opts.on_progress, on_done = opts.on_done,
+      replica_path = opts.replica_path,
       poll_interval = opts.poll_interval, on_status = opts.on_status, deadline = deadline,
       carried_edits = sent ~= nil, sent = sent, reissued = reissued, reconcile = reconcile,
     })
@@ -179,7 +180,8 @@ function sync.synchronize_replica(self, service, params, opts)
     return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
                     timeout = deadline and math.max(0, deadline - transport.now()) or nil }
   end
-  local result, finish_err = sync_result.finish(self, doc, nil, { output = opts.output, on_change = opts.on_change },
+  local result, finish_err = sync_result.finish(self, doc, nil,
+    { output = opts.output, on_change = opts.on_change, on_progress = opts.on_progress },
     sink)
   if not result then
     if sent then return nil, jobs.applied_edits_error(finish_err) end

@@ -164,7 +164,7 @@ end
 -- opts.output, checking that a JSON file is complete). Returns true or nil, err.
 local function fetch(client, url, sink, opts)
   if opts.output then
-    local body, err = client:download(url, { timeout = opts.timeout })
+    local body, err = client:download(url, { timeout = opts.timeout, on_progress = opts.on_progress })
     if not body then return nil, err end
     if body:sub(1, 1) == "{" then -- a JSON result must be complete before it is trusted
       local check = core.records()
@@ -181,7 +181,7 @@ local function fetch(client, url, sink, opts)
     if not ok then return nil, errors.new("io", write_err) end
     return true
   end
-  local ok, err = client:download(url, { timeout = opts.timeout, stream = sink })
+  local ok, err = client:download(url, { timeout = opts.timeout, stream = sink, on_progress = opts.on_progress })
   if not ok then return nil, err end
   local done, msg, offset = sink.records:finish()
   if not done then

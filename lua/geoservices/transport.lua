@@ -19,8 +19,10 @@ local transport = {}
 -- nil, message, code for a transfer failure; code "cancelled" when the task
 -- was cancelled, "timeout" when the deadline passed. With `on_records` (and
 -- spec.records, a core.records()), the body's records are delivered while
--- it arrives, as on_records(kind, layer_id, value, key).
-function transport.perform(driver, spec, on_records)
+-- it arrives, as on_records(kind, layer_id, value, key). `on_progress(received,
+-- total)` is called while the body arrives (total is nil when the server did
+-- not announce it; inside a task only when records arrive too).
+function transport.perform(driver, spec, on_records, on_progress)
   local cancelled = loop.cancelled()
   if cancelled then return nil, cancelled.message, "cancelled" end
   local deadline = loop.deadline()
@@ -34,7 +36,16 @@ function transport.perform(driver, spec, on_records)
   local req <close> = core.request(spec)
   local ok, err, code = driver:add(req)
   if not ok then return nil, err, code end
-  local progress = on_records and function() req:drain(on_records) end
+  local progress
+  if on_records or on_progress then
+    progress = function()
+      if on_records then req:drain(on_records) end
+      if on_progress then
+        local received, total = req:progress()
+        if received > 0 then on_progress(received, total) end
+      end
+    end
+  end
   local done, msg, wait_code = loop.await(driver, req, progress)
   if not done then
     if not driver:closed() then driver:remove(req) end
