@@ -5,6 +5,7 @@
 #include "jsonstream.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <locale.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -279,6 +280,18 @@ static int escape_byte(geoservices_jsonstream *p, unsigned c, size_t off) {
 /* Consumes string bytes from s[*pi..end). Invariant between steps: the bytes
  * decoded so far (buf.len + i - seg) never exceed max_value, so the first byte
  * over the limit is reported at the same offset for any chunking. */
+/* Whether any of the 8 bytes in v needs a look in a string: a quote, a
+ * backslash, a byte below 0x20 or one from 0x80 (UTF-8, validated byte by
+ * byte). Exact SWAR tests: no byte is missed. */
+#define BYTES(c) (0x0101010101010101ULL * (uint64_t)(c))
+static int special_byte_in(uint64_t v) {
+  uint64_t quote = v ^ BYTES('"'), backslash = v ^ BYTES('\\');
+  uint64_t zero_quote = (quote - BYTES(1)) & ~quote;
+  uint64_t zero_backslash = (backslash - BYTES(1)) & ~backslash;
+  uint64_t below_space = (v - BYTES(0x20)) & ~v;
+  return ((zero_quote | zero_backslash | below_space | v) & BYTES(0x80)) != 0;
+}
+
 static int string_part(geoservices_jsonstream *p, const unsigned char *s, size_t *pi, size_t end) {
   size_t i = *pi, seg = i, count, lim;
   const char *str;
@@ -298,7 +311,15 @@ static int string_part(geoservices_jsonstream *p, const unsigned char *s, size_t
     if (!p->u8need) {
       size_t budget = p->max_value - count;
       lim = end - i > budget ? i + budget + 1 : end;
-      while (i < lim && str_class[s[i]] == C_PLAIN) i++; /* the hot loop */
+      /* the hot loop: eight plain bytes at a time (no '"', '\\', control
+       * byte or non-ASCII byte among them), then byte by byte */
+      while (i + 8 <= lim) {
+        uint64_t v;
+        memcpy(&v, s + i, 8);
+        if (special_byte_in(v)) break;
+        i += 8;
+      }
+      while (i < lim && str_class[s[i]] == C_PLAIN) i++;
       count = p->buf.len + (i - seg);
       if (count > p->max_value) return fail_big(p, p->base + seg + (p->max_value - p->buf.len));
     }
@@ -365,10 +386,14 @@ static int parse_int(const char *d, size_t n, long long *out) {
   unsigned long long v = 0;
   size_t i = 0;
   int neg = d[0] == '-';
-  for (i = (size_t)neg; i < n; i++) {
-    unsigned dig = (unsigned)(d[i] - '0');
-    if (v > (ULLONG_MAX - dig) / 10) return 0;
-    v = v * 10 + dig;
+  if (n - (size_t)neg <= 18) { /* 18 digits cannot overflow: no check per digit */
+    for (i = (size_t)neg; i < n; i++) v = v * 10 + (unsigned)(d[i] - '0');
+  } else {
+    for (i = (size_t)neg; i < n; i++) {
+      unsigned dig = (unsigned)(d[i] - '0');
+      if (v > (ULLONG_MAX - dig) / 10) return 0;
+      v = v * 10 + dig;
+    }
   }
   if (neg) {
     if (v > (unsigned long long)LLONG_MAX + 1) return 0;
@@ -382,6 +407,88 @@ static int parse_int(const char *d, size_t n, long long *out) {
 
 /* z is NUL-terminated and already validated. strtod is exact in glibc; it is
  * retried with the locale's decimal point in case a host called setlocale. */
+/* A fast and still exact conversion for the common case (at most 19
+ * significant digits, decimal exponent within +-27): the significand and the
+ * power of ten are exact in x87 extended precision (64-bit mantissa), so one
+ * multiplication or division rounds once to 64 bits. Rounding that to a
+ * double can only go wrong when the result lies within one extended ulp of a
+ * halfway point between two doubles, which is checked; those rare cases, and
+ * everything else, go to strtod. Returns 1 when *out is set. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <float.h>
+#endif
+#if defined(LDBL_MANT_DIG) && LDBL_MANT_DIG == 64
+static const long double exact_pow10[28] = {
+  1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L, 1e11L, 1e12L, 1e13L,
+  1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L,
+};
+
+/* The arithmetic must really carry 64 mantissa bits: a host may have set
+ * the x87 precision to 53 bits, and valgrind emulates x87 with doubles. */
+static int extended_precision_works(void) {
+  static int checked = 0, works = 0;
+  if (!checked) {
+    volatile long double one = 1.0L, tiny = 1.0L / 9223372036854775808.0L; /* 2^-63 */
+    volatile long double sum = one + tiny;
+    works = sum != one;
+    checked = 1;
+  }
+  return works;
+}
+
+static int fast_double(const char *z, size_t n, double *out) {
+  size_t i = 0;
+  int neg = 0, digits = 0, exp10 = 0, eneg = 0, e = 0;
+  unsigned long long w = 0;
+  long double r;
+  union { long double ld; struct { unsigned long long mant; unsigned short se; } parts; } u;
+  unsigned low;
+  if (i < n && z[i] == '-') { neg = 1; i++; }
+  for (; i < n && z[i] >= '0' && z[i] <= '9'; i++) {
+    if (w == 0 && z[i] == '0') continue; /* leading zeros */
+    if (++digits > 19) return 0;
+    w = w * 10 + (unsigned)(z[i] - '0');
+  }
+  if (i < n && z[i] == '.') {
+    for (i++; i < n && z[i] >= '0' && z[i] <= '9'; i++) {
+      if (w == 0 && z[i] == '0') { exp10--; continue; }
+      if (++digits > 19) return 0;
+      w = w * 10 + (unsigned)(z[i] - '0');
+      exp10--;
+    }
+  }
+  if (i < n && (z[i] == 'e' || z[i] == 'E')) {
+    i++;
+    if (i < n && (z[i] == '+' || z[i] == '-')) eneg = z[i++] == '-';
+    for (; i < n && z[i] >= '0' && z[i] <= '9'; i++) {
+      if (e > 10000) return 0;
+      e = e * 10 + (z[i] - '0');
+    }
+    exp10 += eneg ? -e : e;
+  }
+  if (i != n) return 0;
+  if (w == 0) {
+    *out = neg ? -0.0 : 0.0;
+    return 1;
+  }
+  if (exp10 < -27 || exp10 > 27 || !extended_precision_works()) return 0;
+  r = exp10 >= 0 ? (long double)w * exact_pow10[exp10] : (long double)w / exact_pow10[-exp10];
+  u.ld = r;
+  low = (unsigned)(u.parts.mant & 0x7FF); /* the 11 bits a double drops */
+  if (low >= 0x3FF && low <= 0x401) return 0; /* near a halfway point: let strtod decide */
+  if (r < (long double)DBL_MIN || r > (long double)DBL_MAX) return 0; /* subnormal or overflow */
+  *out = neg ? -(double)r : (double)r;
+  return 1;
+}
+#else
+static int fast_double(const char *z, size_t n, double *out) {
+  (void)z;
+  (void)n;
+  (void)out;
+  return 0;
+}
+#endif
+
 static int parse_double(const char *z, size_t n, double *out) {
   char *e;
   const char *dp;
@@ -416,6 +523,8 @@ static int emit_number(geoservices_jsonstream *p, const char *d, size_t n, size_
   after_value(p);
   if (!isfloat && parse_int(d, n, &iv))
     return p->h.on_integer && p->h.on_integer(p->ctx, iv) ? fail_abort(p, off) : 0;
+  if (fast_double(d, n, &dv)) /* needs no terminator: no copy */
+    return p->h.on_double && p->h.on_double(p->ctx, dv) ? fail_abort(p, off) : 0;
   if (!p->spill) { /* strtod needs a terminator */
     if (n < sizeof tmp) {
       memcpy(tmp, d, n);
@@ -451,7 +560,10 @@ static int number_part(geoservices_jsonstream *p, const unsigned char *s, size_t
       else goto done;
       break;
     case N_INT:
-      if (digit) break;
+      if (digit) {
+        while (i + 1 < end && (unsigned)(s[i + 1] - '0') < 10u) i++; /* the rest of the run at once */
+        break;
+      }
       if (c == '.') ns = N_DOT;
       else if (c == 'e' || c == 'E') ns = N_E;
       else goto done;
@@ -461,7 +573,10 @@ static int number_part(geoservices_jsonstream *p, const unsigned char *s, size_t
       ns = N_FRAC;
       break;
     case N_FRAC:
-      if (digit) break;
+      if (digit) {
+        while (i + 1 < end && (unsigned)(s[i + 1] - '0') < 10u) i++;
+        break;
+      }
       if (c == 'e' || c == 'E') ns = N_E;
       else goto done;
       break;

@@ -287,6 +287,70 @@ describe("geoservices command", function()
       assert.equal(1, #find(list, "replica"))
     end)
 
+    it("--json with URL transport: a download event with the byte count comes before the result", function()
+      local r = run(gs("--json", "sync", dir .. "/crew-1.json", "--transport", "url"))
+      assert.equal(0, r.code, r.out .. r.err)
+      local list = events(r.out)
+      local first_download, result_at
+      for i, ev in ipairs(list) do
+        if ev.event == "download" and math.type(ev.bytes) == "integer" and ev.bytes > 0 and not first_download then
+          first_download = i
+        end
+        if ev.event == "result" then result_at = i end
+      end
+      assert.is_number(first_download, r.out)
+      assert.is_true(first_download < result_at)
+      local done = find(list, "download")
+      done = done[#done]
+      assert.same({ true, true }, { done.ok, done.done })
+      assert.equal(done.total, done.bytes) -- the whole file, against the size the server announced
+      assert.equal(result_at, #list)
+    end)
+
+    it("reports download progress a few times, not on every callback of the library", function()
+      -- in-process, with the library's download calling on_progress a thousand
+      -- times (a slow link) before doing the real download
+      local Client = require("geoservices.client").Client
+      local real = Client.download
+      Client.download = function(self, url, opts)
+        for i = 1, 1000 do opts.on_progress(i * 1000, 1000000) end
+        return real(self, url, opts)
+      end
+      finally(function() Client.download = real end)
+      local function main(...)
+        local path = os.tmpname()
+        local f = assert(io.open(path, "w+b"))
+        local code = cli.main(gs(...), { stdout = f, stderr = f, tty = false, stdin_tty = false,
+                                         getenv = function() return nil end })
+        f:close()
+        local text = helper.read_all(path)
+        os.remove(path)
+        return code, text
+      end
+      local code, text = main("--json", "sync", dir .. "/crew-1.json", "--transport", "url")
+      assert.equal(0, code, text)
+      local downloads = find(events(text), "download")
+      local progress = {}
+      for _, ev in ipairs(downloads) do
+        if ev.done == false then progress[#progress + 1] = ev end
+      end
+      assert.is_true(#progress >= 5 and #progress <= 12, text)
+      for i, ev in ipairs(progress) do
+        -- the real download's first chunk does not know the file's size yet (total nil)
+        assert.is_true(ev.bytes > 0 and (ev.total == nil or ev.bytes < ev.total))
+        if i > 1 and ev.total and ev.total == progress[i - 1].total then
+          assert.is_true(ev.percent > progress[i - 1].percent)
+        end
+      end
+      assert.is_true(downloads[#downloads].done)
+      write(dir .. "/crew-1.json", json.encode{ service = "Parcels", replicaID = CREW1, model = "perReplica",
+                                                replicaServerGen = 1 })
+      local lines_code, lines = main("sync", dir .. "/crew-1.json", "--transport", "url")
+      assert.equal(0, lines_code, lines)
+      local n = select(2, lines:gsub("crew%-1%.json: downloading [^\n]+ of 976%.6 KiB %(%d+%%%)\n", ""))
+      assert.is_true(n >= 5 and n <= 10, lines)
+    end)
+
     it("--dry-run shows the request with edits, redacts the token, sends nothing, keeps the state", function()
       local before = helper.read_all(dir .. "/crew-1.json")
       local r = run(gs("--dry-run", "sync", dir .. "/crew-1.json", "--edits", dir .. "/edits.json",

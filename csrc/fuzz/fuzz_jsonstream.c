@@ -9,7 +9,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-typedef struct { uint64_t hash; size_t events; } trace;
+typedef struct { uint64_t hash; size_t events; double last_double; size_t doubles; } trace;
 
 static void mix(trace *t, uint64_t v) {
   t->hash = (t->hash ^ v) * 1099511628211ULL;
@@ -22,7 +22,16 @@ static void mix_bytes(trace *t, const char *s, size_t n) {
 static int on_null(void *c) { mix(c, 1); return 0; }
 static int on_boolean(void *c, int v) { mix(c, 2 + (uint64_t)v); return 0; }
 static int on_integer(void *c, long long v) { mix(c, 4); mix(c, (uint64_t)v); return 0; }
-static int on_double(void *c, double v) { uint64_t b; memcpy(&b, &v, sizeof b); mix(c, 5); mix(c, b); return 0; }
+static int on_double(void *c, double v) {
+  uint64_t b;
+  trace *t = c;
+  memcpy(&b, &v, sizeof b);
+  mix(c, 5);
+  mix(c, b);
+  t->last_double = v;
+  t->doubles++;
+  return 0;
+}
 static int on_string(void *c, const char *s, size_t n) { mix(c, 6); mix_bytes(c, s, n); return 0; }
 static int on_key(void *c, const char *s, size_t n) { mix(c, 7); mix_bytes(c, s, n); return 0; }
 static int on_so(void *c) { mix(c, 8); return 0; }
@@ -56,11 +65,20 @@ static int parse(const uint8_t *data, size_t size, size_t split, trace *t, size_
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  trace whole = {14695981039346656037ULL, 0}, split = {14695981039346656037ULL, 0};
+  trace whole = {14695981039346656037ULL, 0, 0, 0}, split = {14695981039346656037ULL, 0, 0, 0};
   size_t at = size ? data[0] % (size + 1) : 0, off1, off2;
   int rc1 = parse(data, size, size, &whole, &off1);
   int rc2 = parse(data, size, at, &split, &off2);
   if (rc1 != rc2 || off1 != off2) abort();
   if (rc1 == 0 && (whole.hash != split.hash || whole.events != split.events)) abort();
+  /* a lone number must convert exactly as strtod does (the fast path) */
+  if (rc1 == 0 && whole.events == 2 && whole.doubles == 1 && size < 64) {
+    char text[64];
+    double ref;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    ref = strtod(text, NULL);
+    if (memcmp(&ref, &whole.last_double, sizeof ref) != 0) abort();
+  }
   return 0;
 }

@@ -300,9 +300,10 @@ end
 -- @tparam[opt] integer records records parsed so far
 -- @tparam[opt] integer tick a counter that moves the marker when the total is unknown
 -- @tparam[opt] integer width of the bar in characters (20)
+-- @tparam[opt] boolean with_total show the size too when it is known: `52% 1.2 MiB of 2.3 MiB`
 -- @treturn string the bar
 -- @raise never
-function cli.progress_bar(bytes, total, records, tick, width)
+function cli.progress_bar(bytes, total, records, tick, width, with_total)
   width = width or 20
   local bar
   if total and total > 0 then
@@ -313,6 +314,7 @@ function cli.progress_bar(bytes, total, records, tick, width)
     bar = ("[%s<=>%s]"):format((" "):rep(pos), (" "):rep(width - pos))
   end
   local text = ("%s %s"):format(bar, human_bytes(bytes))
+  if with_total and total and total > 0 then text = text .. " of " .. human_bytes(total) end
   if records then text = text .. (", %d records"):format(records) end
   return text
 end
@@ -541,10 +543,15 @@ local function generation_text(result)
   return tostring(result.replicaServerGen)
 end
 
+-- Bytes between two download progress reports when the size is unknown; with
+-- a known size there is one report per tenth of it.
+local PROGRESS_STEP = 4 * 1024 * 1024
+
 -- Follows one synchronization on the display: job status changes, polls
--- (spinner ticks), the result download (bytes) and parsed records.
+-- (spinner ticks), the result download (bytes as they arrive, through the
+-- library's on_progress) and parsed records.
 local function sync_watch(out, client, name)
-  local w = { status = "sending", records = nil, bytes = 0, tick = 0, started = core.monotonic() }
+  local w = { status = "sending", records = nil, bytes = 0, tick = 0, frame = 0, started = core.monotonic() }
   local last_draw = 0
   local function draw(force)
     if out.mode ~= "tty" then return end
@@ -552,7 +559,9 @@ local function sync_watch(out, client, name)
     if not force and now - last_draw < 0.1 then return end
     last_draw = now
     if w.downloading then
-      out:live(("%s %s %s"):format(name, "downloading", cli.progress_bar(w.bytes, w.total, w.records, w.tick)))
+      w.frame = w.frame + 1 -- moves the marker when the size is unknown
+      out:live(("%s %s %s"):format(name, "downloading",
+        cli.progress_bar(w.bytes, w.total, w.records, w.frame, nil, true)))
     else
       out:live(("%s %s %s %.1f s"):format(SPINNER[w.tick % #SPINNER + 1], name, w.status, now - w.started))
     end
@@ -571,9 +580,35 @@ local function sync_watch(out, client, name)
     if type(ret[1]) == "string" then w.bytes = #ret[1] end
     draw(true)
     if out.mode == "json" then
-      out:emit{ event = "download", replica = name, ok = ret[1] ~= nil, bytes = w.bytes > 0 and w.bytes or nil }
+      out:emit{ event = "download", replica = name, ok = ret[1] ~= nil, done = true,
+                bytes = w.bytes > 0 and w.bytes or nil, total = w.total }
     end
     return table.unpack(ret, 1, ret.n)
+  end
+  -- Bytes of the result file as they arrive (total: nil when unknown). The
+  -- terminal bar is redrawn at most ten times a second; elsewhere a report
+  -- goes out only when the download enters a new tenth of its size (or a
+  -- new PROGRESS_STEP bytes), never for the end, which the download event
+  -- above reports once the file is complete.
+  local last_report
+  w.on_progress = function(received, total)
+    w.downloading = true
+    w.bytes, w.total = received, total
+    if out.mode == "tty" then return draw(false) end
+    if total and received >= total then return end
+    local report = total and total > 0 and ("%d/%d"):format(10 * received // total, total)
+      or tostring(received // PROGRESS_STEP)
+    if report == last_report then return end
+    last_report = report
+    local percent = total and total > 0 and 100 * received // total or nil
+    if out.mode == "json" then
+      out:emit{ event = "download", replica = name, done = false, bytes = received, total = total,
+                percent = percent, records = w.records }
+    else
+      out:line(("%s: downloading %s%s%s"):format(name, human_bytes(received),
+        total and (" of %s (%d%%)"):format(human_bytes(total), percent) or "",
+        w.records and (", %d records"):format(w.records) or ""))
+    end
   end
   w.on_status = function(status)
     w.status = status.status
@@ -613,7 +648,7 @@ local function sync_one(args, out, client, path, edits_text, output)
   local params = { syncDirection = args.direction, transportType = args.transport, async = args.async or nil }
   local watch = sync_watch(out, client, name)
   local opts = { params = params, poll_interval = args.poll_interval, timeout = args.wait_timeout,
-                 on_status = watch.on_status, output = output }
+                 on_status = watch.on_status, on_progress = watch.on_progress, output = output }
   if not output then opts.on_change = watch.on_change end
   local ok, result, sync_err = pcall(client.sync, client, replica, edits_text, opts)
   watch.restore()

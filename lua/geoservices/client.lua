@@ -2,6 +2,17 @@
 -- connections are reused), and the request/response handling that every
 -- operation shares: form encoding, JSON decoding, error classification and
 -- the one-time token refresh on code 498.
+--
+-- Users make a client with `geoservices.client{...}` (which calls @{new});
+-- the four operations are methods added by the `geoservices` module:
+-- `get_services_by_id`, `list_snapshots` (geoservices.admin),
+-- `synchronize_replica`, `sync`, `resume_sync` (geoservices.sync) and
+-- `configure`, `configure_status`, `wait_configured` (geoservices.configure).
+-- The methods documented here are the shared machinery under them.
+--
+-- Runtime failures are returned as `nil, err` (a geoservices.errors table);
+-- misuse (wrong option types, unknown options) raises.
+-- @module geoservices.client
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
@@ -33,16 +44,30 @@ local known_options = {
   retry = true, max_json_depth = true, download_chunk = true,
 }
 
---- Creates a client. Raises on misuse (wrong option types, missing url).
--- opts: url (required, the {base_url}), admin_path ("admin"), token (string
--- or function returning one), timeout (seconds per request, 30), ca_file,
--- insecure (skip TLS verification; explicit opt-in), user_agent,
--- max_response_bytes, max_host_connections, enum_prefix (the vendor prefix of
--- enumerated values such as svcTransportTypeUrl; default "svc"), retry
--- (false, or a table overriding retry.DEFAULTS: attempts, base_delay,
--- max_delay, max_retry_after), max_json_depth (nesting limit of decoded
--- responses, 1000), download_chunk (bytes per Range request of a result
--- file, 8 MiB; false = one plain GET).
+--- Creates a client (`geoservices.client(opts)`). Nothing is sent: the
+-- first request opens the first connection.
+-- @tparam table opts the options (an unknown option raises):
+-- @tparam string opts.url the server's {base_url}, `http://` or `https://` (required)
+-- @tparam[opt="admin"] string opts.admin_path the administrative context path
+-- @tparam[opt] string|function opts.token a token, or a token provider
+--   `function(reason) -> token` called with "initial" and, after an expired token (code 498),
+--   with "refresh"; the token is kept in a closure, never in a field
+-- @tparam[opt=30] number opts.timeout seconds per request (positive)
+-- @tparam[opt] string opts.ca_file PEM file of the certificate authorities to trust
+-- @tparam[opt=false] boolean opts.insecure skip TLS certificate verification (explicit opt-in)
+-- @tparam[opt] string opts.user_agent the User-Agent header
+-- @tparam[opt] number opts.max_response_bytes a larger response (or result file) fails with kind "protocol"
+-- @tparam[opt] number opts.max_host_connections connections kept open per host by the driver
+-- @tparam[opt="svc"] string opts.enum_prefix the vendor prefix of enumerated values
+--   (svcTransportTypeUrl...)
+-- @tparam[opt] table|false opts.retry false (never retry) or a table overriding some of
+--   geoservices.retry.DEFAULTS (attempts, base_delay, max_delay, max_retry_after)
+-- @tparam[opt=1000] number opts.max_json_depth nesting limit of decoded responses
+-- @tparam[opt=8 MiB] number|false opts.download_chunk bytes per Range request of a result file
+--   (false: one plain GET)
+-- @treturn Client the client; `tostring(client)` is a one-line summary without the token
+-- @raise when opts is not a table, an option is unknown or of the wrong type, `url` is missing
+--   or not an http(s) address, `timeout` is not positive, or `retry` is malformed
 function client.new(opts)
   if type(opts) ~= "table" then error("geoservices.client: expected an options table", 2) end
   for name in pairs(opts) do
@@ -93,6 +118,13 @@ function client.new(opts)
   return self
 end
 
+--- A client made by @{new}: connection settings, the token provider and one
+-- driver of the C core (connections are reused across calls).
+-- Fields (read only): `url`, `admin_path`, `timeout`, `has_token`,
+-- `token_provider` (booleans), `retry_policy`, `driver`.
+-- @type Client
+
+-- One line: address, admin path, whether a token is set, timeout; never the token.
 function Client:__tostring()
   local token = self.token_provider and "token provider" or (self.has_token and "token" or "no token")
   return ("geoservices.Client <%s> (admin path '%s', %s, timeout %g s)"):format(
@@ -100,6 +132,9 @@ function Client:__tostring()
 end
 
 --- Address of an administrative resource, `{base_url}/{admin_path}/{path}`.
+-- @string path the resource's path under the administrative context ("" for the root resource)
+-- @treturn string the address
+-- @raise when path is not a string
 function Client:admin_url(path)
   if self.admin_path == "" then return self.url .. "/" .. path end
   return self.url .. "/" .. self.admin_path .. (path ~= "" and ("/" .. path) or "")
@@ -127,7 +162,7 @@ local function body_error(decoded, status, url)
   return errors.new(kind, message, { code = code, details = details, status = status, url = url })
 end
 
---- Classifies a raw response: returns the decoded JSON body or nil, err.
+-- Classifies a raw response: returns the decoded JSON body or nil, err.
 local decode_response
 
 -- A streamed response (records mode): a successful body went to the
@@ -173,7 +208,14 @@ function decode_response(response, url, max_depth)
   return decoded
 end
 
--- The options of core.request shared by every request of this client.
+--- The options of the C core's request shared by every request of this
+-- client (address, method, timeout, TLS settings, size limit). Used by
+-- @{Client:post} and @{Client:download}; a user rarely needs it.
+-- @string url the address
+-- @string method "GET" or "POST"
+-- @number deadline absolute deadline (geoservices.transport.now clock): the request's timeout
+-- @treturn table the request options
+-- @raise never
 function Client:request_spec(url, method, deadline)
   return {
     url = url,
@@ -187,13 +229,30 @@ function Client:request_spec(url, method, deadline)
 end
 
 --- POSTs `fields` (plus f=json and the token) form-encoded to `url` and
--- returns the decoded JSON object, or nil, err; the third result tells how
--- the call went: {attempts = n, ambiguous = true when an earlier attempt
--- may have reached the server}. opts: timeout (seconds for the whole call,
--- retries included; default the client's), deadline (absolute, transport.now
--- clock), retry ("once", "read" or "edits", see geoservices.retry; default
--- "once": only a request that never left is repeated), multipart (send as
--- multipart/form-data; `files` adds file parts).
+-- returns the decoded JSON object. Every operation goes through here: the
+-- retry policy (geoservices.retry) and the one-time token refresh on code
+-- 498 (with a token provider) apply. A JSON `{"error": ...}` body is an error
+-- whatever the HTTP status; redirects are not followed.
+-- @string url the address
+-- @tparam table fields the parameters (strings, numbers, booleans; tables are sent as JSON)
+-- @tparam[opt] table opts
+-- @tparam[opt] number opts.timeout seconds for the whole call, retries included (default the client's)
+-- @tparam[opt] number opts.deadline absolute deadline (geoservices.transport.now clock)
+-- @tparam[opt="once"] string opts.retry "once", "read" or "edits" (see geoservices.retry):
+--   "once" repeats only a request that never left
+-- @tparam[opt] boolean opts.multipart send as multipart/form-data
+-- @tparam[opt] table opts.files file parts of a multipart request (`{name =, file = path | data =, filename =}`)
+-- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
+-- @tparam[opt] function opts.stream a function returning a fresh result sink per attempt (synchronizeReplica)
+-- @treturn[1] table the decoded JSON object
+-- @treturn[1] nil
+-- @treturn[1] table how the call went: `{attempts = n, ambiguous = true}` when an earlier attempt
+--   may have reached the server
+-- @return[2] nil
+-- @treturn[2] table err, kind "network", "timeout", "cancelled", "http", "server", "auth" or
+--   "protocol" (after the retries the policy allows; `err.attempts`, `err.retry_after` tell them)
+-- @treturn[2] table how the call went, as above
+-- @raise when a field cannot be sent (a function, a userdata) or its name is not a string
 function Client:post(url, fields, opts)
   opts = opts or {}
   local deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout))
@@ -269,16 +328,28 @@ local function http_download_error(status, url, offset)
   return errors.new(kind, message, { status = status, url = url, offset = offset })
 end
 
---- GETs a file (a sync result) and returns its bytes, or nil, err. No token
+--- GETs a file (a sync result) and returns its bytes. No token
 -- is sent: result addresses are self-contained, and a token never goes in a
 -- URL. The file is fetched in Range requests of `download_chunk` bytes, so
 -- a reset or a failed chunk is resumed where it stopped instead of starting
 -- over; a server that ignores Range simply answers 200 with the whole file.
--- Failures are retried as reads (see geoservices.retry). opts: timeout
--- (seconds for the whole download), deadline, stream (a sync_result sink:
--- each complete chunk is fed to stream.records and drained to
--- stream.deliver as it arrives, and download returns true instead of the
--- bytes, so memory stays at one chunk).
+-- Failures are retried as reads (see geoservices.retry).
+-- @string url the result file's address
+-- @tparam[opt] table opts
+-- @tparam[opt] number opts.timeout seconds for the whole download (default the client's timeout)
+-- @tparam[opt] number opts.deadline absolute deadline (geoservices.transport.now clock)
+-- @tparam[opt] table opts.stream a result sink (`{records =, deliver =}`): the body is fed to
+--   the record extractor as it arrives and nothing is kept, so memory stays bounded
+-- @tparam[opt] function opts.on_progress `on_progress(received, total)` while the file arrives:
+--   bytes of the whole file so far, and its size (nil until the server announces it)
+-- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
+-- @treturn[1] string|boolean the file's bytes, or true with `opts.stream`
+-- @return[2] nil
+-- @treturn[2] table err: kind "network", "timeout", "cancelled" (transfer failures, after the
+--   retries), "http" or "auth" (an error status; 404/410 say the file is gone), "protocol" (a
+--   wrong Content-Range, an incomplete chunk, a file larger than max_response_bytes, broken JSON
+--   while streaming)
+-- @raise never
 function Client:download(url, opts)
   opts = opts or {}
   -- opts.stream = {records =, deliver =}: the body is fed to the record
@@ -307,7 +378,8 @@ function Client:download(url, opts)
     local progress = opts.on_progress and function(received, total)
       -- whole-file figures across Range chunks: the size is known from the
       -- first chunk's Content-Range
-      opts.on_progress(offset + received, file_size or (total and offset + total) or nil)
+      -- (until then a Range answer's length is the chunk's, not the file's: unknown)
+      opts.on_progress(offset + received, file_size or (not chunk and total and offset + total) or nil)
     end
     local response, msg, code = transport.perform(self.driver, spec, stream and stream.deliver, progress)
     local err, retry_after
@@ -351,6 +423,7 @@ function Client:download(url, opts)
           if not stream then parts[#parts + 1] = body end
           offset = last + 1
           failures = 0
+          if opts.on_progress then opts.on_progress(offset, size) end -- the chunk is in: exact figures
           if offset >= size then return stream and true or table.concat(parts) end
         end
       elseif status == 416 and offset == 0 then
@@ -374,6 +447,10 @@ function Client:download(url, opts)
   end
 end
 
+--- Closes the client's driver and its connections; requests still in flight
+-- fail with code "closed". Also the `__close` metamethod: `local c <close> = geoservices.client{...}`.
+-- @return nothing
+-- @raise never
 function Client:close()
   self.driver:close()
 end

@@ -3,6 +3,13 @@
 -- (validate_configure.lua), sent as multipart/form-data with the license
 -- file streamed from disk by libcurl, and the client keeps no copy of the
 -- parameters afterwards, so no secret can leak through the operation object.
+--
+-- `configure`, `status` and `wait_configured` are methods of the client
+-- (`client:configure(params, opts)`, `client:configure_status()`,
+-- `client:wait_configured(opts)`); `self` is the client. Runtime failures
+-- return `nil, err` (geoservices.errors); misuse (a parameters argument that
+-- is not a table, an unknown or mistyped option) raises.
+-- @module geoservices.configure
 local errors = require "geoservices.errors"
 local organization = require "geoservices.organization"
 local params = require "geoservices.params"
@@ -22,7 +29,8 @@ local SECRET_KEYS = { password = true, securityQuestionAns = true, secretKey = t
 configure.SECRET_KEYS = SECRET_KEYS
 
 --- The 14 secret questions in the spec's order; securityQuestionIdx is the
--- 1-based position in this list.
+-- 1-based position in this list (also `geoservices.SECURITY_QUESTIONS`).
+-- @table SECURITY_QUESTIONS
 configure.SECURITY_QUESTIONS = {
   "What city were you born in?",
   "What was your high school mascot?",
@@ -40,7 +48,11 @@ configure.SECURITY_QUESTIONS = {
   "Where did you go on your first date?",
 }
 
---- A deep copy of `value` with every secret member replaced.
+--- A deep copy of `value` with every secret member (password,
+-- securityQuestionAns, secretKey, accessKey, at any depth) replaced by "<redacted>".
+-- @param value any value (non-tables are returned as they are)
+-- @return the copy (metatables kept)
+-- @raise never
 function configure.redact(value)
   if type(value) ~= "table" then return value end
   local out = setmetatable({}, getmetatable(value))
@@ -57,6 +69,10 @@ end
 --- Splits (already validated) parameters into form fields and the license
 -- file part. Exposed so the specs can send what the client would refuse and
 -- prove the emulator refuses it too.
+-- @tparam table p validated parameters
+-- @treturn table the form fields
+-- @treturn table the file parts (the license file)
+-- @local
 function configure.request(p)
   local fields, files = {}, {}
   for k, v in pairs(p) do
@@ -149,6 +165,12 @@ local reattach
 -- A failed poll worth repeating: the server's pods restart while it configures.
 local TRANSIENT = { network = true, timeout = true, http = true, protocol = true }
 
+--- A configuration in progress, returned by `client:configure(params, {wait = false})`
+-- (with the initial root resource). Fields: `state` ("in_progress", "ready",
+-- "failed"...), `root` (the last root resource read, 2.5), `reattached`
+-- (true when the client re-attached after a failed request). It keeps no
+-- parameter and no secret; `tostring(op)` is a one-line summary.
+-- @type Operation
 local Operation = {}
 Operation.__index = Operation
 Operation.__name = "geoservices.ConfigureOperation"
@@ -188,9 +210,15 @@ function Operation:observe(root)
   end
 end
 
---- Reads the root resource once and reports transitions. Returns the root
--- (check `op.state`: "ready", "in_progress"...), or nil, err: kind "job"
--- when a stage failed, "server" when the site is not configured.
+--- Reads the root resource once and reports the stage transitions to
+-- `on_stage`.
+-- @tparam[opt] number timeout seconds for the request (default the operation's request_timeout or the
+--   client's timeout)
+-- @treturn[1] table the root resource (check `op.state`: "ready", "in_progress"...)
+-- @return[2] nil
+-- @treturn[2] table err: kind "job" when a stage failed (`err.stages`), "server" when the
+--   organization is not configured, "protocol" (no status object), or the request's errors
+-- @raise never
 function Operation:poll(timeout)
   local root, err = read_root(self.client, timeout or self.request_timeout)
   if not root then return nil, err end
@@ -207,9 +235,21 @@ local function stall_error(self, stall_after)
     name, stall_after), { stage = name, root = self.root })
 end
 
---- Polls until the organization is ready. opts: on_stage(stage, old_state),
--- poll_interval (5 s), timeout (3 h), stall_after (seconds without progress),
--- max_poll_errors (5 failed polls in a row). Returns the ready root or nil, err.
+--- Polls until the organization is ready, reporting each stage transition.
+-- Failed polls (the server's pods restart while it configures) are ridden
+-- over up to `max_poll_errors` in a row.
+-- @tparam[opt] table opts
+-- @tparam[opt] function opts.on_stage `on_stage(stage, old_state)` for each stage whose state changed
+-- @tparam[opt=5] number opts.poll_interval seconds between polls
+-- @tparam[opt=10800] number opts.timeout overall seconds (3 h)
+-- @tparam[opt] number opts.stall_after fail when no stage progresses for this many seconds
+-- @tparam[opt=5] number opts.max_poll_errors failed polls in a row before giving up
+-- @tparam[opt] number opts.request_timeout seconds per poll
+-- @treturn[1] table the ready root resource (prints as a summary)
+-- @return[2] nil
+-- @treturn[2] table err: kind "job" (a stage failed: `err.stages`), "timeout" (the deadline passed,
+--   or a stall: `err.stage`), "server" (not configured), or the last poll's error
+-- @raise on misuse: an unknown option, a wrong type, a non-positive interval or timeout
 function Operation:wait(opts)
   opts = check_opts(opts, "configure wait")
   if opts.on_stage then self.on_stage = opts.on_stage end
@@ -244,9 +284,15 @@ function Operation:wait(opts)
   return self.root
 end
 
+-- One line: state and stages completed.
 function Operation:__tostring()
   return "configure operation: " .. organization.summary(self.root)
 end
+
+--- Client methods.
+-- `client:configure(params, opts)`, `client:configure_status(opts)` and
+-- `client:wait_configured(opts)`: `self` is the client.
+-- @section client_methods
 
 -- After configure failed in a way that may have reached the server (the
 -- response was lost, reset or unreadable, a 5xx, the deadline), reads the
@@ -276,10 +322,31 @@ function reattach(self, post_err, opts)
   return op:wait(opts)
 end
 
---- client:configure(params, opts): validates, sends, and (unless
--- opts.wait == false) waits until ready. Returns the ready root resource;
--- with wait = false the initial root and the operation; with dry_run = true
--- the request it would send, secrets redacted. nil, err on failure.
+--- Creates the organization (`client:configure(params, opts)`): validates
+-- every parameter, sends the request once (multipart, the license file
+-- streamed from disk) and, unless `opts.wait == false`, waits until it is
+-- ready. After a failure that may have reached the server, it reads the root
+-- resource and follows a configuration that started (`op.reattached`)
+-- instead of sending configure twice.
+-- @param self the client
+-- @tparam table p the parameters (4.2) by their names: username, password, email, fullName,
+--   securityQuestionIdx (1..14, see @{SECURITY_QUESTIONS}), securityQuestionAns, userLicenseTypeId,
+--   licenseFile (a path, or `{filename =, data =}`), volumesConfig (see geoservices.volumes),
+--   systemArchitectureProfile; optional firstName, lastName, description, cloudConfig, logSettings,
+--   systemProperties, folderPathsToRegister, userManagedStores; unknown ones pass through
+-- @tparam[opt] table opts the options of @{Operation:wait}, plus:
+-- @tparam[opt=true] boolean opts.wait false: return once the server accepted the request
+-- @tparam[opt] boolean opts.dry_run validate and return the request that would be sent
+-- @treturn[1] table the ready root resource (2.5; prints as a summary)
+-- @treturn[2] table with `wait = false`: the initial root resource...
+-- @treturn[2] Operation ... and the operation
+-- @treturn[3] table with `dry_run = true`: the request it would send, `{url =, fields = {{name, text},
+--   ...}, files = {...}}`, secrets redacted (prints as the request)
+-- @return[4] nil
+-- @treturn[4] table err: kind "invalid" (a parameter breaks a rule; `err.parameter`; nothing sent),
+--   "job" (a stage failed), "timeout", "server", "auth", "network", "http", "protocol";
+--   `err.ambiguous` tells whether the request may have reached the server
+-- @raise when p is not a table, or on misuse of opts (unknown option, wrong type)
 function configure.configure(self, p, opts)
   if type(p) ~= "table" then error("configure: expected a table of parameters, got " .. type(p), 2) end
   opts = check_opts(opts, "configure")
@@ -306,15 +373,26 @@ function configure.configure(self, p, opts)
   return op:wait(opts)
 end
 
---- client:configure_status(): the root resource as it is now.
+--- The organization root resource as it is now (`client:configure_status(opts)`).
+-- @param self the client
+-- @tparam[opt] table opts `request_timeout` (seconds)
+-- @treturn[1] table the root resource (2.5; prints as a summary; see geoservices.organization)
+-- @return[2] nil
+-- @treturn[2] table err: kind "protocol" (no status object), or the request's errors
+-- @raise on misuse of opts
 function configure.status(self, opts)
   opts = check_opts(opts, "configure_status")
   return read_root(self, opts.request_timeout)
 end
 
---- client:wait_configured(opts): re-attaches to a configuration already
--- running (after a crash or Ctrl-C) without sending configure again.
--- Same options and results as Operation:wait.
+--- Re-attaches to a configuration already running (after a crash or
+-- Ctrl-C) without sending configure again (`client:wait_configured(opts)`).
+-- @param self the client
+-- @tparam[opt] table opts the options of @{Operation:wait}
+-- @treturn[1] table the ready root resource
+-- @return[2] nil
+-- @treturn[2] table err: as @{Operation:wait}; kind "server" when the organization is not configured
+-- @raise on misuse of opts
 function configure.wait_configured(self, opts)
   opts = check_opts(opts, "wait_configured")
   local root, err = read_root(self, opts.request_timeout)

@@ -6,6 +6,11 @@
 --     local gid = e:add(0, { attributes = { APN = "101" }, geometry = { x = -117.2, y = 34.1 } })
 --     e:update(0, { attributes = { GlobalID = other, OWNER = "Jane" } })
 --     e:delete(1, "{...}")
+--     client:synchronize_replica("Parcels", { replicaID = id, replicaServerGen = 12, edits = e })
+--
+-- Misuse (a layer id that is not a non-negative integer, a feature that is
+-- not a table, an update or delete without a GlobalID) raises at once.
+-- @module geoservices.edits
 local core = require "geoservices.core"
 local json = require "geoservices.json"
 
@@ -16,7 +21,10 @@ Edits.__index = Edits
 Edits.__name = "geoservices.Edits"
 
 --- A new GlobalID: a random (version 4) UUID in braces, uppercase, from the
--- kernel's random source so that two clients never collide.
+-- kernel's random source so that two clients never collide
+-- (also `geoservices.new_global_id()`).
+-- @treturn string the GlobalID, e.g. "{3F2A...-...}"
+-- @raise when the kernel's random source cannot be read
 function edits.new_global_id()
   local b = { core.random_bytes(16):byte(1, 16) }
   b[7] = (b[7] & 0x0f) | 0x40 -- version 4
@@ -24,6 +32,9 @@ function edits.new_global_id()
   return ("{%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X}"):format(table.unpack(b))
 end
 
+--- A new, empty edits builder (`geoservices.edits()`).
+-- @treturn Edits the builder
+-- @raise never
 function edits.new()
   return setmetatable({ layers = {}, order = {} }, Edits)
 end
@@ -55,7 +66,17 @@ local function copy_feature(feature, what)
   return { attributes = attributes, geometry = feature.geometry }
 end
 
---- Adds a feature; gives it a new GlobalID unless it has one. Returns the GlobalID.
+--- An edits builder made by @{new}; `tostring(e)` counts its edits per kind.
+-- It can be passed wherever edits are accepted (`params.edits`,
+-- client:sync); it is encoded as the 2.1 array.
+-- @type Edits
+
+--- Adds a feature; gives it a new GlobalID unless it has one. The feature
+-- is copied (attributes and geometry).
+-- @int layer_id the layer id (a non-negative integer)
+-- @tparam table feature `{attributes = {...}, geometry = {...}}`
+-- @treturn string the feature's GlobalID
+-- @raise when layer_id is not a non-negative integer or feature is not a table
 function Edits:add(layer_id, feature)
   local f = copy_feature(feature, "add")
   if f.attributes.GlobalID == nil then f.attributes.GlobalID = edits.new_global_id() end
@@ -64,6 +85,10 @@ function Edits:add(layer_id, feature)
 end
 
 --- Updates a feature identified by its attributes.GlobalID (required).
+-- @int layer_id the layer id
+-- @tparam table feature `{attributes = {GlobalID = ..., changed fields}, geometry = ...}`
+-- @treturn string the GlobalID
+-- @raise when layer_id is not a non-negative integer, feature is not a table or has no GlobalID
 function Edits:update(layer_id, feature)
   local f = copy_feature(feature, "update")
   if type(f.attributes.GlobalID) ~= "string" or f.attributes.GlobalID == "" then
@@ -74,6 +99,10 @@ function Edits:update(layer_id, feature)
 end
 
 --- Deletes the feature with this GlobalID.
+-- @int layer_id the layer id
+-- @string global_id the feature's GlobalID
+-- @treturn string the GlobalID
+-- @raise when layer_id is not a non-negative integer or global_id is not a non-empty string
 function Edits:delete(layer_id, global_id)
   if type(global_id) ~= "string" or global_id == "" then error("edits: delete needs a GlobalID string", 2) end
   table.insert(layer(self, layer_id).features.deleteIds, global_id)
@@ -89,8 +118,12 @@ local function copy_attachment(att, what)
   return a
 end
 
---- Adds an attachment {parentGlobalId=, name=, contentType=, uploadId=};
--- returns its (new) globalId.
+--- Adds an attachment; gives it a new globalId unless it has one.
+-- @int layer_id the layer id
+-- @tparam table attachment `{parentGlobalId =, name =, contentType =, uploadId =, globalId =}`
+--   (other members are dropped)
+-- @treturn string the attachment's globalId
+-- @raise when layer_id is not a non-negative integer, attachment is not a table or has no parentGlobalId
 function Edits:add_attachment(layer_id, attachment)
   local a = copy_attachment(attachment, "add_attachment")
   if type(a.parentGlobalId) ~= "string" then error("edits: add_attachment needs parentGlobalId", 2) end
@@ -99,6 +132,11 @@ function Edits:add_attachment(layer_id, attachment)
   return a.globalId
 end
 
+--- Updates an attachment identified by its globalId.
+-- @int layer_id the layer id
+-- @tparam table attachment `{globalId =, name =, contentType =, uploadId =, parentGlobalId =}`
+-- @treturn string the globalId
+-- @raise when layer_id is not a non-negative integer, attachment is not a table or has no globalId
 function Edits:update_attachment(layer_id, attachment)
   local a = copy_attachment(attachment, "update_attachment")
   if type(a.globalId) ~= "string" then error("edits: update_attachment needs globalId", 2) end
@@ -106,6 +144,11 @@ function Edits:update_attachment(layer_id, attachment)
   return a.globalId
 end
 
+--- Deletes the attachment with this globalId.
+-- @int layer_id the layer id
+-- @string global_id the attachment's globalId
+-- @treturn string the globalId
+-- @raise when layer_id is not a non-negative integer or global_id is not a non-empty string
 function Edits:delete_attachment(layer_id, global_id)
   if type(global_id) ~= "string" or global_id == "" then
     error("edits: delete_attachment needs a globalId string", 2)
@@ -114,7 +157,9 @@ function Edits:delete_attachment(layer_id, global_id)
   return global_id
 end
 
---- Counts: {adds =, updates =, deletes =, total =} over features and attachments.
+--- Counts over features and attachments.
+-- @treturn table `{adds =, updates =, deletes =, total =}`
+-- @raise never
 function Edits:counts()
   local c = { adds = 0, updates = 0, deletes = 0 }
   for _, l in pairs(self.layers) do
@@ -128,11 +173,17 @@ function Edits:counts()
   return c
 end
 
+--- Whether the builder holds no edit at all (client:sync then sends none).
+-- @treturn boolean
+-- @raise never
 function Edits:is_empty()
   return self:counts().total == 0
 end
 
 --- The 2.1 edits array, with array markers so empty lists encode as `[]`.
+-- Layers come in the order they were first used.
+-- @treturn table `{ {id =, features = {adds =, updates =, deleteIds =}, attachments = {...}}, ... }`
+-- @raise never
 function Edits:to_table()
   local out = json.array()
   for _, id in ipairs(self.order) do
@@ -150,23 +201,38 @@ function Edits:to_table()
   return out
 end
 
+--- The 2.1 edits array as JSON text.
+-- @treturn string the JSON text
+-- @raise never
 function Edits:encode()
   return json.encode(self:to_table())
 end
 
+-- One line: layers and counts.
 function Edits:__tostring()
   local c = self:counts()
   return ("geoservices.Edits (%d layers: %d adds, %d updates, %d deletes)"):format(
     #self.order, c.adds, c.updates, c.deletes)
 end
 
+--- Module functions.
+-- @section functions
+
 --- `true` when `value` is an edits builder.
+-- @param value any value
+-- @treturn boolean
+-- @raise never
 function edits.is(value)
   return getmetatable(value) == Edits
 end
 
 --- Epoch milliseconds (UTC) of an os.time() number or a date table
--- {year, month, day, hour, min, sec}; the interface's date format.
+-- {year, month, day, hour, min, sec}; the interface's date format (also
+-- `geoservices.date(value)`). A date table is read as UTC, whatever the local time zone.
+-- @tparam number|table value seconds since the epoch (os.time()), or a date table
+--   (year, month, day integers; hour, min, sec optional)
+-- @treturn integer milliseconds since the epoch (UTC)
+-- @raise when value is neither, or year, month or day is not an integer
 function edits.date(value)
   if type(value) == "number" then return math.floor(value * 1000) end
   if type(value) ~= "table" then error("date: expected seconds or a date table", 2) end

@@ -4,12 +4,34 @@
 -- Kinds: "invalid" (refused before sending), "network", "timeout", "http",
 -- "server", "auth", "protocol", "cancelled" (the task was cancelled), "task"
 -- (a task raised an error; see geoservices.loop).
+-- @module geoservices.errors
 local errors = {}
 
 local Error = {}
 Error.__index = Error
 Error.__name = "geoservices.Error"
 
+--- An error value (`geoservices.Error`): a table returned as the second
+-- result of a failed call, never raised by the library. `tostring(err)` is
+-- `kind: message (code C) [HTTP S] <url>`.
+-- @table Error
+-- @field kind "invalid" (refused before anything was sent; `parameter` names it), "network"
+--   (connection refused, reset, TLS, truncated transfer; `code` is a stable string such as
+--   "couldnt_connect", "empty_reply", "partial", "tls_verify"), "timeout" (the deadline passed),
+--   "cancelled" (the task was cancelled), "http" (an error status without a JSON error body),
+--   "server" (a JSON error body, even with HTTP 200), "auth" (codes 498/499, HTTP 401/403),
+--   "protocol" (not the JSON expected; `offset`), "job" (an async job failed or is gone), "edits"
+--   (strict mode: some edits failed), "io" (a local file), "task" (a task raised), "emulator"
+-- @field message one readable sentence (never a secret)
+-- @field code the server's error code, or the transfer's code string
+-- @field details the server's error details (a list), when given
+-- @field status the HTTP status, when there was one
+-- @field url the address of the failed request
+-- @field parameter the refused parameter (kind "invalid")
+-- @field ambiguous true when the request may have reached the server (edits may have been applied)
+-- @field attempts how many attempts were made, when more than one
+
+-- One line: kind, message, code, HTTP status, address.
 function Error.__tostring(e)
   local parts = { e.kind, ": ", e.message }
   if e.code ~= nil and e.kind ~= "invalid" then parts[#parts + 1] = " (code " .. tostring(e.code) .. ")" end
@@ -19,6 +41,11 @@ function Error.__tostring(e)
 end
 
 --- Makes an error table. `fields` may carry code, details, status, url...
+-- @string kind the kind (see @{Error})
+-- @string message the message
+-- @tparam[opt] table fields more members, copied into the error
+-- @treturn Error the error
+-- @raise never
 function errors.new(kind, message, fields)
   local e = { kind = kind, message = message }
   if fields then
@@ -27,11 +54,19 @@ function errors.new(kind, message, fields)
   return setmetatable(e, Error)
 end
 
+--- Whether `value` is an error made by this module.
+-- @param value any value
+-- @treturn boolean
+-- @raise never
 function errors.is(value)
   return getmetatable(value) == Error
 end
 
 --- A refusal before anything is sent: names the parameter and the rule.
+-- @string parameter the parameter's name
+-- @string rule what the parameter must be (never its value: it may be a secret)
+-- @treturn Error an error of kind "invalid", message "parameter: rule"
+-- @raise when parameter or rule is neither a string nor a number
 function errors.invalid(parameter, rule)
   return errors.new("invalid", parameter .. ": " .. rule, { parameter = parameter })
 end
@@ -45,6 +80,13 @@ local kind_of_transfer_code = {
   bad_encoding = "protocol",
 }
 
+--- The error of a transfer failure of the C core.
+-- @string message the core's message
+-- @tparam ?string code the core's code: "timeout" and "cancelled" give those kinds, "too_large" and
+--   "bad_encoding" kind "protocol", anything else kind "network"
+-- @tparam ?string url the address
+-- @treturn Error the error
+-- @raise never
 function errors.from_transfer(message, code, url)
   return errors.new(kind_of_transfer_code[code] or "network", message, { code = code, url = url })
 end
@@ -53,6 +95,11 @@ end
 -- token, 499 token required; plus the HTTP statuses with the same meaning.
 local auth_codes = { [401] = true, [403] = true, [498] = true, [499] = true }
 
+--- Whether a code (of an error body, or an HTTP status) means a token
+-- problem: 498, 499, 401, 403.
+-- @param code the code
+-- @treturn boolean
+-- @raise never
 function errors.is_auth_code(code)
   return auth_codes[code] == true
 end

@@ -4,6 +4,11 @@
 --     local geoservices = require "geoservices"
 --     local client = geoservices.client{ url = "https://host/server", token = "..." }
 --     local services, err = client:get_services_by_id{ "id1", "id2" }
+--
+-- Runtime failures return `nil, err` (geoservices.errors: `err.kind`,
+-- `err.message`, `tostring(err)` one line); misuse (wrong argument types,
+-- unknown options) raises.
+-- @module geoservices
 local core = require "geoservices.core"
 local admin = require "geoservices.admin"
 local client = require "geoservices.client"
@@ -17,6 +22,14 @@ local replica = require "geoservices.replica"
 local sync = require "geoservices.sync"
 local volumes = require "geoservices.volumes"
 
+--- Values of the module.
+-- @table geoservices
+-- @field VERSION the library's version (a string)
+-- @field null the JSON null (`cjson.null`), as decoded values carry it and as it is sent
+-- @field json the geoservices.json module (exact JSON encoding and decoding)
+-- @field errors the geoservices.errors module
+-- @field SECURITY_QUESTIONS the 14 security questions of configure, securityQuestionIdx = position
+-- @field pp the pretty-printer: `geoservices.pp(value)` (see geoservices.pp)
 local geoservices = {
   VERSION = core.VERSION,
   null = json.null,
@@ -37,10 +50,27 @@ Client.configure = configure.configure
 Client.configure_status = configure.status
 Client.wait_configured = configure.wait_configured
 
+--- Builds the volumesConfig parameter of configure (see geoservices.volumes.build).
+-- @function volumes
+-- @tparam table opts storage_class (required), sizes, provisioning, labels, components
+-- @treturn table `{volumesConfig = {eight entries}}`
+-- @raise on misuse: an unknown option or component, no storage class
+
 --- A new edits builder (see geoservices.edits).
+-- @function edits
+-- @treturn geoservices.edits.Edits an empty builder: `:add`, `:update`, `:delete`, `:add_attachment`...
+-- @raise never
 geoservices.edits = edits.new
+--- A new GlobalID: a random (version 4) UUID in braces, uppercase.
+-- @function new_global_id
+-- @treturn string the GlobalID
+-- @raise when the kernel's random source cannot be read
 geoservices.new_global_id = edits.new_global_id
 --- Epoch milliseconds (UTC) of os.time() seconds or a date table.
+-- @function date
+-- @tparam number|table value seconds since the epoch, or a date table (year, month, day; hour, min, sec)
+-- @treturn integer milliseconds since the epoch, UTC
+-- @raise when value is neither, or year, month or day is not an integer
 geoservices.date = edits.date
 
 --- Opens (or, with `init`, creates) a replica state file.
@@ -64,12 +94,61 @@ function geoservices.client(opts)
 end
 
 -- Concurrency (geoservices.loop): tasks on one thread, a host loop driving the core.
+
+--- Runs fn(...) as a task and drives the core until it and every task it
+-- spawned have finished (geoservices.loop.run).
+-- @function run
+-- @func fn the main function
+-- @param ... its arguments
+-- @return fn's results (or nil, err of kind "cancelled")
+-- @raise what fn raises, after the other tasks were cancelled
 geoservices.run = loop.run            -- run(fn, ...): fn as a task, until it and its tasks end
+
+--- Starts a concurrent task inside a task (geoservices.loop.spawn).
+-- @function spawn
+-- @func fn the task's function
+-- @param ... its arguments
+-- @treturn geoservices.loop.Task the handle: `:join()`, `:cancel()`, `:status()`
+-- @raise outside a task
 geoservices.spawn = loop.spawn        -- spawn(fn, ...) -> task (:join(), :cancel()), inside a task
+
+--- Waits: yields inside a task, blocks outside (geoservices.loop.sleep).
+-- @function sleep
+-- @number seconds how long
+-- @treturn[1] boolean true
+-- @return[2] nil
+-- @treturn[2] table err: kind "timeout" (the deadline cut it short) or "cancelled"
+-- @raise when seconds is not a number
 geoservices.sleep = loop.sleep        -- sleep(seconds): yields inside a task, blocks outside
+
+--- Runs functions concurrently (geoservices.loop.gather).
+-- @function gather
+-- @tparam {func,...} fns the functions
+-- @treturn table values[i], the first result of fns[i] (`n` = #fns)
+-- @treturn table errs[i], its error
+-- @raise when fns is not a table
 geoservices.gather = loop.gather      -- gather{fn, ...} -> values, errs (in order)
+
+--- coroutine.wrap whose operations still yield to the scheduler (geoservices.loop.wrap).
+-- @function wrap
+-- @func fn the generator's body
+-- @treturn function the generator
+-- @raise the generator raises what its body raises
 geoservices.wrap = loop.wrap          -- coroutine.wrap whose operations still yield to the scheduler
+
+--- A scheduler for a host loop: `:spawn`, `:fds`, `:timeout`, `:action`, `:step` (geoservices.loop.scheduler).
+-- @function scheduler
+-- @treturn geoservices.loop.Scheduler the scheduler
+-- @raise never
 geoservices.scheduler = loop.scheduler -- for a host loop: :spawn, :fds, :timeout, :action, :step
+
+--- Runs fn(...) with one deadline for every operation inside (geoservices.loop.with_timeout).
+-- @function with_timeout
+-- @number seconds the time allowed
+-- @func fn the function
+-- @param ... its arguments
+-- @return what fn returns
+-- @raise when seconds is not a number; what fn raises
 geoservices.with_timeout = loop.with_timeout -- with_timeout(seconds, fn, ...): one deadline for all inside
 
 return geoservices

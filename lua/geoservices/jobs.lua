@@ -2,6 +2,12 @@
 -- `async = true, wait = false`, and the polling loop behind `wait`.
 -- Polling is "request, then sleep until the next poll" with bounded backoff;
 -- the sleep goes through transport.sleep, never os.execute("sleep").
+--
+--     local op = client:synchronize_replica("Parcels", { replicaID = id, replicaServerGen = 12,
+--                                                        async = true }, { wait = false })
+--     save(op:to_json())                     -- to re-attach after a restart
+--     local result, err = op:wait{ on_status = function(s) print(s.status) end }
+-- @module geoservices.jobs
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local sync_result = require "geoservices.sync_result"
@@ -20,6 +26,10 @@ local TERMINAL = { completed = "Completed", completedwitherrors = "CompletedWith
 
 --- The server accepted a synchronization that carried edits, but its result
 -- could not be read: the edits are applied, the generations did not move.
+-- Internal.
+-- @tparam table err the error
+-- @treturn table err, with `edits_applied = true` and a message saying to re-send
+-- @local
 function jobs.applied_edits_error(err)
   err.edits_applied = true
   if not err.message:find("resend", 1, true) then
@@ -32,21 +42,41 @@ end
 local Operation = { __name = "geoservices.SyncOperation" }
 Operation.__index = Operation
 
---- fields: status_url, service, replicaID, strict, output, on_done (called
--- with the result before it is returned, to advance replica state).
+--- Makes an operation. Internal: client:synchronize_replica and
+-- client:resume_sync make them.
+-- @param client the client that polls
+-- @tparam table fields status_url, service, replicaID, strict, output, on_done (called
+--   with the result before it is returned, to advance replica state)...
+-- @treturn Operation the operation
+-- @local
 function jobs.operation(client, fields)
   local op = setmetatable({ client = client }, Operation)
   for k, v in pairs(fields) do op[k] = v end
   return op
 end
 
+--- An asynchronous synchronization job (`async = true, wait = false`).
+-- Fields: `status_url`, `service`, `replicaID`, `status` (the last status
+-- resource read, 2.4, or nil), `output`; `tostring(op)` is a one-line summary
+-- with the job's state.
+-- @type Operation
+
+-- One line: service, replica, last status.
 function Operation:__tostring()
   local state = self.status and self.status.status or "submitted"
   return ("geoservices.SyncOperation %s/%s replica %s: %s"):format(
     tostring(self.service), "synchronizeReplica", tostring(self.replicaID), state)
 end
 
---- Reads the job's status resource once. Returns it (2.4) or nil, err.
+--- Reads the job's status resource once (retried as a read) and keeps it in `op.status`.
+-- @tparam[opt] table opts request options of client:post (timeout)
+-- @treturn[1] table the status resource (2.4): `status` ("Pending", "InProgress", "Completed",
+--   "CompletedWithErrors", "Failed"...), `resultUrl` when done...
+-- @return[2] nil
+-- @treturn[2] table err: kind "job" with code "job_not_found" (the status resource is gone: the
+--   server no longer knows the job), "protocol" (no status field), or the request's errors
+--   ("network", "timeout", "cancelled", "http", "server", "auth")
+-- @raise never
 function Operation:poll(opts)
   local call = { retry = "read" } -- reading a status resource is always safe to repeat
   for k, v in pairs(opts or {}) do call[k] = v end
@@ -69,14 +99,33 @@ function Operation:poll(opts)
   return status
 end
 
---- True once the job reached Completed, CompletedWithErrors or Failed.
+--- True once the last status read (@{Operation:poll}) is Completed,
+-- CompletedWithErrors or Failed. Sends nothing.
+-- @treturn boolean whether the job has ended
+-- @raise never
 function Operation:done()
   return self.status ~= nil and TERMINAL[self.status.status:lower()] ~= nil
 end
 
---- Polls until the job ends and returns the normalized result (see
--- synchronize_replica), or nil, err. opts: poll_interval (first interval,
--- seconds), timeout (overall, seconds), on_status(status).
+--- Polls until the job ends, downloads its result at once (servers delete
+-- result files about ten minutes after the job ends) and returns the
+-- normalized result; a job started by client:sync also advances its
+-- replica state file. A few failed polls in a row (a server restarting) are
+-- ridden over.
+-- @tparam[opt] table opts
+-- @tparam[opt=0.5] number opts.poll_interval first seconds between polls (backoff x1.5 up to 5 s)
+-- @tparam[opt] number opts.timeout overall seconds (default: the operation's own deadline, if any)
+-- @tparam[opt] function opts.on_status `on_status(status)` on each new status
+-- @tparam[opt] function opts.on_change `on_change(layer_id, kind, record)` for each downloaded change
+-- @tparam[opt] function opts.on_progress `on_progress(received, total)` while the result file downloads
+-- @tparam[opt] number opts.request_timeout seconds for the result download
+-- @treturn[1] geoservices.sync_result.Result the result
+-- @return[2] nil
+-- @treturn[2] table err: kind "job" (the job ended Failed: `err.status_resource`; or it is gone),
+--   "timeout" (still running at the deadline: `err.operation`, resume with
+--   `client:resume_sync(op:to_json())`), "edits" (strict), "io", "protocol", or the requests' errors;
+--   `err.edits_applied` when the job applied uploaded edits but the result was lost
+-- @raise never
 function Operation:wait(opts)
   opts = opts or {}
   local interval = opts.poll_interval or self.poll_interval or DEFAULT_INTERVAL
@@ -138,6 +187,10 @@ function Operation:wait(opts)
 end
 
 --- A JSON text from which client:resume_sync re-attaches after a restart.
+-- It holds the status address, the service, the replica id and path, and
+-- the options that matter to the result; never a token.
+-- @treturn string the JSON text
+-- @raise never
 function Operation:to_json()
   return json.encode{
     status_url = self.status_url,

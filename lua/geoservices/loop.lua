@@ -19,6 +19,17 @@
 -- A request whose driver is driven by someone else (a blocking call on the
 -- same client) is still noticed: completion is read from the request's
 -- state, never only from the list a driver call returns.
+--
+--     local a, b = geoservices.gather{
+--       function() return c1:get_services_by_id{ id } end,
+--       function() return c2:list_snapshots("nb-1") end,
+--     }
+--
+-- The geoservices module exports run, spawn, sleep, gather, wrap, scheduler
+-- and with_timeout. Operations inside a task return `nil, err` with kind
+-- "cancelled" once the task is cancelled and kind "timeout" once a deadline
+-- passed; an error raised inside a task becomes an error of kind "task".
+-- @module geoservices.loop
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 
@@ -67,12 +78,21 @@ local function context()
   return current() or main_ctx
 end
 
+--- Deadlines.
+-- A deadline is absolute, in seconds of the core's monotonic clock; it caps
+-- every request's timeout and every sleep made while it is in effect.
+-- @section deadlines
+
 --- The absolute deadline (core.monotonic() seconds) in effect here, or nil.
+-- @treturn ?number the deadline
+-- @raise never
 function loop.deadline()
   return context().deadline
 end
 
 --- The cancellation error of the current task once it was cancelled, else nil.
+-- @treturn ?table the error (kind "cancelled"), or nil (also outside any task)
+-- @raise never
 function loop.cancelled()
   local task = current()
   return task and task.cancelled or nil
@@ -81,6 +101,11 @@ end
 --- Runs fn(...) with `deadline` (absolute, core.monotonic() seconds) in
 -- effect: every request made meanwhile times out by then, sleeps are cut
 -- short. A deadline only ever shrinks: an enclosing earlier one wins.
+-- @number deadline absolute, core.monotonic() seconds
+-- @func fn the function
+-- @param ... its arguments
+-- @return what fn returns
+-- @raise what fn raises
 function loop.with_deadline(deadline, fn, ...)
   local _ <close> = loop.deadline_scope(deadline)
   return fn(...)
@@ -89,6 +114,9 @@ end
 --- The same as a to-be-closed value: `local _ <close> = loop.deadline_scope(t)`
 -- keeps deadline `t` in effect until the end of the enclosing block. An
 -- operation's opts.timeout becomes one such deadline (nil: none).
+-- @tparam ?number deadline absolute, core.monotonic() seconds, or nil
+-- @treturn ?table a to-be-closed value that restores the previous deadline (nil when deadline is nil)
+-- @raise never for a number or nil
 function loop.deadline_scope(deadline)
   if deadline == nil then return nil end
   local ctx = context()
@@ -97,7 +125,14 @@ function loop.deadline_scope(deadline)
   return setmetatable({}, { __close = function() ctx.deadline = saved end })
 end
 
---- loop.with_deadline with a relative timeout in seconds.
+--- loop.with_deadline with a relative timeout in seconds
+-- (`geoservices.with_timeout(seconds, fn, ...)`): one deadline for every
+-- operation inside fn, which then return `nil, err` of kind "timeout".
+-- @number seconds the time allowed
+-- @func fn the function
+-- @param ... its arguments
+-- @return what fn returns
+-- @raise when seconds is not a number; what fn raises
 function loop.with_timeout(seconds, fn, ...)
   if type(seconds) ~= "number" then error("with_timeout: seconds must be a number", 2) end
   return loop.with_deadline(now() + seconds, fn, ...)
@@ -114,6 +149,11 @@ Task.__index = Task
 
 local next_task_id = 0
 
+--- A task handle, returned by spawn (`geoservices.spawn`, `scheduler:spawn`).
+-- `tostring(task)` shows its id and state.
+-- @type Task
+
+-- One line: id, state, cancelled.
 function Task:__tostring()
   return ("geoservices.Task #%d (%s%s)"):format(self.id, self.state, self.cancelled and ", cancelled" or "")
 end
@@ -122,6 +162,9 @@ end
 -- (its connection closed), a sleep or a join ends, and every later wait in
 -- the task fails at once, so polling loops stop. The task's result is then
 -- nil, err with err.kind == "cancelled". Returns false if it had finished.
+-- @string[opt="task cancelled"] reason the message of the cancellation error
+-- @treturn boolean true if the task was (or already is) cancelled, false if it had finished
+-- @raise never
 function Task:cancel(reason)
   if self.state == "done" then return false end
   if self.cancelled then return true end
@@ -138,6 +181,11 @@ end
 -- task raised, as an error table of kind "task" unless it raised an error
 -- table; or kind "cancelled"). Inside a task of the same scheduler this
 -- yields; outside any task it drives the scheduler until the task ends.
+-- @return[1] the task's results
+-- @return[2] nil
+-- @treturn[2] table err: kind "task" (it raised: `err.value`, `err.traceback`), "cancelled", or the
+--   error table it raised
+-- @raise when a task joins itself, or a task of another scheduler
 function Task:join()
   if self.state ~= "done" then
     local task = current()
@@ -156,12 +204,19 @@ function Task:join()
   return unpack(self.results, 1, self.results.n)
 end
 
---- "ready", "running", "waiting" or "done".
+--- The task's state.
+-- @treturn string "ready", "running", "waiting" or "done"
+-- @raise never
 function Task:status()
   return self.state
 end
 
 -- Schedulers ------------------------------------------------------------------
+
+--- Schedulers.
+-- A scheduler runs tasks; geoservices.run makes one per call. A host loop
+-- (luv, an editor, a game engine) makes its own and drives it.
+-- @section schedulers
 
 local Scheduler = { __name = "geoservices.Scheduler" }
 Scheduler.__index = Scheduler
@@ -169,6 +224,8 @@ Scheduler.__index = Scheduler
 --- A new scheduler. geoservices.run makes one per call; a host loop makes
 -- one with geoservices.scheduler() and drives it with step() or with the
 -- socket-level methods.
+-- @treturn Scheduler the scheduler (`geoservices.scheduler()`)
+-- @raise never
 function loop.scheduler()
   return setmetatable({
     tasks = {},       -- unfinished task -> true
@@ -180,6 +237,12 @@ function loop.scheduler()
   }, Scheduler)
 end
 
+--- A scheduler made by @{scheduler}. A host loop watches @{Scheduler:fds}
+-- and @{Scheduler:timeout}, and calls @{Scheduler:action} and
+-- @{Scheduler:action_timeout}; or it calls @{Scheduler:step} now and then.
+-- @type Scheduler
+
+-- One line: the number of tasks.
 function Scheduler:__tostring()
   return ("geoservices.Scheduler (%d tasks)"):format(self.ntasks)
 end
@@ -192,6 +255,10 @@ end
 --- Starts fn(...) as a task of this scheduler; returns its handle. The task
 -- inherits the deadline in effect where it is spawned. It first runs on the
 -- scheduler's next turn.
+-- @func fn the task's function
+-- @param ... its arguments
+-- @treturn Task the task's handle
+-- @raise when fn is not a function
 function Scheduler:spawn(fn, ...)
   if type(fn) ~= "function" then error("spawn: expected a function", 2) end
   next_task_id = next_task_id + 1
@@ -361,6 +428,8 @@ end
 
 --- Milliseconds until the scheduler needs action_timeout() (0: at once), or
 -- nil when it only waits for its sockets (or has nothing to do).
+-- @treturn ?integer milliseconds, or nil
+-- @raise never
 function Scheduler:timeout()
   if #self.ready > 0 then return 0 end
   local best
@@ -385,6 +454,8 @@ end
 --- The sockets to watch, { {fd =, events = "r"|"w"|"rw", id =}, ... }: the
 -- union over the drivers the tasks wait on. `id` changes when a socket
 -- number is reused (see driver:fds()).
+-- @treturn {table,...} the sockets
+-- @raise never
 function Scheduler:fds()
   local list, owner = {}, {}
   for driver in pairs(self.waiting) do
@@ -415,6 +486,10 @@ end
 
 --- The host loop saw `events` ("r", "w", "rw", optionally with "e") on `fd`,
 -- one of fds(). Never blocks; resumes the tasks that can go on.
+-- @int fd the socket
+-- @string[opt="r"] events what happened ("r", "w", "rw", "e"; luv's letters are accepted)
+-- @return nothing
+-- @raise never (what a task raises is kept for its join)
 function Scheduler:action(fd, events)
   -- host loops have more letters (luv: "d" disconnect, "p" priority)
   events = (events or "r"):gsub("d", "r"):gsub("[^rwe]", "")
@@ -424,6 +499,8 @@ function Scheduler:action(fd, events)
 end
 
 --- The time timeout() asked for has passed. Never blocks.
+-- @return nothing
+-- @raise never
 function Scheduler:action_timeout()
   for driver in pairs(self.waiting) do
     if driver_usable(self, driver) then
@@ -458,6 +535,9 @@ end
 --- One turn: runs the ready tasks, waits up to `timeout_ms` (default 0, so
 -- a host can call step(0) from its own loop) for sockets or timers, drives
 -- the drivers. Returns true while tasks remain.
+-- @int[opt=0] timeout_ms the longest wait, in milliseconds
+-- @treturn boolean true while tasks remain
+-- @raise when every task waits for another (a deadlock) or poll(2) fails
 function Scheduler:step(timeout_ms)
   self:_after()
   if self.ntasks == 0 then return false end
@@ -467,6 +547,9 @@ end
 
 --- Drives the scheduler (blocking) until `pred()` is true, or until no task
 -- is left when pred is nil.
+-- @func[opt] pred the condition
+-- @return nothing
+-- @raise when no task is left before pred is true, on a deadlock, or when poll(2) fails
 function Scheduler:loop(pred)
   pred = pred or function() return self.ntasks == 0 end
   while true do
@@ -478,6 +561,8 @@ function Scheduler:loop(pred)
 end
 
 --- True when no task is left.
+-- @treturn boolean
+-- @raise never
 function Scheduler:done()
   return self.ntasks == 0
 end
@@ -485,6 +570,8 @@ end
 --- Cancels every unfinished task and lets them unwind (their waits fail at
 -- once); a task that still does not finish has its coroutine closed, which
 -- closes its pending <close> variables (the request in flight).
+-- @return nothing
+-- @raise never
 function Scheduler:close()
   for task in pairs(self.tasks) do
     if task.state ~= "running" then task:cancel("scheduler closed") end
@@ -504,6 +591,9 @@ end
 
 -- Waiting, for the transport -----------------------------------------------------
 
+--- Running and waiting.
+-- @section running
+
 --- Waits for `req` (already added to `driver`) to leave the "running" state.
 -- Inside a task this yields to the scheduler; outside one it drives `driver`
 -- alone until then: with step() (curl_multi_poll), or through the socket
@@ -512,6 +602,8 @@ end
 -- message, code (code "cancelled" when the task was cancelled); the caller
 -- removes the request on failure. `progress` (streaming) is called whenever
 -- the body may have brought records, and once the request is no longer running.
+-- Internal: the transport calls it.
+-- @local
 function loop.await(driver, req, progress)
   local task = current()
   if task then
@@ -563,6 +655,12 @@ end
 --- Sleeps `seconds`: inside a task it yields to the scheduler, outside it
 -- blocks. Never sleeps past the current deadline: then returns nil, err
 -- (kind "timeout"). Returns true, or nil, err (kind "cancelled").
+-- (`geoservices.sleep(seconds)`)
+-- @number seconds how long
+-- @treturn[1] boolean true
+-- @return[2] nil
+-- @treturn[2] table err: kind "timeout" (cut short by the deadline) or "cancelled"
+-- @raise when seconds is not a number
 function loop.sleep(seconds)
   if type(seconds) ~= "number" then error("sleep: seconds must be a number", 2) end
   local task = current()
@@ -586,6 +684,8 @@ function loop.sleep(seconds)
 end
 
 --- Lets the other tasks run once (no-op outside a task).
+-- @return nothing
+-- @raise never
 function loop.yield()
   local task = current()
   if task then coroutine.yield(WAIT, "yield") end
@@ -594,7 +694,11 @@ end
 -- The public functions ----------------------------------------------------
 
 --- Starts a concurrent task in the current task's scheduler; returns its
--- handle (:join(), :cancel()). Raises outside a task.
+-- handle (:join(), :cancel()). Raises outside a task (`geoservices.spawn(fn, ...)`).
+-- @func fn the task's function
+-- @param ... its arguments
+-- @treturn Task the task's handle
+-- @raise outside a task, or when fn is not a function
 function loop.spawn(fn, ...)
   local task = current()
   if not task then
@@ -607,7 +711,13 @@ end
 -- spawned have finished; returns fn's results. An error raised by fn is
 -- raised again here (after the other tasks were cancelled); errors of
 -- spawned tasks are returned by their join(). Inside a task, run(fn, ...)
--- runs fn as a task of the same scheduler and waits for it.
+-- runs fn as a task of the same scheduler and waits for it (`geoservices.run(fn, ...)`).
+-- @func fn the main function
+-- @param ... its arguments
+-- @return[1] what fn returns
+-- @return[2] nil
+-- @treturn[2] table err of kind "cancelled" when the main task was cancelled
+-- @raise when fn is not a function; what fn raises; on a deadlock (every task waiting for another)
 function loop.run(fn, ...)
   if type(fn) ~= "function" then error("geoservices.run: expected a function", 2) end
   local task = current()
@@ -638,7 +748,12 @@ end
 --- Runs every function of `fns` concurrently and returns two lists in the
 -- same order: values[i], the first result of fns[i] (nil if it failed), and
 -- errs[i], its error (the second result when the first is nil, or what it
--- raised). values.n == #fns. Inside a task it joins; outside it runs.
+-- raised). values.n == #fns. Inside a task it joins; outside it runs
+-- (`geoservices.gather(fns)`).
+-- @tparam {func,...} fns the functions
+-- @treturn table values, with `n`
+-- @treturn table errs (kind "task" for what a function raised)
+-- @raise when fns is not a table
 function loop.gather(fns)
   if type(fns) ~= "table" then error("geoservices.gather: expected a list of functions", 2) end
   local function body()
@@ -659,7 +774,10 @@ end
 --- Like coroutine.wrap, for a generator that itself calls operations: its
 -- waits go up to the scheduler (so the other tasks keep running) while its
 -- own yields come back to the caller. A plain coroutine also works inside a
--- task, but operations inside it block instead of yielding.
+-- task, but operations inside it block instead of yielding (`geoservices.wrap(fn)`).
+-- @func fn the generator's body
+-- @treturn function resumes the generator: returns what it yields or returns
+-- @raise the returned function raises what the generator raises
 function loop.wrap(fn)
   local co = coroutine.create(fn)
   return function(...)

@@ -2,10 +2,19 @@
 -- failures and a one-line summary. Tolerant of what the spec leaves open:
 -- state names are compared case-insensitively and a state containing
 -- "fail" or "error" counts as a failure (the spec names no failure state).
+--
+-- Every function takes a root resource as client:configure_status() returns
+-- it (`{status = {state =, message =, stages = { {name =, state =,
+-- lastUpdated =, message =}, ... }}}`), tolerates missing members and
+-- returns plain values.
+-- @module geoservices.organization
 local organization = {}
 
 --- Stage names compared case-insensitively, blanks collapsed: the spec
 -- spells "Usage statistics" two ways.
+-- @param name a stage name (anything is converted with tostring)
+-- @treturn string the key: lower case, single blanks, trimmed
+-- @raise never
 function organization.key(name)
   return (tostring(name):lower():gsub("%s+", " "):gsub("^ ", ""):gsub(" $", ""))
 end
@@ -14,12 +23,20 @@ local function norm(state)
   return type(state) == "string" and state:lower() or ""
 end
 
+--- Whether a state (of the organization or a stage) is a failure: it
+-- contains "fail" or "error", in any case.
+-- @param state the state (non-strings are not failures)
+-- @treturn boolean
+-- @raise never
 function organization.is_failure(state)
   state = norm(state)
   return state:find("fail", 1, true) ~= nil or state:find("error", 1, true) ~= nil
 end
 
 --- The stages of a root resource that carry a name, in reported order.
+-- @tparam table root the root resource
+-- @treturn {table,...} the stages, `{name =, state =, ...}` as the server reported them (possibly empty)
+-- @raise never
 function organization.stages(root)
   local status = type(root) == "table" and type(root.status) == "table" and root.status or {}
   local list = {}
@@ -30,7 +47,11 @@ function organization.stages(root)
 end
 
 --- Overall state: "ready", "in_progress", "failed", "not_configured", or
--- the server's own word (lower case) for anything else.
+-- the server's own word (lower case) for anything else. A failed stage
+-- makes the organization "failed".
+-- @tparam table root the root resource
+-- @treturn string the state ("unknown" when the resource has none)
+-- @raise never
 function organization.state(root)
   local status = type(root) == "table" and type(root.status) == "table" and root.status or {}
   local state = norm(status.state)
@@ -45,6 +66,9 @@ end
 
 --- Failed stages as {name =, state =, message =} (message from the stage,
 -- else the overall status message).
+-- @tparam table root the root resource
+-- @treturn {table,...} the failed stages (possibly empty)
+-- @raise when root is not a table
 function organization.failures(root)
   local out = {}
   local overall = type(root.status) == "table" and root.status.message or nil
@@ -58,6 +82,9 @@ end
 
 --- The stage a stall is blamed on: the one in progress, else the first one
 -- not started.
+-- @tparam table root the root resource
+-- @treturn ?table the stage, or nil when none is in progress or waiting
+-- @raise never
 function organization.current_stage(root)
   local first_waiting
   for _, stage in ipairs(organization.stages(root)) do
@@ -70,6 +97,9 @@ end
 
 --- A text that changes whenever any stage reports progress (a new state or
 -- a new lastUpdated), used to detect a stall.
+-- @tparam table root the root resource
+-- @treturn string the mark
+-- @raise when root is not a table
 function organization.progress_mark(root)
   local parts = { norm(type(root.status) == "table" and root.status.state) }
   for _, stage in ipairs(organization.stages(root)) do
@@ -79,6 +109,11 @@ function organization.progress_mark(root)
   return table.concat(parts, ";")
 end
 
+--- The one-line summary a root resource prints as:
+-- `organization in_progress: 5 of 13 stages completed, Object store in progress`.
+-- @tparam table root the root resource
+-- @treturn string the summary
+-- @raise never
 function organization.summary(root)
   local state = organization.state(root)
   if state == "not_configured" then return "organization not configured" end
@@ -103,7 +138,10 @@ end
 
 local Root = { __name = "geoservices.OrganizationRoot", __tostring = organization.summary }
 
---- Gives a root resource its summary `__tostring`; returns it.
+--- Gives a root resource its summary `__tostring` (@{summary}).
+-- @tparam table root the root resource
+-- @treturn table root itself
+-- @raise when root is not a table
 function organization.wrap(root)
   return setmetatable(root, Root)
 end

@@ -142,6 +142,7 @@ end
 -- @param value any value
 -- @tparam[opt] table opts as for @{format}
 -- @return nothing
+-- @raise never
 function pp.print(value, opts)
   io.stdout:write(pp.format(value, opts), "\n")
 end

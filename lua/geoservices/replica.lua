@@ -8,6 +8,10 @@
 --       "replicaServerGen": 12, "syncDirection": "bidirectional" }
 --     { "service": "Parcels", "replicaID": "{...}", "model": "perLayer",
 --       "layers": [ { "id": 0, "serverGen": 12, "syncDirection": "download" } ] }
+--
+-- `geoservices.replica(path, init)` is @{open}; client:sync takes a replica
+-- or a state file path.
+-- @module geoservices.replica
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
@@ -35,7 +39,16 @@ local function check_state(state, path)
 end
 
 --- Loads the state file at `path`, or creates it from `init` when it does
--- not exist yet. Returns the replica or nil, err.
+-- not exist yet (`geoservices.replica(path, init)`).
+-- @string path the state file (JSON)
+-- @tparam[opt] table init the fields of a new state (service, replicaID, model, replicaServerGen or
+--   layers, syncDirection), used only when the file does not exist
+-- @treturn[1] Replica the replica (prints as a one-line summary)
+-- @return[2] nil
+-- @treturn[2] table err: kind "io" (the file does not exist and no init was given, or the new file
+--   could not be written) or "invalid" (not JSON, or a rule broken: service, replicaID, model,
+--   layers)
+-- @raise when path is not a string
 function replica.open(path, init)
   if type(path) ~= "string" then error("geoservices.replica: expected a file path", 2) end
   local f = io.open(path, "rb")
@@ -65,12 +78,20 @@ function replica.open(path, init)
   return self
 end
 
+--- A replica state, made by @{open}. Fields: `path`, `state` (the decoded
+-- file); the state's members (`service`, `replicaID`, `model`,
+-- `replicaServerGen`, `layers`, `syncDirection`, `closed`) read through,
+-- e.g. `r.replicaID`.
+-- @type Replica
+
+-- Methods first, then the state's members.
 function Replica:__index(key)
   local method = Replica[key]
   if method ~= nil then return method end
   return rawget(self, "state")[key]
 end
 
+-- One line: replica id, service, model, generation, path.
 function Replica:__tostring()
   local s = self.state
   local gen = s.replicaServerGen
@@ -83,7 +104,11 @@ function Replica:__tostring()
     s.replicaID, s.service, s.model, tostring(gen), self.path)
 end
 
---- Writes the state atomically. Returns true or nil, err.
+--- Writes the state atomically (temporary file, fsync, rename).
+-- @treturn[1] boolean true
+-- @return[2] nil
+-- @treturn[2] table err of kind "io"
+-- @raise never
 function Replica:save()
   local ok, msg = core.write_file_atomic(self.path, json.encode(self.state) .. "\n")
   if not ok then return nil, errors.new("io", msg) end
@@ -92,6 +117,8 @@ end
 
 --- The synchronizeReplica parameters this state implies: the generation
 -- (per replica) or syncLayers (per layer), and the default direction.
+-- @treturn table `{replicaID =, syncDirection =, replicaServerGen = | syncLayers =}`
+-- @raise never
 function Replica:request_params()
   local s = self.state
   local params = { replicaID = s.replicaID, syncDirection = s.syncDirection }
@@ -109,6 +136,13 @@ end
 
 --- Takes the generations of a fully received result and saves them. On a
 -- save failure the state in memory is restored, so memory and file agree.
+-- client:sync calls it; a user rarely needs to.
+-- @tparam geoservices.sync_result.Result result a synchronization result (replicaServerGen or
+--   layerServerGens; `closed`)
+-- @treturn[1] boolean true
+-- @return[2] nil
+-- @treturn[2] table err: kind "protocol" (no replicaServerGen for a perReplica replica) or "io"
+-- @raise never
 function Replica:advance(result)
   local s = self.state
   local before = json.encode(s)

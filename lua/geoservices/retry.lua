@@ -21,10 +21,23 @@
 --
 -- Waits grow exponentially with jitter, honour Retry-After, and never go
 -- past the call's deadline: an attempt that cannot finish before it is not made.
+--
+-- Users set the policy with the client option `retry` (@{DEFAULTS});
+-- the other functions are what Client:post and Client:download ask.
+-- @module geoservices.retry
 local transport = require "geoservices.transport"
 
 local retry = {}
 
+--- The default policy; the client option `retry` overrides some of its
+-- members (`geoservices.client{ url = ..., retry = { attempts = 5 } }`), or
+-- `retry = false` makes one attempt only.
+-- @table DEFAULTS
+-- @field attempts attempts in all, first included (3; 1 = never retry)
+-- @field base_delay seconds before the first retry (0.25); each retry waits about twice as long
+--   (half of it random)
+-- @field max_delay cap of the exponential wait, seconds (8)
+-- @field max_retry_after a longer Retry-After is not waited for: the call fails (120 s)
 retry.DEFAULTS = {
   attempts = 3,          -- attempts in all (1 = never retry)
   base_delay = 0.25,     -- seconds before the first retry
@@ -46,6 +59,10 @@ local MODES = { once = true, read = true, edits = true }
 
 --- A policy table from the client option `retry` (nil = defaults, false =
 -- never retry, or a table overriding some of DEFAULTS). Raises on misuse.
+-- @tparam ?table|false opt the client option
+-- @treturn table the policy, with every member of @{DEFAULTS}
+-- @raise when opt is not a table, false or nil, names an unknown member, or gives a negative or
+--   non-number value
 function retry.policy(opt)
   local p = {}
   for k, v in pairs(retry.DEFAULTS) do p[k] = v end
@@ -74,6 +91,9 @@ local function status_of(err)
 end
 
 --- True when the failure proves the request never reached the server.
+-- @tparam table err the error
+-- @treturn boolean
+-- @raise never
 function retry.not_sent(err)
   return (err.kind == "network" and NOT_SENT[err.code]) or false
 end
@@ -81,6 +101,9 @@ end
 --- True when the request may have been processed although the call failed:
 -- the response was lost, reset or unreadable, the deadline passed while
 -- waiting, or the server answered with a 5xx status.
+-- @tparam table err the error
+-- @treturn boolean
+-- @raise never
 function retry.ambiguous(err)
   if err.kind == "network" then return LOST[err.code] == true end
   if err.kind == "timeout" then return true end
@@ -93,6 +116,12 @@ end
 -- or "edits"; `state.ambiguous` tells that an earlier attempt of this call
 -- may have reached the server. Returns true to retry, and whether this
 -- failure itself was ambiguous.
+-- @string mode "once", "read" or "edits"
+-- @tparam table err the failed attempt's error
+-- @tparam[opt] table state `{ambiguous = boolean}`
+-- @treturn boolean whether to retry
+-- @treturn boolean whether this failure was ambiguous
+-- @raise when mode is unknown
 function retry.should_retry(mode, err, state)
   if not MODES[mode] then error("retry: unknown mode " .. tostring(mode), 2) end
   local ambiguous = retry.ambiguous(err)
@@ -115,6 +144,9 @@ end
 
 --- Seconds asked by a Retry-After header (delta-seconds or an HTTP date),
 -- or nil.
+-- @tparam ?string value the header
+-- @treturn ?number seconds (0 for a date in the past), or nil when absent or unreadable
+-- @raise never
 function retry.parse_retry_after(value)
   if type(value) ~= "string" then return nil end
   local secs = value:match("^%s*(%d+)%s*$")
@@ -135,6 +167,11 @@ end
 
 --- The wait before retry number `n` (1 = first retry): exponential with
 -- "equal jitter" (half fixed, half random), at least `retry_after`.
+-- @tparam table policy a policy (@{policy})
+-- @int n the retry's number
+-- @tparam[opt] number retry_after seconds the server asked for
+-- @treturn number seconds
+-- @raise never
 function retry.delay(policy, n, retry_after)
   local d = math.min(policy.max_delay, policy.base_delay * 2 ^ (n - 1))
   d = d / 2 + math.random() * d / 2
@@ -143,6 +180,9 @@ function retry.delay(policy, n, retry_after)
 end
 
 --- True for a 409 "busy" answer (waited out after an ambiguous failure).
+-- @tparam table err the error
+-- @treturn boolean
+-- @raise never
 function retry.is_busy(err)
   return status_of(err) == 409
 end
@@ -152,6 +192,15 @@ end
 -- `attempt` counts the failures so far; `backoff_n`, when given, is used
 -- for the wait instead (a busy server is waited out with growing pauses
 -- without using up the attempts).
+-- @tparam table policy a policy (@{policy})
+-- @int attempt failures so far
+-- @tparam ?number deadline absolute deadline, or nil
+-- @tparam[opt] number retry_after seconds the server asked for
+-- @int[opt] backoff_n the wait's number instead of attempt
+-- @treturn[1] number the delay in seconds
+-- @return[2] nil
+-- @treturn[2] ?string why not (nil when the deadline leaves no room for a first retry)
+-- @raise never
 function retry.next_delay(policy, attempt, deadline, retry_after, backoff_n)
   if not backoff_n and attempt >= policy.attempts then
     return nil, ("gave up after %d attempt%s"):format(attempt, attempt == 1 and "" or "s")
@@ -170,6 +219,12 @@ end
 
 --- Adds how the call ended to an error: err.attempts, err.retry_after and
 -- a note in the message.
+-- @tparam table err the error
+-- @int attempt the attempts made
+-- @tparam ?string note the note, e.g. "after 3 attempts"
+-- @tparam[opt] number retry_after seconds the server asked for
+-- @treturn table err
+-- @raise never
 function retry.annotate(err, attempt, note, retry_after)
   err.attempts = attempt
   if retry_after then err.retry_after = retry_after end

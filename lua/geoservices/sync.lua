@@ -1,6 +1,22 @@
 --- synchronizeReplica (4.1): the operation, async operations, and
 -- client:sync, which runs it from a replica state file and advances the
 -- generations only after the whole result has been received and parsed.
+--
+-- These functions are methods of the client (`client:synchronize_replica(...)`,
+-- `client:sync(...)`, `client:resume_sync(...)`); `self` is the client.
+-- Their result is the normalized synchronization result described in
+-- geoservices.sync_result (@{geoservices.sync_result.Result}); an async job
+-- not waited for is a geoservices.jobs operation.
+--
+-- Errors are returned as `nil, err` (geoservices.errors): kind "invalid"
+-- (refused before anything was sent), "network", "timeout", "cancelled",
+-- "http", "server", "auth", "protocol" (the transfer or the server failed),
+-- "job" (the async job failed or is gone), "edits" (strict mode), "io" (an
+-- output file or the replica state could not be written). After a failure
+-- that may have applied uploaded edits, `err.ambiguous` or
+-- `err.edits_applied` is true and the message says to synchronize again with
+-- `opts.resend = true`. Misuse raises.
+-- @module geoservices.sync
 local errors = require "geoservices.errors"
 local edits_mod = require "geoservices.edits"
 local jobs = require "geoservices.jobs"
@@ -93,7 +109,11 @@ end
 
 --- Moves the failures that prove a re-sent edit was applied by an earlier
 -- attempt from result.failed_edits to result.already_applied, and counts
--- them as succeeded.
+-- them as succeeded. Internal: synchronize_replica and jobs call it.
+-- @tparam table result a synchronization result
+-- @tparam table sent the adds and deletes the request carried
+-- @treturn table the result, with `reissued = true`
+-- @local
 function sync.reconcile(result, sent)
   local kept, already = {}, {}
   for _, f in ipairs(result.failed_edits or {}) do
@@ -124,10 +144,42 @@ local function ambiguous_edits_error(err)
   return err
 end
 
---- client:synchronize_replica(service, params, opts) -> result | operation | nil, err
--- params: the interface's parameter names (see sync_params); opts: wait
--- (default true), poll_interval, timeout (overall seconds), on_status,
--- output (save the result file there), strict (failed edits are an error).
+--- Runs synchronizeReplica on a feature service
+-- (`client:synchronize_replica(service, params, opts)`): validates the
+-- parameters, sends the request (with edits, re-issued only where that is
+-- safe), follows an async job, downloads the result file (URL transport) and
+-- returns one normalized result whatever the transport and mode. Touches no
+-- replica state file (see @{sync}).
+-- @param self the client
+-- @string service the service name, e.g. "Parcels" or "Folder/Parcels"
+-- @tparam table params the interface's parameters (4.1), by their names: replicaID (required),
+--   replicaServerGen, replicaServerSibGen, transportType ("url"/"embedded" or the prefixed names),
+--   closeReplica, returnIdsForAdds, edits (an edits builder, a 2.1 table or a JSON string),
+--   returnAttachmentsDataByUrl, async, syncDirection, syncLayers, editsUploadId, editsUploadFormat,
+--   dataFormat, rollbackOnFailure, reconcileBranchVersion, timeReferenceUnknownClient; unknown
+--   parameters pass through unchanged
+-- @tparam[opt] table opts
+-- @tparam[opt=true] boolean opts.wait false with `async = true`: return the job's operation at once
+-- @tparam[opt=0.5] number opts.poll_interval first seconds between job status polls (backoff x1.5 up to 5 s)
+-- @tparam[opt] number opts.timeout overall seconds: caps every request, poll and the download
+-- @tparam[opt] function opts.on_status `on_status(status)` on each new job status (2.4)
+-- @tparam[opt] function opts.on_progress `on_progress(received, total)` while a result file downloads:
+--   bytes so far and the file's size (nil when the server did not announce it)
+-- @tparam[opt] function opts.on_change `on_change(layer_id, kind, record)` for each downloaded change
+--   instead of collecting them in `result.edits` (kind "add", "update", "delete", "add_attachment"...)
+-- @tparam[opt] string opts.output save the result file there instead of parsing it (required with
+--   dataFormat = "sqlite")
+-- @tparam[opt] boolean opts.strict failed edits make the call fail (kind "edits")
+-- @tparam[opt] boolean opts.resend this call re-sends edits whose earlier sync failed ambiguously:
+--   adds and deletes found already applied are reported in `result.already_applied`
+-- @treturn[1] geoservices.sync_result.Result the result (prints as a one-line summary)
+-- @treturn[2] geoservices.jobs.Operation with `async = true, wait = false`: the job's operation
+-- @return[3] nil
+-- @treturn[3] table err: kind "invalid" (bad service name, parameter or output, nothing sent),
+--   "network", "timeout", "cancelled", "http", "server", "auth", "protocol", "job" (the job failed
+--   or is gone), "edits" (opts.strict), "io" (opts.output could not be written); `err.ambiguous` or
+--   `err.edits_applied` when uploaded edits may have been applied
+-- @raise when service is not a string or params is not a table, or a parameter value cannot be sent
 function sync.synchronize_replica(self, service, params, opts)
   opts = opts or {}
   local bad = check_service(service)
@@ -207,10 +259,27 @@ local function advance_replica(r, params)
   end
 end
 
---- client:sync(replica, edits, opts): synchronizes a replica state (a path
--- or geoservices.replica object) with optional edits (builder, table or
--- JSON). opts: those of synchronize_replica plus `params` (extra or
--- overriding parameters, e.g. transportType, syncDirection, async).
+--- Synchronizes a replica state file (`client:sync(replica, edits, opts)`)
+-- with optional edits. The request is built from the state (the
+-- generation, or syncLayers for a perLayer replica) and the new generations
+-- are saved only after the whole result was received and parsed; after any
+-- failure the state file is unchanged. A second sync of the same replica
+-- while one runs in this process is refused.
+-- @param self the client
+-- @tparam string|geoservices.replica.Replica r the replica: a state file path or an opened replica
+-- @tparam[opt] geoservices.edits.Edits|table|string edits an edits builder, a 2.1 edits table or a
+--   JSON text (an empty builder sends no edits)
+-- @tparam[opt] table opts the options of @{synchronize_replica}, plus:
+-- @tparam[opt] table opts.params extra or overriding parameters (transportType, syncDirection,
+--   async, closeReplica...)
+-- @treturn[1] geoservices.sync_result.Result the result; the state file holds the new generations
+-- @treturn[2] geoservices.jobs.Operation with `params.async = true` and `wait = false`: the job's
+--   operation (its `wait` advances the state)
+-- @return[3] nil
+-- @treturn[3] table err: the errors of @{synchronize_replica}, plus kind "io" or "invalid" (the state
+--   file cannot be read, is invalid or closed; a sync of this replica is already running) and "io"
+--   (the new state could not be saved)
+-- @raise when replica is neither a path nor a replica, and as @{synchronize_replica}
 function sync.sync(self, r, edits, opts)
   opts = opts or {}
   if type(r) == "string" then
@@ -240,8 +309,17 @@ function sync.sync(self, r, edits, opts)
   return result, err
 end
 
---- client:resume_sync(json_text) -> operation: re-attaches to an async job
--- described by op:to_json() (for example after a restart).
+--- Re-attaches to an async synchronization job described by
+-- `op:to_json()` (`client:resume_sync(json_text)`), for example after a
+-- restart or from another client. Its `wait` downloads the result and, when
+-- the job came from @{sync}, advances the replica state file.
+-- @param self the client
+-- @string text the JSON text of `op:to_json()`
+-- @treturn[1] geoservices.jobs.Operation the operation (call `:wait()` or `:poll()`)
+-- @return[2] nil
+-- @treturn[2] table err: kind "invalid" (not a saved operation), or "io"/"invalid" (its replica
+--   state file cannot be read)
+-- @raise when text is not a string
 function sync.resume_sync(self, text)
   local state, msg = json.decode(text)
   if type(state) ~= "table" or type(state.status_url) ~= "string" then

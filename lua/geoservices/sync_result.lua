@@ -3,6 +3,12 @@
 -- the edits (from the body or the downloaded result file), a flat list of
 -- failed edits and per-layer counts. Generations are integers here even when
 -- the status resource carries them as strings.
+--
+-- Users meet this module through its @{Result}, returned by
+-- `client:synchronize_replica`, `client:sync` and an operation's `wait`; the
+-- functions that build it (the record sink fed by the C core, the download
+-- of a result file) are internal.
+-- @module geoservices.sync_result
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
@@ -10,6 +16,33 @@ local sync_params = require "geoservices.sync_params"
 
 local sync_result = {}
 
+--- The result of a synchronization: a plain table with the interface's
+-- field names plus a few normalized ones; `tostring(result)` is a one-line
+-- summary (`sync {id}: edits via url, 3 uploaded ok, 0 failed, 7 downloaded, generation 13`).
+-- @table Result
+-- @field replicaID the replica's id
+-- @field replicaServerGen the new server generation (integer; perReplica), or nil
+-- @field layerServerGens `{ {id =, serverGen =}, ... }` the new generation of each layer (integers;
+--   perLayer), or nil; one of the two is always present
+-- @field transportType the transportType the response reported (any spelling)
+-- @field transport "url" or "embedded"
+-- @field responseType the responseType the response reported
+-- @field response "edits", "edits_and_data", "replacement_data" or "no_edits" (nil when unknown)
+-- @field edits the downloaded changes as a 2.1 edits array (`{ {id =, features = {adds =, updates =,
+--   deleteIds =}, attachments = {...}}, ... }`); nil with opts.output or opts.on_change
+-- @field downloaded the number of downloaded changes (records)
+-- @field succeeded the number of uploaded edits the server applied
+-- @field failed_edits the uploaded edits that failed, sorted by layer and GlobalID, each
+--   `{layer =, op = "add"|"update"|"delete", target = "feature"|"attachment", globalId =, objectId =,
+--   code =, description =}`
+-- @field counts `counts[layer_id] = {succeeded =, failed =}` of the uploaded edits
+-- @field partial true when the job ended CompletedWithErrors
+-- @field result_url the address of the downloaded result file (URL transport)
+-- @field output the path the result file was saved to (opts.output)
+-- @field already_applied with re-sent edits: the failures that proved an edit was applied by an
+--   earlier attempt (moved out of failed_edits and counted as succeeded)
+-- @field reissued true when the request carried re-sent edits
+-- @field closed true when closeReplica was asked (client:sync marks the state closed)
 local Result = { __name = "geoservices.SyncResult" }
 Result.__index = Result
 
@@ -28,11 +61,17 @@ function Result:__tostring()
 end
 
 --- The result address of a response or status resource, whatever its spelling.
+-- @tparam table doc a response or a job status resource
+-- @treturn ?string the address (URL, resultUrl, responseUrl, resultURL or url), or nil
+-- @local
 function sync_result.result_url(doc)
   return doc.URL or doc.resultUrl or doc.responseUrl or doc.resultURL or doc.url
 end
 
 --- The status address of an async response, whatever its spelling.
+-- @tparam table doc a response
+-- @treturn ?string the address (statusUrl, statusURL or statusurl), or nil
+-- @local
 function sync_result.status_url(doc)
   return doc.statusUrl or doc.statusURL or doc.statusurl
 end
@@ -60,6 +99,10 @@ Sink.__index = Sink
 -- the body arrives. It keeps the top-level fields, the per-edit outcomes
 -- (failed_edits, counts) and either hands each downloaded record to
 -- `on_change(layer_id, kind, record)` or builds the 2.1 edits array.
+-- Internal.
+-- @tparam ?function on_change the receiver of downloaded records, or nil to build `edits`
+-- @treturn table the sink (`records`, `deliver`, `fields`, `failed_edits`, `counts`...)
+-- @local
 function sync_result.sink(on_change)
   local sink = setmetatable({
     fields = {}, counts = {}, failed_edits = {}, succeeded = 0, downloaded = 0,
@@ -136,6 +179,8 @@ for kind, place in pairs(PLACE) do KIND_OF[place[1] .. "." .. place[2]] = kind e
 
 --- Feeds the records of an already decoded response (its `edits` array) to
 -- the sink, as the C core would have while streaming it.
+-- @tparam table doc the decoded response
+-- @local
 function Sink:absorb(doc)
   for _, entry in ipairs(type(doc.edits) == "table" and doc.edits or {}) do
     local layer = math.tointeger(entry.id) or entry.id
@@ -196,7 +241,18 @@ end
 -- response (or of the job status), `status`: the job status resource (async)
 -- or nil, `sink`: the records already streamed from the response body (nil
 -- for a job). Downloads the result file when there is one. opts: output,
--- on_change, timeout. Returns result or nil, err; touches no replica state.
+-- on_change, on_progress, timeout. Returns result or nil, err; touches no replica state.
+-- Internal: synchronize_replica and jobs call it.
+-- @param client the client
+-- @tparam table doc the response's (or job status's) fields
+-- @tparam ?table status the job status resource, or nil
+-- @tparam[opt] table opts output, on_change, on_progress, timeout
+-- @tparam[opt] table sink the records already streamed
+-- @treturn[1] Result the result
+-- @return[2] nil
+-- @treturn[2] table err: the download's errors, kind "protocol" (an incomplete result, no
+--   generation), "io" (opts.output could not be written)
+-- @local
 function sync_result.finish(client, doc, status, opts, sink)
   opts = opts or {}
   if not sink then
@@ -247,6 +303,9 @@ end
 
 --- The error of strict mode: any failed edit fails the call (the result and
 -- the failures stay reachable from the error).
+-- @tparam Result result a result with failed edits
+-- @treturn table err of kind "edits" with `failed_edits` and `result`
+-- @local
 function sync_result.strict_error(result)
   local first = result.failed_edits[1]
   return errors.new("edits", ("%d edit(s) failed; first: layer %s %s %s %s: %s"):format(

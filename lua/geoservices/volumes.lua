@@ -5,12 +5,16 @@
 --     geoservices.volumes{ storage_class = "managed-premium" }
 --     geoservices.volumes{ storage_class = "gp3", sizes = { BLOB = "128Gi" },
 --                          components = { QUEUE = { storageClass = "fast" } } }
+-- @module geoservices.volumes
 local json = require "geoservices.json"
 local validate = require "geoservices.validate_configure"
 
 local volumes = {}
 
--- component -> default size, arcgis/tier, arcgis/app
+--- The eight components with their default (minimum) size and the
+-- `arcgis/tier` and `arcgis/app` labels the deployment binds volumes by:
+-- component -> `{size =, tier =, app =}`.
+-- @table DEFAULTS
 volumes.DEFAULTS = {
   RELATIONAL_PRIMARY = { size = "16Gi", tier = "storage", app = "postgres" },
   RELATIONAL_SECONDARY = { size = "16Gi", tier = "storage", app = "postgres" },
@@ -34,11 +38,22 @@ local function check_map(opts, name)
   return map
 end
 
---- opts: storage_class (required unless every component gets one through
--- `components`), sizes (component -> "NNGi"), provisioning ("DYNAMIC"),
--- labels (component -> labels merged over the defaults), components
--- (component -> fields merged over the built entry: anything can be
--- overridden). Raises on misuse; returns {volumesConfig = {...}}.
+--- Builds the volumesConfig parameter (`geoservices.volumes(opts)`): one
+-- entry per component of @{DEFAULTS}, in the spec's order. Use it as
+-- `params.volumesConfig = geoservices.volumes{...}.volumesConfig`, or merge
+-- the returned table into the parameters.
+-- @tparam table opts
+-- @tparam string opts.storage_class the storage class of every volume (required unless every
+--   component gets one through `components`)
+-- @tparam[opt] table opts.sizes component -> size ("64Gi") over the defaults
+-- @tparam[opt="DYNAMIC"] string opts.provisioning the provisioningType of every entry
+-- @tparam[opt] table opts.labels component -> labels merged over the default labels
+-- @tparam[opt] table opts.components component -> fields merged over the built entry (anything can be
+--   overridden)
+-- @treturn table `{volumesConfig = {eight entries}}`, each `{provisioningType =, component =, size =,
+--   storageClass =, labels =}`
+-- @raise on misuse: opts not a table, an unknown option or component, a map that is not a table,
+--   no storage class for a component
 function volumes.build(opts)
   if type(opts) ~= "table" then error("geoservices.volumes: expected an options table", 2) end
   local known = { storage_class = true, sizes = true, provisioning = true, labels = true, components = true }
