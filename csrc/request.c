@@ -40,7 +40,7 @@ static size_t on_records_body(geoservices_request *req, char *ptr, size_t n) {
     req->received += n;
     return n;
   }
-  if (!req->records_failed && geoservices_records_pending(req->records->records) > RECORDS_PAUSE_BYTES) {
+  if (!req->records->failed && geoservices_records_pending(req->records->records) > RECORDS_PAUSE_BYTES) {
     req->paused = 1;
     return CURL_WRITEFUNC_PAUSE; /* the same bytes come back after the unpause */
   }
@@ -49,11 +49,9 @@ static size_t on_records_body(geoservices_request *req, char *ptr, size_t n) {
     if (geoservices_buf_append(&req->response_body, ptr, n < keep ? n : keep)) return 0;
   }
   req->received += n;
-  if (req->records_failed) return n;
-  if (geoservices_records_ud_feed(req->records, ptr, n) != 0) {
-    req->records_failed = 1;
-    return 0; /* a broken result is not worth downloading further */
-  }
+  /* a broken result (now or in an earlier request of the same document) is
+   * not worth downloading further; the failure is kept in records->failed */
+  if (geoservices_records_ud_feed(req->records, ptr, n) != 0) return 0;
   return n;
 }
 
@@ -415,7 +413,7 @@ static int l_request_result(lua_State *L) {
   double seconds = 0;
   char *url = NULL;
   if (req->state != REQUEST_DONE) return luaL_error(L, "request: result() before the request finished");
-  if (req->result != CURLE_OK && !(req->records_failed && req->result == CURLE_WRITE_ERROR && !req->too_large)) {
+  if (req->result != CURLE_OK && !(req->records && req->records->failed && req->result == CURLE_WRITE_ERROR && !req->too_large)) {
     const char *code = error_code(req);
     char fallback[32];
     luaL_pushfail(L);
@@ -451,7 +449,7 @@ static int l_request_result(lua_State *L) {
   lua_setfield(L, -2, "seconds");
   lua_pushinteger(L, (lua_Integer)req->received);
   lua_setfield(L, -2, "bytes");
-  if (req->records && req->records_failed && req->records->records) {
+  if (req->records && req->records->failed && req->records->records) {
     size_t offset = geoservices_records_offset(req->records->records) + 1;
     lua_pushfstring(L, "invalid JSON at byte %I: %s", (lua_Integer)offset,
                     geoservices_records_error(req->records->records));

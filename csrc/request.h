@@ -35,7 +35,6 @@ typedef struct geoservices_request {
   /* records mode: the body streams into the extractor as it arrives */
   geoservices_records_ud *records; /* a Records userdata, anchored in user value 1 */
   int paused;                 /* the write callback paused the transfer: the tape is full */
-  int records_failed;         /* the body is not a valid synchronization result */
   size_t received;            /* body bytes so far */
   int discard;                /* count the body, keep none of it (benchmarks, probes) */
 } geoservices_request;
