@@ -437,9 +437,17 @@ local function fill_secret(params, name, env_name, label, env)
   return true
 end
 
+-- The end of a configure that was followed to the end (sent or re-attached).
+local function configure_done(out, final, wait_err)
+  if not final then return fail(out, wait_err, { command = "configure" }) end
+  if out.mode ~= "json" then out:line(tostring(final)) end
+  return out:result(EXIT.ok, { command = "configure", state = "ready", summary = tostring(final) })
+end
+
 -- Stage changes as they are reported: JSON events, one line each, or (on a
 -- terminal) the list of stages redrawn in place. `root` is the resource read
 -- before waiting; the list is kept up to date from the reported stages.
+
 local function configure_progress(out, root)
   if out.mode == "json" then
     return function(stage, old)
@@ -495,9 +503,7 @@ function commands.configure(args, out, client, env)
     if not root then return fail(out, err, { command = "configure" }) end
     wait_opts.on_stage = configure_progress(out, root)
     local final, wait_err = client:wait_configured(wait_opts)
-    if not final then return fail(out, wait_err, { command = "configure" }) end
-    if out.mode ~= "json" then out:line(tostring(final)) end
-    return out:result(EXIT.ok, { command = "configure", state = "ready", summary = tostring(final) })
+    return configure_done(out, final, wait_err)
   end
   if not args.params then return usage_error(out, "configure: a parameters file is required (or --attach)") end
   local params, err = load_params(args.params)
@@ -527,9 +533,7 @@ function commands.configure(args, out, client, env)
   if out.mode == "lines" then out:line(tostring(root)) end
   wait_opts.on_stage = configure_progress(out, root)
   local final, wait_err = op:wait(wait_opts)
-  if not final then return fail(out, wait_err, { command = "configure" }) end
-  if out.mode ~= "json" then out:line(tostring(final)) end
-  return out:result(EXIT.ok, { command = "configure", state = "ready", summary = tostring(final) })
+  return configure_done(out, final, wait_err)
 end
 
 -- sync -----------------------------------------------------------------------
