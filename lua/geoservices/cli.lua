@@ -447,7 +447,6 @@ end
 -- Stage changes as they are reported: JSON events, one line each, or (on a
 -- terminal) the list of stages redrawn in place. `root` is the resource read
 -- before waiting; the list is kept up to date from the reported stages.
-
 local function configure_progress(out, root)
   if out.mode == "json" then
     return function(stage, old)
