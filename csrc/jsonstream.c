@@ -14,6 +14,14 @@
 
 #include "buf.h"
 
+/* The helpers that scan one token are forced inline into the byte loop:
+ * measured, the calls alone were a quarter of the parse time. */
+#if defined(__GNUC__)
+#define TOKEN_INLINE static inline __attribute__((always_inline))
+#else
+#define TOKEN_INLINE static
+#endif
+
 enum { /* structural states */
   S_VALUE,        /* a value must follow: document start, after ':' or ',' in array */
   S_ARRAY_FIRST,  /* after '[': value or ']' */
@@ -214,6 +222,54 @@ static size_t utf8_encode(unsigned cp, char *o) {
   return 4;
 }
 
+/* The byte a one-character escape stands for (after the backslash), or -1. */
+static int simple_escape(unsigned c) {
+  switch (c) {
+  case '"': return '"';
+  case '\\': return '\\';
+  case '/': return '/';
+  case 'b': return '\b';
+  case 'f': return '\f';
+  case 'n': return '\n';
+  case 'r': return '\r';
+  case 't': return '\t';
+  default: return -1;
+  }
+}
+
+/* Four hex digits at s, or -1. */
+static long hex4(const unsigned char *s) {
+  int a = hexval(s[0]), b = hexval(s[1]), c = hexval(s[2]), d = hexval(s[3]);
+  if ((a | b | c | d) < 0) return -1;
+  return (long)a << 12 | (long)b << 8 | (long)c << 4 | (long)d;
+}
+
+/* A whole, valid escape at s[i..end) (s[i] is the backslash), decoded into
+ * out (*outn bytes). Returns the bytes it spans, or 0 when it is incomplete
+ * in this chunk or invalid: escape_byte then takes it byte by byte and
+ * reports any error at its own offset. */
+static size_t escape_sequence(const unsigned char *s, size_t i, size_t end, char *out, size_t *outn) {
+  long cp, lo;
+  int v;
+  if (end - i < 2) return 0;
+  if (s[i + 1] != 'u') {
+    v = simple_escape(s[i + 1]);
+    if (v < 0) return 0;
+    out[0] = (char)v;
+    *outn = 1;
+    return 2;
+  }
+  if (end - i < 6 || (cp = hex4(s + i + 2)) < 0 || (cp >= 0xDC00 && cp <= 0xDFFF)) return 0;
+  if (cp < 0xD800 || cp > 0xDBFF) {
+    *outn = utf8_encode((unsigned)cp, out);
+    return 6;
+  }
+  if (end - i < 12 || s[i + 6] != '\\' || s[i + 7] != 'u' || (lo = hex4(s + i + 8)) < 0xDC00 || lo > 0xDFFF)
+    return 0;
+  *outn = utf8_encode((unsigned)(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)), out);
+  return 12;
+}
+
 /* One byte of an escape sequence (after the backslash). */
 static int escape_byte(geoservices_jsonstream *p, unsigned c, size_t off) {
   char out[4];
@@ -221,25 +277,19 @@ static int escape_byte(geoservices_jsonstream *p, unsigned c, size_t off) {
   int v;
   switch (p->esc) {
   case E_BACKSLASH:
-    switch (c) {
-    case '"': out[0] = '"'; break;
-    case '\\': out[0] = '\\'; break;
-    case '/': out[0] = '/'; break;
-    case 'b': out[0] = '\b'; break;
-    case 'f': out[0] = '\f'; break;
-    case 'n': out[0] = '\n'; break;
-    case 'r': out[0] = '\r'; break;
-    case 't': out[0] = '\t'; break;
-    case 'u':
+    if (c == 'u') {
       p->esc = E_HEX;
       p->hexn = 0;
       p->cp = 0;
       return 0;
-    default:
+    }
+    v = simple_escape(c);
+    if (v < 0) {
       if (c > 0x20 && c < 0x7f)
         return fail(p, GEOSERVICES_JSON_ESYNTAX, off, "invalid escape \\%c", (int)c);
       return fail(p, GEOSERVICES_JSON_ESYNTAX, off, "invalid escape byte 0x%02X", c);
     }
+    out[0] = (char)v;
     break;
   case E_HEX:
     v = hexval(c);
@@ -277,23 +327,71 @@ static int escape_byte(geoservices_jsonstream *p, unsigned c, size_t off) {
   return 0;
 }
 
-/* Consumes string bytes from s[*pi..end). Invariant between steps: the bytes
- * decoded so far (buf.len + i - seg) never exceed max_value, so the first byte
- * over the limit is reported at the same offset for any chunking. */
 /* Whether any of the 8 bytes in v needs a look in a string: a quote, a
  * backslash, a byte below 0x20 or one from 0x80 (UTF-8, validated byte by
- * byte). Exact SWAR tests: no byte is missed. */
+ * byte). Exact SWAR tests: no byte is missed; a set high bit can be a false
+ * alarm only in a byte above a real one, so the lowest set bit is exact. */
 #define BYTES(c) (0x0101010101010101ULL * (uint64_t)(c))
-static int special_byte_in(uint64_t v) {
+static uint64_t special_bytes(uint64_t v) {
   uint64_t quote = v ^ BYTES('"'), backslash = v ^ BYTES('\\');
   uint64_t zero_quote = (quote - BYTES(1)) & ~quote;
   uint64_t zero_backslash = (backslash - BYTES(1)) & ~backslash;
   uint64_t below_space = (v - BYTES(0x20)) & ~v;
-  return ((zero_quote | zero_backslash | below_space | v) & BYTES(0x80)) != 0;
+  return (zero_quote | zero_backslash | below_space | v) & BYTES(0x80);
 }
 
-static int string_part(geoservices_jsonstream *p, const unsigned char *s, size_t *pi, size_t end) {
-  size_t i = *pi, seg = i, count, lim;
+/* The index of the first byte in s[i..lim) that is not plain ASCII string
+ * content (lim when there is none): eight bytes at a time, then byte by byte. */
+TOKEN_INLINE size_t plain_run(const unsigned char *s, size_t i, size_t lim) {
+  while (i + 8 <= lim) {
+    uint64_t v, special;
+    memcpy(&v, s + i, 8);
+    special = special_bytes(v);
+    if (special) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      return i + (size_t)(__builtin_ctzll(special) >> 3);
+#else
+      break;
+#endif
+    }
+    i += 8;
+  }
+  while (i < lim && str_class[s[i]] == C_PLAIN) i++;
+  return i;
+}
+
+/* Continuation bytes a UTF-8 lead byte needs, and the range allowed for
+ * the first of them (which excludes overlongs, surrogates and > U+10FFFF);
+ * indexed by str_class - C_U2. */
+typedef struct { unsigned char need, lo, hi; } utf8_lead;
+static const utf8_lead utf8_leads[] = {
+  {1, 0x80, 0xBF}, /* C_U2 */
+  {2, 0xA0, 0xBF}, /* C_E0 */
+  {2, 0x80, 0xBF}, /* C_E1 */
+  {2, 0x80, 0x9F}, /* C_ED */
+  {3, 0x90, 0xBF}, /* C_F0 */
+  {3, 0x80, 0xBF}, /* C_F1 */
+  {3, 0x80, 0x8F}, /* C_F4 */
+};
+
+/* The length of the valid UTF-8 sequence starting at lead byte s[i] when it
+ * lies whole in s[..end), else 0 (the byte machine then decides). */
+static size_t utf8_sequence(const unsigned char *s, size_t i, size_t end) {
+  const utf8_lead *lead = &utf8_leads[str_class[s[i]] - C_U2];
+  size_t k;
+  if (end - i <= lead->need || s[i + 1] < lead->lo || s[i + 1] > lead->hi) return 0;
+  for (k = 2; k <= lead->need; k++)
+    if ((s[i + k] & 0xC0) != 0x80) return 0;
+  return (size_t)lead->need + 1;
+}
+
+/* Consumes string bytes from s[*pi..end); s[seg..*pi) are plain bytes of
+ * the string already looked at. Invariant between steps: the bytes decoded
+ * so far (buf.len + i - seg) never exceed max_value, so the first byte over
+ * the limit is reported at the same offset for any chunking. */
+static int string_part(geoservices_jsonstream *p, const unsigned char *s, size_t seg, size_t *pi,
+                       size_t end) {
+  size_t i = *pi, count, lim;
   const char *str;
   size_t n, off;
   unsigned c;
@@ -311,15 +409,7 @@ static int string_part(geoservices_jsonstream *p, const unsigned char *s, size_t
     if (!p->u8need) {
       size_t budget = p->max_value - count;
       lim = end - i > budget ? i + budget + 1 : end;
-      /* the hot loop: eight plain bytes at a time (no '"', '\\', control
-       * byte or non-ASCII byte among them), then byte by byte */
-      while (i + 8 <= lim) {
-        uint64_t v;
-        memcpy(&v, s + i, 8);
-        if (special_byte_in(v)) break;
-        i += 8;
-      }
-      while (i < lim && str_class[s[i]] == C_PLAIN) i++;
+      i = plain_run(s, i, lim);
       count = p->buf.len + (i - seg);
       if (count > p->max_value) return fail_big(p, p->base + seg + (p->max_value - p->buf.len));
     }
@@ -354,24 +444,38 @@ static int string_part(geoservices_jsonstream *p, const unsigned char *s, size_t
         if (p->h.on_string && p->h.on_string(p->ctx, str, n)) return fail_abort(p, off);
       }
       return 0;
-    case C_BSLASH:
+    case C_BSLASH: {
+      char out[4];
+      size_t outn = 0, span;
       if (i > seg && geoservices_buf_append(&p->buf, s + seg, i - seg))
         return fail_oom(p, p->base + i);
       p->spill = 1;
+      span = escape_sequence(s, i, end, out, &outn);
+      if (span && outn <= p->max_value - p->buf.len) { /* whole escape here: no byte-wise states */
+        if (geoservices_buf_append(&p->buf, out, outn)) return fail_oom(p, p->base + i);
+        seg = i += span;
+        continue;
+      }
       p->esc = E_BACKSLASH;
       seg = ++i;
       continue;
+    }
     case C_CTRL:
       return fail(p, GEOSERVICES_JSON_ESYNTAX, p->base + i,
                   "unescaped control character 0x%02X in string", c);
     case C_BAD: return fail(p, GEOSERVICES_JSON_ESYNTAX, p->base + i, "invalid UTF-8");
-    case C_U2: p->u8need = 1; p->u8lo = 0x80; p->u8hi = 0xBF; break;
-    case C_E0: p->u8need = 2; p->u8lo = 0xA0; p->u8hi = 0xBF; break; /* no overlongs */
-    case C_E1: p->u8need = 2; p->u8lo = 0x80; p->u8hi = 0xBF; break;
-    case C_ED: p->u8need = 2; p->u8lo = 0x80; p->u8hi = 0x9F; break; /* no surrogates */
-    case C_F0: p->u8need = 3; p->u8lo = 0x90; p->u8hi = 0xBF; break; /* no overlongs */
-    case C_F1: p->u8need = 3; p->u8lo = 0x80; p->u8hi = 0xBF; break;
-    default: p->u8need = 3; p->u8lo = 0x80; p->u8hi = 0x8F; break; /* F4: max U+10FFFF */
+    default: { /* a lead byte: the whole sequence at once when it is here and valid */
+      const utf8_lead *lead = &utf8_leads[str_class[c] - C_U2];
+      size_t span = utf8_sequence(s, i, end);
+      if (span) {
+        i += span;
+        continue;
+      }
+      p->u8need = lead->need;
+      p->u8lo = lead->lo;
+      p->u8hi = lead->hi;
+      break;
+    }
     }
     i++;
   }
@@ -436,41 +540,12 @@ static int extended_precision_works(void) {
   return works;
 }
 
-static int fast_double(const char *z, size_t n, double *out) {
-  size_t i = 0;
-  int neg = 0, digits = 0, exp10 = 0, eneg = 0, e = 0;
-  unsigned long long w = 0;
+/* w * 10^exp10 (w != 0), negated when neg, exactly rounded, or 0 when the
+ * fast path cannot promise that. */
+static int exact_double(unsigned long long w, int exp10, int neg, double *out) {
   long double r;
   union { long double ld; struct { unsigned long long mant; unsigned short se; } parts; } u;
   unsigned low;
-  if (i < n && z[i] == '-') { neg = 1; i++; }
-  for (; i < n && z[i] >= '0' && z[i] <= '9'; i++) {
-    if (w == 0 && z[i] == '0') continue; /* leading zeros */
-    if (++digits > 19) return 0;
-    w = w * 10 + (unsigned)(z[i] - '0');
-  }
-  if (i < n && z[i] == '.') {
-    for (i++; i < n && z[i] >= '0' && z[i] <= '9'; i++) {
-      if (w == 0 && z[i] == '0') { exp10--; continue; }
-      if (++digits > 19) return 0;
-      w = w * 10 + (unsigned)(z[i] - '0');
-      exp10--;
-    }
-  }
-  if (i < n && (z[i] == 'e' || z[i] == 'E')) {
-    i++;
-    if (i < n && (z[i] == '+' || z[i] == '-')) eneg = z[i++] == '-';
-    for (; i < n && z[i] >= '0' && z[i] <= '9'; i++) {
-      if (e > 10000) return 0;
-      e = e * 10 + (z[i] - '0');
-    }
-    exp10 += eneg ? -e : e;
-  }
-  if (i != n) return 0;
-  if (w == 0) {
-    *out = neg ? -0.0 : 0.0;
-    return 1;
-  }
   if (exp10 < -27 || exp10 > 27 || !extended_precision_works()) return 0;
   r = exp10 >= 0 ? (long double)w * exact_pow10[exp10] : (long double)w / exact_pow10[-exp10];
   u.ld = r;
@@ -481,13 +556,111 @@ static int fast_double(const char *z, size_t n, double *out) {
   return 1;
 }
 #else
-static int fast_double(const char *z, size_t n, double *out) {
-  (void)z;
-  (void)n;
+static int exact_double(unsigned long long w, int exp10, int neg, double *out) {
+  (void)w;
+  (void)exp10;
+  (void)neg;
   (void)out;
   return 0;
 }
 #endif
+
+/* The value of a number token: significant digits (at most 19, leading zeros
+ * dropped) and a decimal exponent, gathered in one pass over the bytes. */
+typedef struct {
+  unsigned long long w;
+  int digits, exp10, neg, is_float;
+} number_parts;
+
+/* Adds the run of digits at s[*pi..end) to the significand, eight at a time
+ * where it can (little-endian SWAR: check that all eight are digits, then
+ * combine pairs, quads and halves). Leading zeros of a fraction are not
+ * significant. Returns 0 when the significand would pass 19 digits.
+ * Locals, not np's fields, in the loops: s may alias them. */
+TOKEN_INLINE int digit_run(const unsigned char *s, size_t *pi, size_t end, number_parts *np, int fraction) {
+  size_t i = *pi, start;
+  unsigned long long w = np->w;
+  int digits = np->digits;
+  if (fraction && w == 0) {
+    for (start = i; i < end && s[i] == '0'; i++) {}
+    np->exp10 -= (int)(i - start);
+  }
+  start = i;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  while (i + 8 <= end && digits <= 11) {
+    uint64_t v;
+    memcpy(&v, s + i, 8);
+    if ((v & BYTES(0xF0)) != BYTES(0x30) || ((v + BYTES(0x06)) & BYTES(0xF0)) != BYTES(0x30)) break;
+    v -= BYTES('0');
+    v = v * 10 + (v >> 8);
+    v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
+         (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
+    w = w * 100000000ULL + v;
+    digits += 8;
+    i += 8;
+  }
+#endif
+  for (; i < end && (unsigned)(s[i] - '0') < 10u; i++) {
+    if (++digits > 19) return 0;
+    w = w * 10 + (unsigned)(s[i] - '0');
+  }
+  if (fraction) np->exp10 -= (int)(i - start);
+  np->w = w;
+  np->digits = digits;
+  *pi = i;
+  return 1;
+}
+
+/* Scans a number token from s[*pi..end) into np, stopping at the first byte
+ * that cannot continue it. Returns 0 when the token is not valid JSON or does
+ * not fit number_parts; *pi is then meaningless. */
+TOKEN_INLINE int scan_number(const unsigned char *s, size_t *pi, size_t end, number_parts *np) {
+  size_t i = *pi, start;
+  int e = 0, eneg = 0;
+  np->w = 0;
+  np->digits = np->exp10 = np->neg = np->is_float = 0;
+  if (i < end && s[i] == '-') {
+    np->neg = 1;
+    i++;
+  }
+  if (i < end && s[i] == '0') {
+    i++;
+  } else {
+    start = i;
+    if (!digit_run(s, &i, end, np, 0) || i == start) return 0;
+  }
+  if (i < end && s[i] == '.') {
+    np->is_float = 1;
+    start = ++i;
+    if (!digit_run(s, &i, end, np, 1) || i == start) return 0;
+  }
+  if (i < end && (s[i] | 0x20) == 'e') {
+    np->is_float = 1;
+    i++;
+    if (i < end && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
+    for (start = i; i < end && (unsigned)(s[i] - '0') < 10u; i++) {
+      if (e > 10000) return 0;
+      e = e * 10 + (s[i] - '0');
+    }
+    if (i == start) return 0;
+    np->exp10 += eneg ? -e : e;
+  }
+  *pi = i;
+  return 1;
+}
+
+/* The double of a whole, validated number token z[0..n), or 0 when only
+ * strtod can give it exactly. */
+static int fast_double(const char *z, size_t n, double *out) {
+  number_parts np;
+  size_t stop = 0;
+  if (!scan_number((const unsigned char *)z, &stop, n, &np) || stop != n) return 0;
+  if (np.w == 0) {
+    *out = np.neg ? -0.0 : 0.0;
+    return 1;
+  }
+  return exact_double(np.w, np.exp10, np.neg, out);
+}
 
 static int parse_double(const char *z, size_t n, double *out) {
   char *e;
@@ -657,8 +830,75 @@ static void start_string(geoservices_jsonstream *p, int key) {
   geoservices_buf_reset(&p->buf);
 }
 
+/* Takes the ',' or ':' that directly follows a token in the same step: a
+ * shortcut through the structural machine for compact JSON. */
+TOKEN_INLINE void take_separator(geoservices_jsonstream *p, const unsigned char *s, size_t *pi, size_t end) {
+  size_t i = *pi;
+  if (i == end) return;
+  if (s[i] == ',' && p->state == S_AFTER) {
+    p->state = p->stack[p->depth - 1] == K_ARRAY ? S_VALUE : S_KEY;
+    *pi = i + 1;
+  } else if (s[i] == ':' && p->state == S_COLON) {
+    p->state = S_VALUE;
+    *pi = i + 1;
+  }
+}
+
+/* A string that closes inside this chunk with only plain ASCII in it goes to
+ * its handler straight away; anything else continues in string_part from
+ * the first byte that needs a look, without scanning the plain part twice. */
+TOKEN_INLINE int string_token(geoservices_jsonstream *p, const unsigned char *s, size_t *pi, size_t end, int key) {
+  size_t start = *pi + 1, i = plain_run(s, start, end);
+  size_t off = p->base + i, n = i - start;
+  if (i < end && s[i] == '"' && n <= p->max_value) {
+    *pi = i + 1;
+    if (key) {
+      p->state = S_COLON;
+      if (p->h.on_key && p->h.on_key(p->ctx, (const char *)s + start, n)) return fail_abort(p, off);
+    } else {
+      after_value(p);
+      if (p->h.on_string && p->h.on_string(p->ctx, (const char *)s + start, n)) return fail_abort(p, off);
+    }
+    take_separator(p, s, pi, end);
+    return 0;
+  }
+  start_string(p, key);
+  *pi = i;
+  return string_part(p, s, start, pi, end);
+}
+
+/* A number whose end lies inside this chunk is converted while it is
+ * scanned. Returns 1 when it was handled (result in *rc), 0 when the byte
+ * machine (number_part, emit_number) must take it: a number running to the
+ * chunk's end, more than 19 significant digits, or an invalid token, whose
+ * error that machine reports with its offset. */
+TOKEN_INLINE int number_token(geoservices_jsonstream *p, const unsigned char *s, size_t *pi, size_t end, int *rc) {
+  number_parts np;
+  size_t i = *pi, off;
+  double dv;
+  if (!scan_number(s, &i, end, &np) || i == end || (unsigned)(s[i] - '0') < 10u || i - *pi > p->max_value)
+    return 0;
+  off = p->base + i;
+  if (!np.is_float) {
+    if (np.digits > 18) return 0; /* may not fit int64: parse_int decides */
+    *pi = i;
+    after_value(p);
+    *rc = p->h.on_integer && p->h.on_integer(p->ctx, np.neg ? -(long long)np.w : (long long)np.w)
+              ? fail_abort(p, off) : 0;
+    if (!*rc) take_separator(p, s, pi, end);
+    return 1;
+  }
+  if (np.w == 0) dv = np.neg ? -0.0 : 0.0;
+  else if (!exact_double(np.w, np.exp10, np.neg, &dv)) return 0;
+  *pi = i;
+  after_value(p);
+  *rc = p->h.on_double && p->h.on_double(p->ctx, dv) ? fail_abort(p, off) : 0;
+  if (!*rc) take_separator(p, s, pi, end);
+  return 1;
+}
+
 /* Handles the non-whitespace byte s[*pi] outside any token. */
-static int structural(geoservices_jsonstream *p, const unsigned char *s, size_t *pi) {
+static int structural(geoservices_jsonstream *p, const unsigned char *s, size_t *pi, size_t end) {
   size_t i = *pi, off = p->base + i;
   unsigned c = s[i];
   int r;
@@ -681,10 +921,7 @@ static int structural(geoservices_jsonstream *p, const unsigned char *s, size_t 
       p->state = S_ARRAY_FIRST;
       *pi = i + 1;
       return p->h.on_start_array && p->h.on_start_array(p->ctx) ? fail_abort(p, off) : 0;
-    case '"':
-      start_string(p, 0);
-      *pi = i + 1;
-      return 0;
+    case '"': return string_token(p, s, pi, end, 0);
     case 't': case 'f': case 'n':
       p->state = S_LITERAL;
       p->lit = c == 't' ? L_TRUE : c == 'f' ? L_FALSE : L_NULL;
@@ -692,6 +929,7 @@ static int structural(geoservices_jsonstream *p, const unsigned char *s, size_t 
       return 0; /* literal_part consumes it */
     case '-': case '0': case '1': case '2': case '3': case '4':
     case '5': case '6': case '7': case '8': case '9':
+      if (number_token(p, s, pi, end, &r)) return r;
       p->state = S_NUMBER;
       p->nstate = N_START;
       p->spill = 0;
@@ -707,9 +945,7 @@ static int structural(geoservices_jsonstream *p, const unsigned char *s, size_t 
     /* fallthrough */
   case S_KEY:
     if (c != '"') return fail_unexpected(p, c, off);
-    start_string(p, 1);
-    *pi = i + 1;
-    return 0;
+    return string_token(p, s, pi, end, 1);
   case S_COLON:
     if (c != ':') return fail_unexpected(p, c, off);
     p->state = S_VALUE;
@@ -740,7 +976,7 @@ int geoservices_jsonstream_feed(geoservices_jsonstream *p, const char *chunk, si
   if (p->err) return p->err;
   while (i < len) {
     switch (p->state) {
-    case S_STRING: r = string_part(p, s, &i, len); break;
+    case S_STRING: r = string_part(p, s, i, &i, len); break;
     case S_NUMBER: r = number_part(p, s, &i, len); break;
     case S_LITERAL: r = literal_part(p, s, &i, len); break;
     default: {
@@ -749,7 +985,7 @@ int geoservices_jsonstream_feed(geoservices_jsonstream *p, const char *chunk, si
         i++;
         continue;
       }
-      r = structural(p, s, &i);
+      r = structural(p, s, &i, len);
       break;
     }
     }
