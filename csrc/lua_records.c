@@ -23,8 +23,44 @@ static uint32_t read_u32(const char **p) {
   return v;
 }
 
+/* The key cache of a replay: its slots and the table keeping their strings. */
+typedef struct {
+  geoservices_replay_state *st;
+  int table_idx;
+} key_cache;
+
+/* memcmp of a few bytes, without a library call per key. */
+static int same_bytes(const char *a, const char *b, uint32_t len) {
+  uint64_t x, y;
+  for (; len >= 8; a += 8, b += 8, len -= 8) {
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    if (x != y) return 0;
+  }
+  for (; len > 0; len--)
+    if (*a++ != *b++) return 0;
+  return 1;
+}
+
+static void push_key(lua_State *L, key_cache *kc, const char *key, uint32_t len) {
+  unsigned slot;
+  if (len == 0 || len > 40) { /* long strings are not interned by Lua either */
+    lua_pushlstring(L, key, len);
+    return;
+  }
+  slot = (len * 7u + (unsigned char)key[0] * 3u + (unsigned char)key[len - 1]) % GEOSERVICES_KEY_CACHE_SLOTS;
+  if (kc->st->key_len[slot] == len && same_bytes(kc->st->key_text[slot], key, len)) {
+    lua_rawgeti(L, kc->table_idx, (lua_Integer)slot + 1);
+    return;
+  }
+  kc->st->key_text[slot] = lua_pushlstring(L, key, len);
+  kc->st->key_len[slot] = len;
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, kc->table_idx, (lua_Integer)slot + 1); /* keeps text[slot] alive */
+}
+
 /* Pushes the value at *p; tables are created at their final size. */
-static void push_value(lua_State *L, const char **p, int array_mt) {
+static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc) {
   int op = (unsigned char)*(*p)++;
   uint32_t n, i, len;
   double d;
@@ -36,9 +72,9 @@ static void push_value(lua_State *L, const char **p, int array_mt) {
       for (i = 0; i < n; i++) {
         (*p)++; /* TAPE_KEY */
         len = read_u32(p);
-        lua_pushlstring(L, *p, len);
+        push_key(L, kc, *p, len);
         *p += len;
-        push_value(L, p, array_mt);
+        push_value(L, p, array_mt, kc);
         lua_rawset(L, -3);
       }
       break;
@@ -47,7 +83,7 @@ static void push_value(lua_State *L, const char **p, int array_mt) {
       luaL_checkstack(L, 3, "record too deeply nested");
       lua_createtable(L, (int)n, 0);
       for (i = 1; i <= n; i++) {
-        push_value(L, p, array_mt);
+        push_value(L, p, array_mt, kc);
         lua_rawseti(L, -2, (lua_Integer)i);
       }
       if (array_mt) {
@@ -107,14 +143,17 @@ static void flush_pending(lua_State *L, int fn_idx, int pending_idx, const geose
 }
 
 lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geoservices_replay_state *st,
-                                       int fn_idx, int pending_idx) {
+                                       int fn_idx, int pending_idx, int cache_idx) {
   size_t len;
   const char *tape = geoservices_records_tape(r, &len);
   const char *p = tape, *end = tape + len;
   lua_Integer delivered = 0;
   int array_mt;
+  key_cache kc;
   fn_idx = lua_absindex(L, fn_idx);
   pending_idx = lua_absindex(L, pending_idx);
+  kc.st = st;
+  kc.table_idx = lua_absindex(L, cache_idx);
   lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_MT_KEY);
   array_mt = lua_istable(L, -1) ? lua_gettop(L) : 0;
   while (p < end) {
@@ -125,8 +164,8 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
       uint32_t key_len = read_u32(&p);
       const char *key = p;
       p += key_len;
-      lua_pushstring(L, geoservices_record_kind_names[kind]);
-      push_value(L, &p, array_mt);
+      push_key(L, &kc, geoservices_record_kind_names[kind], (uint32_t)strlen(geoservices_record_kind_names[kind]));
+      push_value(L, &p, array_mt, &kc);
       if (key_len) lua_pushlstring(L, key, key_len);
       else lua_pushnil(L);
       delivered++;
@@ -160,8 +199,7 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
       luaL_error(L, "corrupt record tape (op %d)", op);
     }
   }
-  if (array_mt) lua_remove(L, array_mt);
-  else lua_pop(L, 1);
+  lua_pop(L, 1); /* the array metatable (or nil) */
   geoservices_records_consume(r);
   return delivered;
 }
@@ -196,8 +234,9 @@ lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx) {
   fn_idx = lua_absindex(L, fn_idx);
   u = check_records(L, ud_idx);
   lua_getiuservalue(L, ud_idx, 1);
-  n = geoservices_records_replay(L, u->records, &u->replay, fn_idx, -1);
-  lua_pop(L, 1);
+  lua_getiuservalue(L, ud_idx, 2);
+  n = geoservices_records_replay(L, u->records, &u->replay, fn_idx, -2, -1);
+  lua_pop(L, 2);
   return n;
 }
 
@@ -224,11 +263,13 @@ static int l_records_new(lua_State *L) {
   geoservices_json_limits lim;
   records_ud *u;
   geoservices_read_json_limits(L, 1, &lim);
-  u = (records_ud *)lua_newuserdatauv(L, sizeof *u, 1);
+  u = (records_ud *)lua_newuserdatauv(L, sizeof *u, 2);
   memset(u, 0, sizeof *u);
   luaL_setmetatable(L, GEOSERVICES_RECORDS_MT);
   lua_newtable(L);
-  lua_setiuservalue(L, -2, 1);
+  lua_setiuservalue(L, -2, 1); /* records waiting for their layer id */
+  lua_createtable(L, GEOSERVICES_KEY_CACHE_SLOTS, 0);
+  lua_setiuservalue(L, -2, 2); /* the key cache's strings */
   u->records = geoservices_records_new(&lim);
   if (!u->records) return luaL_error(L, "records: not enough memory");
   return 1;
