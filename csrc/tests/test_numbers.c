@@ -48,11 +48,20 @@ static unsigned long long next_random(void) { /* xorshift64: the same cases on e
   return state;
 }
 
+/* Both ways a number is read: alone (it runs to the end of the input, so the
+ * byte machine takes it) and inside an array (whole in the chunk, so it is
+ * converted while it is scanned). */
 static void check_one(const char *text) {
+  char wrapped[96];
   double mine, ref = strtod(text, NULL);
   int rc = parse(text, &mine);
   CHECK_MSG(rc == 0 && got_double && memcmp(&mine, &ref, sizeof ref) == 0, "%s: parser %.17g, strtod %.17g", text,
             mine, ref);
+  if (strlen(text) + 3 > sizeof wrapped) return;
+  snprintf(wrapped, sizeof wrapped, "[%s]", text);
+  rc = parse(wrapped, &mine);
+  CHECK_MSG(rc == 0 && got_double && memcmp(&mine, &ref, sizeof ref) == 0, "%s: parser %.17g, strtod %.17g",
+            wrapped, mine, ref);
 }
 
 int main(void) {
