@@ -61,6 +61,36 @@ describe("record extractor", function()
     end
   end)
 
+  it("never mistakes one key for another of the same length (the replay's key cache)", function()
+    -- keys of every length up to 45 that differ from a base key in one byte,
+    -- at every position, all in one record and repeated in a second one
+    local keys, members = {}, {}
+    for len = 1, 45 do
+      local base = ("k"):rep(len)
+      for pos = 1, len do
+        local key = base:sub(1, pos - 1) .. "x" .. base:sub(pos + 1)
+        keys[#keys + 1] = key
+        members[#members + 1] = ('"%s":%d'):format(key, #keys)
+      end
+      keys[#keys + 1] = base
+      members[#members + 1] = ('"%s":%d'):format(base, #keys)
+    end
+    local object = "{" .. table.concat(members, ",") .. "}"
+    local doc = '{"edits":[{"id":1,"features":{"adds":[' .. object .. "," .. object .. "]}}]}"
+    local out = collect(doc, 4096)
+    local seen = 0
+    for _, r in ipairs(out) do
+      if r.kind == "add" then
+        seen = seen + 1
+        for i, key in ipairs(keys) do assert.equal(i, r.value[key], key) end
+        local n = 0
+        for _ in pairs(r.value) do n = n + 1 end
+        assert.equal(#keys, n)
+      end
+    end
+    assert.equal(2, seen)
+  end)
+
   it("reports invalid input with its byte offset, never a crash", function()
     local cases = {
       { '{"edits":[', "unexpected end of input" },

@@ -71,14 +71,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int rc2 = parse(data, size, at, &split, &off2);
   if (rc1 != rc2 || off1 != off2) abort();
   if (rc1 == 0 && (whole.hash != split.hash || whole.events != split.events)) abort();
-  /* a lone number must convert exactly as strtod does (the fast path) */
+  /* a lone number must convert exactly as strtod does, both alone (the byte
+   * machine) and inside an array (converted while scanned in the chunk) */
   if (rc1 == 0 && whole.events == 2 && whole.doubles == 1 && size < 64) {
-    char text[64];
+    char text[64], wrapped[66];
     double ref;
+    trace in_array = {14695981039346656037ULL, 0, 0, 0};
+    size_t off3;
     memcpy(text, data, size);
     text[size] = '\0';
     ref = strtod(text, NULL);
     if (memcmp(&ref, &whole.last_double, sizeof ref) != 0) abort();
+    wrapped[0] = '[';
+    memcpy(wrapped + 1, data, size);
+    wrapped[size + 1] = ']';
+    if (parse((const uint8_t *)wrapped, size + 2, size + 2, &in_array, &off3) != 0) abort();
+    if (in_array.doubles != 1 || memcmp(&ref, &in_array.last_double, sizeof ref) != 0) abort();
   }
   return 0;
 }
