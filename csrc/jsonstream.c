@@ -360,6 +360,16 @@ TOKEN_INLINE size_t plain_run(const unsigned char *s, size_t i, size_t lim) {
   return i;
 }
 
+/* A string ended at off: a key is followed by ':', a value by ',' or a close. */
+static int end_string(geoservices_jsonstream *p, int key, const char *str, size_t n, size_t off) {
+  if (key) {
+    p->state = S_COLON;
+    return p->h.on_key && p->h.on_key(p->ctx, str, n) ? fail_abort(p, off) : 0;
+  }
+  after_value(p);
+  return p->h.on_string && p->h.on_string(p->ctx, str, n) ? fail_abort(p, off) : 0;
+}
+
 /* Continuation bytes a UTF-8 lead byte needs, and the range allowed for
  * the first of them (which excludes overlongs, surrogates and > U+10FFFF);
  * indexed by str_class - C_U2. */
@@ -436,14 +446,7 @@ static int string_part(geoservices_jsonstream *p, const unsigned char *s, size_t
         n = i - seg;
       }
       *pi = i + 1;
-      if (p->in_key) {
-        p->state = S_COLON;
-        if (p->h.on_key && p->h.on_key(p->ctx, str, n)) return fail_abort(p, off);
-      } else {
-        after_value(p);
-        if (p->h.on_string && p->h.on_string(p->ctx, str, n)) return fail_abort(p, off);
-      }
-      return 0;
+      return end_string(p, p->in_key, str, n, off);
     case C_BSLASH: {
       char out[4];
       size_t outn = 0, span;
@@ -649,17 +652,21 @@ TOKEN_INLINE int scan_number(const unsigned char *s, size_t *pi, size_t end, num
   return 1;
 }
 
+/* The double of scanned parts, or 0 when only strtod can give it exactly. */
+static int parts_double(const number_parts *np, double *out) {
+  if (np->w == 0) {
+    *out = np->neg ? -0.0 : 0.0;
+    return 1;
+  }
+  return exact_double(np->w, np->exp10, np->neg, out);
+}
+
 /* The double of a whole, validated number token z[0..n), or 0 when only
  * strtod can give it exactly. */
 static int fast_double(const char *z, size_t n, double *out) {
   number_parts np;
   size_t stop = 0;
-  if (!scan_number((const unsigned char *)z, &stop, n, &np) || stop != n) return 0;
-  if (np.w == 0) {
-    *out = np.neg ? -0.0 : 0.0;
-    return 1;
-  }
-  return exact_double(np.w, np.exp10, np.neg, out);
+  return scan_number((const unsigned char *)z, &stop, n, &np) && stop == n && parts_double(&np, out);
 }
 
 static int parse_double(const char *z, size_t n, double *out) {
@@ -687,6 +694,14 @@ static int parse_double(const char *z, size_t n, double *out) {
   return 0;
 }
 
+static int deliver_integer(geoservices_jsonstream *p, long long v, size_t off) {
+  return p->h.on_integer && p->h.on_integer(p->ctx, v) ? fail_abort(p, off) : 0;
+}
+
+static int deliver_double(geoservices_jsonstream *p, double v, size_t off) {
+  return p->h.on_double && p->h.on_double(p->ctx, v) ? fail_abort(p, off) : 0;
+}
+
 static int emit_number(geoservices_jsonstream *p, const char *d, size_t n, size_t off) {
   int isfloat = p->nstate == N_FRAC || p->nstate == N_EXP;
   long long iv;
@@ -694,10 +709,8 @@ static int emit_number(geoservices_jsonstream *p, const char *d, size_t n, size_
   char tmp[64];
   int r;
   after_value(p);
-  if (!isfloat && parse_int(d, n, &iv))
-    return p->h.on_integer && p->h.on_integer(p->ctx, iv) ? fail_abort(p, off) : 0;
-  if (fast_double(d, n, &dv)) /* needs no terminator: no copy */
-    return p->h.on_double && p->h.on_double(p->ctx, dv) ? fail_abort(p, off) : 0;
+  if (!isfloat && parse_int(d, n, &iv)) return deliver_integer(p, iv, off);
+  if (fast_double(d, n, &dv)) return deliver_double(p, dv, off); /* needs no terminator: no copy */
   if (!p->spill) { /* strtod needs a terminator */
     if (n < sizeof tmp) {
       memcpy(tmp, d, n);
@@ -710,7 +723,7 @@ static int emit_number(geoservices_jsonstream *p, const char *d, size_t n, size_
   }
   r = parse_double(d, n, &dv);
   if (r) return fail_oom(p, off);
-  return p->h.on_double && p->h.on_double(p->ctx, dv) ? fail_abort(p, off) : 0;
+  return deliver_double(p, dv, off);
 }
 
 static int number_part(geoservices_jsonstream *p, const unsigned char *s, size_t *pi, size_t end) {
@@ -851,16 +864,10 @@ TOKEN_INLINE int string_token(geoservices_jsonstream *p, const unsigned char *s,
   size_t start = *pi + 1, i = plain_run(s, start, end);
   size_t off = p->base + i, n = i - start;
   if (i < end && s[i] == '"' && n <= p->max_value) {
+    int r = end_string(p, key, (const char *)s + start, n, off);
     *pi = i + 1;
-    if (key) {
-      p->state = S_COLON;
-      if (p->h.on_key && p->h.on_key(p->ctx, (const char *)s + start, n)) return fail_abort(p, off);
-    } else {
-      after_value(p);
-      if (p->h.on_string && p->h.on_string(p->ctx, (const char *)s + start, n)) return fail_abort(p, off);
-    }
-    take_separator(p, s, pi, end);
-    return 0;
+    if (!r) take_separator(p, s, pi, end);
+    return r;
   }
   start_string(p, key);
   *pi = i;
@@ -875,24 +882,15 @@ TOKEN_INLINE int string_token(geoservices_jsonstream *p, const unsigned char *s,
 TOKEN_INLINE int number_token(geoservices_jsonstream *p, const unsigned char *s, size_t *pi, size_t end, int *rc) {
   number_parts np;
   size_t i = *pi, off;
-  double dv;
+  double dv = 0;
   if (!scan_number(s, &i, end, &np) || i == end || (unsigned)(s[i] - '0') < 10u || i - *pi > p->max_value)
     return 0;
+  if (np.is_float ? !parts_double(&np, &dv) : np.digits > 18) return 0; /* > 18 digits: parse_int decides */
   off = p->base + i;
-  if (!np.is_float) {
-    if (np.digits > 18) return 0; /* may not fit int64: parse_int decides */
-    *pi = i;
-    after_value(p);
-    *rc = p->h.on_integer && p->h.on_integer(p->ctx, np.neg ? -(long long)np.w : (long long)np.w)
-              ? fail_abort(p, off) : 0;
-    if (!*rc) take_separator(p, s, pi, end);
-    return 1;
-  }
-  if (np.w == 0) dv = np.neg ? -0.0 : 0.0;
-  else if (!exact_double(np.w, np.exp10, np.neg, &dv)) return 0;
   *pi = i;
   after_value(p);
-  *rc = p->h.on_double && p->h.on_double(p->ctx, dv) ? fail_abort(p, off) : 0;
+  *rc = np.is_float ? deliver_double(p, dv, off)
+                    : deliver_integer(p, np.neg ? -(long long)np.w : (long long)np.w, off);
   if (!*rc) take_separator(p, s, pi, end);
   return 1;
 }
