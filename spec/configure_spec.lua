@@ -6,7 +6,7 @@ local geoservices = require "geoservices"
 local configure = require "geoservices.configure"
 local json = require "geoservices.json"
 local helper = require "spec.helper"
-local transport = require "geoservices.transport"
+local transport = require "geoservices.net.transport"
 
 local LICENSE = "examples/data/sample.prvc"
 local STAGE_SECONDS = 0.05

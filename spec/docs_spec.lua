@@ -12,18 +12,18 @@ local FUNCTIONS = {
                       "gather", "wrap", "scheduler", "with_timeout" },
   ["geoservices.client"] = { "new", "Client:admin_url", "Client:request_spec", "Client:post", "Client:download",
                              "Client:close" },
-  ["geoservices.admin"] = { "get_services_by_id", "list_snapshots" },
+  ["geoservices.services"] = { "get_services_by_id", "list_snapshots" },
   ["geoservices.sync"] = { "synchronize_replica", "sync", "resume_sync" },
-  ["geoservices.jobs"] = { "Operation:poll", "Operation:wait", "Operation:done", "Operation:to_json" },
+  ["geoservices.sync.job"] = { "Operation:poll", "Operation:wait", "Operation:done", "Operation:to_json" },
   ["geoservices.configure"] = { "configure", "status", "wait_configured", "redact", "Operation:poll",
                                 "Operation:wait" },
-  ["geoservices.organization"] = { "key", "is_failure", "stages", "state", "failures", "current_stage",
+  ["geoservices.configure.organization"] = { "key", "is_failure", "stages", "state", "failures", "current_stage",
                                    "progress_mark", "summary", "wrap" },
-  ["geoservices.volumes"] = { "build" },
-  ["geoservices.edits"] = { "new", "new_global_id", "is", "date", "Edits:add", "Edits:update", "Edits:delete",
+  ["geoservices.configure.volumes"] = { "build" },
+  ["geoservices.sync.edits"] = { "new", "new_global_id", "is", "date", "Edits:add", "Edits:update", "Edits:delete",
                             "Edits:add_attachment", "Edits:update_attachment", "Edits:delete_attachment",
                             "Edits:counts", "Edits:is_empty", "Edits:to_table", "Edits:encode" },
-  ["geoservices.replica"] = { "open", "Replica:save", "Replica:request_params", "Replica:advance" },
+  ["geoservices.sync.replica"] = { "open", "Replica:save", "Replica:request_params", "Replica:advance" },
   ["geoservices.errors"] = { "new", "is", "invalid", "from_transfer", "is_auth_code" },
   ["geoservices.json"] = { "array", "object", "is_array", "decode", "encode" },
   ["geoservices.loop"] = { "run", "spawn", "sleep", "gather", "wrap", "with_timeout", "with_deadline", "deadline",
@@ -31,7 +31,7 @@ local FUNCTIONS = {
                            "Task:status", "Scheduler:spawn", "Scheduler:timeout", "Scheduler:fds",
                            "Scheduler:action", "Scheduler:action_timeout", "Scheduler:step", "Scheduler:loop",
                            "Scheduler:done", "Scheduler:close" },
-  ["geoservices.retry"] = { "policy", "not_sent", "ambiguous", "should_retry", "parse_retry_after", "delay",
+  ["geoservices.net.retry"] = { "policy", "not_sent", "ambiguous", "should_retry", "parse_retry_after", "delay",
                             "is_busy", "next_delay", "annotate" },
   ["geoservices.pp"] = { "format", "print" },
   ["geoservices.cli"] = { "parser", "progress_bar", "main" },
@@ -40,20 +40,20 @@ local FUNCTIONS = {
 -- Tables documented field by field: module -> table names.
 local TABLES = {
   ["geoservices"] = { "geoservices" },
-  ["geoservices.sync_result"] = { "Result" },
+  ["geoservices.sync.result"] = { "Result" },
   ["geoservices.errors"] = { "Error" },
-  ["geoservices.retry"] = { "DEFAULTS" },
+  ["geoservices.net.retry"] = { "DEFAULTS" },
   ["geoservices.pp"] = { "DEFAULTS" },
-  ["geoservices.volumes"] = { "DEFAULTS" },
+  ["geoservices.configure.volumes"] = { "DEFAULTS" },
   ["geoservices.cli"] = { "EXIT" },
 }
 
 -- Modules that must not be in the reference, and internals of public ones.
-local LEFT_OUT = { "geoservices.emulator", "geoservices.params", "geoservices.results", "geoservices.sync_params",
-                   "geoservices.transport", "geoservices.validate_configure" }
-local INTERNAL = { ["geoservices.sync_result"] = { "sink", "finish", "Sink:absorb" },
+local LEFT_OUT = { "geoservices.emulator", "geoservices.form", "geoservices.results", "geoservices.sync.params",
+                   "geoservices.net.transport", "geoservices.configure.validate" }
+local INTERNAL = { ["geoservices.sync.result"] = { "sink", "finish", "Sink:absorb" },
                    ["geoservices.loop"] = { "await" },
-                   ["geoservices.jobs"] = { "operation", "applied_edits_error" } }
+                   ["geoservices.sync.job"] = { "operation", "applied_edits_error" } }
 
 local function exists(path)
   local f = io.open(path, "rb")
@@ -135,7 +135,7 @@ describe("API reference", function()
         assert.truthy(dd:find("<h3>Fields:</h3>", 1, true), module .. " " .. name .. " has no fields")
       end
     end
-    local result = entry(page("geoservices.sync_result"), "Result")
+    local result = entry(page("geoservices.sync.result"), "Result")
     for _, field in ipairs{ "replicaServerGen", "layerServerGens", "failed_edits", "counts", "downloaded",
                             "partial" } do
       assert.truthy(result:find('"parameter">' .. field .. "<", 1, true), "Result." .. field)

@@ -2,7 +2,7 @@
 -- (no server needed: everything here is refused or built before sending).
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
-local sync_params = require "geoservices.sync_params"
+local sync_params = require "geoservices.sync.params"
 
 describe("edits builder", function()
   it("gives adds a new uppercase version-4 GlobalID in braces", function()

@@ -9,7 +9,7 @@
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
 local json = require "geoservices.json"
-local transport = require "geoservices.transport"
+local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 
 local PARCELS_ID = "4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c"

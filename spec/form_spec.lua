@@ -1,7 +1,7 @@
 -- Form encoding: the C percent-encoder, field conversion, and the bodies the
 -- emulator actually receives (urlencoded and multipart, one large value).
 local core = require "geoservices.core"
-local params = require "geoservices.params"
+local params = require "geoservices.form"
 local json = require "geoservices.json"
 local helper = require "spec.helper"
 
@@ -60,7 +60,7 @@ end)
 
 describe("bodies received by the emulator", function()
   local emu, driver
-  local transport = require "geoservices.transport"
+  local transport = require "geoservices.net.transport"
   setup(function()
     emu = helper.start_emulator()
     driver = core.driver()

@@ -2,7 +2,7 @@
 -- and talking to its control routes. Loaded by busted through .busted.
 local core = require "geoservices.core"
 local json = require "geoservices.json"
-local transport = require "geoservices.transport"
+local transport = require "geoservices.net.transport"
 
 local helper = {}
 

@@ -3,7 +3,7 @@
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
 local loop = require "geoservices.loop"
-local transport = require "geoservices.transport"
+local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 local fleet = require "spec.support.fleet"
 

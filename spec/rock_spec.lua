@@ -78,7 +78,7 @@ describe("#rock packaging", function()
     assert(ok, text)
     assert.falsy(text:find("undocumented formal argument", 1, true), text)
     for _, m in ipairs{ "geoservices", "geoservices.client", "geoservices.cli", "geoservices.pp",
-                        "geoservices.errors", "geoservices.replica" } do
+                        "geoservices.errors", "geoservices.sync.replica" } do
       assert.truthy(helper.read_all(dir .. "/modules/" .. m .. ".html"), m)
     end
     assert.truthy(helper.read_all(dir .. "/modules/geoservices.cli.html"):find("progress_bar", 1, true))

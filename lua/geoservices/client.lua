@@ -16,9 +16,9 @@
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
-local params = require "geoservices.params"
-local retry = require "geoservices.retry"
-local transport = require "geoservices.transport"
+local params = require "geoservices.form"
+local retry = require "geoservices.net.retry"
+local transport = require "geoservices.net.transport"
 
 local client = {}
 
@@ -61,7 +61,7 @@ local known_options = {
 -- @tparam[opt="svc"] string opts.enum_prefix the vendor prefix of enumerated values
 --   (svcTransportTypeUrl...)
 -- @tparam[opt] table|false opts.retry false (never retry) or a table overriding some of
---   geoservices.retry.DEFAULTS (attempts, base_delay, max_delay, max_retry_after)
+--   geoservices.net.retry.DEFAULTS (attempts, base_delay, max_delay, max_retry_after)
 -- @tparam[opt=1000] number opts.max_json_depth nesting limit of decoded responses
 -- @tparam[opt=8 MiB] number|false opts.download_chunk bytes per Range request of a result file
 --   (false: one plain GET)
@@ -230,7 +230,7 @@ end
 
 --- POSTs `fields` (plus f=json and the token) form-encoded to `url` and
 -- returns the decoded JSON object. Every operation goes through here: the
--- retry policy (geoservices.retry) and the one-time token refresh on code
+-- retry policy (geoservices.net.retry) and the one-time token refresh on code
 -- 498 (with a token provider) apply. A JSON `{"error": ...}` body is an error
 -- whatever the HTTP status; redirects are not followed.
 -- @string url the address
@@ -238,7 +238,7 @@ end
 -- @tparam[opt] table opts
 -- @tparam[opt] number opts.timeout seconds for the whole call, retries included (default the client's)
 -- @tparam[opt] number opts.deadline absolute deadline (geoservices.transport.now clock)
--- @tparam[opt="once"] string opts.retry "once", "read" or "edits" (see geoservices.retry):
+-- @tparam[opt="once"] string opts.retry "once", "read" or "edits" (see geoservices.net.retry):
 --   "once" repeats only a request that never left
 -- @tparam[opt] boolean opts.multipart send as multipart/form-data
 -- @tparam[opt] table opts.files file parts of a multipart request (`{name =, file = path | data =, filename =}`)
@@ -333,7 +333,7 @@ end
 -- URL. The file is fetched in Range requests of `download_chunk` bytes, so
 -- a reset or a failed chunk is resumed where it stopped instead of starting
 -- over; a server that ignores Range simply answers 200 with the whole file.
--- Failures are retried as reads (see geoservices.retry).
+-- Failures are retried as reads (see geoservices.net.retry).
 -- @string url the result file's address
 -- @tparam[opt] table opts
 -- @tparam[opt] number opts.timeout seconds for the whole download (default the client's timeout)

@@ -10,17 +10,17 @@
 -- unknown options) raises.
 -- @module geoservices
 local core = require "geoservices.core"
-local admin = require "geoservices.admin"
+local admin = require "geoservices.services"
 local client = require "geoservices.client"
 local configure = require "geoservices.configure"
-local edits = require "geoservices.edits"
+local edits = require "geoservices.sync.edits"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local loop = require "geoservices.loop"
 local pp = require "geoservices.pp"
-local replica = require "geoservices.replica"
+local replica = require "geoservices.sync.replica"
 local sync = require "geoservices.sync"
-local volumes = require "geoservices.volumes"
+local volumes = require "geoservices.configure.volumes"
 
 --- Values of the module.
 -- @table geoservices
@@ -50,7 +50,7 @@ Client.configure = configure.configure
 Client.configure_status = configure.status
 Client.wait_configured = configure.wait_configured
 
---- Builds the volumesConfig parameter of configure (see geoservices.volumes.build).
+--- Builds the volumesConfig parameter of configure (see geoservices.configure.volumes.build).
 -- @function volumes
 -- @tparam table opts storage_class (required), sizes, provisioning, labels, components
 -- @treturn table `{volumesConfig = {eight entries}}`
@@ -58,7 +58,7 @@ Client.wait_configured = configure.wait_configured
 
 --- A new edits builder (see geoservices.edits).
 -- @function edits
--- @treturn geoservices.edits.Edits an empty builder: `:add`, `:update`, `:delete`, `:add_attachment`...
+-- @treturn geoservices.sync.edits.Edits an empty builder: `:add`, `:update`, `:delete`, `:add_attachment`...
 -- @raise never
 geoservices.edits = edits.new
 --- A new GlobalID: a random (version 4) UUID in braces, uppercase.
@@ -77,7 +77,7 @@ geoservices.date = edits.date
 -- @string path the state file (JSON)
 -- @tparam[opt] table init the fields of a new state (service, replicaID, model, replicaServerGen or layers,
 --   syncDirection), used only when the file does not exist
--- @return the replica (geoservices.replica.Replica), or nil, err (kind "io" or "invalid")
+-- @return the replica (geoservices.sync.replica.Replica), or nil, err (kind "io" or "invalid")
 -- @raise when path is not a string
 function geoservices.replica(path, init)
   return replica.open(path, init)

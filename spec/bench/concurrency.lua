@@ -15,7 +15,7 @@ package.cpath = build .. "/?.so;" .. package.cpath
 
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
-local transport = require "geoservices.transport"
+local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 local fleet = require "spec.support.fleet"
 

@@ -8,11 +8,11 @@
 -- `client:synchronize_replica`, `client:sync` and an operation's `wait`; the
 -- functions that build it (the record sink fed by the C core, the download
 -- of a result file) are internal.
--- @module geoservices.sync_result
+-- @module geoservices.sync.result
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
-local sync_params = require "geoservices.sync_params"
+local sync_params = require "geoservices.sync.params"
 
 local sync_result = {}
 

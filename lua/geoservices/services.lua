@@ -1,9 +1,67 @@
 --- The two administrative read operations: getServicesById (4.3) and
 -- notebooks/snapshots/list (4.4). Both validate their input before sending.
 local errors = require "geoservices.errors"
-local results = require "geoservices.results"
 
-local admin = {}
+local services = {}
+
+-- Results print as compact summaries in a REPL; they stay plain tables with
+-- the interface's field names.
+local results = {}
+
+local function count_label(n, singular, plural)
+  return ("%d %s"):format(n, n == 1 and singular or plural)
+end
+
+local Service = { __name = "geoservices.Service" }
+function Service.__tostring(s)
+  local exts = {}
+  for _, ext in ipairs(type(s.extensions) == "table" and s.extensions or {}) do
+    if ext.enabled == "true" or ext.enabled == true then exts[#exts + 1] = ext.typeName end
+  end
+  local where = (s.folderName and s.folderName ~= "" and s.folderName ~= "/")
+    and (s.folderName .. "/") or ""
+  return ("service %s%s.%s [%s] %s%s"):format(where, tostring(s.serviceName), tostring(s.type),
+    tostring(s.id), tostring(s.configuredState or "?"),
+    #exts > 0 and (", extensions " .. table.concat(exts, ",")) or "")
+end
+
+local ServiceList = { __name = "geoservices.ServiceList" }
+function ServiceList.__tostring(list)
+  local names = {}
+  for i, s in ipairs(list) do
+    if i > 5 then names[#names + 1] = "..."; break end
+    names[#names + 1] = ("%s.%s"):format(tostring(s.serviceName), tostring(s.type))
+  end
+  return count_label(#list, "service", "services") .. (#names > 0 and (": " .. table.concat(names, ", ")) or "")
+end
+
+local function describe_snapshots(list, item_id)
+  local names = {}
+  for i, snap in ipairs(list.snapshots or {}) do
+    if i > 5 then names[#names + 1] = "..."; break end
+    local props = type(snap.properties) == "table" and snap.properties or {}
+    names[#names + 1] = tostring(props.name or snap.resourceKey)
+  end
+  local total = math.tointeger(list.total) or #(list.snapshots or {})
+  return ("%s of item %s%s"):format(count_label(total, "snapshot", "snapshots"), item_id,
+    #names > 0 and (": " .. table.concat(names, ", ")) or "")
+end
+
+function results.services(list)
+  for _, s in ipairs(list) do
+    if type(s) == "table" then setmetatable(s, Service) end
+  end
+  return setmetatable(list, ServiceList)
+end
+
+function results.snapshots(list, item_id)
+  -- The item id is not a field of the response; the metatable remembers it.
+  return setmetatable(list, {
+    __name = "geoservices.SnapshotList",
+    __tostring = function(l) return describe_snapshots(l, item_id) end,
+  })
+end
+
 
 local function trim(s)
   return (s:gsub("^%s+", ""):gsub("%s+$", ""))
@@ -38,7 +96,7 @@ local function service_ids(ids)
   return list
 end
 
--- Both operations only read: they are retried as reads (geoservices.retry).
+-- Both operations only read: they are retried as reads (geoservices.net.retry).
 local function read_opts(opts)
   local out = { retry = "read" }
   for k, v in pairs(opts or {}) do out[k] = v end
@@ -52,7 +110,7 @@ end
 -- @tparam[opt] table opts request options of client:post (timeout)
 -- @return array of service definitions (prints as a summary), or nil, err
 -- @raise never; bad ids give `nil, err` with kind "invalid" before anything is sent
-function admin.get_services_by_id(self, ids, opts)
+function services.get_services_by_id(self, ids, opts)
   local list, err = service_ids(ids)
   if not list then return nil, err end
   local url = self:admin_url("services/getServicesById")
@@ -70,7 +128,7 @@ end
 -- @tparam[opt] table opts request options of client:post (timeout)
 -- @return {snapshots = {...}, total = n, status = "success"} (prints as a summary), or nil, err
 -- @raise when item_id is not a string (a missing or empty id gives `nil, err` with kind "invalid")
-function admin.list_snapshots(self, item_id, opts)
+function services.list_snapshots(self, item_id, opts)
   if item_id == nil then return nil, errors.invalid("itemId", "the notebook item id is required") end
   if type(item_id) ~= "string" then
     error("list_snapshots: expected the item id as a string, got " .. type(item_id), 2)
@@ -88,4 +146,4 @@ function admin.list_snapshots(self, item_id, opts)
   return results.snapshots(body, trim(item_id))
 end
 
-return admin
+return services

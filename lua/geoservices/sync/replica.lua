@@ -11,7 +11,7 @@
 --
 -- `geoservices.replica(path, init)` is @{open}; client:sync takes a replica
 -- or a state file path.
--- @module geoservices.replica
+-- @module geoservices.sync.replica
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
@@ -137,7 +137,7 @@ end
 --- Takes the generations of a fully received result and saves them. On a
 -- save failure the state in memory is restored, so memory and file agree.
 -- client:sync calls it; a user rarely needs to.
--- @tparam geoservices.sync_result.Result result a synchronization result (replicaServerGen or
+-- @tparam geoservices.sync.result.Result result a synchronization result (replicaServerGen or
 --   layerServerGens; `closed`)
 -- @treturn[1] boolean true
 -- @return[2] nil

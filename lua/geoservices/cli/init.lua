@@ -22,8 +22,8 @@ local geoservices = require "geoservices"
 local configure_mod = require "geoservices.configure"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
-local organization = require "geoservices.organization"
-local params_mod = require "geoservices.params"
+local organization = require "geoservices.configure.organization"
+local params_mod = require "geoservices.form"
 local pp = require "geoservices.pp"
 
 local cli = {}

@@ -2,7 +2,7 @@
 -- rule refuses bad input before anything is sent, naming the parameter.
 -- Unknown parameters pass through unchanged, so a newer server parameter
 -- never needs a new release of this library.
-local edits_mod = require "geoservices.edits"
+local edits_mod = require "geoservices.sync.edits"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 

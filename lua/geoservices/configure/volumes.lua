@@ -5,9 +5,9 @@
 --     geoservices.volumes{ storage_class = "managed-premium" }
 --     geoservices.volumes{ storage_class = "gp3", sizes = { BLOB = "128Gi" },
 --                          components = { QUEUE = { storageClass = "fast" } } }
--- @module geoservices.volumes
+-- @module geoservices.configure.volumes
 local json = require "geoservices.json"
-local validate = require "geoservices.validate_configure"
+local validate = require "geoservices.configure.validate"
 
 local volumes = {}
 

@@ -11,11 +11,11 @@
 -- is not a table, an unknown or mistyped option) raises.
 -- @module geoservices.configure
 local errors = require "geoservices.errors"
-local organization = require "geoservices.organization"
-local params = require "geoservices.params"
-local retry = require "geoservices.retry"
-local transport = require "geoservices.transport"
-local validate = require "geoservices.validate_configure"
+local organization = require "geoservices.configure.organization"
+local params = require "geoservices.form"
+local retry = require "geoservices.net.retry"
+local transport = require "geoservices.net.transport"
+local validate = require "geoservices.configure.validate"
 
 local configure = {}
 
@@ -376,7 +376,7 @@ end
 --- The organization root resource as it is now (`client:configure_status(opts)`).
 -- @param self the client
 -- @tparam[opt] table opts `request_timeout` (seconds)
--- @treturn[1] table the root resource (2.5; prints as a summary; see geoservices.organization)
+-- @treturn[1] table the root resource (2.5; prints as a summary; see geoservices.configure.organization)
 -- @return[2] nil
 -- @treturn[2] table err: kind "protocol" (no status object), or the request's errors
 -- @raise on misuse of opts

@@ -7,11 +7,11 @@
 --                                                        async = true }, { wait = false })
 --     save(op:to_json())                     -- to re-attach after a restart
 --     local result, err = op:wait{ on_status = function(s) print(s.status) end }
--- @module geoservices.jobs
+-- @module geoservices.sync.job
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
-local sync_result = require "geoservices.sync_result"
-local transport = require "geoservices.transport"
+local sync_result = require "geoservices.sync.result"
+local transport = require "geoservices.net.transport"
 
 local jobs = {}
 
@@ -119,7 +119,7 @@ end
 -- @tparam[opt] function opts.on_change `on_change(layer_id, kind, record)` for each downloaded change
 -- @tparam[opt] function opts.on_progress `on_progress(received, total)` while the result file downloads
 -- @tparam[opt] number opts.request_timeout seconds for the result download
--- @treturn[1] geoservices.sync_result.Result the result
+-- @treturn[1] geoservices.sync.result.Result the result
 -- @return[2] nil
 -- @treturn[2] table err: kind "job" (the job ended Failed: `err.status_resource`; or it is gone),
 --   "timeout" (still running at the deadline: `err.operation`, resume with

@@ -5,8 +5,8 @@
 -- These functions are methods of the client (`client:synchronize_replica(...)`,
 -- `client:sync(...)`, `client:resume_sync(...)`); `self` is the client.
 -- Their result is the normalized synchronization result described in
--- geoservices.sync_result (@{geoservices.sync_result.Result}); an async job
--- not waited for is a geoservices.jobs operation.
+-- geoservices.sync.result (@{geoservices.sync.result.Result}); an async job
+-- not waited for is a geoservices.sync.job operation.
 --
 -- Errors are returned as `nil, err` (geoservices.errors): kind "invalid"
 -- (refused before anything was sent), "network", "timeout", "cancelled",
@@ -18,15 +18,15 @@
 -- `opts.resend = true`. Misuse raises.
 -- @module geoservices.sync
 local errors = require "geoservices.errors"
-local edits_mod = require "geoservices.edits"
-local jobs = require "geoservices.jobs"
+local edits_mod = require "geoservices.sync.edits"
+local jobs = require "geoservices.sync.job"
 local json = require "geoservices.json"
 local loop = require "geoservices.loop"
-local replica_mod = require "geoservices.replica"
-local retry = require "geoservices.retry"
-local sync_params = require "geoservices.sync_params"
-local sync_result = require "geoservices.sync_result"
-local transport = require "geoservices.transport"
+local replica_mod = require "geoservices.sync.replica"
+local retry = require "geoservices.net.retry"
+local sync_params = require "geoservices.sync.params"
+local sync_result = require "geoservices.sync.result"
+local transport = require "geoservices.net.transport"
 
 local sync = {}
 
@@ -172,8 +172,8 @@ end
 -- @tparam[opt] boolean opts.strict failed edits make the call fail (kind "edits")
 -- @tparam[opt] boolean opts.resend this call re-sends edits whose earlier sync failed ambiguously:
 --   adds and deletes found already applied are reported in `result.already_applied`
--- @treturn[1] geoservices.sync_result.Result the result (prints as a one-line summary)
--- @treturn[2] geoservices.jobs.Operation with `async = true, wait = false`: the job's operation
+-- @treturn[1] geoservices.sync.result.Result the result (prints as a one-line summary)
+-- @treturn[2] geoservices.sync.job.Operation with `async = true, wait = false`: the job's operation
 -- @return[3] nil
 -- @treturn[3] table err: kind "invalid" (bad service name, parameter or output, nothing sent),
 --   "network", "timeout", "cancelled", "http", "server", "auth", "protocol", "job" (the job failed
@@ -266,14 +266,14 @@ end
 -- failure the state file is unchanged. A second sync of the same replica
 -- while one runs in this process is refused.
 -- @param self the client
--- @tparam string|geoservices.replica.Replica r the replica: a state file path or an opened replica
--- @tparam[opt] geoservices.edits.Edits|table|string edits an edits builder, a 2.1 edits table or a
+-- @tparam string|geoservices.sync.replica.Replica r the replica: a state file path or an opened replica
+-- @tparam[opt] geoservices.sync.edits.Edits|table|string edits an edits builder, a 2.1 edits table or a
 --   JSON text (an empty builder sends no edits)
 -- @tparam[opt] table opts the options of @{synchronize_replica}, plus:
 -- @tparam[opt] table opts.params extra or overriding parameters (transportType, syncDirection,
 --   async, closeReplica...)
--- @treturn[1] geoservices.sync_result.Result the result; the state file holds the new generations
--- @treturn[2] geoservices.jobs.Operation with `params.async = true` and `wait = false`: the job's
+-- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations
+-- @treturn[2] geoservices.sync.job.Operation with `params.async = true` and `wait = false`: the job's
 --   operation (its `wait` advances the state)
 -- @return[3] nil
 -- @treturn[3] table err: the errors of @{synchronize_replica}, plus kind "io" or "invalid" (the state
@@ -315,7 +315,7 @@ end
 -- the job came from @{sync}, advances the replica state file.
 -- @param self the client
 -- @string text the JSON text of `op:to_json()`
--- @treturn[1] geoservices.jobs.Operation the operation (call `:wait()` or `:poll()`)
+-- @treturn[1] geoservices.sync.job.Operation the operation (call `:wait()` or `:poll()`)
 -- @return[2] nil
 -- @treturn[2] table err: kind "invalid" (not a saved operation), or "io"/"invalid" (its replica
 --   state file cannot be read)

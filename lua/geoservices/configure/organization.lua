@@ -7,7 +7,7 @@
 -- it (`{status = {state =, message =, stages = { {name =, state =,
 -- lastUpdated =, message =}, ... }}}`), tolerates missing members and
 -- returns plain values.
--- @module geoservices.organization
+-- @module geoservices.configure.organization
 local organization = {}
 
 --- Stage names compared case-insensitively, blanks collapsed: the spec

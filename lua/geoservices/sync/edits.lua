@@ -10,7 +10,7 @@
 --
 -- Misuse (a layer id that is not a non-negative integer, a feature that is
 -- not a table, an update or delete without a GlobalID) raises at once.
--- @module geoservices.edits
+-- @module geoservices.sync.edits
 local core = require "geoservices.core"
 local json = require "geoservices.json"
 

@@ -24,8 +24,8 @@
 --
 -- Users set the policy with the client option `retry` (@{DEFAULTS});
 -- the other functions are what Client:post and Client:download ask.
--- @module geoservices.retry
-local transport = require "geoservices.transport"
+-- @module geoservices.net.retry
+local transport = require "geoservices.net.transport"
 
 local retry = {}
 
