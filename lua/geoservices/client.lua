@@ -1,22 +1,20 @@
---- The client object: connection settings, the token, one driver (so
--- connections are reused), and the request/response handling that every
--- operation shares: form encoding, JSON decoding, error classification and
--- the one-time token refresh on code 498.
---
--- Users make a client with `geoservices.client{...}` (which calls @{new});
--- the four operations are methods added by the `geoservices` module:
--- `get_services_by_id`, `list_snapshots` (geoservices.admin),
--- `synchronize_replica`, `sync`, `resume_sync` (geoservices.sync) and
--- `configure`, `configure_status`, `wait_configured` (geoservices.configure).
--- The methods documented here are the shared machinery under them.
+--- The connection to one server: options, the token, one driver (so
+-- connections are reused), an observer hook, and the requests every
+-- operation shares (form POSTs decoded as JSON, file downloads). It knows
+-- no operation: the operations (geoservices.services, geoservices.sync,
+-- geoservices.configure) take a client and use only its methods, and the
+-- `geoservices` façade gives the client returned by `geoservices.client{...}`
+-- one method per operation.
 --
 -- Runtime failures are returned as `nil, err` (a geoservices.errors table);
 -- misuse (wrong option types, unknown options) raises.
 -- @module geoservices.client
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
-local json = require "geoservices.json"
-local params = require "geoservices.form"
+local download = require "geoservices.net.download"
+local form = require "geoservices.form"
+local redact = require "geoservices.redact"
+local response = require "geoservices.net.response"
 local retry = require "geoservices.net.retry"
 local transport = require "geoservices.net.transport"
 
@@ -65,10 +63,12 @@ local known_options = {
 -- @tparam[opt=1000] number opts.max_json_depth nesting limit of decoded responses
 -- @tparam[opt=8 MiB] number|false opts.download_chunk bytes per Range request of a result file
 --   (false: one plain GET)
+-- @tparam[opt] table class the new client's metatable: the `geoservices` façade passes its own,
+--   which adds one method per operation; by default the bare connection
 -- @treturn Client the client; `tostring(client)` is a one-line summary without the token
 -- @raise when opts is not a table, an option is unknown or of the wrong type, `url` is missing
 --   or not an http(s) address, `timeout` is not positive, or `retry` is malformed
-function client.new(opts)
+function client.new(opts, class)
   if type(opts) ~= "table" then error("geoservices.client: expected an options table", 2) end
   for name in pairs(opts) do
     if not known_options[name] then error(("geoservices.client: unknown option '%s'"):format(tostring(name)), 2) end
@@ -97,7 +97,7 @@ function client.new(opts)
     max_json_depth = check_option(opts, "max_json_depth", "number"),
     download_chunk = opts.download_chunk == false and false
       or check_option(opts, "download_chunk", "number", DEFAULT_DOWNLOAD_CHUNK),
-  }, Client)
+  }, class or Client)
   -- The token lives in a closure, not a field, so printing or dumping the
   -- client (pp, inspect, error reports) can never reveal it.
   local provider = type(token) == "function" and token or nil
@@ -115,6 +115,25 @@ function client.new(opts)
     return current
   end
   self.driver = core.driver{ max_host_connections = check_option(opts, "max_host_connections", "number") }
+  -- What net/ needs of the client, handed down as plain values: net never
+  -- calls back into the client.
+  local observers = {}
+  self.observers = observers
+  self.conn = {
+    driver = self.driver, policy = self.retry_policy, download_chunk = self.download_chunk,
+    ca_file = self.ca_file, insecure = self.insecure, user_agent = self.user_agent,
+    max_response_bytes = self.max_response_bytes,
+    sleep = function(seconds) return transport.sleep(self.driver, seconds) end,
+    observed = function() return observers[1] ~= nil end,
+    notify = function(event)
+      local refusal
+      for _, fn in ipairs(observers) do
+        local r = fn(event)
+        if refusal == nil then refusal = r end
+      end
+      return refusal
+    end,
+  }
   return self
 end
 
@@ -140,72 +159,46 @@ function Client:admin_url(path)
   return self.url .. "/" .. self.admin_path .. (path ~= "" and ("/" .. path) or "")
 end
 
-local function strip_html(body)
-  local text = body:gsub("<[^>]*>", " "):gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
-  if #text > 120 then text = text:sub(1, 117) .. "..." end
-  return text
+--- Adds an observer of this client's requests: `fn(event)` is called with
+-- a table whose `type` is
+--  * "request" before a request is sent (`method`, `url`, `content_type`, `fields` as
+--    `{{name, text}, ...}` with every secret as "<redacted>", `files` as `{{name =, filename =,
+--    source =}, ...}`); returning an error (geoservices.errors) refuses the request: nothing is
+--    sent and the call fails with that error (a dry run, a test's fault);
+--  * "progress" while a body arrives (`url`, `received`, `total`);
+--  * "response" when a request ended (`url`, `status`, `bytes`, `seconds`, or `error`, `code`);
+--  * "retry" before a retry's wait (`url`, `error`, `delay`, `attempt`).
+-- Observers see no token and no secret. The CLI's progress display and dry
+-- run, a logger or a test attach here instead of replacing methods.
+-- @func fn the observer
+-- @treturn function a function that removes the observer
+-- @raise when fn is not a function
+function Client:observe(fn)
+  if type(fn) ~= "function" then error("client:observe: expected a function", 2) end
+  local list = self.observers
+  list[#list + 1] = fn
+  return function()
+    for i, f in ipairs(list) do
+      if f == fn then table.remove(list, i) return end
+    end
+  end
 end
 
--- A JSON {"error": {...}} body is a server error whatever the HTTP status.
-local function body_error(decoded, status, url)
-  local e = decoded.error
-  if type(e) ~= "table" then e = { message = tostring(e) } end
-  local code = math.tointeger(e.code) or e.code
-  local message = type(e.message) == "string" and e.message or "server reported an error"
-  local details = type(e.details) == "table" and e.details or nil
-  if details and #details > 0 then
-    local texts = {}
-    for _, d in ipairs(details) do texts[#texts + 1] = tostring(d) end
-    message = message .. ": " .. table.concat(texts, "; ")
-  end
-  local kind = (errors.is_auth_code(code) or errors.is_auth_code(status)) and "auth" or "server"
-  return errors.new(kind, message, { code = code, details = details, status = status, url = url })
+--- Address of a resource under the server's {base_url}, `{base_url}/{path}`.
+-- @string path the resource's path, e.g. "Parcels/FeatureServer/synchronizeReplica"
+-- @treturn string the address
+-- @raise never
+function Client:url_for(path)
+  return self.url .. "/" .. path
 end
 
--- Classifies a raw response: returns the decoded JSON body or nil, err.
-local decode_response
-
--- A streamed response (records mode): a successful body went to the
--- extractor, so only its top-level fields (in `sink.fields`) are checked
--- here; an error page never reached it and is classified from its bytes.
-local function streamed_response(response, url, sink, max_depth)
-  if response.status >= 300 then return decode_response(response, url, max_depth) end
-  if response.json_error then
-    return nil, errors.new("protocol", "invalid JSON response: " .. response.json_error,
-      { status = response.status, url = url, offset = response.json_offset })
-  end
-  local done, msg, offset = sink.records:finish()
-  if not done then
-    return nil, errors.new("protocol", "invalid JSON response: " .. msg,
-      { status = response.status, url = url, offset = offset })
-  end
-  sink.records:drain(sink.deliver)
-  if sink.fields.error ~= nil then return nil, body_error(sink.fields, response.status, url) end
-  return sink.fields
-end
-
-function decode_response(response, url, max_depth)
-  local status, body = response.status, response.body
-  local decoded, msg, offset
-  if body ~= "" then decoded, msg, offset = json.decode(body, { max_depth = max_depth }) end
-  if type(decoded) == "table" and decoded.error ~= nil then
-    return nil, body_error(decoded, status, url)
-  end
-  if status >= 300 then -- redirects are not followed: a POST must not silently become a GET
-    local kind = (status == 401 or status == 403) and "auth" or "http"
-    local detail = decoded == nil and body ~= "" and (": " .. strip_html(body)) or ""
-    return nil, errors.new(kind, ("HTTP %d%s"):format(status, detail), { status = status, url = url })
-  end
-  if decoded == nil then
-    if body == "" then return nil, errors.new("protocol", "empty response body", { status = status, url = url }) end
-    local ctype = response.headers["content-type"] or "unknown content type"
-    return nil, errors.new("protocol", ("invalid JSON response (%s, %d bytes) at byte %s: %s"):format(
-      ctype, #body, tostring(offset), tostring(msg)), { status = status, url = url, offset = offset })
-  end
-  if type(decoded) ~= "table" then
-    return nil, errors.new("protocol", "expected a JSON object, got " .. type(decoded), { status = status, url = url })
-  end
-  return decoded
+--- Waits `seconds` (a poll interval): yields inside a task, blocks outside;
+-- never past the current deadline.
+-- @number seconds how long
+-- @return true, or nil, err (the deadline or a cancellation cut it short)
+-- @raise when seconds is not a number
+function Client:sleep(seconds)
+  return transport.sleep(self.driver, seconds)
 end
 
 --- The options of the C core's request shared by every request of this
@@ -213,19 +206,28 @@ end
 -- @{Client:post} and @{Client:download}; a user rarely needs it.
 -- @string url the address
 -- @string method "GET" or "POST"
--- @number deadline absolute deadline (geoservices.transport.now clock): the request's timeout
+-- @number deadline absolute deadline (geoservices.net.transport.now clock): the request's timeout
 -- @treturn table the request options
 -- @raise never
 function Client:request_spec(url, method, deadline)
-  return {
-    url = url,
-    method = method,
-    timeout_ms = math.max(1, math.floor((deadline - transport.now()) * 1000)),
-    ca_file = self.ca_file,
-    insecure = self.insecure,
-    user_agent = self.user_agent,
-    max_response_bytes = self.max_response_bytes,
-  }
+  return transport.spec(self.conn, url, method, deadline)
+end
+
+-- The "request" event of a form POST: its fields as they would be sent,
+-- secrets redacted.
+local function describe_post(fields, opts, has_token)
+  return function()
+    local shown = {}
+    for i, pair in ipairs(form.to_form(redact.copy(fields))) do shown[i] = { pair[1], form.text(pair[2]) } end
+    if has_token then shown[#shown + 1] = { "token", redact.MARK } end
+    local files = {}
+    for _, f in ipairs(opts.files or {}) do
+      local source = f.file and ("streamed from " .. f.file) or (#(f.data or "") .. " bytes in memory")
+      files[#files + 1] = { name = f.name, filename = f.filename, source = source }
+    end
+    return { fields = shown, files = files,
+             content_type = opts.multipart and "multipart/form-data" or "application/x-www-form-urlencoded" }
+  end
 end
 
 --- POSTs `fields` (plus f=json and the token) form-encoded to `url` and
@@ -237,14 +239,16 @@ end
 -- @tparam table fields the parameters (strings, numbers, booleans; tables are sent as JSON)
 -- @tparam[opt] table opts
 -- @tparam[opt] number opts.timeout seconds for the whole call, retries included (default the client's)
--- @tparam[opt] number opts.deadline absolute deadline (geoservices.transport.now clock)
+-- @tparam[opt] number opts.deadline absolute deadline (geoservices.net.transport.now clock)
 -- @tparam[opt="once"] string opts.retry "once", "read" or "edits" (see geoservices.net.retry):
 --   "once" repeats only a request that never left
 -- @tparam[opt] boolean opts.multipart send as multipart/form-data
 -- @tparam[opt] table opts.files file parts of a multipart request (`{name =, file = path | data =, filename =}`)
 -- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
--- @tparam[opt] function opts.stream a function returning a fresh result sink per attempt (synchronizeReplica)
--- @treturn[1] table the decoded JSON object
+-- @tparam[opt] function opts.records a function returning a fresh record sink per attempt
+--   (`{records = core.records(), deliver = function(kind, layer, value, key)}`): the body's records
+--   are handed to it while it arrives instead of decoding the body whole at the end
+-- @treturn[1] table the decoded JSON object (with opts.records: its top-level fields)
 -- @treturn[1] nil
 -- @treturn[1] table how the call went: `{attempts = n, ambiguous = true}` when an earlier attempt
 --   may have reached the server
@@ -257,93 +261,98 @@ function Client:post(url, fields, opts)
   opts = opts or {}
   local deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout))
   local mode = opts.retry or "once"
-  local policy = self.retry_policy
   local refreshed = false
   local info = { attempts = 0, ambiguous = opts.ambiguous == true }
-  local counted = 0 -- failed attempts that count against policy.attempts
-  while true do
+  local conn = self.conn
+  local describe = describe_post(fields, opts, self.has_token)
+
+  local function attempt()
     local token, token_err = self._token(false)
-    if token_err then return nil, token_err, info end
-    local spec = self:request_spec(url, "POST", deadline)
-    local form = params.to_form(fields, token)
+    if token_err then return "fatal", token_err end
+    local spec = transport.spec(conn, url, "POST", deadline)
+    local pairs_ = form.to_form(fields, token)
     if opts.multipart then
       local parts = {}
-      for i, pair in ipairs(form) do parts[i] = { name = pair[1], value = params.text(pair[2]) } end
+      for i, pair in ipairs(pairs_) do parts[i] = { name = pair[1], value = form.text(pair[2]) } end
       for _, part in ipairs(opts.files or {}) do parts[#parts + 1] = part end
       spec.multipart = parts
     else
-      spec.form = form
+      spec.form = pairs_
     end
     info.attempts = info.attempts + 1
-    -- opts.stream(): a fresh sink per attempt (sync results), fed by the C
-    -- core while the body arrives instead of decoding it whole at the end
-    local sink = opts.stream and opts.stream()
-    if sink then spec.records = sink.records end
-    local response, msg, code = transport.perform(self.driver, spec, sink and sink.deliver)
-    local decoded, err, retry_after
-    if response and sink then
-      decoded, err = streamed_response(response, url, sink, self.max_json_depth)
-      retry_after = retry.parse_retry_after(response.headers["retry-after"])
-    elseif response then
-      decoded, err = decode_response(response, url, self.max_json_depth)
-      retry_after = retry.parse_retry_after(response.headers["retry-after"])
-    else
-      err = errors.from_transfer(msg, code, url)
-    end
-    if not err then return decoded, nil, info end
-    -- An expired token (498) is worth exactly one more try with a fresh one
-    -- from the provider; a static token cannot be refreshed. The server
-    -- refused the request, so this is safe for every operation.
-    if err.kind == "auth" and err.code == 498 and self.token_provider and not refreshed then
-      refreshed = true
-      local _, refresh_err = self._token(true)
-      if refresh_err then return nil, refresh_err, info end
-    else
-      local again, ambiguous = retry.should_retry(mode, err, info)
-      if ambiguous then info.ambiguous = true end
-      if not again then
-        if info.attempts > 1 then retry.annotate(err, info.attempts, ("after %d attempts"):format(info.attempts)) end
-        return nil, err, info
+    -- a fresh record sink per attempt; the top-level fields are kept here
+    -- to tell an error body from a result
+    local sink = opts.records and opts.records()
+    local top, deliver
+    if sink then
+      spec.records = sink.records
+      top = {}
+      local to_sink = sink.deliver
+      deliver = function(kind, layer, value, key)
+        if kind == "field" then top[key] = value end
+        return to_sink(kind, layer, value, key)
       end
+    end
+    local resp, msg, code = transport.send(conn, spec, deliver, nil, describe)
+    if not resp then
+      local err = transport.failure(msg, code, url)
+      return code == "refused" and "fatal" or "failed", err
+    end
+    local decoded, err
+    if sink then
+      decoded, err = response.streamed(resp, url, sink.records, deliver, top, self.max_json_depth)
+    else
+      decoded, err = response.decode(resp, url, self.max_json_depth)
+    end
+    if decoded then return "done", decoded end
+    return "failed", err, retry.parse_retry_after(resp.headers["retry-after"])
+  end
+
+  local decoded, err = retry.run{
+    policy = self.retry_policy, deadline = deadline, attempt = attempt, sleep = conn.sleep,
+    on_retry = function(e, delay, attempts)
+      if conn.observed() then
+        conn.notify{ type = "retry", url = url, error = e, delay = delay, attempt = attempts }
+      end
+      if opts.on_retry then opts.on_retry(e, delay, attempts) end
+    end,
+    classify = function(e)
+      -- An expired token (498) is worth exactly one more try with a fresh one
+      -- from the provider; a static token cannot be refreshed. The server
+      -- refused the request, so this is safe for every operation.
+      if e.kind == "auth" and e.code == 498 and self.token_provider and not refreshed then
+        refreshed = true
+        local _, refresh_err = self._token(true)
+        if refresh_err then return "fatal", refresh_err end
+        return "again"
+      end
+      local again, ambiguous = retry.should_retry(mode, e, info)
+      if ambiguous then info.ambiguous = true end
+      if not again then return "stop" end
       -- "busy" with our own lost job is waited out until the deadline; the
       -- other failures count against the attempts
-      local busy = retry.is_busy(err)
-      if not busy then counted = counted + 1 end
-      local delay, why = retry.next_delay(policy, busy and 1 or counted, deadline, retry_after,
-                                          busy and math.min(info.attempts, 6) or nil)
-      if not delay then return nil, retry.annotate(err, info.attempts, why, retry_after), info end
-      if opts.on_retry then opts.on_retry(err, delay, info.attempts) end
-      transport.sleep(self.driver, delay)
-    end
-  end
+      return retry.is_busy(e) and "busy" or "retry"
+    end,
+  }
+  if decoded == nil then return nil, err, info end
+  return decoded, nil, info
 end
 
-local function http_download_error(status, url, offset)
-  local kind = (status == 401 or status == 403) and "auth" or "http"
-  local message = ("HTTP %d while downloading the result file"):format(status)
-  if status == 404 or status == 410 then
-    message = message .. ": it is gone (servers delete result files about ten minutes after the job ends); "
-      .. "the replica state is unchanged, synchronize again"
-  end
-  return errors.new(kind, message, { status = status, url = url, offset = offset })
-end
-
---- GETs a file (a sync result) and returns its bytes. No token
--- is sent: result addresses are self-contained, and a token never goes in a
--- URL. The file is fetched in Range requests of `download_chunk` bytes, so
--- a reset or a failed chunk is resumed where it stopped instead of starting
--- over; a server that ignores Range simply answers 200 with the whole file.
--- Failures are retried as reads (see geoservices.net.retry).
+--- GETs a file (a sync result) and returns its bytes, or feeds them to a
+-- record sink while they arrive (see geoservices.net.download): Range
+-- requests of `download_chunk` bytes, resumed where a failed chunk stopped,
+-- retried as reads. No token is sent: result addresses are self-contained,
+-- and a token never goes in a URL.
 -- @string url the result file's address
 -- @tparam[opt] table opts
 -- @tparam[opt] number opts.timeout seconds for the whole download (default the client's timeout)
--- @tparam[opt] number opts.deadline absolute deadline (geoservices.transport.now clock)
--- @tparam[opt] table opts.stream a result sink (`{records =, deliver =}`): the body is fed to
+-- @tparam[opt] number opts.deadline absolute deadline (geoservices.net.transport.now clock)
+-- @tparam[opt] table opts.sink a record sink (`{records =, deliver =}`): the body is fed to
 --   the record extractor as it arrives and nothing is kept, so memory stays bounded
 -- @tparam[opt] function opts.on_progress `on_progress(received, total)` while the file arrives:
 --   bytes of the whole file so far, and its size (nil until the server announces it)
 -- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
--- @treturn[1] string|boolean the file's bytes, or true with `opts.stream`
+-- @treturn[1] string|boolean the file's bytes, or true with `opts.sink`
 -- @return[2] nil
 -- @treturn[2] table err: kind "network", "timeout", "cancelled" (transfer failures, after the
 --   retries), "http" or "auth" (an error status; 404/410 say the file is gone), "protocol" (a
@@ -352,99 +361,10 @@ end
 -- @raise never
 function Client:download(url, opts)
   opts = opts or {}
-  -- opts.stream = {records =, deliver =}: the body is fed to the record
-  -- extractor by the C core as it arrives (nothing is kept here), and a
-  -- resumed chunk starts at the first byte the extractor has not seen
-  local stream = opts.stream
-  local function broken(response)
-    return errors.new("protocol", "result file: " .. response.json_error, { url = url, offset = response.json_offset })
-  end
-  local deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout))
-  local chunk = self.download_chunk
-  local policy = self.retry_policy
-  local parts, offset = {}, 0
-  local file_size -- from Content-Range, for on_progress
-  local failures = 0 -- consecutive failed attempts of the current chunk
-  local state = { ambiguous = false }
-  while true do
-    local spec = self:request_spec(url, "GET", deadline)
-    if stream then
-      spec.records = stream.records
-      offset = stream.records:fed()
-    end
-    if chunk then
-      spec.headers = { ("Range: bytes=%d-%d"):format(offset, offset + chunk - 1) }
-    end
-    local progress = opts.on_progress and function(received, total)
-      -- whole-file figures across Range chunks: the size is known from the
-      -- first chunk's Content-Range
-      -- (until then a Range answer's length is the chunk's, not the file's: unknown)
-      opts.on_progress(offset + received, file_size or (not chunk and total and offset + total) or nil)
-    end
-    local response, msg, code = transport.perform(self.driver, spec, stream and stream.deliver, progress)
-    local err, retry_after
-    if not response then
-      err = errors.from_transfer(msg, code, url)
-    elseif stream and response.json_error and response.status < 300 then
-      return nil, broken(response)
-    else
-      retry_after = retry.parse_retry_after(response.headers["retry-after"])
-      local status, body = response.status, response.body
-      local received = stream and response.bytes or #body
-      if status == 200 then
-        -- the whole file: the server does not do ranges (or changed its mind
-        -- after the first chunks: skip what was already taken)
-        if stream then
-          if offset > 0 then -- the extractor has seen these bytes already: cannot skip them now
-            return nil, errors.new("protocol", "the server ignored the Range request of a resumed download",
-              { url = url })
-          end
-          return true
-        end
-        if offset > 0 then body = body:sub(offset + 1) end
-        parts[#parts + 1] = body
-        return table.concat(parts)
-      elseif status == 206 then
-        local first, last, size = (response.headers["content-range"] or ""):match("^bytes (%d+)%-(%d+)/(%d+)")
-        first, last, size = tonumber(first), tonumber(last), tonumber(size)
-        file_size = size
-        if first ~= offset or not last or last < first then
-          err = errors.new("protocol", ("the server answered range %s to a request from byte %d"):format(
-            tostring(response.headers["content-range"]), offset), { url = url })
-          return nil, err
-        elseif received ~= last - first + 1 then
-          err = errors.new("protocol", ("result file is not complete: the chunk at byte %d has %d of %d bytes"):format(
-            offset, received, last - first + 1), { code = "short_body", url = url, offset = offset + received })
-        else
-          if self.max_response_bytes and size > self.max_response_bytes then
-            return nil, errors.new("protocol", ("result file of %d bytes is larger than the limit of %d bytes"):format(
-              size, self.max_response_bytes), { code = "too_large", url = url })
-          end
-          if not stream then parts[#parts + 1] = body end
-          offset = last + 1
-          failures = 0
-          if opts.on_progress then opts.on_progress(offset, size) end -- the chunk is in: exact figures
-          if offset >= size then return stream and true or table.concat(parts) end
-        end
-      elseif status == 416 and offset == 0 then
-        return stream and true or "" -- an empty file has no byte 0
-      else
-        err = http_download_error(status, url, offset)
-      end
-    end
-    if err then
-      failures = failures + 1
-      local again = retry.should_retry("read", err, state) or err.code == "short_body"
-      if not again then
-        if failures > 1 then retry.annotate(err, failures, ("after %d attempts"):format(failures)) end
-        return nil, err
-      end
-      local delay, why = retry.next_delay(policy, failures, deadline, retry_after)
-      if not delay then return nil, retry.annotate(err, failures, why, retry_after) end
-      if opts.on_retry then opts.on_retry(err, delay, failures) end
-      transport.sleep(self.driver, delay)
-    end
-  end
+  return download.fetch(self.conn, url, {
+    deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout)),
+    sink = opts.sink, on_progress = opts.on_progress, on_retry = opts.on_retry,
+  })
 end
 
 --- Closes the client's driver and its connections; requests still in flight

@@ -10,7 +10,6 @@
 -- unknown options) raises.
 -- @module geoservices
 local core = require "geoservices.core"
-local admin = require "geoservices.services"
 local client = require "geoservices.client"
 local configure = require "geoservices.configure"
 local edits = require "geoservices.sync.edits"
@@ -19,6 +18,7 @@ local json = require "geoservices.json"
 local loop = require "geoservices.loop"
 local pp = require "geoservices.pp"
 local replica = require "geoservices.sync.replica"
+local services = require "geoservices.services"
 local sync = require "geoservices.sync"
 local volumes = require "geoservices.configure.volumes"
 
@@ -40,15 +40,25 @@ local geoservices = {
   pp = pp, -- geoservices.pp(value): pretty-prints any result (see geoservices.pp)
 }
 
-local Client = client.Client
-Client.synchronize_replica = sync.synchronize_replica
-Client.sync = sync.sync
-Client.resume_sync = sync.resume_sync
-Client.get_services_by_id = admin.get_services_by_id
-Client.list_snapshots = admin.list_snapshots
-Client.configure = configure.configure
-Client.configure_status = configure.status
-Client.wait_configured = configure.wait_configured
+-- The client users get: the connection (geoservices.client) plus one
+-- method per operation, each handing the call to its operation module. The
+-- operations are written against the connection's methods only.
+local Client = setmetatable({}, { __index = client.Client })
+Client.__index = Client
+Client.__name = client.Client.__name
+Client.__tostring = client.Client.__tostring
+Client.__close = client.Client.__close
+
+function Client:synchronize_replica(service, params, opts)
+  return sync.synchronize_replica(self, service, params, opts)
+end
+function Client:sync(r, changes, opts) return sync.sync(self, r, changes, opts) end
+function Client:resume_sync(text) return sync.resume_sync(self, text) end
+function Client:get_services_by_id(ids, opts) return services.get_services_by_id(self, ids, opts) end
+function Client:list_snapshots(item_id, opts) return services.list_snapshots(self, item_id, opts) end
+function Client:configure(params, opts) return configure.configure(self, params, opts) end
+function Client:configure_status(opts) return configure.status(self, opts) end
+function Client:wait_configured(opts) return configure.wait_configured(self, opts) end
 
 --- Builds the volumesConfig parameter of configure (see geoservices.configure.volumes.build).
 -- @function volumes
@@ -90,7 +100,7 @@ end
 --   synchronize_replica / sync / resume_sync, configure / configure_status / wait_configured)
 -- @raise on misuse: an unknown option, a wrong type, a missing or non-http(s) url
 function geoservices.client(opts)
-  return client.new(opts)
+  return client.new(opts, Client)
 end
 
 -- Concurrency (geoservices.loop): tasks on one thread, a host loop driving the core.

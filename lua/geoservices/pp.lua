@@ -12,6 +12,7 @@
 --
 -- @module geoservices.pp
 local json = require "geoservices.json"
+local redact = require "geoservices.redact"
 
 local pp = {}
 
@@ -23,7 +24,7 @@ local pp = {}
 -- @field indent indentation string ("  ")
 pp.DEFAULTS = { max_items = 10, max_depth = 8, max_string = 200, indent = "  " }
 
-local SECRETS = { token = true, password = true, securityQuestionAns = true, secretKey = true, accessKey = true }
+local SECRETS = redact.SECRET_KEYS -- the one list of secrets
 
 local KEYWORDS = {}
 for w in ([[and break do else elseif end false for function goto if in local nil not or repeat return then

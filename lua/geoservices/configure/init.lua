@@ -13,6 +13,8 @@
 local errors = require "geoservices.errors"
 local organization = require "geoservices.configure.organization"
 local params = require "geoservices.form"
+local poll = require "geoservices.poll"
+local redact = require "geoservices.redact"
 local retry = require "geoservices.net.retry"
 local transport = require "geoservices.net.transport"
 local validate = require "geoservices.configure.validate"
@@ -21,12 +23,7 @@ local configure = {}
 
 local DEFAULT_POLL_INTERVAL = 5       -- seconds; a configuration takes tens of minutes
 local DEFAULT_TIMEOUT = 3 * 60 * 60   -- seconds for the whole wait
-local MAX_POLL_ERRORS = 5             -- pods restart during configuration: tolerate a few failed polls
-
--- Members whose values are secrets, at any depth (2.7 HMAC keys and the
--- database password share names with the top-level password).
-local SECRET_KEYS = { password = true, securityQuestionAns = true, secretKey = true, accessKey = true }
-configure.SECRET_KEYS = SECRET_KEYS
+configure.SECRET_KEYS = redact.SECRET_KEYS -- the one list (geoservices.redact)
 
 --- The 14 secret questions in the spec's order; securityQuestionIdx is the
 -- 1-based position in this list (also `geoservices.SECURITY_QUESTIONS`).
@@ -54,12 +51,7 @@ configure.SECURITY_QUESTIONS = {
 -- @return the copy (metatables kept)
 -- @raise never
 function configure.redact(value)
-  if type(value) ~= "table" then return value end
-  local out = setmetatable({}, getmetatable(value))
-  for k, v in pairs(value) do
-    out[k] = SECRET_KEYS[k] and v ~= nil and "<redacted>" or configure.redact(v)
-  end
-  return out
+  return redact.copy(value)
 end
 
 local function basename(path)
@@ -253,35 +245,35 @@ end
 function Operation:wait(opts)
   opts = check_opts(opts, "configure wait")
   if opts.on_stage then self.on_stage = opts.on_stage end
-  local interval = opts.poll_interval or DEFAULT_POLL_INTERVAL
   local stall_after = opts.stall_after
-  local max_errors = opts.max_poll_errors or MAX_POLL_ERRORS
   local start = transport.now()
-  local deadline = start + (opts.timeout or DEFAULT_TIMEOUT)
   self.progress_at = start -- a stage gets the full stall_after from the start of this wait
-  local failures = 0
   if self.state == "failed" then return nil, job_error(self.root) end
-  while self.state ~= "ready" do
-    local now = transport.now()
-    if stall_after and now - self.progress_at >= stall_after then return nil, stall_error(self, stall_after) end
-    if now >= deadline then
-      return nil, errors.new("timeout", ("configuration not ready after %g s (%s)"):format(
-        now - start, organization.summary(self.root)), { root = self.root })
-    end
-    local pause = math.min(interval, deadline - now)
-    if stall_after then pause = math.min(pause, self.progress_at + stall_after - now) end
-    transport.sleep(self.client.driver, math.max(pause, 0))
-    local left = deadline - transport.now()
-    local root, err = self:poll(math.max(math.min(self.request_timeout or self.client.timeout, left), 1))
-    if root then
-      failures = 0
-    elseif TRANSIENT[err.kind] and failures + 1 < max_errors then
-      failures = failures + 1
-    else
-      return nil, err
-    end
-  end
-  return self.root
+  if self.state == "ready" then return self.root end
+  local deadline = start + (opts.timeout or DEFAULT_TIMEOUT)
+  -- the operation already holds a fresh root resource: wait before the first poll
+  return poll.run{
+    interval = opts.poll_interval or DEFAULT_POLL_INTERVAL, deadline = deadline, sleep_first = true,
+    transient = TRANSIENT, max_failures = opts.max_poll_errors, now = transport.now,
+    sleep = function(seconds) return self.client:sleep(seconds) end,
+    check = stall_after and function(now)
+      if now - self.progress_at >= stall_after then return stall_error(self, stall_after) end
+    end,
+    cap_pause = stall_after and function(pause, now)
+      return math.min(pause, self.progress_at + stall_after - now)
+    end,
+    on_deadline = function(_, elapsed)
+      return errors.new("timeout", ("configuration not ready after %g s (%s)"):format(
+        elapsed, organization.summary(self.root)), { root = self.root })
+    end,
+    step = function()
+      local left = deadline - transport.now()
+      local root, err = self:poll(math.max(math.min(self.request_timeout or self.client.timeout, left), 1))
+      if not root then return "failed", err end
+      if self.state == "ready" then return "done", self.root end
+      return "running", root
+    end,
+  }
 end
 
 -- One line: state and stages completed.

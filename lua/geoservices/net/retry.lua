@@ -232,4 +232,51 @@ function retry.annotate(err, attempt, note, retry_after)
   return err
 end
 
+--- The one retry driver, under every request of the library (Client:post
+-- and the ranged downloads of net.download). Calls `attempt(n)` until it
+-- returns a value, the policy says stop, or the deadline is near.
+-- @tparam table args
+-- @tparam table args.policy a policy (@{policy})
+-- @tparam ?number args.deadline absolute deadline
+-- @tparam function args.attempt `attempt(n)` -> `"done", value` | `"progress"` (a step forward: the
+--   failure count starts again) | `"failed", err, retry_after` (asks `classify`) | `"fatal", err`
+--   (ends the call at once)
+-- @tparam function args.classify `classify(err, n)` -> "retry", "busy" (waited out without using up
+--   the attempts), "again" (repeat at once: a refreshed token), "stop", or "fatal" and the error to
+--   return instead
+-- @tparam function args.sleep `sleep(seconds)`
+-- @tparam[opt] function args.on_retry `on_retry(err, delay, attempts)` before each wait
+-- @return[1] the value of the successful attempt
+-- @return[2] nil
+-- @treturn[2] table err, annotated with the attempts made
+-- @local
+function retry.run(args)
+  local attempts, counted = 0, 0 -- attempts since the last progress; failures counted against the policy
+  while true do
+    attempts = attempts + 1
+    local outcome, value, retry_after = args.attempt(attempts)
+    if outcome == "done" then return value end
+    if outcome == "fatal" then return nil, value end
+    if outcome == "progress" then
+      attempts, counted = 0, 0
+    else
+      local err = value
+      local verdict, replacement = args.classify(err, attempts)
+      if verdict == "fatal" then return nil, replacement or err end
+      if verdict == "stop" then
+        if attempts > 1 then retry.annotate(err, attempts, ("after %d attempts"):format(attempts)) end
+        return nil, err
+      elseif verdict ~= "again" then
+        local busy = verdict == "busy"
+        if not busy then counted = counted + 1 end
+        local delay, why = retry.next_delay(args.policy, busy and 1 or counted, args.deadline, retry_after,
+                                            busy and math.min(attempts, 6) or nil)
+        if not delay then return nil, retry.annotate(err, attempts, why, retry_after) end
+        if args.on_retry then args.on_retry(err, delay, attempts) end
+        args.sleep(delay)
+      end
+    end
+  end
+end
+
 return retry

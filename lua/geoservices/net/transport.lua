@@ -10,6 +10,7 @@
 -- calls back into Lua. The current deadline (loop.with_deadline, an
 -- operation's opts.timeout) caps every request's timeout and every sleep.
 local core = require "geoservices.core"
+local errors = require "geoservices.errors"
 local loop = require "geoservices.loop"
 
 local transport = {}
@@ -63,6 +64,65 @@ end
 function transport.sleep(driver, seconds)
   local _ = driver
   return loop.sleep(seconds)
+end
+
+--- The options of the C core's request shared by every request of a
+-- connection: address, method, timeout (from the deadline), TLS settings,
+-- size limit.
+-- @tparam table conn the connection: timeout settings and TLS options of a client (`ca_file`,
+--   `insecure`, `user_agent`, `max_response_bytes`)
+-- @string url the address
+-- @string method "GET" or "POST"
+-- @number deadline absolute deadline (transport.now clock)
+-- @treturn table the request options
+function transport.spec(conn, url, method, deadline)
+  return {
+    url = url,
+    method = method,
+    timeout_ms = math.max(1, math.floor((deadline - core.monotonic()) * 1000)),
+    ca_file = conn.ca_file,
+    insecure = conn.insecure,
+    user_agent = conn.user_agent,
+    max_response_bytes = conn.max_response_bytes,
+  }
+end
+
+--- Sends one request of a connection and tells its observers: "request"
+-- before (an observer may refuse it by returning an error: nothing is sent
+-- and the error is returned as a transfer failure with code "refused"),
+-- "response" after. `event` describes the request for the observers (built
+-- only when there are observers).
+-- @tparam table conn the connection (`driver`, `notify`, `observed`)
+-- @tparam table spec the request options
+-- @tparam ?function on_records records receiver (see perform)
+-- @tparam ?function on_progress progress receiver (see perform)
+-- @tparam[opt] function describe `describe()` -> the "request" event's fields
+-- @return as @{perform}; nil, err, "refused" when an observer refused the request
+function transport.send(conn, spec, on_records, on_progress, describe)
+  if conn.observed() then
+    local event = describe and describe() or {}
+    event.type, event.method, event.url = "request", spec.method, spec.url
+    local refusal = conn.notify(event)
+    if refusal ~= nil then return nil, refusal, "refused" end
+    local started = core.monotonic()
+    local function progress(received, total)
+      conn.notify{ type = "progress", method = spec.method, url = spec.url, received = received, total = total }
+      if on_progress then on_progress(received, total) end
+    end
+    local resp, msg, code = transport.perform(conn.driver, spec, on_records, progress)
+    conn.notify{ type = "response", method = spec.method, url = spec.url, status = resp and resp.status,
+                 bytes = resp and (resp.bytes or #resp.body), error = not resp and msg or nil, code = code,
+                 seconds = core.monotonic() - started }
+    return resp, msg, code
+  end
+  return transport.perform(conn.driver, spec, on_records, on_progress)
+end
+
+--- The error of a failed send: an observer's refusal as it is, else the
+-- transfer failure's error (geoservices.errors.from_transfer).
+function transport.failure(msg, code, url)
+  if code == "refused" then return msg end
+  return errors.from_transfer(msg, code, url)
 end
 
 transport.now = core.monotonic

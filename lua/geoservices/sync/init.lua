@@ -17,13 +17,16 @@
 -- `err.edits_applied` is true and the message says to synchronize again with
 -- `opts.resend = true`. Misuse raises.
 -- @module geoservices.sync
+local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local edits_mod = require "geoservices.sync.edits"
 local jobs = require "geoservices.sync.job"
 local json = require "geoservices.json"
 local loop = require "geoservices.loop"
+local reconcile = require "geoservices.sync.reconcile"
 local replica_mod = require "geoservices.sync.replica"
 local retry = require "geoservices.net.retry"
+local sink_mod = require "geoservices.sync.sink"
 local sync_params = require "geoservices.sync.params"
 local sync_result = require "geoservices.sync.result"
 local transport = require "geoservices.net.transport"
@@ -47,101 +50,91 @@ local function service_path(service)
   return service:gsub("%%", "%%25")
 end
 
--- ---------------------------------------------------------------- edits safety
---
--- A synchronizeReplica that carried edits and failed in a way that may have
--- reached the server (response lost or reset, unreadable body, 5xx) is
--- re-issued with the same edits only because re-applying them is harmless:
---   * adds carry client-side GlobalIDs (the edits builder makes them): the
---     server refuses an add whose GlobalID exists with code -2147217395, so
---     an add is never applied twice. Those failures, for exactly the adds
---     this request re-sent, are reported as already applied;
---   * an update re-applied writes the same values again (idempotent);
---   * a delete re-applied fails with 1019 "Object is missing": for exactly
---     the deletes re-sent, that too is reported as already applied.
--- It is not re-issued (the ambiguous error says so, err.ambiguous = true)
--- when an add has no GlobalID (the server would add it twice) or with
--- rollbackOnFailure = true (an applied first attempt would make the whole
--- re-issue roll back). opts.resend = true declares a manual re-send of
--- edits whose earlier sync failed ambiguously, with the same reconciliation.
-
-local DUPLICATE_GLOBALID = -2147217395 -- "an object with this GlobalID already exists"
-local OBJECT_MISSING = 1019             -- "Object is missing."
-
-local function edit_key(layer, target, gid)
-  return ("%s|%s|%s"):format(tostring(layer), target, (tostring(gid):upper():gsub("[{}]", "")))
-end
-
--- The adds and deletes a request carries, keyed by layer, target and
--- GlobalID; nil when it carries no edits.
-local function sent_edits(fields)
-  if fields.edits == nil then return nil end
-  local list = fields.edits
-  if type(list) == "string" then list = json.decode(list) end
-  if type(list) ~= "table" then return nil end
-  local sent = { adds = json.object(), deletes = json.object(), count = 0, identified = true }
-  for _, entry in ipairs(list) do
-    local layer = math.tointeger(entry.id) or entry.id
-    for _, part in ipairs{ "features", "attachments" } do
-      local p = entry[part]
-      if type(p) == "table" then
-        local target = part == "features" and "feature" or "attachment"
-        for _, item in ipairs(p.adds or {}) do
-          local gid = type(item) == "table" and (part == "features" and type(item.attributes) == "table"
-            and item.attributes.GlobalID or item.globalId)
-          if type(gid) == "string" and gid ~= "" then
-            sent.adds[edit_key(layer, target, gid)] = true
-          else
-            sent.identified = false
-          end
-          sent.count = sent.count + 1
-        end
-        for _, gid in ipairs(p.deleteIds or {}) do
-          sent.deletes[edit_key(layer, target, gid)] = true
-          sent.count = sent.count + 1
-        end
-        sent.count = sent.count + #(p.updates or {})
-      end
+-- Saves the result file at `url` to `output`, checking that a JSON file is
+-- complete (its top-level fields go to the sink). Returns the file's fields
+-- or nil, err.
+local function save_result_file(client, url, sink, ctx)
+  local body, err = client:download(url, { timeout = ctx.timeout, on_progress = ctx.on_progress })
+  if not body then return nil, err end
+  if body:sub(1, 1) == "{" then -- a JSON result must be complete before it is trusted
+    local check = core.records()
+    local ok, msg, offset = check:feed(body)
+    if ok then ok, msg, offset = check:finish() end
+    if not ok then
+      return nil, errors.new("protocol", "result file: " .. msg, { url = url, offset = offset })
     end
+    check:drain(function(kind, _, value, key)
+      if kind == "field" and key ~= "edits" then sink.fields[key] = value end
+    end)
   end
-  return sent.count > 0 and sent or nil
+  local ok, write_err = core.write_file_atomic(ctx.output, body)
+  if not ok then return nil, errors.new("io", write_err) end
+  return sink.fields
 end
 
---- Moves the failures that prove a re-sent edit was applied by an earlier
--- attempt from result.failed_edits to result.already_applied, and counts
--- them as succeeded. Internal: synchronize_replica and jobs call it.
--- @tparam table result a synchronization result
--- @tparam table sent the adds and deletes the request carried
--- @treturn table the result, with `reissued = true`
--- @local
-function sync.reconcile(result, sent)
-  local kept, already = {}, {}
-  for _, f in ipairs(result.failed_edits or {}) do
-    local k = edit_key(f.layer, f.target, f.globalId)
-    if (f.op == "add" and f.code == DUPLICATE_GLOBALID and sent.adds[k])
-      or (f.op == "delete" and f.code == OBJECT_MISSING and sent.deletes[k]) then
-      f.already_applied = true
-      already[#already + 1] = f
-      local c = result.counts and result.counts[f.layer]
-      if c then c.failed, c.succeeded = c.failed - 1, c.succeeded + 1 end
-      result.succeeded = (result.succeeded or 0) + 1
+-- Streams the result file at `url` through the sink. Returns the file's
+-- top-level fields or nil, err.
+local function stream_result_file(client, url, sink, ctx)
+  local ok, err = client:download(url, { timeout = ctx.timeout, sink = sink, on_progress = ctx.on_progress })
+  if not ok then return nil, err end
+  local done, msg, offset = sink.records:finish()
+  if not done then
+    return nil, errors.new("protocol", "result file is not a complete JSON document: " .. msg,
+      { url = url, offset = offset })
+  end
+  sink.records:drain(sink.deliver)
+  return sink.fields
+end
+
+-- The one tail of every synchronization, synchronous or a job that ended:
+-- download the result file (URL transport), build the result, reconcile
+-- re-sent edits, let the caller keep it (ctx.on_done: the replica state
+-- advances), apply strict mode. `doc`: the response's fields or the job's
+-- status resource; `sink`: the records already streamed from the response
+-- (nil for a job).
+local function finish(client, doc, status, sink, ctx)
+  if not sink then
+    sink = sink_mod.new(ctx.on_change)
+    sink:absorb(doc) -- an embedded result that was decoded whole
+  end
+  local url = sync_result.result_url(doc) or (status and sync_result.result_url(status))
+  local file
+  if url and url ~= "" then
+    sink:next_document() -- the response's own document has ended
+    local fields, err
+    if ctx.output then
+      fields, err = save_result_file(client, url, sink, ctx)
     else
-      kept[#kept + 1] = f
+      fields, err = stream_result_file(client, url, sink, ctx)
     end
+    if not fields then
+      if ctx.carried_edits then return nil, reconcile.applied_error(err) end
+      return nil, err
+    end
+    file = { url = url, fields = fields, output = ctx.output }
   end
-  result.failed_edits = kept
-  result.already_applied = already
-  result.reissued = true
+  local result, err = sync_result.build(doc, status, sink, file)
+  if not result then
+    if ctx.carried_edits then return nil, reconcile.applied_error(err) end
+    return nil, err
+  end
+  if ctx.reissued and ctx.sent then reconcile.apply(result, ctx.sent) end
+  if ctx.on_done then
+    local ok, done_err = ctx.on_done(result)
+    if not ok then return nil, done_err end
+  end
+  if ctx.strict and #result.failed_edits > 0 then return nil, sync_result.strict_error(result) end
   return result
 end
 
-local function ambiguous_edits_error(err)
-  err.ambiguous = true
-  if not err.message:find("resend", 1, true) then
-    err.message = err.message .. "; the edits may have been applied: synchronize again with the same edits and "
-      .. "opts.resend = true (adds and deletes already applied are then reported as such)"
-  end
-  return err
+-- What a job needs to finish: the operation's own fields, and the options
+-- of its wait.
+local function finish_job(op, status, wait_opts)
+  return finish(op.client, status, status, nil, {
+    output = op.output, timeout = wait_opts.request_timeout, on_change = wait_opts.on_change or op.on_change,
+    on_progress = wait_opts.on_progress or op.on_progress, carried_edits = op.carried_edits,
+    reissued = op.reissued, sent = op.sent, on_done = op.on_done, strict = op.strict,
+  })
 end
 
 --- Runs synchronizeReplica on a feature service
@@ -194,10 +187,10 @@ function sync.synchronize_replica(self, service, params, opts)
   end
   local deadline = opts.timeout and (transport.now() + opts.timeout) or nil
   local _ <close> = loop.deadline_scope(deadline) -- caps every request, poll and download below
-  local url = ("%s/%s/FeatureServer/synchronizeReplica"):format(self.url, service_path(service))
+  local url = self:url_for(("%s/FeatureServer/synchronizeReplica"):format(service_path(service)))
   local request_timeout = self.timeout
   if deadline then request_timeout = math.min(request_timeout, opts.timeout) end
-  local sent = sent_edits(fields)
+  local sent = reconcile.sent_edits(fields)
   local mode = "read" -- without edits a re-issue only asks for the same changes again
   if sent then
     local rollback = params.rollbackOnFailure == true or params.rollbackOnFailure == "true"
@@ -207,18 +200,17 @@ function sync.synchronize_replica(self, service, params, opts)
   -- to on_change); a re-issued attempt starts a fresh one
   local sink
   local function new_sink()
-    sink = sync_result.sink(opts.on_change)
+    sink = sink_mod.new(opts.on_change)
     return sink
   end
   local doc, post_err, info = self:post(url, fields, { timeout = request_timeout, retry = mode,
                                                        ambiguous = sent ~= nil and opts.resend == true,
-                                                       stream = new_sink })
+                                                       records = new_sink })
   if not doc then
-    if sent and (info.ambiguous or retry.ambiguous(post_err)) then return nil, ambiguous_edits_error(post_err) end
+    if sent and (info.ambiguous or retry.ambiguous(post_err)) then return nil, reconcile.ambiguous_error(post_err) end
     return nil, post_err
   end
   local reissued = sent ~= nil and (opts.resend == true or (info.ambiguous and info.attempts > 1))
-  local reconcile = reissued and function(result) return sync.reconcile(result, sent) end or nil
   local status_url = sync_result.status_url(doc)
   if status_url then
     local op = jobs.operation(self, {
@@ -226,26 +218,16 @@ function sync.synchronize_replica(self, service, params, opts)
       output = opts.output, on_change = opts.on_change, on_progress = opts.on_progress, on_done = opts.on_done,
       replica_path = opts.replica_path,
       poll_interval = opts.poll_interval, on_status = opts.on_status, deadline = deadline,
-      carried_edits = sent ~= nil, sent = sent, reissued = reissued, reconcile = reconcile,
-    })
+      carried_edits = sent ~= nil, sent = sent, reissued = reissued,
+    }, finish_job)
     if opts.wait == false then return op end
     return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
                     timeout = deadline and math.max(0, deadline - transport.now()) or nil }
   end
-  local result, finish_err = sync_result.finish(self, doc, nil,
-    { output = opts.output, on_change = opts.on_change, on_progress = opts.on_progress },
-    sink)
-  if not result then
-    if sent then return nil, jobs.applied_edits_error(finish_err) end
-    return nil, finish_err
-  end
-  if reconcile then reconcile(result) end
-  if opts.on_done then
-    local ok, done_err = opts.on_done(result)
-    if not ok then return nil, done_err end
-  end
-  if opts.strict and #result.failed_edits > 0 then return nil, sync_result.strict_error(result) end
-  return result
+  return finish(self, doc, nil, sink, {
+    output = opts.output, on_change = opts.on_change, on_progress = opts.on_progress,
+    carried_edits = sent ~= nil, reissued = reissued, sent = sent, on_done = opts.on_done, strict = opts.strict,
+  })
 end
 
 -- Replicas with a synchronization in flight in this process: a second one
@@ -330,16 +312,12 @@ function sync.resume_sync(self, text)
     strict = state.strict, output = state.output, replica_path = state.replica_path,
     carried_edits = state.carried_edits, reissued = state.reissued, sent = state.sent,
   }
-  if state.reissued and type(state.sent) == "table" then
-    local sent = state.sent
-    fields.reconcile = function(result) return sync.reconcile(result, sent) end
-  end
   if state.replica_path then
     local r, err = replica_mod.open(state.replica_path)
     if not r then return nil, err end
     fields.on_done = advance_replica(r, {})
   end
-  return jobs.operation(self, fields)
+  return jobs.operation(self, fields, finish_job)
 end
 
 return sync

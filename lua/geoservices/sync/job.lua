@@ -1,7 +1,8 @@
 --- Asynchronous synchronization jobs: the operation object returned with
 -- `async = true, wait = false`, and the polling loop behind `wait`.
--- Polling is "request, then sleep until the next poll" with bounded backoff;
--- the sleep goes through transport.sleep, never os.execute("sleep").
+-- Waiting is the one polling engine (geoservices.poll); what to do with the
+-- ended job (download and build its result) is the `finish` function
+-- geoservices.sync hands each operation, so this module does no result I/O.
 --
 --     local op = client:synchronize_replica("Parcels", { replicaID = id, replicaServerGen = 12,
 --                                                        async = true }, { wait = false })
@@ -10,7 +11,7 @@
 -- @module geoservices.sync.job
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
-local sync_result = require "geoservices.sync.result"
+local poll = require "geoservices.poll"
 local transport = require "geoservices.net.transport"
 
 local jobs = {}
@@ -18,26 +19,10 @@ local jobs = {}
 local MAX_INTERVAL = 5        -- seconds: the backoff never waits longer between polls
 local BACKOFF = 1.5
 local DEFAULT_INTERVAL = 0.5
-local MAX_POLL_ERRORS = 5     -- failed polls in a row (each already retried) before giving up
 -- failures of a poll worth another poll after a pause
 local TRANSIENT = { network = true, timeout = true, http = true }
 
 local TERMINAL = { completed = "Completed", completedwitherrors = "CompletedWithErrors", failed = "Failed" }
-
---- The server accepted a synchronization that carried edits, but its result
--- could not be read: the edits are applied, the generations did not move.
--- Internal.
--- @tparam table err the error
--- @treturn table err, with `edits_applied = true` and a message saying to re-send
--- @local
-function jobs.applied_edits_error(err)
-  err.edits_applied = true
-  if not err.message:find("resend", 1, true) then
-    err.message = err.message .. "; the server applied the edits but the result was not received, so the "
-      .. "replica state is unchanged: synchronize again with the same edits and opts.resend = true"
-  end
-  return err
-end
 
 local Operation = { __name = "geoservices.SyncOperation" }
 Operation.__index = Operation
@@ -45,12 +30,13 @@ Operation.__index = Operation
 --- Makes an operation. Internal: client:synchronize_replica and
 -- client:resume_sync make them.
 -- @param client the client that polls
--- @tparam table fields status_url, service, replicaID, strict, output, on_done (called
---   with the result before it is returned, to advance replica state)...
+-- @tparam table fields status_url, service, replicaID, strict, output...
+-- @tparam function finish `finish(op, status, opts)` -> result or nil, err: what to do with the
+--   ended job (download its result, build it, advance the replica state)
 -- @treturn Operation the operation
 -- @local
-function jobs.operation(client, fields)
-  local op = setmetatable({ client = client }, Operation)
+function jobs.operation(client, fields, finish)
+  local op = setmetatable({ client = client, finish = finish }, Operation)
   for k, v in pairs(fields) do op[k] = v end
   return op
 end
@@ -129,61 +115,42 @@ end
 function Operation:wait(opts)
   opts = opts or {}
   local interval = opts.poll_interval or self.poll_interval or DEFAULT_INTERVAL
-  local deadline = opts.timeout and (transport.now() + opts.timeout) or self.deadline
   local on_status = opts.on_status or self.on_status
   local last
-  local failures = 0
-  while true do
-    local status, err = self:poll()
-    -- the poll itself retried; a few more failed polls in a row are ridden
-    -- over (a server restarting in the middle of the job), a missing job is not
-    if not status then
-      failures = failures + 1
-      if not TRANSIENT[err.kind] or failures >= MAX_POLL_ERRORS then return nil, err end
-    else
-      failures = 0
-    end
-    if status and status.status ~= last then
-      last = status.status
-      if on_status then on_status(status) end
-    end
-    local terminal = status and TERMINAL[status.status:lower()]
-    if terminal == "Failed" then
-      local detail
-      for _, m in ipairs(type(status.messages) == "table" and status.messages or {}) do
-        if type(m) == "table" and m.description then detail = m.description end
+  return poll.run{
+    interval = interval, backoff = BACKOFF, max_interval = math.max(MAX_INTERVAL, opts.poll_interval or 0),
+    deadline = opts.timeout and (transport.now() + opts.timeout) or self.deadline,
+    transient = TRANSIENT, now = transport.now,
+    sleep = function(seconds) return self.client:sleep(seconds) end,
+    step = function()
+      -- the poll itself retried; a few more failed polls in a row are ridden
+      -- over (a server restarting in the middle of the job), a missing job is not
+      local status, err = self:poll()
+      if not status then return "failed", err end
+      if status.status ~= last then
+        last = status.status
+        if on_status then on_status(status) end
       end
-      return nil, errors.new("job", ("synchronization job failed%s"):format(detail and (": " .. detail) or ""),
-        { status_resource = status, url = self.status_url })
-    elseif terminal then
-      -- fetch at once: servers delete result files after about ten minutes
-      local result, result_err = sync_result.finish(self.client, status, status, {
-        output = self.output, timeout = opts.request_timeout, on_change = opts.on_change or self.on_change,
-        on_progress = opts.on_progress or self.on_progress,
-      })
-      if not result then
-        if self.carried_edits then return nil, jobs.applied_edits_error(result_err) end
-        return nil, result_err
+      local terminal = TERMINAL[status.status:lower()]
+      if terminal == "Failed" then
+        local detail
+        for _, m in ipairs(type(status.messages) == "table" and status.messages or {}) do
+          if type(m) == "table" and m.description then detail = m.description end
+        end
+        return "done", nil, errors.new("job", ("synchronization job failed%s"):format(
+          detail and (": " .. detail) or ""), { status_resource = status, url = self.status_url })
+      elseif terminal then
+        -- fetch at once: servers delete result files after about ten minutes
+        return "done", self.finish(self, status, opts)
       end
-      if self.reconcile then self.reconcile(result) end
-      if self.on_done then
-        local ok, done_err = self.on_done(result)
-        if not ok then return nil, done_err end
-      end
-      if self.strict and #result.failed_edits > 0 then return nil, sync_result.strict_error(result) end
-      return result
-    end
-    local now = transport.now()
-    if deadline and now >= deadline then
-      return nil, errors.new("timeout", ("job still %s when the deadline passed; resume it with "
+      return "running", status
+    end,
+    on_deadline = function(status)
+      return errors.new("timeout", ("job still %s when the deadline passed; resume it with "
         .. "client:resume_sync(op:to_json())"):format(status and status.status or "unreachable"),
         { url = self.status_url, operation = self })
-    end
-    local pause = interval
-    if deadline then pause = math.min(pause, deadline - now) end
-    transport.sleep(self.client.driver, pause)
-    interval = math.min(math.max(MAX_INTERVAL, opts.poll_interval or 0), interval * BACKOFF)
-  end
+    end,
+  }
 end
 
 --- A JSON text from which client:resume_sync re-attaches after a restart.

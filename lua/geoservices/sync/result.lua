@@ -5,13 +5,11 @@
 -- the status resource carries them as strings.
 --
 -- Users meet this module through its @{Result}, returned by
--- `client:synchronize_replica`, `client:sync` and an operation's `wait`; the
--- functions that build it (the record sink fed by the C core, the download
--- of a result file) are internal.
+-- `client:synchronize_replica`, `client:sync` and an operation's `wait`.
+-- Pure: it builds the result from what the record sink (geoservices.sync.sink)
+-- kept; the downloads happen in geoservices.sync.
 -- @module geoservices.sync.result
-local core = require "geoservices.core"
 local errors = require "geoservices.errors"
-local json = require "geoservices.json"
 local sync_params = require "geoservices.sync.params"
 
 local sync_result = {}
@@ -76,126 +74,6 @@ function sync_result.status_url(doc)
   return doc.statusUrl or doc.statusURL or doc.statusurl
 end
 
--- Where each kind of record goes in the 2.1 array, and which are edit results.
-local PLACE = {
-  add = { "features", "adds" }, update = { "features", "updates" }, delete = { "features", "deleteIds" },
-  add_result = { "features", "addResults" }, update_result = { "features", "updateResults" },
-  delete_result = { "features", "deleteResults" },
-  add_attachment = { "attachments", "adds" }, update_attachment = { "attachments", "updates" },
-  delete_attachment = { "attachments", "deleteIds" },
-  add_attachment_result = { "attachments", "addResults" },
-  update_attachment_result = { "attachments", "updateResults" },
-  delete_attachment_result = { "attachments", "deleteResults" },
-}
-local RESULT_OP = {
-  add_result = "add", update_result = "update", delete_result = "delete",
-  add_attachment_result = "add", update_attachment_result = "update", delete_attachment_result = "delete",
-}
-
-local Sink = {}
-Sink.__index = Sink
-
---- A sink for the records of a synchronization result, fed by the C core as
--- the body arrives. It keeps the top-level fields, the per-edit outcomes
--- (failed_edits, counts) and either hands each downloaded record to
--- `on_change(layer_id, kind, record)` or builds the 2.1 edits array.
--- Internal.
--- @tparam ?function on_change the receiver of downloaded records, or nil to build `edits`
--- @treturn table the sink (`records`, `deliver`, `fields`, `failed_edits`, `counts`...)
--- @local
-function sync_result.sink(on_change)
-  local sink = setmetatable({
-    fields = {}, counts = {}, failed_edits = {}, succeeded = 0, downloaded = 0,
-    on_change = on_change, edits = not on_change and json.array() or nil, entries = {},
-    records = core.records(),
-  }, Sink)
-  sink.deliver = function(kind, layer, value, key) return sink:record(kind, layer, value, key) end
-  return sink
-end
-
--- The 2.1 entry of a layer, created on its first record (document order).
-function Sink:entry(layer)
-  local e = self.entries[layer]
-  if not e then
-    e = { id = layer }
-    for _, part in ipairs{ "features", "attachments" } do
-      e[part] = { adds = json.array(), updates = json.array(), deleteIds = json.array() }
-    end
-    self.entries[layer] = e
-    self.edits[#self.edits + 1] = e
-  end
-  return e
-end
-
-function Sink:record(kind, layer, value, key)
-  if kind == "layer" then -- a layer entry starts, possibly without records
-    if self.edits then self:entry(layer) end
-    return
-  elseif kind == "field" then
-    self.fields[key] = value
-    return
-  elseif kind == "layer_field" then
-    if self.edits then self:entry(layer)[key] = value end
-    return
-  end
-  local op = RESULT_OP[kind]
-  if op then
-    local c = self.counts[layer] or { succeeded = 0, failed = 0 }
-    self.counts[layer] = c
-    if value.success == true or value.success == "true" then
-      c.succeeded = c.succeeded + 1
-      self.succeeded = self.succeeded + 1
-    else
-      c.failed = c.failed + 1
-      local e = type(value.error) == "table" and value.error or {}
-      self.failed_edits[#self.failed_edits + 1] = {
-        layer = layer, op = op, target = kind:find("attachment", 1, true) and "attachment" or "feature",
-        globalId = value.globalId or value.globalID, objectId = value.objectId,
-        code = math.tointeger(e.code) or e.code, description = e.description or e.message,
-      }
-    end
-  else
-    self.downloaded = self.downloaded + 1
-    if self.on_change then
-      self.on_change(layer, kind, value)
-      return
-    end
-  end
-  if self.edits then
-    local place = PLACE[kind]
-    local part = self:entry(layer)[place[1]]
-    local list = part[place[2]]
-    if not list then
-      list = json.array()
-      part[place[2]] = list
-    end
-    list[#list + 1] = value
-  end
-end
-
--- The kind of record held by each list of a decoded 2.1 entry.
-local KIND_OF = {}
-for kind, place in pairs(PLACE) do KIND_OF[place[1] .. "." .. place[2]] = kind end
-
---- Feeds the records of an already decoded response (its `edits` array) to
--- the sink, as the C core would have while streaming it.
--- @tparam table doc the decoded response
--- @local
-function Sink:absorb(doc)
-  for _, entry in ipairs(type(doc.edits) == "table" and doc.edits or {}) do
-    local layer = math.tointeger(entry.id) or entry.id
-    self:record("layer", layer)
-    for _, part in ipairs{ "features", "attachments" } do
-      for list_name, list in pairs(type(entry[part]) == "table" and entry[part] or {}) do
-        local kind = KIND_OF[part .. "." .. list_name]
-        if kind then
-          for _, value in ipairs(list) do self:record(kind, layer, value) end
-        end
-      end
-    end
-  end
-end
-
 local function integer_gens(list)
   if type(list) ~= "table" then return nil end
   local out = {}
@@ -205,72 +83,25 @@ local function integer_gens(list)
   return out
 end
 
--- Streams the result file at `url` into the sink (or saves it to
--- opts.output, checking that a JSON file is complete). Returns true or nil, err.
-local function fetch(client, url, sink, opts)
-  if opts.output then
-    local body, err = client:download(url, { timeout = opts.timeout, on_progress = opts.on_progress })
-    if not body then return nil, err end
-    if body:sub(1, 1) == "{" then -- a JSON result must be complete before it is trusted
-      local check = core.records()
-      local ok, msg, offset = check:feed(body)
-      if ok then ok, msg, offset = check:finish() end
-      if not ok then
-        return nil, errors.new("protocol", "result file: " .. msg, { url = url, offset = offset })
-      end
-      check:drain(function(kind, _, value, key)
-        if kind == "field" and key ~= "edits" then sink.fields[key] = value end
-      end)
-    end
-    local ok, write_err = core.write_file_atomic(opts.output, body)
-    if not ok then return nil, errors.new("io", write_err) end
-    return true
-  end
-  local ok, err = client:download(url, { timeout = opts.timeout, stream = sink, on_progress = opts.on_progress })
-  if not ok then return nil, err end
-  local done, msg, offset = sink.records:finish()
-  if not done then
-    return nil, errors.new("protocol", "result file is not a complete JSON document: " .. msg,
-      { url = url, offset = offset })
-  end
-  sink.records:drain(sink.deliver)
-  return true
-end
-
---- Builds the result of a synchronization. `doc`: the fields of the
--- response (or of the job status), `status`: the job status resource (async)
--- or nil, `sink`: the records already streamed from the response body (nil
--- for a job). Downloads the result file when there is one. opts: output,
--- on_change, on_progress, timeout. Returns result or nil, err; touches no replica state.
--- Internal: synchronize_replica and jobs call it.
--- @param client the client
+--- Builds the result of a synchronization from what arrived, without I/O.
+-- Internal: geoservices.sync calls it once the response (and the result
+-- file, if any) went through the sink.
 -- @tparam table doc the response's (or job status's) fields
 -- @tparam ?table status the job status resource, or nil
--- @tparam[opt] table opts output, on_change, on_progress, timeout
--- @tparam[opt] table sink the records already streamed
+-- @tparam table sink the records sink (outcomes and downloaded records)
+-- @tparam ?table file what the result file said: `{url =, fields =, output =}`, or nil
 -- @treturn[1] Result the result
 -- @return[2] nil
--- @treturn[2] table err: the download's errors, kind "protocol" (an incomplete result, no
---   generation), "io" (opts.output could not be written)
+-- @treturn[2] table err: kind "protocol" (no generation)
 -- @local
-function sync_result.finish(client, doc, status, opts, sink)
-  opts = opts or {}
-  if not sink then
-    sink = sync_result.sink(opts.on_change)
-    sink:absorb(doc) -- an embedded result that was decoded whole
-  end
-  local url = sync_result.result_url(doc) or (status and sync_result.result_url(status))
+function sync_result.build(doc, status, sink, file)
   local result = setmetatable({}, Result)
-  local content = {}
-  if url and url ~= "" then
-    sink.fields = {}
-    sink.records = core.records() -- a new document: the response's own one has ended
-    local ok, err = fetch(client, url, sink, opts)
-    if not ok then return nil, err end
-    content = sink.fields
-    result.result_url = url
-    result.output = opts.output
+  local content = file and file.fields or {}
+  if file then
+    result.result_url = file.url
+    result.output = file.output
   end
+  local url = file and file.url
   local function pick(field)
     if content[field] ~= nil then return content[field] end
     if doc[field] ~= nil then return doc[field] end

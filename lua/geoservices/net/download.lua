@@ -1,0 +1,126 @@
+--- GETs a file (a sync result) in Range requests of `conn.download_chunk`
+-- bytes, so a reset or a failed chunk is resumed where it stopped instead of
+-- starting over; a server that ignores Range simply answers 200 with the
+-- whole file. The bytes go to a record sink while they arrive (nothing is
+-- kept here: memory stays bounded), or are returned whole. No token is sent:
+-- result addresses are self-contained, and a token never goes in a URL.
+-- Failures are retried as reads, through the one retry driver.
+local errors = require "geoservices.errors"
+local retry = require "geoservices.net.retry"
+local transport = require "geoservices.net.transport"
+
+local download = {}
+
+local function http_error(status, url, offset)
+  local kind = (status == 401 or status == 403) and "auth" or "http"
+  local message = ("HTTP %d while downloading the result file"):format(status)
+  if status == 404 or status == 410 then
+    message = message .. ": it is gone (servers delete result files about ten minutes after the job ends); "
+      .. "the replica state is unchanged, synchronize again"
+  end
+  return errors.new(kind, message, { status = status, url = url, offset = offset })
+end
+
+--- Downloads `url`.
+-- @tparam table conn the connection (see geoservices.net.transport.spec): driver, retry policy,
+--   download_chunk (false: one plain GET), max_response_bytes, notify
+-- @string url the file's address
+-- @tparam table opts
+-- @tparam number opts.deadline absolute deadline
+-- @tparam[opt] table opts.sink a record sink (`records`, a core.records extractor, and
+--   `deliver(kind, layer, value, key)`): the body is fed to it as it arrives; a resumed chunk starts
+--   at the first byte the extractor has not seen
+-- @tparam[opt] function opts.on_progress `on_progress(received, total)`: bytes of the whole file so far,
+--   and its size (nil until the server announces it)
+-- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
+-- @treturn[1] string|boolean the file's bytes, or true with `opts.sink`
+-- @return[2] nil
+-- @treturn[2] table err: kind "network", "timeout", "cancelled", "http", "auth" (404/410 say the file
+--   is gone), "protocol" (a wrong Content-Range, an incomplete chunk, a file larger than
+--   max_response_bytes, broken JSON while streaming)
+function download.fetch(conn, url, opts)
+  local sink = opts.sink
+  local deadline = opts.deadline
+  local chunk = conn.download_chunk
+  local parts, offset = {}, 0
+  local file_size -- from Content-Range, for on_progress
+  local state = { ambiguous = false }
+
+  local function progress_of()
+    if not opts.on_progress then return nil end
+    return function(received, total)
+      -- whole-file figures across Range chunks: the size is known from the
+      -- first chunk's Content-Range (until then a Range answer's length is
+      -- the chunk's, not the file's: unknown)
+      opts.on_progress(offset + received, file_size or (not chunk and total and offset + total) or nil)
+    end
+  end
+
+  local function attempt()
+    local spec = transport.spec(conn, url, "GET", deadline)
+    if sink then
+      spec.records = sink.records
+      offset = sink.records:fed()
+    end
+    if chunk then spec.headers = { ("Range: bytes=%d-%d"):format(offset, offset + chunk - 1) } end
+    local resp, msg, code = transport.send(conn, spec, sink and sink.deliver, progress_of())
+    if not resp then
+      local err = transport.failure(msg, code, url)
+      return code == "refused" and "fatal" or "failed", err
+    end
+    if sink and resp.json_error and resp.status < 300 then
+      return "fatal", errors.new("protocol", "result file: " .. resp.json_error,
+        { url = url, offset = resp.json_offset })
+    end
+    local retry_after = retry.parse_retry_after(resp.headers["retry-after"])
+    local status, body = resp.status, resp.body
+    local received = sink and resp.bytes or #body
+    if status == 200 then
+      -- the whole file: the server does not do ranges (or changed its mind
+      -- after the first chunks: skip what was already taken)
+      if sink then
+        if offset > 0 then -- the extractor has seen these bytes already: cannot skip them now
+          return "fatal", errors.new("protocol", "the server ignored the Range request of a resumed download",
+            { url = url })
+        end
+        return "done", true
+      end
+      if offset > 0 then body = body:sub(offset + 1) end
+      parts[#parts + 1] = body
+      return "done", table.concat(parts)
+    elseif status == 206 then
+      local first, last, size = (resp.headers["content-range"] or ""):match("^bytes (%d+)%-(%d+)/(%d+)")
+      first, last, size = tonumber(first), tonumber(last), tonumber(size)
+      file_size = size
+      if first ~= offset or not last or last < first then
+        return "fatal", errors.new("protocol", ("the server answered range %s to a request from byte %d"):format(
+          tostring(resp.headers["content-range"]), offset), { url = url })
+      elseif received ~= last - first + 1 then
+        return "failed", errors.new("protocol", ("result file is not complete: the chunk at byte %d has %d of %d "
+          .. "bytes"):format(offset, received, last - first + 1),
+          { code = "short_body", url = url, offset = offset + received }), retry_after
+      end
+      if conn.max_response_bytes and size > conn.max_response_bytes then
+        return "fatal", errors.new("protocol", ("result file of %d bytes is larger than the limit of %d bytes"):format(
+          size, conn.max_response_bytes), { code = "too_large", url = url })
+      end
+      if not sink then parts[#parts + 1] = body end
+      offset = last + 1
+      if opts.on_progress then opts.on_progress(offset, size) end -- the chunk is in: exact figures
+      if offset >= size then return "done", sink and true or table.concat(parts) end
+      return "progress"
+    elseif status == 416 and offset == 0 then
+      return "done", sink and true or "" -- an empty file has no byte 0
+    end
+    return "failed", http_error(status, url, offset), retry_after
+  end
+
+  return retry.run{
+    policy = conn.policy, deadline = deadline, sleep = conn.sleep, on_retry = opts.on_retry, attempt = attempt,
+    classify = function(err)
+      return (retry.should_retry("read", err, state) or err.code == "short_body") and "retry" or "stop"
+    end,
+  }
+end
+
+return download

@@ -1,0 +1,98 @@
+--- Classifies a finished HTTP response: the decoded JSON object, or an
+-- error of the right kind. Pure: it reads the response table the C core
+-- returned and sends nothing.
+--
+-- A JSON `{"error": {...}}` body is a server error whatever the HTTP status;
+-- redirects are not followed, so a 3xx is an error too (a POST must not
+-- silently become a GET).
+local errors = require "geoservices.errors"
+local json = require "geoservices.json"
+
+local response = {}
+
+local function strip_html(body)
+  local text = body:gsub("<[^>]*>", " "):gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+  if #text > 120 then text = text:sub(1, 117) .. "..." end
+  return text
+end
+
+--- The error of a decoded JSON error body (`{"error": {...}}`).
+-- @tparam table decoded the body's top-level fields
+-- @int status the HTTP status
+-- @string url the address
+-- @treturn table the error: kind "auth" for token codes, else "server"
+function response.body_error(decoded, status, url)
+  local e = decoded.error
+  if type(e) ~= "table" then e = { message = tostring(e) } end
+  local code = math.tointeger(e.code) or e.code
+  local message = type(e.message) == "string" and e.message or "server reported an error"
+  local details = type(e.details) == "table" and e.details or nil
+  if details and #details > 0 then
+    local texts = {}
+    for _, d in ipairs(details) do texts[#texts + 1] = tostring(d) end
+    message = message .. ": " .. table.concat(texts, "; ")
+  end
+  local kind = (errors.is_auth_code(code) or errors.is_auth_code(status)) and "auth" or "server"
+  return errors.new(kind, message, { code = code, details = details, status = status, url = url })
+end
+
+--- A whole response body: its decoded JSON object, or nil, err.
+-- @tparam table resp the C core's response (`status`, `headers`, `body`)
+-- @string url the address
+-- @tparam[opt] number max_depth nesting limit
+-- @treturn[1] table the decoded object
+-- @return[2] nil
+-- @treturn[2] table err: kind "server", "auth", "http" or "protocol"
+function response.decode(resp, url, max_depth)
+  local status, body = resp.status, resp.body
+  local decoded, msg, offset
+  if body ~= "" then decoded, msg, offset = json.decode(body, { max_depth = max_depth }) end
+  if type(decoded) == "table" and decoded.error ~= nil then
+    return nil, response.body_error(decoded, status, url)
+  end
+  if status >= 300 then
+    local kind = (status == 401 or status == 403) and "auth" or "http"
+    local detail = decoded == nil and body ~= "" and (": " .. strip_html(body)) or ""
+    return nil, errors.new(kind, ("HTTP %d%s"):format(status, detail), { status = status, url = url })
+  end
+  if decoded == nil then
+    if body == "" then return nil, errors.new("protocol", "empty response body", { status = status, url = url }) end
+    local ctype = resp.headers["content-type"] or "unknown content type"
+    return nil, errors.new("protocol", ("invalid JSON response (%s, %d bytes) at byte %s: %s"):format(
+      ctype, #body, tostring(offset), tostring(msg)), { status = status, url = url, offset = offset })
+  end
+  if type(decoded) ~= "table" then
+    return nil, errors.new("protocol", "expected a JSON object, got " .. type(decoded), { status = status, url = url })
+  end
+  return decoded
+end
+
+--- A response whose body streamed into a record sink: a successful body
+-- went to the extractor, so only its top-level `fields` are checked; an
+-- error page never reached it and is classified from its bytes.
+-- @tparam table resp the C core's response
+-- @string url the address
+-- @tparam userdata records the core.records extractor the body was fed to
+-- @tparam function deliver receives the records still held by the extractor
+-- @tparam table fields the top-level fields seen so far (filled through deliver)
+-- @tparam[opt] number max_depth nesting limit
+-- @treturn[1] table fields
+-- @return[2] nil
+-- @treturn[2] table err
+function response.streamed(resp, url, records, deliver, fields, max_depth)
+  if resp.status >= 300 then return response.decode(resp, url, max_depth) end
+  if resp.json_error then
+    return nil, errors.new("protocol", "invalid JSON response: " .. resp.json_error,
+      { status = resp.status, url = url, offset = resp.json_offset })
+  end
+  local done, msg, offset = records:finish()
+  if not done then
+    return nil, errors.new("protocol", "invalid JSON response: " .. msg,
+      { status = resp.status, url = url, offset = offset })
+  end
+  records:drain(deliver)
+  if fields.error ~= nil then return nil, response.body_error(fields, resp.status, url) end
+  return fields
+end
+
+return response
