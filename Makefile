@@ -49,15 +49,14 @@ endif
 ALLCFLAGS   = $(WARNFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
               -DCURL_NO_OLDIES $(SANFLAGS)
 
-CORE_SRC   = csrc/core.c csrc/driver.c csrc/request.c csrc/form.c csrc/urlencode.c \
-             csrc/buf.c csrc/jsonstream.c csrc/lua_jsonstream.c csrc/fileio.c \
-             csrc/records.c csrc/lua_records.c
-HTTPD_SRC  = csrc/emulator/httpd.c csrc/buf.c
+CORE_SRC   = csrc/core.c csrc/class.c csrc/buf.c csrc/sys.c \
+             $(sort $(wildcard csrc/net/*.c)) $(sort $(wildcard csrc/json/*.c))
+HTTPD_SRC  = csrc/emulator/httpd.c csrc/buf.c csrc/class.c
 CORE_SO    = $(BUILD)/geoservices/core.so
 HTTPD_SO   = $(BUILD)/geoservices/httpd.so
 CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/tests/test_jsonstream \
              $(BUILD)/tests/test_records $(BUILD)/tests/test_numbers
-HEADERS    = $(wildcard csrc/*.h)
+HEADERS    = $(wildcard csrc/*.h csrc/net/*.h csrc/json/*.h)
 
 .PHONY: all deps test lint ctest busted demo emulator install uninstall clean asan help fuzz bench docs
 
@@ -87,12 +86,12 @@ deps:
 	fi
 
 $(CORE_SO): $(CORE_SRC) $(HEADERS) | $(BUILD)/geoservices
-	$(CC) $(ALLCFLAGS) $(LUA_CFLAGS) $(CURL_CFLAGS) $(LIBFLAG) -o $@ $(CORE_SRC) $(CURL_LIBS) $(LDFLAGS)
+	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(CURL_CFLAGS) $(LIBFLAG) -o $@ $(CORE_SRC) $(CURL_LIBS) $(LDFLAGS)
 
 $(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
-	$(CC) $(ALLCFLAGS) $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
+	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
 
-PURE_C_SRC = csrc/buf.c csrc/urlencode.c csrc/jsonstream.c csrc/records.c
+PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/records.c
 $(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(LDFLAGS)
 

@@ -12,23 +12,21 @@
 #define GEOSERVICES_REQUEST_MT "geoservices.Request"
 #define GEOSERVICES_JSONSTREAM_MT "geoservices.JsonStream"
 
-/* Each file registers its functions/metatables into the module table at -1. */
-void geoservices_open_request(lua_State *L);
-void geoservices_open_driver(lua_State *L);
-void geoservices_open_form(lua_State *L);
-void geoservices_open_jsonstream(lua_State *L);
-void geoservices_open_fileio(lua_State *L);
-void geoservices_open_records(lua_State *L);
+/* Each file registers its functions/metatables into the module table at -1;
+ * only core.c's luaopen calls these. */
+void geoservices_open_request(lua_State *L);     /* net/request.c */
+void geoservices_open_driver(lua_State *L);      /* net/driver.c */
+void geoservices_open_form(lua_State *L);        /* net/form.c */
+void geoservices_open_json_decode(lua_State *L); /* json/lua_decode.c */
+void geoservices_open_json_encode(lua_State *L); /* json/lua_encode.c */
+void geoservices_open_sys(lua_State *L);         /* sys.c */
+void geoservices_open_records(lua_State *L);     /* json/lua_records.c */
 
 /* Appends the JSON text of the value at idx to b (exact integers, 17-digit
  * doubles, arrays marked by the registered metatable); raises on values JSON
- * cannot hold. The caller owns b and frees it if this raises. */
+ * cannot hold. The caller owns b and frees it if this raises.
+ * (json/lua_encode.c) */
 struct geoservices_buf;
 void geoservices_json_encode_into(lua_State *L, int idx, struct geoservices_buf *b);
-
-/* Sets a metatable from a luaL_Reg list, reusing it if luaopen ran before
- * (luaL_newmetatable returns 0 then and we just refresh the functions). */
-void geoservices_new_class(lua_State *L, const char *name, const luaL_Reg *methods,
-                           const luaL_Reg *meta);
 
 #endif

@@ -1,24 +1,15 @@
 /* luaopen_geoservices_core: the module table, constants and the once-only
  * curl_global_init. Safe to run more than once per state (package.loaded
- * resets, busted insulation): metatables are reused, not recreated. */
+ * resets, busted insulation): metatables are reused, not recreated. Each
+ * part registers itself through its geoservices_open_* (common.h): net/ for
+ * requests, the driver and forms, json/ for the parser, encoder and records,
+ * sys.c for files and random bytes. Nothing calls back into this file. */
 #include <curl/curl.h>
 #include <time.h>
 
 #include "common.h"
 
 static int curl_ready = 0;
-
-void geoservices_new_class(lua_State *L, const char *name, const luaL_Reg *methods,
-                           const luaL_Reg *meta) {
-  luaL_newmetatable(L, name); /* existing one is refreshed in place */
-  luaL_setfuncs(L, meta, 0);
-  lua_newtable(L);
-  luaL_setfuncs(L, methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pushstring(L, name);
-  lua_setfield(L, -2, "__name");
-  lua_pop(L, 1);
-}
 
 static int l_curl_version(lua_State *L) {
   const curl_version_info_data *info = curl_version_info(CURLVERSION_NOW);
@@ -60,8 +51,9 @@ GEOSERVICES_API int luaopen_geoservices_core(lua_State *L) {
   geoservices_open_request(L);
   geoservices_open_driver(L);
   geoservices_open_form(L);
-  geoservices_open_jsonstream(L);
-  geoservices_open_fileio(L);
+  geoservices_open_json_decode(L);
+  geoservices_open_json_encode(L);
+  geoservices_open_sys(L);
   geoservices_open_records(L);
   return 1;
 }

@@ -42,8 +42,9 @@
 
 #include <microhttpd.h>
 
-#include "../buf.h"
-#include "../common.h"
+#include "buf.h"
+#include "class.h"
+#include "common.h"
 
 #define SERVER_MT "geoservices.HttpServer"
 #define EXCHANGE_MT "geoservices.HttpExchange"
@@ -338,21 +339,6 @@ static struct MHD_Response *partial_response(uint64_t size, const char *data, in
 }
 
 /* ---- helpers ------------------------------------------------------------- */
-
-/* Own copy of geoservices_new_class: core.c is not linked into httpd.so. */
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods,
-                      const luaL_Reg *meta) {
-  luaL_newmetatable(L, name); /* an existing one is refreshed in place */
-  luaL_setfuncs(L, meta, 0);
-  if (methods) {
-    lua_newtable(L);
-    luaL_setfuncs(L, methods, 0);
-    lua_setfield(L, -2, "__index");
-  }
-  lua_pushstring(L, name);
-  lua_setfield(L, -2, "__name");
-  lua_pop(L, 1);
-}
 
 static void ignore_sigpipe(void) {
   static int done = 0;
@@ -768,8 +754,8 @@ static const luaL_Reg exchange_meta[] = {{"__gc", l_exchange_gc},
                                          {NULL, NULL}};
 
 GEOSERVICES_API int luaopen_geoservices_httpd(lua_State *L) {
-  new_class(L, SERVER_MT, server_methods, server_meta);
-  new_class(L, EXCHANGE_MT, NULL, exchange_meta);
+  geoservices_new_class(L, SERVER_MT, server_methods, server_meta);
+  geoservices_new_class(L, EXCHANGE_MT, NULL, exchange_meta);
   luaL_getmetatable(L, EXCHANGE_MT);
   luaL_newlib(L, exchange_methods);
   lua_pushcclosure(L, l_exchange_index, 1);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonstream.h"
+#include "json/jsonstream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

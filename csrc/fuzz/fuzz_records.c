@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "records.h"
+#include "json/records.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "urlencode.h"
+#include "net/urlencode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,7 +11,7 @@
 
 #include "buf.h"
 #include "check.h"
-#include "jsonstream.h"
+#include "json/jsonstream.h"
 
 /* ---- event log ---- */
 

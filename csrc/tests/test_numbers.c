@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "jsonstream.h"
+#include "json/jsonstream.h"
 
 static double got;
 static int got_double;

@@ -5,7 +5,7 @@
 
 #include "buf.h"
 #include "check.h"
-#include "records.h"
+#include "json/records.h"
 
 /* Feeds doc in pieces of `step` bytes (0 = whole), consuming the tape after
  * each feed into `out`. Returns the feed/finish status. */

@@ -3,7 +3,7 @@
 
 #include "buf.h"
 #include "check.h"
-#include "urlencode.h"
+#include "net/urlencode.h"
 
 static void check_encodes(const char *in, size_t n, const char *expected) {
   geoservices_buf b;

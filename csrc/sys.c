@@ -1,4 +1,7 @@
-/* Atomic file replacement for replica state and downloaded results: write a
+/* What the Lua layer needs from the system and Lua's io/os cannot give:
+ * write_file_atomic and random_bytes.
+ *
+ * Atomic file replacement for replica state and downloaded results: write a
  * temporary file in the same directory, fsync it, rename it over the target,
  * fsync the directory. A crash at any point leaves either the old or the new
  * file, never a torn one. Lua's io library cannot fsync, hence C. */
@@ -92,7 +95,7 @@ static int l_random_bytes(lua_State *L) {
   return 1;
 }
 
-void geoservices_open_fileio(lua_State *L) {
+void geoservices_open_sys(lua_State *L) {
   static const luaL_Reg functions[] = {
     {"write_file_atomic", l_write_file_atomic},
     {"random_bytes", l_random_bytes},

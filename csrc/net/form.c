@@ -1,11 +1,13 @@
-/* Form encoding for Lua: urlencode(s) and form_encode(fields). Values may be
- * strings, numbers or booleans; the Lua layer turns tables into JSON first. */
+/* Form encoding for Lua: urlencode(s), urldecode(s), form_text(v) and
+ * form_encode(fields), the last also used by request bodies (request.c).
+ * Values may be strings, numbers or booleans, or tables, which are written as
+ * JSON (json/lua_encode.c) straight into the form. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "request.h"
-#include "urlencode.h"
+#include "net/request.h"
+#include "net/urlencode.h"
 
 /* Converts the scalar at idx to its form text; raises for anything else. */
 static const char *scalar_text(lua_State *L, int idx, size_t *len, char *scratch, const char *what) {

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "jsonstream.h"
+#include "json/jsonstream.h"
 
 /* Kinds of records, in the order of geoservices_record_kind_names. */
 typedef enum {

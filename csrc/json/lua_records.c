@@ -4,8 +4,9 @@
  * Records class (feed strings or file chunks yourself). */
 #include <string.h>
 
+#include "class.h"
 #include "common.h"
-#include "lua_records.h"
+#include "json/lua_records.h"
 
 #define ARRAY_MT_KEY "geoservices.json.array"
 

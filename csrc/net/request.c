@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "request.h"
+#include "class.h"
+#include "net/request.h"
 
 static const char *const state_names[] = {"closed", "ready", "running", "done"};
 
@@ -324,7 +325,7 @@ static void configure(lua_State *L, geoservices_request *req, int idx) {
 static int l_request_new(lua_State *L) {
   geoservices_request *req;
   luaL_checktype(L, 1, LUA_TTABLE);
-  req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 1); /* 1: records waiting for their layer id */
+  req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 1); /* 1: the Records, in records mode */
   memset(req, 0, sizeof(*req));
   req->state = REQUEST_CLOSED;
   req->ref = LUA_NOREF;

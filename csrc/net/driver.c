@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "request.h"
+#include "class.h"
+#include "net/request.h"
 
 static geoservices_driver *check_driver(lua_State *L, int idx) {
   return (geoservices_driver *)luaL_checkudata(L, idx, GEOSERVICES_DRIVER_MT);

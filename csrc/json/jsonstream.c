@@ -2,7 +2,7 @@
  * literals are sub-machines whose state survives chunk boundaries. A string
  * that opens and closes inside one chunk without escapes is handed to the
  * handler straight from the chunk (no copy); anything else spills into buf. */
-#include "jsonstream.h"
+#include "json/jsonstream.h"
 
 #include <limits.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "common.h"
-#include "records.h"
+#include "json/records.h"
 
 #define GEOSERVICES_RECORDS_MT "geoservices.Records"
 

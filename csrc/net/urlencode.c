@@ -1,4 +1,4 @@
-#include "urlencode.h"
+#include "net/urlencode.h"
 
 #include <string.h>
 

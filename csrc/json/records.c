@@ -1,4 +1,4 @@
-#include "records.h"
+#include "json/records.h"
 
 #include <stdlib.h>
 #include <string.h>

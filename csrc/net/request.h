@@ -6,7 +6,7 @@
 
 #include "buf.h"
 #include "common.h"
-#include "lua_records.h"
+#include "json/lua_records.h"
 
 typedef struct geoservices_driver geoservices_driver;
 
