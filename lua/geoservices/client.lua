@@ -13,7 +13,6 @@ local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local download = require "geoservices.net.download"
 local form = require "geoservices.form"
-local redact = require "geoservices.redact"
 local response = require "geoservices.net.response"
 local retry = require "geoservices.net.retry"
 local transport = require "geoservices.net.transport"
@@ -213,23 +212,6 @@ function Client:request_spec(url, method, deadline)
   return transport.spec(self.conn, url, method, deadline)
 end
 
--- The "request" event of a form POST: its fields as they would be sent,
--- secrets redacted.
-local function describe_post(fields, opts, has_token)
-  return function()
-    local shown = {}
-    for i, pair in ipairs(form.to_form(redact.copy(fields))) do shown[i] = { pair[1], form.text(pair[2]) } end
-    if has_token then shown[#shown + 1] = { "token", redact.MARK } end
-    local files = {}
-    for _, f in ipairs(opts.files or {}) do
-      local source = f.file and ("streamed from " .. f.file) or (#(f.data or "") .. " bytes in memory")
-      files[#files + 1] = { name = f.name, filename = f.filename, source = source }
-    end
-    return { fields = shown, files = files,
-             content_type = opts.multipart and "multipart/form-data" or "application/x-www-form-urlencoded" }
-  end
-end
-
 --- POSTs `fields` (plus f=json and the token) form-encoded to `url` and
 -- returns the decoded JSON object. Every operation goes through here: the
 -- retry policy (geoservices.net.retry) and the one-time token refresh on code
@@ -264,7 +246,9 @@ function Client:post(url, fields, opts)
   local refreshed = false
   local info = { attempts = 0, ambiguous = opts.ambiguous == true }
   local conn = self.conn
-  local describe = describe_post(fields, opts, self.has_token)
+  local function describe() -- the "request" event, built only when someone observes
+    return form.describe(fields, opts.files, opts.multipart, self.has_token)
+  end
 
   local function attempt()
     local token, token_err = self._token(false)

@@ -3,6 +3,7 @@
 -- significant digits, tables as JSON (all three in C); strings unchanged.
 local core = require "geoservices.core"
 local json = require "geoservices.json"
+local redact = require "geoservices.redact"
 
 local params = {}
 
@@ -40,6 +41,28 @@ end
 function params.text(value)
   if type(value) == "table" then return json.encode(value) end
   return core.form_text(value)
+end
+
+--- How a request's form looks to a person (a dry run, a log): its fields
+-- as `{{name, text}, ...}` as they would be sent, every secret redacted
+-- (geoservices.redact), the token as "<redacted>" when one goes with it,
+-- and its file parts with where their bytes come from.
+-- @tparam table fields the parameters
+-- @tparam[opt] table files file parts (`{name =, file = path | data =, filename =}`)
+-- @bool[opt] multipart sent as multipart/form-data
+-- @bool[opt] with_token a token goes with the request
+-- @treturn table `{fields =, files =, content_type =}`
+function params.describe(fields, files, multipart, with_token)
+  local shown = {}
+  for i, pair in ipairs(params.to_form(redact.copy(fields))) do shown[i] = { pair[1], params.text(pair[2]) } end
+  if with_token then shown[#shown + 1] = { "token", redact.MARK } end
+  local parts = {}
+  for _, f in ipairs(files or {}) do
+    local source = f.file and ("streamed from " .. f.file) or (#(f.data or "") .. " bytes in memory")
+    parts[#parts + 1] = { name = f.name, filename = f.filename, source = source }
+  end
+  return { fields = shown, files = parts,
+           content_type = multipart and "multipart/form-data" or "application/x-www-form-urlencoded" }
 end
 
 return params

@@ -92,16 +92,8 @@ function Preview.__tostring(p)
 end
 
 local function preview(url, fields, files)
-  local shown = {}
-  for _, pair in ipairs(params.to_form(configure.redact(fields))) do
-    shown[#shown + 1] = { pair[1], params.text(pair[2]) }
-  end
-  local parts = {}
-  for _, f in ipairs(files) do
-    parts[#parts + 1] = { name = f.name, filename = f.filename,
-                          source = f.file and ("streamed from " .. f.file) or (#f.data .. " bytes in memory") }
-  end
-  return setmetatable({ url = url, fields = shown, files = parts }, Preview)
+  local described = params.describe(fields, files, true, false)
+  return setmetatable({ url = url, fields = described.fields, files = described.files }, Preview)
 end
 
 local OPTION_TYPES = {

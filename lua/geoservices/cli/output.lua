@@ -1,0 +1,143 @@
+--- What the command prints: one JSON object per line (`--json`), plain
+-- lines, or (on a terminal) lines redrawn in place; the exit codes; progress
+-- bars. Every command writes through an Out.
+local errors = require "geoservices.errors"
+local json = require "geoservices.json"
+
+local output = {}
+
+--- Exit codes of the command (also `geoservices.cli.EXIT`).
+output.EXIT = { ok = 0, failed = 1, usage = 2, partial = 3 }
+local EXIT = output.EXIT
+
+--- The error a dry run's observer answers every request with: nothing is
+-- sent, and the commands do not report it as a failure.
+output.DRY_RUN = errors.new("dry_run", "dry run: nothing sent")
+local DRY_RUN = output.DRY_RUN
+
+local Out = {}
+Out.__index = Out
+
+function output.new(args, env)
+  local mode = args.json and "json" or (env.tty and "tty" or "lines")
+  return setmetatable({ mode = mode, stdout = env.stdout, stderr = env.stderr, verbose = args.verbose or 0,
+                        live_shown = false }, Out)
+end
+
+function Out:emit(event)
+  self.stdout:write(json.encode(event), "\n")
+  self.stdout:flush()
+end
+
+function Out:line(text)
+  self:clear_live()
+  self.stdout:write(text, "\n")
+  self.stdout:flush()
+end
+
+-- One line redrawn in place (terminal only).
+function Out:live(text)
+  self.stdout:write("\r\27[2K", text)
+  self.stdout:flush()
+  self.live_shown = true
+end
+
+function Out:clear_live()
+  if self.live_shown then
+    self.stdout:write("\r\27[2K")
+    self.live_shown = false
+  end
+end
+
+local function error_fields(err)
+  if type(err) ~= "table" then return { kind = "failed", message = tostring(err) } end
+  return { kind = err.kind, message = err.message, code = err.code, parameter = err.parameter,
+           status = err.status, url = err.url }
+end
+
+-- Reports an error: a JSON event, or a line on standard error.
+function Out:error(err, extra)
+  if self.mode == "json" then
+    local ev = error_fields(err)
+    ev.event = "error"
+    for k, v in pairs(extra or {}) do ev[k] = v end
+    self:emit(ev)
+  else
+    self:clear_live()
+    local where = extra and extra.replica and (extra.replica .. ": ") or ""
+    self.stderr:write("geoservices: ", where, tostring(err), "\n")
+    self.stderr:flush()
+  end
+end
+
+function Out:result(code, fields)
+  if self.mode == "json" then
+    local ev = { event = "result", exit = code, ok = code == EXIT.ok }
+    for k, v in pairs(fields or {}) do ev[k] = v end
+    self:emit(ev)
+  end
+  return code
+end
+
+function output.exit_for(err)
+  if type(err) == "table" and err.kind == "invalid" then return EXIT.usage end
+  return EXIT.failed
+end
+
+-- Reports a failure and returns its exit code; a dry run's captured request
+-- is not a failure (nil: main prints the request).
+function output.fail(out, err, extra)
+  if err == DRY_RUN then return nil end
+  out:error(err, extra)
+  return out:result(output.exit_for(err), { command = extra and extra.command })
+end
+
+function output.usage_error(out, message)
+  return output.fail(out, errors.new("invalid", message))
+end
+
+
+output.SPINNER = { "|", "/", "-", "\\" }
+
+function output.human_bytes(n)
+  if n < 1024 then return ("%d B"):format(n) end
+  if n < 1024 * 1024 then return ("%.1f KiB"):format(n / 1024) end
+  return ("%.1f MiB"):format(n / (1024 * 1024))
+end
+
+--- A progress bar of a download: `[#####.....] 52% 1.2 MiB, 3400 records`
+-- when the total size is known, a moving marker otherwise.
+-- @tparam number bytes bytes received so far
+-- @tparam[opt] number total expected bytes, when known
+-- @tparam[opt] integer records records parsed so far
+-- @tparam[opt] integer tick a counter that moves the marker when the total is unknown
+-- @tparam[opt] integer width of the bar in characters (20)
+-- @tparam[opt] boolean with_total show the size too when it is known: `52% 1.2 MiB of 2.3 MiB`
+-- @treturn string the bar
+-- @raise never
+function output.progress_bar(bytes, total, records, tick, width, with_total)
+  width = width or 20
+  local bar
+  if total and total > 0 then
+    local filled = math.min(width, math.floor(width * bytes / total + 0.5))
+    bar = ("[%s%s] %3d%%"):format(("#"):rep(filled), ("."):rep(width - filled), math.floor(100 * bytes / total))
+  else
+    local pos = (tick or 0) % width
+    bar = ("[%s<=>%s]"):format((" "):rep(pos), (" "):rep(width - pos))
+  end
+  local text = ("%s %s"):format(bar, output.human_bytes(bytes))
+  if with_total and total and total > 0 then text = text .. " of " .. output.human_bytes(total) end
+  if records then text = text .. (", %d records"):format(records) end
+  return text
+end
+
+
+local MARK = { not_started = " ", in_progress = ">", completed = "x", not_applicable = "-" }
+
+--- One line of a configuration stage: `  [x] Relational store   completed`.
+function output.stage_line(stage)
+  local state = type(stage.state) == "string" and stage.state:lower() or "?"
+  return ("  [%s] %-32s %s"):format(MARK[state] or "!", tostring(stage.name), tostring(stage.state))
+end
+
+return output
