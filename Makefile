@@ -91,7 +91,7 @@ $(CORE_SO): $(CORE_SRC) $(HEADERS) | $(BUILD)/geoservices
 $(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
 	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
 
-PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/records.c
+PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/records.c
 $(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(LDFLAGS)
 

@@ -4,15 +4,14 @@
  * handler straight from the chunk (no copy); anything else spills into buf. */
 #include "json/jsonstream.h"
 
-#include <limits.h>
 #include <stdint.h>
-#include <locale.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
+#include "json/jsonnum.h"
 
 /* The helpers that scan one token are forced inline into the byte loop:
  * measured, the calls alone were a quarter of the parse time. */
@@ -489,211 +488,6 @@ static int string_part(geoservices_jsonstream *p, const unsigned char *s, size_t
   return 0;
 }
 
-static int parse_int(const char *d, size_t n, long long *out) {
-  unsigned long long v = 0;
-  size_t i = 0;
-  int neg = d[0] == '-';
-  if (n - (size_t)neg <= 18) { /* 18 digits cannot overflow: no check per digit */
-    for (i = (size_t)neg; i < n; i++) v = v * 10 + (unsigned)(d[i] - '0');
-  } else {
-    for (i = (size_t)neg; i < n; i++) {
-      unsigned dig = (unsigned)(d[i] - '0');
-      if (v > (ULLONG_MAX - dig) / 10) return 0;
-      v = v * 10 + dig;
-    }
-  }
-  if (neg) {
-    if (v > (unsigned long long)LLONG_MAX + 1) return 0;
-    *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
-  } else {
-    if (v > (unsigned long long)LLONG_MAX) return 0;
-    *out = (long long)v;
-  }
-  return 1;
-}
-
-/* z is NUL-terminated and already validated. strtod is exact in glibc; it is
- * retried with the locale's decimal point in case a host called setlocale. */
-/* A fast and still exact conversion for the common case (at most 19
- * significant digits, decimal exponent within +-27): the significand and the
- * power of ten are exact in x87 extended precision (64-bit mantissa), so one
- * multiplication or division rounds once to 64 bits. Rounding that to a
- * double can only go wrong when the result lies within one extended ulp of a
- * halfway point between two doubles, which is checked; those rare cases, and
- * everything else, go to strtod. Returns 1 when *out is set. */
-#if defined(__x86_64__) || defined(__i386__)
-#include <float.h>
-#endif
-#if defined(LDBL_MANT_DIG) && LDBL_MANT_DIG == 64
-static const long double exact_pow10[28] = {
-  1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L, 1e11L, 1e12L, 1e13L,
-  1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L,
-};
-
-/* The arithmetic must really carry 64 mantissa bits: a host may have set
- * the x87 precision to 53 bits, and valgrind emulates x87 with doubles. */
-static int extended_precision_works(void) {
-  static int checked = 0, works = 0;
-  if (!checked) {
-    volatile long double one = 1.0L, tiny = 1.0L / 9223372036854775808.0L; /* 2^-63 */
-    volatile long double sum = one + tiny;
-    works = sum != one;
-    checked = 1;
-  }
-  return works;
-}
-
-/* w * 10^exp10 (w != 0), negated when neg, exactly rounded, or 0 when the
- * fast path cannot promise that. */
-static int exact_double(unsigned long long w, int exp10, int neg, double *out) {
-  long double r;
-  union { long double ld; struct { unsigned long long mant; unsigned short se; } parts; } u;
-  unsigned low;
-  if (exp10 < -27 || exp10 > 27 || !extended_precision_works()) return 0;
-  r = exp10 >= 0 ? (long double)w * exact_pow10[exp10] : (long double)w / exact_pow10[-exp10];
-  u.ld = r;
-  low = (unsigned)(u.parts.mant & 0x7FF); /* the 11 bits a double drops */
-  if (low >= 0x3FF && low <= 0x401) return 0; /* near a halfway point: let strtod decide */
-  if (r < (long double)DBL_MIN || r > (long double)DBL_MAX) return 0; /* subnormal or overflow */
-  *out = neg ? -(double)r : (double)r;
-  return 1;
-}
-#else
-static int exact_double(unsigned long long w, int exp10, int neg, double *out) {
-  (void)w;
-  (void)exp10;
-  (void)neg;
-  (void)out;
-  return 0;
-}
-#endif
-
-/* The value of a number token: significant digits (at most 19, leading zeros
- * dropped) and a decimal exponent, gathered in one pass over the bytes. */
-typedef struct {
-  unsigned long long w;
-  int digits, exp10, neg, is_float;
-} number_parts;
-
-/* Adds the run of digits at s[*pi..end) to the significand, eight at a time
- * where it can (little-endian SWAR: check that all eight are digits, then
- * combine pairs, quads and halves). Leading zeros of a fraction are not
- * significant. Returns 0 when the significand would pass 19 digits.
- * Locals, not np's fields, in the loops: s may alias them. */
-TOKEN_INLINE int digit_run(const unsigned char *s, size_t *pi, size_t end, number_parts *np, int fraction) {
-  size_t i = *pi, start;
-  unsigned long long w = np->w;
-  int digits = np->digits;
-  if (fraction && w == 0) {
-    for (start = i; i < end && s[i] == '0'; i++) {}
-    np->exp10 -= (int)(i - start);
-  }
-  start = i;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  while (i + 8 <= end && digits <= 11) {
-    uint64_t v;
-    memcpy(&v, s + i, 8);
-    if ((v & BYTES(0xF0)) != BYTES(0x30) || ((v + BYTES(0x06)) & BYTES(0xF0)) != BYTES(0x30)) break;
-    v -= BYTES('0');
-    v = v * 10 + (v >> 8);
-    v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
-         (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
-    w = w * 100000000ULL + v;
-    digits += 8;
-    i += 8;
-  }
-#endif
-  for (; i < end && (unsigned)(s[i] - '0') < 10u; i++) {
-    if (++digits > 19) return 0;
-    w = w * 10 + (unsigned)(s[i] - '0');
-  }
-  if (fraction) np->exp10 -= (int)(i - start);
-  np->w = w;
-  np->digits = digits;
-  *pi = i;
-  return 1;
-}
-
-/* Scans a number token from s[*pi..end) into np, stopping at the first byte
- * that cannot continue it. Returns 0 when the token is not valid JSON or does
- * not fit number_parts; *pi is then meaningless. */
-TOKEN_INLINE int scan_number(const unsigned char *s, size_t *pi, size_t end, number_parts *np) {
-  size_t i = *pi, start;
-  int e = 0, eneg = 0;
-  np->w = 0;
-  np->digits = np->exp10 = np->neg = np->is_float = 0;
-  if (i < end && s[i] == '-') {
-    np->neg = 1;
-    i++;
-  }
-  if (i < end && s[i] == '0') {
-    i++;
-  } else {
-    start = i;
-    if (!digit_run(s, &i, end, np, 0) || i == start) return 0;
-  }
-  if (i < end && s[i] == '.') {
-    np->is_float = 1;
-    start = ++i;
-    if (!digit_run(s, &i, end, np, 1) || i == start) return 0;
-  }
-  if (i < end && (s[i] | 0x20) == 'e') {
-    np->is_float = 1;
-    i++;
-    if (i < end && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
-    for (start = i; i < end && (unsigned)(s[i] - '0') < 10u; i++) {
-      if (e > 10000) return 0;
-      e = e * 10 + (s[i] - '0');
-    }
-    if (i == start) return 0;
-    np->exp10 += eneg ? -e : e;
-  }
-  *pi = i;
-  return 1;
-}
-
-/* The double of scanned parts, or 0 when only strtod can give it exactly. */
-static int parts_double(const number_parts *np, double *out) {
-  if (np->w == 0) {
-    *out = np->neg ? -0.0 : 0.0;
-    return 1;
-  }
-  return exact_double(np->w, np->exp10, np->neg, out);
-}
-
-/* The double of a whole, validated number token z[0..n), or 0 when only
- * strtod can give it exactly. */
-static int fast_double(const char *z, size_t n, double *out) {
-  number_parts np;
-  size_t stop = 0;
-  return scan_number((const unsigned char *)z, &stop, n, &np) && stop == n && parts_double(&np, out);
-}
-
-static int parse_double(const char *z, size_t n, double *out) {
-  char *e;
-  const char *dp;
-  char *tmp, *w;
-  size_t dl, i;
-  *out = strtod(z, &e);
-  if ((size_t)(e - z) == n) return 0;
-  dp = localeconv()->decimal_point;
-  dl = strlen(dp);
-  tmp = malloc(n + dl + 1);
-  if (!tmp) return -1;
-  for (w = tmp, i = 0; i < n; i++) {
-    if (z[i] == '.') {
-      memcpy(w, dp, dl);
-      w += dl;
-    } else {
-      *w++ = z[i];
-    }
-  }
-  *w = '\0';
-  *out = strtod(tmp, &e);
-  free(tmp);
-  return 0;
-}
-
 static int deliver_integer(geoservices_jsonstream *p, long long v, size_t off) {
   return p->h.on_integer && p->h.on_integer(p->ctx, v) ? fail_abort(p, off) : 0;
 }
@@ -709,8 +503,8 @@ static int emit_number(geoservices_jsonstream *p, const char *d, size_t n, size_
   char tmp[64];
   int r;
   after_value(p);
-  if (!isfloat && parse_int(d, n, &iv)) return deliver_integer(p, iv, off);
-  if (fast_double(d, n, &dv)) return deliver_double(p, dv, off); /* needs no terminator: no copy */
+  if (!isfloat && geoservices_json_parse_int(d, n, &iv)) return deliver_integer(p, iv, off);
+  if (geoservices_json_fast_double(d, n, &dv)) return deliver_double(p, dv, off); /* needs no terminator: no copy */
   if (!p->spill) { /* strtod needs a terminator */
     if (n < sizeof tmp) {
       memcpy(tmp, d, n);
@@ -721,7 +515,7 @@ static int emit_number(geoservices_jsonstream *p, const char *d, size_t n, size_
       d = p->buf.data;
     }
   }
-  r = parse_double(d, n, &dv);
+  r = geoservices_json_parse_double(d, n, &dv);
   if (r) return fail_oom(p, off);
   return deliver_double(p, dv, off);
 }
@@ -880,12 +674,12 @@ TOKEN_INLINE int string_token(geoservices_jsonstream *p, const unsigned char *s,
  * chunk's end, more than 19 significant digits, or an invalid token, whose
  * error that machine reports with its offset. */
 TOKEN_INLINE int number_token(geoservices_jsonstream *p, const unsigned char *s, size_t *pi, size_t end, int *rc) {
-  number_parts np;
+  geoservices_json_number np;
   size_t i = *pi, off;
   double dv = 0;
-  if (!scan_number(s, &i, end, &np) || i == end || (unsigned)(s[i] - '0') < 10u || i - *pi > p->max_value)
+  if (!geoservices_json_scan_number(s, &i, end, &np) || i == end || (unsigned)(s[i] - '0') < 10u || i - *pi > p->max_value)
     return 0;
-  if (np.is_float ? !parts_double(&np, &dv) : np.digits > 18) return 0; /* > 18 digits: parse_int decides */
+  if (np.is_float ? !geoservices_json_parts_double(&np, &dv) : np.digits > 18) return 0; /* > 18 digits: parse_int decides */
   off = p->base + i;
   *pi = i;
   after_value(p);

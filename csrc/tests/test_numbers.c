@@ -1,11 +1,15 @@
 /* The parser's doubles must equal strtod's for every input: random numbers
  * of 1 to 20 significant digits and exponents around the fast path's range,
- * plus halfway and boundary cases. */
+ * plus halfway and boundary cases. Each number goes through the parser
+ * (jsonstream) and through jsonnum's functions alone; jsonnum's integer
+ * bounds and token scan are checked directly too. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "json/jsonnum.h"
 #include "json/jsonstream.h"
 
 static double got;
@@ -48,13 +52,24 @@ static unsigned long long next_random(void) { /* xorshift64: the same cases on e
   return state;
 }
 
+/* jsonnum alone, the way the parser uses it: the fast path when it can
+ * promise the exact double, else strtod (parse_double). */
+static void check_jsonnum(const char *text, double ref) {
+  size_t n = strlen(text);
+  double v = 0;
+  int ok = geoservices_json_fast_double(text, n, &v) || geoservices_json_parse_double(text, n, &v) == 0;
+  CHECK_MSG(ok && memcmp(&v, &ref, sizeof ref) == 0, "%s: jsonnum %.17g, strtod %.17g", text, v, ref);
+}
+
 /* Both ways a number is read: alone (it runs to the end of the input, so the
  * byte machine takes it) and inside an array (whole in the chunk, so it is
- * converted while it is scanned). */
+ * converted while it is scanned); and by jsonnum alone. */
 static void check_one(const char *text) {
   char wrapped[96];
   double mine, ref = strtod(text, NULL);
-  int rc = parse(text, &mine);
+  int rc;
+  check_jsonnum(text, ref);
+  rc = parse(text, &mine);
   CHECK_MSG(rc == 0 && got_double && memcmp(&mine, &ref, sizeof ref) == 0, "%s: parser %.17g, strtod %.17g", text,
             mine, ref);
   if (strlen(text) + 3 > sizeof wrapped) return;
@@ -62,6 +77,45 @@ static void check_one(const char *text) {
   rc = parse(wrapped, &mine);
   CHECK_MSG(rc == 0 && got_double && memcmp(&mine, &ref, sizeof ref) == 0, "%s: parser %.17g, strtod %.17g",
             wrapped, mine, ref);
+}
+
+static void check_int(const char *text, int fits, long long want) {
+  long long v = 0;
+  int r = geoservices_json_parse_int(text, strlen(text), &v);
+  CHECK_MSG(r == fits && (!fits || v == want), "parse_int(%s): %d, %lld", text, r, v);
+}
+
+/* scan_number: where it stops, what it gathers, what it refuses. */
+static void check_scan(const char *text, int ok, size_t stop, unsigned long long w, int exp10, int is_float) {
+  geoservices_json_number np;
+  size_t i = 0;
+  int r = geoservices_json_scan_number((const unsigned char *)text, &i, strlen(text), &np);
+  CHECK_MSG(r == ok, "scan_number(%s) returned %d", text, r);
+  if (r && ok)
+    CHECK_MSG(i == stop && np.w == w && np.exp10 == exp10 && np.is_float == is_float,
+              "scan_number(%s): stop %zu, w %llu, exp10 %d, float %d", text, i, np.w, np.exp10, np.is_float);
+}
+
+static void check_jsonnum_parts(void) {
+  double v = 1;
+  check_int("0", 1, 0);
+  check_int("-0", 1, 0);
+  check_int("123456789012345678", 1, 123456789012345678LL);
+  check_int("9223372036854775807", 1, LLONG_MAX);
+  check_int("9223372036854775808", 0, 0);
+  check_int("-9223372036854775808", 1, LLONG_MIN);
+  check_int("-9223372036854775809", 0, 0);
+  check_int("99999999999999999999", 0, 0);
+  check_scan("12.5e3,", 1, 6, 125, 2, 1);
+  check_scan("-0.000125]", 1, 9, 125, -6, 1);
+  check_scan("1234567890123456789}", 1, 19, 1234567890123456789ULL, 0, 0);
+  check_scan("01", 1, 1, 0, 0, 0); /* stops after the 0: the parser rejects the 1 */
+  check_scan("12345678901234567890", 0, 0, 0, 0, 0); /* 20 significant digits */
+  check_scan("1.", 0, 0, 0, 0, 0);
+  check_scan("1e+", 0, 0, 0, 0, 0);
+  check_scan("-", 0, 0, 0, 0, 0);
+  CHECK(geoservices_json_fast_double("-0.0", 4, &v) && v == 0 && 1 / v < 0);
+  CHECK(!geoservices_json_fast_double("1e400", 5, &v)); /* overflow: strtod decides */
 }
 
 int main(void) {
@@ -74,6 +128,7 @@ int main(void) {
   };
   char buf[64];
   size_t i;
+  check_jsonnum_parts();
   for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++) check_one(fixed[i]);
   for (i = 0; i < 300000; i++) {
     unsigned long long w = next_random();
