@@ -58,16 +58,24 @@ CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/test
              $(BUILD)/tests/test_records $(BUILD)/tests/test_numbers
 HEADERS    = $(wildcard csrc/*.h csrc/net/*.h csrc/json/*.h)
 
-.PHONY: all deps test lint ctest busted demo emulator install uninstall clean asan help fuzz bench docs
+.PHONY: all core httpd deps test lint ctest busted demo emulator install install-emulator uninstall clean asan \
+        help fuzz bench docs
 
-all: $(CORE_SO) $(HTTPD_SO)
+# Two parts, two rocks: the client (rockspec/geoservices-scm-1.rockspec: `core`
+# and `install`, libcurl only) and the emulator
+# (rockspec/geoservices-emulator-scm-1.rockspec: `httpd` and `install-emulator`,
+# libmicrohttpd). `all` builds both, for developers.
+all: core httpd
+core: $(CORE_SO)
+httpd: $(HTTPD_SO)
 
 help:
 	@echo "make demo      build, start the emulator, run examples/tour.lua, stop it"
 	@echo "make test      deps + build + luacheck + C unit tests (valgrind) + busted"
-	@echo "make emulator  run the emulator in the foreground (PORT=0 DATA=$(DATA))"
+	@echo "make emulator  run the emulator in the foreground (PORT=0 DATA=$(DATA) ARGS='--verbose ...')"
 	@echo "make asan      the whole test suite under AddressSanitizer + UBSan"
-	@echo "make install   LUA_LIBDIR=... LUADIR=... (defaults under $(PREFIX))"
+	@echo "make install   the client: LUA_LIBDIR=... LUADIR=... BINDIR=... (defaults under $(PREFIX))"
+	@echo "make install-emulator  the emulator (httpd.so, its modules, the example world, geoservices-emulator)"
 	@echo "make docs      the API reference (lua-ldoc) into $(BUILD)/docs/"
 
 deps:
@@ -101,6 +109,7 @@ $(BUILD)/geoservices $(BUILD)/tests:
 lint: deps
 	$(LUACHECK) -q .
 	luarocks lint rockspec/geoservices-scm-1.rockspec
+	luarocks lint rockspec/geoservices-emulator-scm-1.rockspec
 
 # Each C test runs natively, then under valgrind (which emulates x87 with
 # doubles, so the parser's extended-precision fast path is only exercised
@@ -162,27 +171,42 @@ asan: deps
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(BUSTED) --cpath='build/asan/?.so' -o TAP | tee build/asan/busted.tap; exit $${PIPESTATUS[0]}
 
+# The same program and options as `geoservices emulator` (geoservices.emulator.main);
+# ARGS adds any of them: make emulator ARGS='--state-file state.json --verbose'.
 emulator: deps all
 	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' \
-	  $(LUA) lua/geoservices/emulator/main.lua --port $(PORT) --data $(DATA)
+	  $(LUA) lua/geoservices/emulator/main.lua --port $(PORT) --data $(DATA) $(ARGS)
 
 # Start the emulator on a free port, run the tour against it, stop it by PID.
 demo: deps all
 	@LUA='$(LUA)' BUILD='$(BUILD)' DATA='$(DATA)' sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua examples/configure_org.lua \
 	  examples/cli_tour.sh
 
-install: all
+# A command: rockspec/geoservices.launcher running MODULE's main(arg).
+launcher = sed -e 's|@LUA@|$(LUA)|' -e 's|@LUADIR@|$(LUADIR)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@MODULE@|$(1)|g' \
+	  rockspec/geoservices.launcher > $(DESTDIR)$(BINDIR)/$(2) && chmod 0755 $(DESTDIR)$(BINDIR)/$(2)
+
+# The client: core.so, every module but the emulator's, the geoservices command.
+install: core
+	install -d $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices $(DESTDIR)$(BINDIR)
+	install -m 0755 $(CORE_SO) $(DESTDIR)$(LIBDIR)/geoservices/
+	cd lua && for f in $$(find geoservices -name '*.lua' -not -path 'geoservices/emulator/*'); do \
+	  install -D -m 0644 $$f $(DESTDIR)$(LUADIR)/$$f || exit 1; done
+	$(call launcher,geoservices.cli,geoservices)
+
+# The emulator: httpd.so, its modules, the example world it serves by default,
+# the geoservices-emulator command. Needs the client installed (core, json).
+install-emulator: httpd
 	install -d $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices/emulator/data $(DESTDIR)$(BINDIR)
-	install -m 0755 $(CORE_SO) $(HTTPD_SO) $(DESTDIR)$(LIBDIR)/geoservices/
-	install -m 0644 lua/geoservices/*.lua $(DESTDIR)$(LUADIR)/geoservices/
-	install -m 0644 lua/geoservices/emulator/*.lua $(DESTDIR)$(LUADIR)/geoservices/emulator/
+	install -m 0755 $(HTTPD_SO) $(DESTDIR)$(LIBDIR)/geoservices/
+	cd lua && for f in $$(find geoservices/emulator -name '*.lua'); do \
+	  install -D -m 0644 $$f $(DESTDIR)$(LUADIR)/$$f || exit 1; done
 	install -m 0644 examples/data/world.json examples/data/sample.prvc $(DESTDIR)$(LUADIR)/geoservices/emulator/data/
-	sed -e 's|@LUA@|$(LUA)|' -e 's|@LUADIR@|$(LUADIR)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	  rockspec/geoservices.launcher > $(DESTDIR)$(BINDIR)/geoservices
-	chmod 0755 $(DESTDIR)$(BINDIR)/geoservices
+	$(call launcher,geoservices.emulator.main,geoservices-emulator)
 
 uninstall:
-	rm -rf $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices $(DESTDIR)$(BINDIR)/geoservices
+	rm -rf $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices $(DESTDIR)$(BINDIR)/geoservices \
+	  $(DESTDIR)$(BINDIR)/geoservices-emulator
 
 # The API reference (lua-ldoc) from the doc comments of lua/geoservices.
 docs: deps

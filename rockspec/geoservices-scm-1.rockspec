@@ -9,8 +9,8 @@ description = {
   detailed = [[
     A Lua 5.4 client, with a libcurl-based C core, for four operations of a GIS
     server's REST interface: synchronizeReplica, configure, getServicesById and
-    notebooks/snapshots/list. Ships a local emulator of the server for tests
-    and the `geoservices` command line.
+    notebooks/snapshots/list, and the `geoservices` command line. Needs only
+    libcurl; the local emulator of the server is the geoservices-emulator rock.
   ]],
   homepage = "https://github.com/lua-geoservices/lua-geoservices",
   license = "MIT",
@@ -22,22 +22,18 @@ dependencies = {
 }
 external_dependencies = {
   CURL = { header = "curl/curl.h" },
-  -- the emulator's HTTP server (geoservices.httpd)
-  MICROHTTPD = { header = "microhttpd.h" },
 }
 build = {
   type = "make",
-  build_target = "all",
+  build_target = "core", -- geoservices/core.so only (httpd.so is the emulator rock's)
   build_variables = {
     CFLAGS = "$(CFLAGS)",
     LIBFLAG = "$(LIBFLAG)",
     LUA_INCDIR = "$(LUA_INCDIR)",
     CURL_INCDIR = "$(CURL_INCDIR)",
     CURL_LIBDIR = "$(CURL_LIBDIR)",
-    MHD_INCDIR = "$(MICROHTTPD_INCDIR)",
-    MHD_LIBDIR = "$(MICROHTTPD_LIBDIR)",
   },
-  install_target = "install",
+  install_target = "install", -- core.so, the modules but geoservices.emulator.*, the command
   install_variables = {
     LIBDIR = "$(LIBDIR)",
     LUADIR = "$(LUADIR)",

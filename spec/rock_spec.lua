@@ -1,8 +1,11 @@
--- Packaging: the rockspec builds and installs the modules, both C cores and
--- the `geoservices` command into a temporary LuaRocks tree with Debian's
--- luarocks (for Lua 5.4), and `make install` does the same under a prefix;
--- then the installed command and an example run against an emulator started
--- from the installed tree, from a directory outside the sources.
+-- Packaging: two rocks, built with Debian's luarocks (for Lua 5.4) into a
+-- temporary tree. The client rock (core.so, the modules, the `geoservices`
+-- command) builds without libmicrohttpd; the emulator rock (httpd.so, the
+-- emulator, its example world, `geoservices-emulator`) builds alone after it.
+-- `make install` and `make install-emulator` do the same under a prefix; then
+-- the installed commands and an example run against an emulator started from
+-- the installed tree, from a directory outside the sources. The emulator has
+-- one command line, whichever way it is started.
 local json = require "geoservices.json"
 local helper = require "spec.helper"
 
@@ -15,6 +18,71 @@ local function sh(cmd)
   os.remove(log)
   return ok == true, text
 end
+
+-- Runs a shell command; returns its exit code and its output (both streams).
+local function run(cmd)
+  local log = os.tmpname()
+  local _, _, code = os.execute("(" .. cmd .. ") >" .. q(log) .. " 2>&1")
+  local text = helper.read_all(log) or ""
+  os.remove(log)
+  return code, text
+end
+
+-- The long options a --help text lists, sorted.
+local function options_of(help)
+  local set, list = {}, {}
+  for name in help:gmatch("%-%-[%w][%w-]*") do
+    if not set[name] then set[name] = true; list[#list + 1] = name end
+  end
+  table.sort(list)
+  return list
+end
+
+-- Every option either emulator command line had before they became one.
+local EMULATOR_OPTIONS = { "--port", "--host", "--data", "--base-path", "--configure-seconds", "--state-file",
+                           "--tls-cert", "--tls-key", "--exit-with", "--json", "--verbose", "--help" }
+
+describe("emulator command line", function()
+  local paths = ("LUA_PATH=%s LUA_CPATH=%s"):format(q(package.path), q(package.cpath))
+
+  it("geoservices emulator --help and main.lua --help list the same options", function()
+    local code, cli_help = run(("cd %s && %s lua5.4 -e %s /dev/null emulator --help"):format(q(helper.ROOT), paths,
+      q('os.exit(require("geoservices.cli").main(arg))')))
+    assert.equal(0, code, cli_help)
+    local main_help
+    code, main_help = run(("cd %s && %s lua5.4 lua/geoservices/emulator/main.lua --help"):format(
+      q(helper.ROOT), paths))
+    assert.equal(0, code, main_help)
+    assert.same(options_of(main_help), options_of(cli_help))
+    for _, o in ipairs(EMULATOR_OPTIONS) do
+      assert.truthy(main_help:find(o, 1, true), o)
+    end
+    assert.truthy(cli_help:find("Usage: geoservices emulator", 1, true), cli_help)
+  end)
+
+  it("geoservices --json emulator prints the listening event; stopped by PID", function()
+    local log, pidfile = os.tmpname(), os.tmpname()
+    assert(os.execute(("cd %s && { env %s lua5.4 -e %s /dev/null --json emulator --port 0 --host 127.0.0.1 "
+      .. "--exit-with %d >%s 2>&1 & echo $! >%s; }"):format(q(helper.ROOT), paths,
+        q('os.exit(require("geoservices.cli").main(arg))'), helper.own_pid(), q(log), q(pidfile))))
+    local pid = helper.wait_for("pid", function() return tonumber(helper.read_all(pidfile)) end, 5)
+    finally(function()
+      os.execute("kill " .. pid .. " 2>/dev/null")
+      os.remove(log)
+      os.remove(pidfile)
+    end)
+    local line = helper.wait_for("listening event", function()
+      local text = helper.read_all(log) or ""
+      if not helper.process_alive(pid) then error("emulator exited: " .. text) end
+      return text:match("[^\n]+\n")
+    end, 10)
+    local ev = json.decode(line)
+    assert.equal("listening", ev.event)
+    assert.matches("^http://127%.0%.0%.1:%d+/server$", ev.url)
+    os.execute("kill " .. pid)
+    helper.wait_for("emulator gone", function() return not helper.process_alive(pid) end, 5)
+  end)
+end)
 
 local function luarocks_for_54()
   local ok, text = sh("luarocks --lua-version=5.4 config lua_version")
@@ -48,11 +116,13 @@ describe("#rock packaging", function()
     end
   end
 
-  -- Starts `<bin>/geoservices emulator` and returns its url and a stop function.
-  local function start_installed_emulator(bin, env)
+  -- Starts `<bin>/geoservices emulator` (or another command, e.g.
+  -- "geoservices-emulator") on 127.0.0.1 and a free port; returns its url, a
+  -- stop function (by PID) and the PID.
+  local function start_installed_emulator(bin, env, command)
     local log, pidfile = os.tmpname(), os.tmpname()
-    assert(os.execute(("cd %s && %s %s/geoservices emulator --port 0 >%s 2>&1 & echo $! >%s"):format(
-      q(work), env or "", q(bin), q(log), q(pidfile))))
+    assert(os.execute(("cd %s && { env %s %s/%s --port 0 --host 127.0.0.1 --exit-with %d >%s 2>&1 & echo $! >%s; }")
+      :format(q(work), env or "", q(bin), command or "geoservices emulator", helper.own_pid(), q(log), q(pidfile))))
     local pid = helper.wait_for("pid", function() return tonumber(helper.read_all(pidfile)) end, 5)
     local url = helper.wait_for("listening line", function()
       local text = helper.read_all(log) or ""
@@ -61,9 +131,53 @@ describe("#rock packaging", function()
     end, 10)
     return url, function()
       os.execute("kill " .. pid .. " 2>/dev/null")
+      helper.wait_for("emulator stopped", function() return not helper.process_alive(pid) end, 5)
       os.remove(log)
       os.remove(pidfile)
+    end, pid
+  end
+
+  -- Debian's curl headers live in the multiarch include directory, which
+  -- LuaRocks 3.8 does not search; lua-cjson and argparse are Debian
+  -- packages, not rocks, hence --deps-mode=none.
+  local function luarocks_make(rockspec, before, after)
+    local _, multiarch = sh("gcc -print-multiarch")
+    multiarch = multiarch:match("%S+") or "x86_64-linux-gnu"
+    return sh(("cd %s && %s luarocks --lua-version=5.4 make --deps-mode=none --tree %s %s "
+      .. "CURL_INCDIR=/usr/include/%s CURL_LIBDIR=/usr/lib/%s %s"):format(q(src), before or "", q(tree), rockspec,
+        multiarch, multiarch, after or ""))
+  end
+
+  -- The client rock, built once, with every way of finding libmicrohttpd
+  -- broken: no pkg-config data, MHD_CFLAGS/MHD_LIBS naming nothing (so linking
+  -- an httpd.so fails) and the MICROHTTPD variables pointing to an empty
+  -- directory (so an external dependency on it fails LuaRocks' header check).
+  local client_rock
+  local function make_client_rock()
+    if not client_rock then
+      local empty = work .. "/empty"
+      assert(os.execute("mkdir -p " .. q(empty)))
+      local ok, text = luarocks_make("rockspec/geoservices-scm-1.rockspec",
+        ("env PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=%s MHD_CFLAGS=-I/nonexistent MHD_LIBS=-lnonexistent_mhd"):format(
+          q(empty)),
+        ("MICROHTTPD_INCDIR=%s MICROHTTPD_LIBDIR=%s"):format(q(empty), q(empty)))
+      client_rock = { ok = ok, log = text }
     end
+    return client_rock.ok, client_rock.log
+  end
+
+  local emulator_rock
+  local function make_emulator_rock()
+    if not emulator_rock then
+      local ok, text = make_client_rock()
+      if ok then ok, text = luarocks_make("rockspec/geoservices-emulator-scm-1.rockspec") end
+      emulator_rock = { ok = ok, log = text }
+    end
+    return emulator_rock.ok, emulator_rock.log
+  end
+
+  local function exists(path)
+    return os.execute("test -e " .. q(path)) == true
   end
 
   it("ldoc builds the API reference of the Lua layer", function()
@@ -84,25 +198,80 @@ describe("#rock packaging", function()
     assert.truthy(helper.read_all(dir .. "/modules/geoservices.cli.html"):find("progress_bar", 1, true))
   end)
 
-  it("luarocks lint accepts the rockspec", function()
+  it("luarocks lint accepts both rockspecs", function()
     if skip_without_luarocks() then return end
-    local ok, text = sh("luarocks lint " .. q(helper.ROOT .. "/rockspec/geoservices-scm-1.rockspec"))
-    assert(ok, text)
+    for _, rockspec in ipairs{ "geoservices-scm-1.rockspec", "geoservices-emulator-scm-1.rockspec" } do
+      local ok, text = sh("luarocks lint " .. q(helper.ROOT .. "/rockspec/" .. rockspec))
+      assert(ok, rockspec .. ": " .. text)
+    end
   end)
 
-  it("luarocks make installs modules, cores and the command; an example runs from the tree", function()
+  it("the client rock builds without libmicrohttpd: core.so, the modules, no emulator", function()
     if skip_without_luarocks() then return end
-    -- Debian's curl headers live in the multiarch include directory, which
-    -- LuaRocks 3.8 does not search; lua-cjson and argparse are Debian
-    -- packages, not rocks, hence --deps-mode=none.
-    local _, multiarch = sh("gcc -print-multiarch")
-    multiarch = multiarch:match("%S+") or "x86_64-linux-gnu"
-    local ok, text = sh(("cd %s && luarocks --lua-version=5.4 make --deps-mode=none --tree %s "
-      .. "rockspec/geoservices-scm-1.rockspec CURL_INCDIR=/usr/include/%s CURL_LIBDIR=/usr/lib/%s"):format(
-        q(src), q(tree), multiarch, multiarch))
+    local ok, text = make_client_rock()
+    assert(ok, text)
+    assert.truthy(text:find("csrc/core.c", 1, true), text) -- the log shows the compiler's command lines
+    assert.falsy(text:find("httpd", 1, true), text)
+    assert.falsy(text:find("microhttpd", 1, true), text)
+    for _, f in ipairs{ "/lib/lua/5.4/geoservices/core.so", "/share/lua/5.4/geoservices/init.lua",
+                        "/share/lua/5.4/geoservices/cli/init.lua", "/bin/geoservices" } do
+      assert.truthy(exists(tree .. f), f)
+    end
+    local _, found = sh(("find %s -name 'httpd.so' -o -path '*geoservices/emulator*' -o -name 'geoservices-emulator*'")
+      :format(q(tree)))
+    assert.equal("", found)
+
+    -- require "geoservices" with only the tree on the module paths
+    local paths = ("LUA_PATH=%s LUA_CPATH=%s"):format(
+      q(tree .. "/share/lua/5.4/?.lua;" .. tree .. "/share/lua/5.4/?/init.lua;;"), q(tree .. "/lib/lua/5.4/?.so;;"))
+    local out
+    ok, out = sh(("cd %s && env %s lua5.4 -e %s"):format(q(work), paths, q('require "geoservices"; '
+      .. 'print(package.searchpath("geoservices", package.path)); '
+      .. 'print(package.searchpath("geoservices.core", package.cpath))')))
+    assert(ok, out)
+    local lua_file, core_file = out:match("^([^\n]+)\n([^\n]+)\n$")
+    assert.equal(tree .. "/share/lua/5.4/geoservices/init.lua", lua_file, out)
+    assert.equal(tree .. "/lib/lua/5.4/geoservices/core.so", core_file, out)
+
+    -- without the emulator rock, `geoservices emulator` says where it is, exit 2
+    local code
+    code, out = run(("cd %s && env -u LUA_PATH -u LUA_CPATH %s/bin/geoservices emulator --port 0"):format(
+      q(work), q(tree)))
+    assert.equal(2, code, out)
+    assert.truthy(out:find("luarocks install geoservices-emulator", 1, true), out)
+    assert.equal(1, select(2, out:gsub("\n", "\n")), out)
+  end)
+
+  it("the emulator rock builds alone after the client rock; its emulator answers and stops by PID", function()
+    if skip_without_luarocks() then return end
+    local ok, text = make_emulator_rock()
+    assert(ok, text)
+    assert.falsy(text:find("csrc/core.c", 1, true), text) -- the client's core is not rebuilt
+    for _, f in ipairs{ "/lib/lua/5.4/geoservices/httpd.so", "/share/lua/5.4/geoservices/emulator/init.lua",
+                        "/share/lua/5.4/geoservices/emulator/main.lua",
+                        "/share/lua/5.4/geoservices/emulator/data/world.json", "/bin/geoservices-emulator" } do
+      assert.truthy(exists(tree .. f), f)
+    end
+    local url, stop, pid = start_installed_emulator(tree .. "/bin", "-u LUA_PATH -u LUA_CPATH",
+      "geoservices-emulator")
+    local stopped = false
+    finally(function() if not stopped then stop() end end)
+    local out
+    ok, out = sh(("cd %s && env -u LUA_PATH -u LUA_CPATH %s/bin/geoservices --url %s --token admin-token --json "
+      .. "services 4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c"):format(q(work), q(tree), q(url)))
+    assert(ok, out)
+    assert.equal("Parcels", json.decode(out:match("[^\n]+")).service.serviceName)
+    stop()
+    stopped = true
+    assert.falsy(helper.process_alive(pid))
+  end)
+
+  it("both rocks: modules, cores and the commands; an example runs from the tree", function()
+    if skip_without_luarocks() then return end
+    local ok, text = make_emulator_rock()
     assert(ok, text)
     for _, f in ipairs{ "/lib/lua/5.4/geoservices/core.so", "/lib/lua/5.4/geoservices/httpd.so",
-                        "/share/lua/5.4/geoservices/init.lua", "/share/lua/5.4/geoservices/cli.lua",
+                        "/share/lua/5.4/geoservices/init.lua", "/share/lua/5.4/geoservices/cli/init.lua",
                         "/share/lua/5.4/geoservices/emulator/init.lua", "/bin/geoservices" } do
       assert.truthy(helper.read_all(tree .. f), f)
     end
@@ -134,7 +303,12 @@ describe("#rock packaging", function()
     if skip_without_luarocks() then return end
     local ok, text = sh(("cd %s && make install PREFIX=%s"):format(q(src), q(prefix)))
     assert(ok, text)
-    local url, stop = start_installed_emulator(prefix .. "/bin", "env -u LUA_PATH -u LUA_CPATH")
+    -- the client only; the emulator is `make install-emulator`
+    assert.falsy(exists(prefix .. "/share/lua/5.4/geoservices/emulator"))
+    assert.falsy(exists(prefix .. "/lib/lua/5.4/geoservices/httpd.so"))
+    ok, text = sh(("cd %s && make install-emulator PREFIX=%s"):format(q(src), q(prefix)))
+    assert(ok, text)
+    local url, stop = start_installed_emulator(prefix .. "/bin", "-u LUA_PATH -u LUA_CPATH")
     finally(stop)
     local out
     ok, out = sh(("cd %s && env -u LUA_PATH -u LUA_CPATH %s/bin/geoservices --url %s --token alice-token "

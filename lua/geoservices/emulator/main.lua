@@ -1,71 +1,150 @@
---- Command line of the emulator:
---   lua5.4 lua/geoservices/emulator/main.lua [--port N] [--data FILE] [--host 127.0.0.1]
---        [--base-path /server] [--configure-seconds S] [--exit-with PID] [--verbose]
---        [--state-file FILE] [--tls-cert PEM --tls-key PEM]
--- Prints "geoservices emulator listening on <url>" once ready.
+--- The emulator's one command line. The same program runs as
+--
+--     geoservices emulator [options]            (the client's command hands its arguments here)
+--     geoservices-emulator [options]            (the command of the geoservices-emulator rock)
+--     make emulator PORT=0 DATA=... ARGS=...
+--     lua5.4 lua/geoservices/emulator/main.lua [options]
+--
+-- so every way of starting it takes the same options and prints the same
+-- start-up line, "geoservices emulator listening on <url>" (with `--json`,
+-- `{"event":"listening","url":...,"data":...}`), once it accepts connections.
+-- It serves until interrupted (Ctrl-C), or until the `--exit-with` process is gone.
+-- @module geoservices.emulator.main
+local argparse = require "argparse"
+local core = require "geoservices.core"
 local emulator = require "geoservices.emulator"
+local json = require "geoservices.json"
 
-local function usage(msg)
-  io.stderr:write(msg, "\n",
-    "usage: main.lua [--port N] [--data FILE] [--host ADDR] [--base-path PATH] [--configure-seconds S]\n",
-    "                [--exit-with PID] [--verbose] [--state-file FILE] [--tls-cert PEM --tls-key PEM]\n",
-    "  --state-file FILE      keep replicas, jobs and result files across restarts (saved after every change)\n",
-    "  --tls-cert/--tls-key   serve HTTPS with this certificate and private key (PEM files)\n",
-    "  --configure-seconds S  seconds each organization configuration stage takes (default 0.5)\n")
-  os.exit(2)
+local M = {}
+
+local EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+--- Builds the argument parser (lua-argparse).
+-- @tparam[opt] string prog the program name shown in the usage ("geoservices-emulator")
+-- @treturn table the parser; `-h/--help` is a plain flag (`main` prints the help and returns 0)
+function M.parser(prog)
+  local p = argparse(prog or "geoservices-emulator",
+    "A local emulator of the GIS server's REST interface (synchronizeReplica, configure, getServicesById, "
+    .. "notebooks/snapshots/list), serving until interrupted.")
+    :add_help(false)
+    :epilog("Exit codes: 0 stopped, 1 could not start (port in use, bad data file), 2 bad usage.")
+  p:flag("-h --help", "Show this help message and exit.")
+  p:option("--port", "Port; 0 picks a free one (printed on start-up).", "0"):convert(math.tointeger)
+  p:option("--host", "Address to bind.", "127.0.0.1")
+  p:option("--data", "World data file (JSON or Lua); default: the example world.")
+  p:option("--base-path", "Base path of the {base_url}.", "/server")
+  p:option("--configure-seconds", "Seconds each organization configuration stage takes.", "0.5")
+    :convert(tonumber)
+  p:option("--state-file", "Keep replicas, jobs and result files across restarts (saved after every change).")
+  p:option("--tls-cert", "Serve HTTPS with this certificate (PEM file; with --tls-key).")
+  p:option("--tls-key", "The private key of --tls-cert (PEM file).")
+  p:option("--exit-with", "Stop when the process with this PID is gone."):convert(math.tointeger)
+  p:flag("--json", 'Print the start-up line as JSON: {"event":"listening","url":...}.')
+  p:flag("-v --verbose", "Log every request to standard error."):count("*")
+  return p
 end
 
-local opts = { port = 0, data = "examples/data/world.json" }
-local exit_with, verbose
-local i = 1
-while i <= #arg do
-  local a, v = arg[i], arg[i + 1]
-  if a == "--port" then opts.port = tonumber(v) or usage("--port needs a number"); i = i + 1
-  elseif a == "--data" then opts.data = v or usage("--data needs a file"); i = i + 1
-  elseif a == "--host" then opts.host = v or usage("--host needs an address"); i = i + 1
-  elseif a == "--base-path" then opts.base_path = v or usage("--base-path needs a path"); i = i + 1
-  elseif a == "--configure-seconds" then
-    opts.configure_seconds = tonumber(v) or usage("--configure-seconds needs a number"); i = i + 1
-  elseif a == "--exit-with" then exit_with = v or usage("--exit-with needs a pid"); i = i + 1
-  elseif a == "--state-file" then opts.state_file = v or usage("--state-file needs a file"); i = i + 1
-  elseif a == "--tls-cert" then opts.tls_cert_file = v or usage("--tls-cert needs a PEM file"); i = i + 1
-  elseif a == "--tls-key" then opts.tls_key_file = v or usage("--tls-key needs a PEM file"); i = i + 1
-  elseif a == "--verbose" or a == "-v" then verbose = true
-  elseif a == "--help" or a == "-h" then usage("geoservices emulator")
-  else usage("unknown argument " .. a) end
-  i = i + 1
+-- The example world installed next to the emulator (the geoservices-emulator
+-- rock and `make install-emulator` put it in geoservices/emulator/data/), else
+-- the one of a source tree.
+local function default_world()
+  local init = package.searchpath("geoservices.emulator", package.path)
+  if not init then return nil end
+  local dir = init:match("^(.*)/[^/]*$") or "."
+  for _, candidate in ipairs{ dir .. "/data/world.json", dir .. "/../../../examples/data/world.json" } do
+    local f = io.open(candidate, "rb")
+    if f then f:close(); return candidate end
+  end
+  return nil
 end
-local function read_pem(path)
+
+local function read_file(path)
   local f, err = io.open(path, "rb")
-  if not f then usage("cannot read " .. tostring(err)) end
+  if not f then return nil, err end
   local text = f:read("a")
   f:close()
   return text
 end
-if (opts.tls_cert_file == nil) ~= (opts.tls_key_file == nil) then usage("--tls-cert and --tls-key go together") end
-if opts.tls_cert_file then
-  opts.tls_cert, opts.tls_key = read_pem(opts.tls_cert_file), read_pem(opts.tls_key_file)
-  opts.tls_cert_file, opts.tls_key_file = nil, nil
-end
-if verbose then opts.log = function(line) io.stderr:write(line, "\n") end end
 
-local emu, err = emulator.new(opts)
-if not emu then
-  io.stderr:write("emulator: ", tostring(err), "\n")
-  os.exit(1)
-end
-io.stdout:write("geoservices emulator listening on ", emu:url(), "\n")
-io.stdout:flush()
+--- Runs the emulator until interrupted.
+-- @tparam table args the arguments (the global `arg` of a script, or a list of strings)
+-- @tparam[opt] table env `stdout`, `stderr` (files; the process's own by default) and
+--   `prog` (the program name in the usage)
+-- @treturn integer the exit code: 0 after `--help` or once `--exit-with`'s process is gone,
+--   1 when it cannot start, 2 on bad usage
+function M.main(args, env)
+  env = env or {}
+  local stdout, stderr = env.stdout or io.stdout, env.stderr or io.stderr
+  local list = {}
+  for i = 1, #(args or {}) do list[i] = args[i] end
+  local prog = env.prog or "geoservices-emulator"
+  local parser = M.parser(prog)
+  local ok, opts = parser:pparse(list)
+  if not ok then
+    stderr:write(parser:get_usage(), "\n\n", prog, ": ", opts, "\n")
+    return EXIT_USAGE
+  end
+  if opts.help then
+    stdout:write(parser:get_help(), "\n")
+    return EXIT_OK
+  end
 
--- With --exit-with, stop when that process is gone, so a crashed test run
--- never leaves an emulator behind.
-local core = require "geoservices.core"
-local next_check = core.monotonic() + 1
-emu:run(function()
-  if not exit_with or core.monotonic() < next_check then return false end
-  next_check = core.monotonic() + 1
-  local f = io.open("/proc/" .. exit_with .. "/stat")
-  if f then f:close(); return false end
-  return true
-end)
-emu:close()
+  local function failed(code, message)
+    if opts.json then
+      stdout:write(json.encode{ event = "error", kind = code == EXIT_USAGE and "invalid" or "emulator",
+                                message = message }, "\n")
+      stdout:write(json.encode{ event = "result", exit = code, ok = false }, "\n")
+      stdout:flush()
+    else
+      stderr:write(prog, ": ", message, "\n")
+    end
+    return code
+  end
+
+  local data = opts.data or default_world()
+  if not data then return failed(EXIT_USAGE, "no world data found; give --data FILE") end
+  if (opts.tls_cert == nil) ~= (opts.tls_key == nil) then
+    return failed(EXIT_USAGE, "--tls-cert and --tls-key go together")
+  end
+  local settings = { port = opts.port, host = opts.host, data = data, base_path = opts.base_path,
+                     configure_seconds = opts.configure_seconds, state_file = opts.state_file }
+  if opts.tls_cert then
+    local err
+    settings.tls_cert, err = read_file(opts.tls_cert)
+    if not settings.tls_cert then return failed(EXIT_USAGE, "cannot read " .. tostring(err)) end
+    settings.tls_key, err = read_file(opts.tls_key)
+    if not settings.tls_key then return failed(EXIT_USAGE, "cannot read " .. tostring(err)) end
+  end
+  if opts.verbose > 0 then settings.log = function(line) stderr:write(line, "\n") end end
+
+  local emu, err = emulator.new(settings)
+  if not emu then return failed(EXIT_FAILED, tostring(err)) end
+  if opts.json then
+    stdout:write(json.encode{ event = "listening", url = emu:url(), data = data }, "\n")
+  else
+    stdout:write("geoservices emulator listening on ", emu:url(), "\n")
+  end
+  stdout:flush()
+
+  -- With --exit-with, stop when that process is gone, so a crashed test run
+  -- never leaves an emulator behind. Ctrl-C interrupts run() as it always did
+  -- (the interpreter's "interrupted!" error).
+  local exit_with = opts.exit_with
+  local next_check = core.monotonic() + 1
+  emu:run(function()
+    if not exit_with or core.monotonic() < next_check then return false end
+    next_check = core.monotonic() + 1
+    local f = io.open("/proc/" .. exit_with .. "/stat")
+    if f then f:close(); return false end
+    return true
+  end)
+  emu:close()
+  return EXIT_OK
+end
+
+-- Run as a script (`lua5.4 lua/geoservices/emulator/main.lua --port 0`), the
+-- chunk's `...` are the command-line arguments; loaded by require, the first
+-- is the module's name. So the one file is both the module and the program.
+if (...) ~= "geoservices.emulator.main" then os.exit(M.main(arg)) end
+
+return M
