@@ -2,8 +2,6 @@
 local core = require "geoservices.core"
 local cjson = require "cjson"
 
-local ARRAY_MT_KEY = "geoservices.json.array"
-
 local FIXTURES = {
   '{"objectIdFieldName":"OBJECTID","features":[{"attributes":{"OBJECTID":-2147217395,'
     .. '"NAME":"Caf\\u00e9 \\"Z\\"","DATE":1700000000123,"V":null,"OK":true},'
@@ -35,17 +33,6 @@ local function decode_chunked(s, cuts, opts)
   v, err, off = js:finish()
   js:close()
   return v, err, off
-end
-
--- Runs fn with the registry's array metatable set to a fresh one (or removed).
-local function with_array_mt(fn, none)
-  local reg = debug.getregistry()
-  local old = reg[ARRAY_MT_KEY]
-  local mt = not none and { __jsontype = "array" } or nil
-  reg[ARRAY_MT_KEY] = mt
-  local ok, err = pcall(fn, mt)
-  reg[ARRAY_MT_KEY] = old
-  if not ok then error(err, 0) end
 end
 
 describe("core.json_decode", function()
@@ -82,10 +69,9 @@ describe("core.json_decode", function()
     local v = core.json_decode('{"a":[1,2.5,"x",null,true,false,{"b":[]}],"c":{}}')
     assert.same({ 1, 2.5, "x", cjson.null, true, false, { b = {} } }, v.a)
     assert.same({}, v.c)
-    with_array_mt(function() -- no array metatable unless one is registered
-      assert.is_nil(getmetatable(core.json_decode("[[]]")))
-      assert.is_nil(getmetatable(core.json_decode("[[]]")[1]))
-    end, true)
+    assert.equal(core.json_array_mt, getmetatable(core.json_decode("[[]]")))
+    assert.equal(core.json_array_mt, getmetatable(core.json_decode("[[]]")[1]))
+    assert.is_nil(getmetatable(core.json_decode("{}")))
     assert.equal("s", core.json_decode('"s"'))
     assert.is_true(core.json_decode(" true "))
     assert.is_false(core.json_decode("false"))
@@ -252,19 +238,28 @@ describe("core.json_encode", function()
     assert.has_error(function() core.json_encode({ { {} } }, { max_depth = 2 }) end)
   end)
 
-  it("round-trips [] when the array metatable is registered", function()
-    with_array_mt(function(mt)
-      local v = core.json_decode('{"a":[],"b":{},"c":[[]]}')
-      assert.equal(mt, getmetatable(v.a))
-      assert.equal(mt, getmetatable(v.c))
-      assert.is_nil(getmetatable(v.b))
-      assert.equal('{"a":[],"b":{},"c":[[]]}', core.json_encode(v))
-      assert.equal("[]", core.json_encode(core.json_decode("[]")))
-      assert.equal("[]", core.json_encode(setmetatable({}, mt)))
-    end)
-    with_array_mt(function()
-      assert.equal("{}", core.json_encode(core.json_decode("[]")))
-    end, true)
+  it("round-trips [] through the array metatable the core owns", function()
+    local mt = core.json_array_mt
+    assert.equal("array", mt.__jsontype)
+    assert.equal("geoservices.json.array", mt.__name)
+    local v = core.json_decode('{"a":[],"b":{},"c":[[]]}')
+    assert.equal(mt, getmetatable(v.a))
+    assert.equal(mt, getmetatable(v.c))
+    assert.is_nil(getmetatable(v.b))
+    assert.equal('{"a":[],"b":{},"c":[[]]}', core.json_encode(v))
+    assert.equal("[]", core.json_encode(core.json_decode("[]")))
+    assert.equal("[]", core.json_encode(setmetatable({}, mt)))
+    assert.equal("{}", core.json_encode({}))
+    assert.is_nil(debug.getregistry()["geoservices.json.array"]) -- not reachable by name
+  end)
+
+  it("keeps the same array metatable when the core is opened again", function()
+    package.loaded["geoservices.core"] = nil
+    local ok, again = pcall(require, "geoservices.core")
+    package.loaded["geoservices.core"] = core
+    assert.is_true(ok, again)
+    assert.equal(core.json_array_mt, again.json_array_mt)
+    assert.equal(core.json_array_mt, getmetatable(again.json_decode("[]")))
   end)
 
   it("round-trips the fixtures", function()
@@ -302,11 +297,9 @@ describe("core.jsonstream", function()
   end)
 
   it("sets the array metatable across chunks", function()
-    with_array_mt(function(mt)
-      local v = decode_chunked('{"a":[[],[1]]}', { 6, 8 })
-      assert.equal(mt, getmetatable(v.a))
-      assert.equal(mt, getmetatable(v.a[1]))
-    end)
+    local v = decode_chunked('{"a":[[],[1]]}', { 6, 8 })
+    assert.equal(core.json_array_mt, getmetatable(v.a))
+    assert.equal(core.json_array_mt, getmetatable(v.a[1]))
   end)
 
   it("repeats a feed error and resets after finish", function()

@@ -1,9 +1,10 @@
 /* Lua binding of jsonstream, decoding: json_decode and the JsonStream class
  * (the encoder is lua_encode.c). Decoding builds tables directly from parser
  * events on the caller's stack; between feed() calls the partial tree is
- * parked on a private thread kept in the userdata's user value. All C memory
- * hangs off userdata with __gc, so a Lua error (e.g. out of memory) inside a
- * handler leaks nothing. */
+ * parked on a private thread kept in the userdata's user value. Arrays get
+ * the JSON array metatable (core.json_array_mt). All C memory hangs off
+ * userdata with __gc, so a Lua error (e.g. out of memory) inside a handler
+ * leaks nothing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,12 +12,10 @@
 #include "common.h"
 #include "json/jsonstream.h"
 
-#define ARRAY_MT_KEY "geoservices.json.array" /* registry field the Lua layer may set */
-
 typedef struct jsonstream_ud {
   geoservices_jsonstream *parser; /* NULL once closed */
   lua_State *L;                   /* caller's state during feed/finish */
-  int mt;                         /* stack index of the array metatable, 0 = none */
+  int mt;                         /* stack index of the array metatable */
   int busy;    /* set during feed/finish; still set if a Lua error escaped */
   lua_Integer *counts; /* per open container: elements so far, -1 for objects */
   size_t depth, cap;
@@ -96,10 +95,8 @@ static int on_end_object(void *ctx) {
 
 static int on_end_array(void *ctx) {
   jsonstream_ud *u = ctx;
-  if (u->mt) {
-    lua_pushvalue(u->L, u->mt);
-    lua_setmetatable(u->L, -2);
-  }
+  lua_pushvalue(u->L, u->mt);
+  lua_setmetatable(u->L, -2);
   u->depth--;
   return add_value(u);
 }
@@ -162,13 +159,13 @@ static void release(jsonstream_ud *u) {
   u->L = NULL;
 }
 
-/* Pushes the array metatable slot, then brings back the parked partial tree.
- * Returns the base: the slot below the first tree item. */
+/* Pushes the array metatable, then brings back the parked partial tree.
+ * Returns the base: the metatable's slot, below the first tree item. */
 static int stream_begin(lua_State *L, jsonstream_ud *u, int idx) {
   int base;
-  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_MT_KEY);
+  geoservices_push_json_array_mt(L);
   base = lua_gettop(L);
-  u->mt = lua_istable(L, -1) ? base : 0;
+  u->mt = base;
   if (lua_getiuservalue(L, idx, 1) == LUA_TTHREAD) {
     lua_State *T = lua_tothread(L, -1);
     int n = lua_gettop(T);

@@ -1,9 +1,9 @@
 /* Lua binding of the JSON encoder: json_encode, and
  * geoservices_json_encode_into for form.c (JSON form values). Integers stay
  * exact, doubles keep 17 significant digits, object keys are sorted. A table
- * is an array when it carries the array metatable the Lua layer registers, or
- * another metatable with __jsontype = "array"; an unmarked table is an array
- * when its keys are exactly 1..n. */
+ * is an array when it carries the JSON array metatable, which this file owns
+ * (core.json_array_mt), or another metatable with __jsontype = "array"; an
+ * unmarked table is an array when its keys are exactly 1..n. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,14 +13,31 @@
 #include "common.h"
 #include "json/jsonstream.h"
 
-#define ARRAY_MT_KEY "geoservices.json.array" /* registry field the Lua layer may set */
 #define ENCBUF_MT "geoservices.JsonEncodeBuffer"
+
+/* ------------------------------------------------------ the array mark */
+
+/* Its registry key is this variable's address (lua_rawsetp), so no Lua code
+ * can replace it by name. Created by the first luaopen and reused after. */
+static const char array_mt_key = 0;
+
+void geoservices_push_json_array_mt(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &array_mt_key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_createtable(L, 0, 2);
+  lua_pushliteral(L, "array");
+  lua_setfield(L, -2, "__jsontype");
+  lua_pushliteral(L, GEOSERVICES_JSON_ARRAY_MT);
+  lua_setfield(L, -2, "__name");
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &array_mt_key);
+}
 
 /* ---------------------------------------------------------------- encode */
 
 typedef struct encoder {
   geoservices_buf *b;
-  int array_mt; /* stack index of the registered array metatable, 0 = none */
+  int array_mt; /* stack index of the array metatable */
   lua_Integer max_depth;
 } encoder;
 
@@ -105,7 +122,7 @@ static void encode_number(lua_State *L, encoder *e, int idx) {
 static int table_kind(lua_State *L, encoder *e, int idx) {
   int kind = T_AUTO;
   if (!lua_getmetatable(L, idx)) return T_AUTO;
-  if (e->array_mt && lua_rawequal(L, -1, e->array_mt)) {
+  if (lua_rawequal(L, -1, e->array_mt)) {
     kind = T_ARRAY;
   } else {
     lua_pushliteral(L, "__jsontype");
@@ -266,8 +283,8 @@ void geoservices_json_encode_into(lua_State *L, int idx, geoservices_buf *b) {
   idx = lua_absindex(L, idx);
   e.b = b;
   e.max_depth = GEOSERVICES_JSON_DEFAULT_DEPTH;
-  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_MT_KEY);
-  e.array_mt = lua_istable(L, -1) ? lua_gettop(L) : 0;
+  geoservices_push_json_array_mt(L);
+  e.array_mt = lua_gettop(L);
   encode_value(L, &e, idx, 1);
   lua_settop(L, top);
 }
@@ -288,8 +305,8 @@ static int l_json_encode(lua_State *L) {
   e.b = lua_newuserdatauv(L, sizeof *e.b, 0); /* index 3: frees the buffer if we raise */
   geoservices_buf_init(e.b, 0);
   luaL_setmetatable(L, ENCBUF_MT);
-  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_MT_KEY); /* index 4 */
-  e.array_mt = lua_istable(L, 4) ? 4 : 0;
+  geoservices_push_json_array_mt(L); /* index 4 */
+  e.array_mt = 4;
   encode_value(L, &e, 1, 1); /* a top-level table is depth 1 */
   lua_pushlstring(L, e.b->data ? e.b->data : "", e.b->len);
   geoservices_buf_free(e.b);
@@ -304,4 +321,6 @@ void geoservices_open_json_encode(lua_State *L) {
   lua_pop(L, 1);
   lua_pushcfunction(L, l_json_encode);
   lua_setfield(L, -2, "json_encode");
+  geoservices_push_json_array_mt(L);
+  lua_setfield(L, -2, "json_array_mt");
 }

@@ -8,8 +8,6 @@
 #include "common.h"
 #include "json/lua_records.h"
 
-#define ARRAY_MT_KEY "geoservices.json.array"
-
 static int64_t read_i64(const char **p) {
   int64_t v;
   memcpy(&v, *p, sizeof v);
@@ -100,10 +98,8 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
         push_value(L, p, array_mt, kc);
         lua_rawseti(L, -2, (lua_Integer)i);
       }
-      if (array_mt) {
-        lua_pushvalue(L, array_mt);
-        lua_setmetatable(L, -2);
-      }
+      lua_pushvalue(L, array_mt);
+      lua_setmetatable(L, -2);
       break;
     case TAPE_STRING:
       len = read_u32(p);
@@ -168,8 +164,8 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
   pending_idx = lua_absindex(L, pending_idx);
   kc.st = st;
   kc.table_idx = lua_absindex(L, cache_idx);
-  lua_getfield(L, LUA_REGISTRYINDEX, ARRAY_MT_KEY);
-  array_mt = lua_istable(L, -1) ? lua_gettop(L) : 0;
+  geoservices_push_json_array_mt(L);
+  array_mt = lua_gettop(L);
   while (p < end) {
     int op = (unsigned char)*p++;
     if (op == TAPE_RECORD) {
@@ -213,7 +209,7 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
       luaL_error(L, "corrupt record tape (op %d)", op);
     }
   }
-  lua_pop(L, 1); /* the array metatable (or nil) */
+  lua_pop(L, 1); /* the array metatable */
   geoservices_records_consume(r);
   return delivered;
 }

@@ -12,10 +12,10 @@ local json = {}
 json.null = core.json_null or require("cjson").null
 
 --- Metatable marking a table as a JSON array, so an empty one encodes as `[]`.
--- Decoded arrays carry it too, so decode → encode round-trips.
-local array_mt = { __jsontype = "array", __name = "geoservices.json.array" }
+-- Decoded arrays carry it too, so decode → encode round-trips. The C core owns
+-- it (`{ __jsontype = "array", __name = "geoservices.json.array" }`).
+local array_mt = core.json_array_mt
 local object_mt = { __jsontype = "object", __name = "geoservices.json.object" }
-debug.getregistry()["geoservices.json.array"] = array_mt
 
 --- Marks `t` (default a new table) as an array.
 -- @tparam[opt] table t the table
