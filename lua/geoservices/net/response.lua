@@ -61,8 +61,9 @@ function response.decode(resp, url, max_depth)
     return nil, errors.new("protocol", ("invalid JSON response (%s, %d bytes) at byte %s: %s"):format(
       ctype, #body, tostring(offset), tostring(msg)), { status = status, url = url, offset = offset })
   end
-  if type(decoded) ~= "table" then
-    return nil, errors.new("protocol", "expected a JSON object, got " .. type(decoded), { status = status, url = url })
+  if type(decoded) ~= "table" or json.is_array(decoded) then
+    local got = type(decoded) == "table" and "an array" or type(decoded)
+    return nil, errors.new("protocol", "expected a JSON object, got " .. got, { status = status, url = url })
   end
   return decoded
 end

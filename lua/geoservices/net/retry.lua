@@ -271,7 +271,12 @@ function retry.run(args)
         if not busy then counted = counted + 1 end
         local delay, why = retry.next_delay(args.policy, busy and 1 or counted, args.deadline, retry_after,
                                             busy and math.min(attempts, 6) or nil)
-        if not delay then return nil, retry.annotate(err, attempts, why, retry_after) end
+        if not delay then
+          if not why and attempts > 1 then
+            why = ("gave up after %d attempts: the deadline is near"):format(attempts)
+          end
+          return nil, retry.annotate(err, attempts, why, retry_after)
+        end
         if args.on_retry then args.on_retry(err, delay, attempts) end
         args.sleep(delay)
       end
