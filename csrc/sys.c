@@ -1,5 +1,6 @@
 /* What the Lua layer needs from the system and Lua's io/os cannot give:
- * write_file_atomic and random_bytes.
+ * write_file_atomic, make_temp + commit_file (downloads saved while they
+ * arrive) and random_bytes.
  *
  * Atomic file replacement for replica state and downloaded results: write a
  * temporary file in the same directory, fsync it, rename it over the target,
@@ -76,6 +77,56 @@ static int l_write_file_atomic(lua_State *L) {
   return 1;
 }
 
+static void fsync_dir_of(lua_State *L, const char *path) {
+  const char *slash = strrchr(path, '/');
+  size_t dir_len = slash ? (size_t)(slash - path) : 0;
+  int dir_fd;
+  lua_pushlstring(L, slash ? path : ".", slash ? (dir_len ? dir_len : 1) : 1);
+  dir_fd = open(lua_tostring(L, -1), O_RDONLY);
+  if (dir_fd >= 0) {
+    fsync(dir_fd);
+    close(dir_fd);
+  }
+  lua_pop(L, 1);
+}
+
+/* make_temp(path) -> the path of a new empty file (mode 0600) next to path,
+ * or nil, message: where a download is saved before commit_file. */
+static int l_make_temp(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  char *tmp = (char *)lua_newuserdatauv(L, len + sizeof ".partXXXXXX", 0);
+  int fd;
+  memcpy(tmp, path, len);
+  memcpy(tmp + len, ".partXXXXXX", sizeof ".partXXXXXX");
+  fd = mkstemp(tmp);
+  if (fd < 0) return push_errno(L, "cannot create a temporary file next to", path);
+  close(fd);
+  lua_pushstring(L, tmp);
+  return 1;
+}
+
+/* commit_file(tmp, path) -> true, or nil, message: fsyncs tmp, renames it
+ * over path and fsyncs the directory, so path is either the old file or the
+ * whole new one, whatever crashes. */
+static int l_commit_file(lua_State *L) {
+  const char *tmp = luaL_checkstring(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  int fd = open(tmp, O_RDONLY);
+  if (fd < 0) return push_errno(L, "cannot open", tmp);
+  if (fsync(fd) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return push_errno(L, "cannot flush", tmp);
+  }
+  close(fd);
+  if (rename(tmp, path) != 0) return push_errno(L, "cannot replace", path);
+  fsync_dir_of(L, path);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* random_bytes(n) -> string of n bytes from the kernel's CSPRNG. */
 static int l_random_bytes(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
@@ -99,6 +150,8 @@ void geoservices_open_sys(lua_State *L) {
   static const luaL_Reg functions[] = {
     {"write_file_atomic", l_write_file_atomic},
     {"random_bytes", l_random_bytes},
+    {"make_temp", l_make_temp},
+    {"commit_file", l_commit_file},
     {NULL, NULL},
   };
   luaL_setfuncs(L, functions, 0);

@@ -128,6 +128,51 @@ function Emulator:count(route)
   return self:requests().counts[route] or 0
 end
 
+local Scripted = {}
+Scripted.__index = Scripted
+
+--- Starts spec/support/scripted_server.py on 127.0.0.1 and a free port with
+-- `script` (a table: `{routes = {{method =, path =, responses = {...}}}}`, see
+-- that file); returns a handle with `root` (http://127.0.0.1:PORT), `url`
+-- (root .. "/server"), `pid`, `requests()` (what it received) and `stop()`.
+function helper.start_scripted(script)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. shell_quote(dir)))
+  local f = assert(io.open(dir .. "/script.json", "wb"))
+  f:write(json.encode(script))
+  f:close()
+  local cmd = ("python3 spec/support/scripted_server.py %s %s --exit-with %d > %s 2>&1 & echo $! > %s"):format(
+    shell_quote(dir .. "/script.json"), shell_quote(dir .. "/log.jsonl"), own_pid(), shell_quote(dir .. "/out"),
+    shell_quote(dir .. "/pid"))
+  assert(os.execute(cmd))
+  local pid = helper.wait_for("scripted server pid", function() return tonumber(read_all(dir .. "/pid")) end, 5)
+  local root = helper.wait_for("scripted server start-up line", function()
+    local text = read_all(dir .. "/out") or ""
+    if not process_alive(pid) then error("scripted server exited: " .. text) end
+    return text:match("listening on (http://127%.0%.0%.1:%d+)")
+  end, 10)
+  return setmetatable({ root = root, url = root .. "/server", pid = pid, dir = dir }, Scripted)
+end
+
+--- The requests the scripted server received, in order: `{method =, path =, headers =, body =}`.
+function Scripted:requests()
+  local list = {}
+  for line in (read_all(self.dir .. "/log.jsonl") or ""):gmatch("[^\n]+") do list[#list + 1] = json.decode(line) end
+  return list
+end
+
+--- Stops it by PID and removes its files.
+function Scripted:stop()
+  if not self.pid then return end
+  os.execute("kill " .. self.pid .. " 2>/dev/null")
+  local deadline = core.monotonic() + 5
+  while process_alive(self.pid) and core.monotonic() < deadline do helper.sleep(0.02) end
+  if process_alive(self.pid) then os.execute("kill -9 " .. self.pid .. " 2>/dev/null") end
+  self.pid = nil
+  os.execute("rm -rf " .. shell_quote(self.dir))
+end
+
 helper.Emulator = Emulator
 package.loaded["spec.helper"] = helper
 return helper

@@ -2,8 +2,11 @@
  * response buffers. Created closed (liolib style): the metatable is set
  * before curl_easy_init, so a failure half-way is collected safely. */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "class.h"
 #include "net/request.h"
@@ -25,6 +28,22 @@ static geoservices_request *check_open_request(lua_State *L, int idx) {
 #define RECORDS_PAUSE_BYTES ((size_t)1 << 20)
 /* ...and this much of the raw body is kept to describe an error page. */
 #define RAW_PREFIX_BYTES ((size_t)64 << 10)
+
+/* save_to: a successful body goes to its file as it arrives, so a result
+ * of any size is kept without being held in memory. */
+static int save_bytes(geoservices_request *req, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(req->save_fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      req->save_errno = errno;
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
 
 static size_t on_records_body(geoservices_request *req, char *ptr, size_t n) {
   long status = 0;
@@ -50,6 +69,7 @@ static size_t on_records_body(geoservices_request *req, char *ptr, size_t n) {
     if (geoservices_buf_append(&req->response_body, ptr, n < keep ? n : keep)) return 0;
   }
   req->received += n;
+  if (req->save_fd >= 0 && save_bytes(req, ptr, n) != 0) return 0;
   /* a broken result (now or in an earlier request of the same document) is
    * not worth downloading further; the failure is kept in records->failed */
   if (geoservices_records_ud_feed(req->records, ptr, n) != 0) return 0;
@@ -66,6 +86,14 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata) {
     return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
   }
   if (req->records) return on_records_body(req, ptr, n);
+  if (req->save_fd >= 0) {
+    long status = 0;
+    curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200 && status < 300) { /* an error page is kept for its message instead */
+      req->received += n;
+      return save_bytes(req, ptr, n) == 0 ? n : 0;
+    }
+  }
   if (!req->discard && geoservices_buf_append(&req->response_body, ptr, n)) return 0;
   req->received += n;
   return n;
@@ -92,6 +120,8 @@ static void release_resources(geoservices_request *req) {
   geoservices_buf_free(&req->response_body);
   geoservices_buf_free(&req->response_headers);
   req->records = NULL; /* not ours: the Records userdata frees itself */
+  if (req->save_fd >= 0) close(req->save_fd);
+  req->save_fd = -1;
 }
 
 void geoservices_request_detach(lua_State *L, geoservices_request *req,
@@ -283,6 +313,13 @@ static void configure(lua_State *L, geoservices_request *req, int idx) {
   if (!url) luaL_error(L, "request option 'url' is required");
   req->max_response_bytes = (size_t)opt_integer(L, idx, "max_response_bytes", 0);
   req->discard = opt_boolean(L, idx, "discard");
+  {
+    const char *save_to = opt_string(L, idx, "save_to");
+    if (save_to) {
+      req->save_fd = open(save_to, O_WRONLY | O_APPEND | O_CLOEXEC);
+      if (req->save_fd < 0) luaL_error(L, "request option 'save_to': cannot open %s: %s", save_to, strerror(errno));
+    }
+  }
   check_curl(L, curl_easy_setopt(e, CURLOPT_URL, url), "url");
   check_curl(L, curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https,file"), "protocols");
   check_curl(L, curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L), "nosignal");
@@ -329,6 +366,7 @@ static int l_request_new(lua_State *L) {
   memset(req, 0, sizeof(*req));
   req->state = REQUEST_CLOSED;
   req->ref = LUA_NOREF;
+  req->save_fd = -1;
   geoservices_buf_init(&req->request_body, 0);
   geoservices_buf_init(&req->response_body, 0);
   geoservices_buf_init(&req->response_headers, 1 << 20);
@@ -418,6 +456,11 @@ static int l_request_result(lua_State *L) {
     const char *code = error_code(req);
     char fallback[32];
     luaL_pushfail(L);
+    if (req->save_errno) {
+      lua_pushfstring(L, "cannot save the response: %s", strerror(req->save_errno));
+      lua_pushliteral(L, "save_failed");
+      return 3;
+    }
     if (req->too_large)
       lua_pushfstring(L, "response larger than the limit of %I bytes", (lua_Integer)req->max_response_bytes);
     else if (req->errbuf[0])

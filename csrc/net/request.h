@@ -37,6 +37,8 @@ typedef struct geoservices_request {
   int paused;                 /* the write callback paused the transfer: the tape is full */
   size_t received;            /* body bytes so far */
   int discard;                /* count the body, keep none of it (benchmarks, probes) */
+  int save_fd;                /* save_to: a successful body is appended here as it arrives; -1 = none */
+  int save_errno;             /* the write to save_fd failed with this errno (the transfer aborted) */
 } geoservices_request;
 
 /* A socket libcurl wants watched (host-loop mode, CURLMOPT_SOCKETFUNCTION). */

@@ -13,6 +13,8 @@ local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local download = require "geoservices.net.download"
 local form = require "geoservices.form"
+local origin = require "geoservices.net.origin"
+local redact = require "geoservices.redact"
 local response = require "geoservices.net.response"
 local retry = require "geoservices.net.retry"
 local transport = require "geoservices.net.transport"
@@ -25,6 +27,11 @@ Client.__name = "geoservices.Client"
 
 local DEFAULT_TIMEOUT = 30
 local DEFAULT_DOWNLOAD_CHUNK = 8 * 1024 * 1024
+-- A response held in memory whole (a decoded JSON answer, a job status, a
+-- result file returned as bytes) larger than this is refused: an endless or
+-- decompressing body must not take the process's memory. Streamed results
+-- are not held and have no size bound unless max_response_bytes says so.
+local DEFAULT_MAX_HELD_BYTES = 64 * 1024 * 1024
 
 local function check_option(opts, name, expected, default)
   local value = opts[name]
@@ -33,6 +40,17 @@ local function check_option(opts, name, expected, default)
     error(("geoservices.client: option '%s' must be a %s, got %s"):format(name, expected, type(value)), 3)
   end
   return value
+end
+
+-- Sizes and counts: whole numbers of at least 1, checked when the client is
+-- made (never inside an operation, after edits were sent).
+local function check_count(opts, name, default)
+  local value = check_option(opts, name, "number", default)
+  if value ~= nil and (math.type(value) ~= "integer" and value ~= math.floor(value) or value < 1) then
+    error(("geoservices.client: option '%s' must be a whole number of at least 1, got %s"):format(
+      name, tostring(value)), 3)
+  end
+  return value and math.tointeger(value)
 end
 
 local known_options = {
@@ -90,12 +108,12 @@ function client.new(opts, class)
     ca_file = check_option(opts, "ca_file", "string"),
     insecure = check_option(opts, "insecure", "boolean", false),
     user_agent = check_option(opts, "user_agent", "string"),
-    max_response_bytes = check_option(opts, "max_response_bytes", "number"),
+    max_response_bytes = check_count(opts, "max_response_bytes"),
     enum_prefix = check_option(opts, "enum_prefix", "string", "svc"),
     retry_policy = retry.policy(opts.retry),
-    max_json_depth = check_option(opts, "max_json_depth", "number"),
+    max_json_depth = check_count(opts, "max_json_depth"),
     download_chunk = opts.download_chunk == false and false
-      or check_option(opts, "download_chunk", "number", DEFAULT_DOWNLOAD_CHUNK),
+      or check_count(opts, "download_chunk", DEFAULT_DOWNLOAD_CHUNK),
   }, class or Client)
   -- The token lives in a closure, not a field, so printing or dumping the
   -- client (pp, inspect, error reports) can never reveal it.
@@ -113,7 +131,13 @@ function client.new(opts, class)
     end
     return current
   end
-  self.driver = core.driver{ max_host_connections = check_option(opts, "max_host_connections", "number") }
+  -- Every error this client returns passes through here: no secret it
+  -- holds may reach a message, whatever a server reflected.
+  function self._scrub(err)
+    if current then redact.scrub(err, { current }) end
+    return err
+  end
+  self.driver = core.driver{ max_host_connections = check_count(opts, "max_host_connections") }
   -- What net/ needs of the client, handed down as plain values: net never
   -- calls back into the client.
   local observers = {}
@@ -122,6 +146,7 @@ function client.new(opts, class)
     driver = self.driver, policy = self.retry_policy, download_chunk = self.download_chunk,
     ca_file = self.ca_file, insecure = self.insecure, user_agent = self.user_agent,
     max_response_bytes = self.max_response_bytes,
+    max_held_bytes = self.max_response_bytes or DEFAULT_MAX_HELD_BYTES,
     sleep = function(seconds) return transport.sleep(self.driver, seconds) end,
     observed = function() return observers[1] ~= nil end,
     notify = function(event)
@@ -250,9 +275,14 @@ function Client:post(url, fields, opts)
     return form.describe(fields, opts.files, opts.multipart, self.has_token)
   end
 
+  -- credentials go only to the client's own origin (scheme, host, port)
+  local own_origin = origin.same(url, self.url)
   local function attempt()
-    local token, token_err = self._token(false)
-    if token_err then return "fatal", token_err end
+    local token, token_err
+    if own_origin then
+      token, token_err = self._token(false)
+      if token_err then return "fatal", token_err end
+    end
     local spec = transport.spec(conn, url, "POST", deadline)
     local pairs_ = form.to_form(fields, token)
     if opts.multipart then
@@ -268,6 +298,7 @@ function Client:post(url, fields, opts)
     -- to tell an error body from a result
     local sink = opts.records and opts.records()
     local top, deliver
+    if not sink then spec.max_response_bytes = conn.max_held_bytes end
     if sink then
       spec.records = sink.records
       top = {}
@@ -318,7 +349,7 @@ function Client:post(url, fields, opts)
       return retry.is_busy(e) and "busy" or "retry"
     end,
   }
-  if decoded == nil then return nil, err, info end
+  if decoded == nil then return nil, self._scrub(err), info end
   return decoded, nil, info
 end
 
@@ -345,10 +376,12 @@ end
 -- @raise never
 function Client:download(url, opts)
   opts = opts or {}
-  return download.fetch(self.conn, url, {
+  local value, err = download.fetch(self.conn, url, {
     deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout)),
-    sink = opts.sink, on_progress = opts.on_progress, on_retry = opts.on_retry,
+    sink = opts.sink, file = opts.file, on_progress = opts.on_progress, on_retry = opts.on_retry,
   })
+  if value == nil then return nil, self._scrub(err) end
+  return value
 end
 
 --- Closes the client's driver and its connections; requests still in flight

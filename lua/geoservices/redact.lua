@@ -29,4 +29,35 @@ function redact.copy(value)
   return out
 end
 
+local function scrub_text(text, secrets)
+  for _, secret in ipairs(secrets) do
+    if #secret >= 4 then -- a shorter "secret" would blank ordinary words
+      local at = text:find(secret, 1, true)
+      while at do
+        text = text:sub(1, at - 1) .. redact.MARK .. text:sub(at + #secret)
+        at = text:find(secret, at + #redact.MARK, true)
+      end
+    end
+  end
+  return text
+end
+
+--- Removes every occurrence of the given secrets (a token, a password) from
+-- an error's message, details, url and cause, whatever their source: a
+-- server that reflects the request must not put the token into `tostring(err)`.
+-- @tparam table err the error (changed in place)
+-- @tparam table secrets the secret strings
+-- @treturn table err
+function redact.scrub(err, secrets)
+  if type(err) ~= "table" or #secrets == 0 then return err end
+  for k, v in pairs(err) do
+    if type(v) == "string" then
+      err[k] = scrub_text(v, secrets)
+    elseif type(v) == "table" and (k == "details" or k == "cause") then
+      redact.scrub(v, secrets)
+    end
+  end
+  return err
+end
+
 return redact

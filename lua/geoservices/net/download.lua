@@ -62,6 +62,15 @@ function download.fetch(conn, url, opts)
       spec.records = sink.records
       offset = sink.records:fed()
     end
+    if opts.file and not sink then -- a resumed chunk starts after the bytes already saved
+      local f = io.open(opts.file, "rb")
+      if f then
+        offset = f:seek("end")
+        f:close()
+      end
+    end
+    spec.save_to = opts.file
+    if not sink and not opts.file then spec.max_response_bytes = conn.max_held_bytes end
     if chunk then spec.headers = { ("Range: bytes=%d-%d"):format(offset, offset + chunk - 1) } end
     local resp, msg, code = transport.send(conn, spec, sink and sink.deliver, progress_of())
     if not resp then
@@ -80,6 +89,13 @@ function download.fetch(conn, url, opts)
       -- after the first chunks: skip what was already taken)
       if sink then
         if offset > 0 then -- the extractor has seen these bytes already: cannot skip them now
+          return "fatal", errors.new("protocol", "the server ignored the Range request of a resumed download",
+            { url = url })
+        end
+        return "done", true
+      end
+      if opts.file then
+        if offset > 0 then -- the saved file holds these bytes already: cannot skip them now
           return "fatal", errors.new("protocol", "the server ignored the Range request of a resumed download",
             { url = url })
         end
@@ -104,13 +120,13 @@ function download.fetch(conn, url, opts)
         return "fatal", errors.new("protocol", ("result file of %d bytes is larger than the limit of %d bytes"):format(
           size, conn.max_response_bytes), { code = "too_large", url = url })
       end
-      if not sink then parts[#parts + 1] = body end
+      if not sink and not opts.file then parts[#parts + 1] = body end
       offset = last + 1
       if opts.on_progress then opts.on_progress(offset, size) end -- the chunk is in: exact figures
-      if offset >= size then return "done", sink and true or table.concat(parts) end
+      if offset >= size then return "done", (sink or opts.file) and true or table.concat(parts) end
       return "progress"
     elseif status == 416 and offset == 0 then
-      return "done", sink and true or "" -- an empty file has no byte 0
+      return "done", (sink or opts.file) and true or "" -- an empty file has no byte 0
     end
     return "failed", http_error(status, url, offset), retry_after
   end

@@ -36,6 +36,24 @@ function response.body_error(decoded, status, url)
   return errors.new(kind, message, { code = code, details = details, status = status, url = url })
 end
 
+--- The error a JSON document carries, in either dialect the server speaks
+-- (`{"error": {...}}`, or the admin endpoints' `{"status": "error",
+-- "messages": [...], "code": 498}`), with HTTP 200 or not; nil when it
+-- carries none. Used for responses and for downloaded result files alike.
+-- @tparam table fields the document's top-level fields
+-- @int status the HTTP status
+-- @string url the address
+-- @treturn ?table the error
+function response.error_of(fields, status, url)
+  if fields.error ~= nil then return response.body_error(fields, status, url) end
+  if fields.status == "error" then
+    local messages = type(fields.messages) == "table" and fields.messages or {}
+    return response.body_error({ error = { code = fields.code, message = messages[1] or "server reported an error",
+      details = #messages > 1 and { table.unpack(messages, 2) } or nil } }, status, url)
+  end
+  return nil
+end
+
 --- A whole response body: its decoded JSON object, or nil, err.
 -- @tparam table resp the C core's response (`status`, `headers`, `body`)
 -- @string url the address
@@ -47,9 +65,8 @@ function response.decode(resp, url, max_depth)
   local status, body = resp.status, resp.body
   local decoded, msg, offset
   if body ~= "" then decoded, msg, offset = json.decode(body, { max_depth = max_depth }) end
-  if type(decoded) == "table" and decoded.error ~= nil then
-    return nil, response.body_error(decoded, status, url)
-  end
+  local carried = type(decoded) == "table" and not json.is_array(decoded) and response.error_of(decoded, status, url)
+  if carried then return nil, carried end
   if status >= 300 then
     local kind = (status == 401 or status == 403) and "auth" or "http"
     local detail = decoded == nil and body ~= "" and (": " .. strip_html(body)) or ""
@@ -92,7 +109,8 @@ function response.streamed(resp, url, records, deliver, fields, max_depth)
       { status = resp.status, url = url, offset = offset })
   end
   records:drain(deliver)
-  if fields.error ~= nil then return nil, response.body_error(fields, resp.status, url) end
+  local carried = response.error_of(fields, resp.status, url)
+  if carried then return nil, carried end
   return fields
 end
 

@@ -62,7 +62,17 @@ end
 local function copy_feature(feature, what)
   if type(feature) ~= "table" then error(("edits: %s expects a feature table"):format(what), 3) end
   local attributes = {}
-  for k, v in pairs(feature.attributes or {}) do attributes[k] = v end
+  for k, v in pairs(feature.attributes or {}) do
+    -- the GlobalID in any case ("globalid", "GLOBALID") is the GlobalID:
+    -- one key, spelt as the interface spells it, never a second one
+    if type(k) == "string" and k ~= "GlobalID" and k:lower() == "globalid" then
+      if feature.attributes.GlobalID ~= nil or attributes.GlobalID ~= nil then
+        error(("edits: %s has two GlobalID attributes ('%s' and another)"):format(what, k), 3)
+      end
+      k = "GlobalID"
+    end
+    attributes[k] = v
+  end
   return { attributes = attributes, geometry = feature.geometry }
 end
 

@@ -25,6 +25,8 @@ local json = require "geoservices.json"
 local loop = require "geoservices.loop"
 local reconcile = require "geoservices.sync.reconcile"
 local replica_mod = require "geoservices.sync.replica"
+local origin = require "geoservices.net.origin"
+local response = require "geoservices.net.response"
 local retry = require "geoservices.net.retry"
 local sink_mod = require "geoservices.sync.sink"
 local sync_params = require "geoservices.sync.params"
@@ -46,83 +48,164 @@ local function check_service(service)
   return nil
 end
 
+local OPTION_TYPES = {
+  wait = "boolean", poll_interval = "number", timeout = "number", request_timeout = "number",
+  on_status = "function", on_progress = "function", on_change = "function", on_done = "function",
+  output = "string", strict = "boolean", resend = "boolean", replica_path = "string",
+  allow_unanswered = "boolean", params = "table", lock_timeout = "number", discard = "boolean",
+}
+
+-- Every option is checked before anything is sent: a wrong type raises
+-- (misuse), a bad value is refused naming the option.
+local function check_opts(opts, params)
+  if type(opts) ~= "table" then error("synchronize_replica: opts must be a table", 4) end
+  for name, kind in pairs(OPTION_TYPES) do
+    if opts[name] ~= nil and type(opts[name]) ~= kind then
+      error(("synchronize_replica: option '%s' must be a %s, got %s"):format(name, kind, type(opts[name])), 4)
+    end
+  end
+  for _, name in ipairs{ "poll_interval", "timeout", "request_timeout", "lock_timeout" } do
+    local v = opts[name]
+    if v ~= nil and not (v > 0 and v < math.huge) then
+      return errors.invalid(name, "must be a positive number of seconds")
+    end
+  end
+  if params.dataFormat == "sqlite" and not opts.output then
+    return errors.invalid("output", "is required with dataFormat = sqlite: a geodatabase is saved, not parsed")
+  end
+  if opts.output then
+    -- the file must be writable before the server applies anything
+    local probe, msg = core.make_temp(opts.output)
+    if not probe then return errors.invalid("output", "must be a writable file path: " .. tostring(msg)) end
+    os.remove(probe)
+  end
+  return nil
+end
+
 local function service_path(service)
   return service:gsub("%%", "%%25")
 end
 
--- Saves the result file at `url` to `output`, checking that a JSON file is
--- complete (its top-level fields go to the sink). Returns the file's fields
--- or nil, err.
-local function save_result_file(client, url, sink, ctx)
-  local body, err = client:download(url, { timeout = ctx.timeout, on_progress = ctx.on_progress })
-  if not body then return nil, err end
-  if body:sub(1, 1) == "{" then -- a JSON result must be complete before it is trusted
-    local check = core.records()
-    local ok, msg, offset = check:feed(body)
-    if ok then ok, msg, offset = check:finish() end
-    if not ok then
-      return nil, errors.new("protocol", "result file: " .. msg, { url = url, offset = offset })
-    end
-    check:drain(function(kind, _, value, key)
-      if kind == "field" and key ~= "edits" then sink.fields[key] = value end
-    end)
+-- Downloads the result file at `url`. A JSON file streams through the sink
+-- (records checked and handed on as they arrive); with ctx.output its bytes
+-- also go to a temporary file next to the output while they arrive (a
+-- geodatabase, dataFormat = sqlite, only there). Nothing is held whole.
+-- Returns the file's top-level fields and the temporary file (to commit),
+-- or nil, err (the temporary file removed).
+local function fetch_result_file(client, url, sink, ctx)
+  local tmp, tmp_err
+  if ctx.output then
+    tmp, tmp_err = core.make_temp(ctx.output)
+    if not tmp then return nil, errors.new("io", tmp_err) end
   end
-  local ok, write_err = core.write_file_atomic(ctx.output, body)
-  if not ok then return nil, errors.new("io", write_err) end
-  return sink.fields
+  local json_file = ctx.data_format ~= "sqlite"
+  local ok, err = client:download(url, { timeout = ctx.timeout, sink = json_file and sink or nil, file = tmp,
+                                         on_progress = ctx.on_progress })
+  if ok and json_file then
+    local done, msg, offset = sink.records:finish()
+    if not done then
+      err = errors.new("protocol", "result file is not a complete JSON document: " .. msg,
+        { url = url, offset = offset })
+    else
+      sink.records:drain(sink.deliver)
+      -- an error document served with HTTP 200 is an error, never an empty result
+      err = response.error_of(sink.fields, 200, url)
+    end
+    ok = err == nil
+  end
+  if not ok then
+    if tmp then os.remove(tmp) end
+    return nil, err
+  end
+  return sink.fields, tmp
 end
 
--- Streams the result file at `url` through the sink. Returns the file's
--- top-level fields or nil, err.
-local function stream_result_file(client, url, sink, ctx)
-  local ok, err = client:download(url, { timeout = ctx.timeout, sink = sink, on_progress = ctx.on_progress })
-  if not ok then return nil, err end
-  local done, msg, offset = sink.records:finish()
-  if not done then
-    return nil, errors.new("protocol", "result file is not a complete JSON document: " .. msg,
-      { url = url, offset = offset })
+-- Writes an embedded result to ctx.output (atomically): the same document a
+-- URL result file holds.
+local function save_embedded(result, path)
+  local ok, msg = core.write_file_atomic(path, json.encode{
+    replicaID = result.replicaID, transportType = result.transportType, responseType = result.responseType,
+    replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens,
+    edits = result.edits or json.array(),
+  } .. "\n")
+  if not ok then return nil, errors.new("io", msg) end
+  return true
+end
+
+-- A response whose transport or response type promises data must come with
+-- it: a URL transport (or an ended job) with edits to give and no address.
+local function missing_result(doc, status)
+  local carrier = status or doc
+  local transport_kind = sync_params.transport_of(carrier.transportType)
+  local response_kind = sync_params.response_of(carrier.responseType)
+  if response_kind == "no_edits" then return nil end
+  if transport_kind == "url" or (status and response_kind and doc.edits == nil) then
+    return errors.new("protocol", ("the server's answer promises a result file (%s, %s) but gives no result "
+      .. "address: the changes cannot be downloaded; the replica state is unchanged"):format(
+        tostring(carrier.transportType), tostring(carrier.responseType)), { code = "no_result_url" })
   end
-  sink.records:drain(sink.deliver)
-  return sink.fields
+  return nil
 end
 
 -- The one tail of every synchronization, synchronous or a job that ended:
 -- download the result file (URL transport), build the result, reconcile
--- re-sent edits, let the caller keep it (ctx.on_done: the replica state
--- advances), apply strict mode. `doc`: the response's fields or the job's
--- status resource; `sink`: the records already streamed from the response
--- (nil for a job).
+-- re-sent edits, check every sent edit was answered, let the caller keep it
+-- (ctx.on_done: the replica state advances), apply strict mode. `doc`: the
+-- response's fields or the job's status resource; `sink`: the records
+-- already streamed from the response (nil for a job).
 local function finish(client, doc, status, sink, ctx)
   if not sink then
     sink = sink_mod.new(ctx.on_change)
     sink:absorb(doc) -- an embedded result that was decoded whole
   end
-  local url = sync_result.result_url(doc) or (status and sync_result.result_url(status))
-  local file
-  if url and url ~= "" then
-    sink:next_document() -- the response's own document has ended
-    local fields, err
-    if ctx.output then
-      fields, err = save_result_file(client, url, sink, ctx)
-    else
-      fields, err = stream_result_file(client, url, sink, ctx)
-    end
-    if not fields then
-      if ctx.carried_edits then return nil, reconcile.applied_error(err) end
-      return nil, err
-    end
-    file = { url = url, fields = fields, output = ctx.output }
-  end
-  local result, err = sync_result.build(doc, status, sink, file)
-  if not result then
+  local function fail(err)
     if ctx.carried_edits then return nil, reconcile.applied_error(err) end
     return nil, err
   end
+  local url = sync_result.result_url(doc) or (status and sync_result.result_url(status))
+  local file, tmp
+  if url and url ~= "" then
+    local refused = origin.check_followable(url, client.url, "result URL")
+    if refused then return fail(refused) end
+    -- the response's own document has ended; a saved file's records are
+    -- counted, not built into a table
+    sink:next_document(ctx.output ~= nil)
+    local fields, err = fetch_result_file(client, url, sink, ctx)
+    if not fields then return fail(err) end
+    tmp = err
+    file = { url = url, fields = fields, output = ctx.output }
+  else
+    local missing = missing_result(doc, status)
+    if missing then return fail(missing) end
+  end
+  local result, err = sync_result.build(doc, status, sink, file)
+  if not result then
+    if tmp then os.remove(tmp) end
+    return fail(err)
+  end
+  -- the saved result is complete and on disk before the generation moves
+  if tmp then
+    local committed, commit_err = core.commit_file(tmp, ctx.output)
+    if not committed then
+      os.remove(tmp)
+      return fail(errors.new("io", commit_err))
+    end
+  elseif ctx.output then
+    local saved, save_err = save_embedded(result, ctx.output)
+    if not saved then return fail(save_err) end
+    result.output = ctx.output
+  end
   if ctx.reissued and ctx.sent then reconcile.apply(result, ctx.sent) end
+  local unanswered = ctx.sent and reconcile.unanswered(ctx.sent, sink)
   if ctx.on_done then
     local ok, done_err = ctx.on_done(result)
     if not ok then return nil, done_err end
   end
+  -- from here the replica is synchronized: an error says so and carries the result
+  if unanswered and #unanswered > 0 and not ctx.allow_unanswered then
+    return nil, sync_result.unanswered_error(result, unanswered)
+  end
+  result.unanswered = unanswered and #unanswered > 0 and unanswered or nil
   if ctx.strict and #result.failed_edits > 0 then return nil, sync_result.strict_error(result) end
   return result
 end
@@ -134,6 +217,7 @@ local function finish_job(op, status, wait_opts)
     output = op.output, timeout = wait_opts.request_timeout, on_change = wait_opts.on_change or op.on_change,
     on_progress = wait_opts.on_progress or op.on_progress, carried_edits = op.carried_edits,
     reissued = op.reissued, sent = op.sent, on_done = op.on_done, strict = op.strict,
+    data_format = op.data_format, allow_unanswered = op.allow_unanswered,
   })
 end
 
@@ -179,12 +263,8 @@ function sync.synchronize_replica(self, service, params, opts)
   if bad then return nil, bad end
   local fields, err = sync_params.encode(params, self.enum_prefix)
   if not fields then return nil, err end
-  if params.dataFormat == "sqlite" and not opts.output then
-    return nil, errors.invalid("output", "is required with dataFormat = sqlite: a geodatabase is saved, not parsed")
-  end
-  if opts.output ~= nil and type(opts.output) ~= "string" then
-    return nil, errors.invalid("output", "must be a file path")
-  end
+  local opts_err = check_opts(opts, params)
+  if opts_err then return nil, opts_err end
   local deadline = opts.timeout and (transport.now() + opts.timeout) or nil
   local _ <close> = loop.deadline_scope(deadline) -- caps every request, poll and download below
   local url = self:url_for(("%s/FeatureServer/synchronizeReplica"):format(service_path(service)))
@@ -203,6 +283,7 @@ function sync.synchronize_replica(self, service, params, opts)
     sink = sink_mod.new(opts.on_change)
     return sink
   end
+  local data_format = params.dataFormat
   local doc, post_err, info = self:post(url, fields, { timeout = request_timeout, retry = mode,
                                                        ambiguous = sent ~= nil and opts.resend == true,
                                                        records = new_sink })
@@ -213,12 +294,18 @@ function sync.synchronize_replica(self, service, params, opts)
   local reissued = sent ~= nil and (opts.resend == true or (info.ambiguous and info.attempts > 1))
   local status_url = sync_result.status_url(doc)
   if status_url then
+    local refused = origin.check_followable(status_url, self.url, "status URL")
+    if refused then
+      if sent then return nil, reconcile.applied_error(refused) end
+      return nil, refused
+    end
     local op = jobs.operation(self, {
       status_url = status_url, service = service, replicaID = params.replicaID, strict = opts.strict,
       output = opts.output, on_change = opts.on_change, on_progress = opts.on_progress, on_done = opts.on_done,
       replica_path = opts.replica_path,
       poll_interval = opts.poll_interval, on_status = opts.on_status, deadline = deadline,
       carried_edits = sent ~= nil, sent = sent, reissued = reissued,
+      data_format = data_format, allow_unanswered = opts.allow_unanswered,
     }, finish_job)
     if opts.wait == false then return op end
     return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
@@ -227,6 +314,7 @@ function sync.synchronize_replica(self, service, params, opts)
   return finish(self, doc, nil, sink, {
     output = opts.output, on_change = opts.on_change, on_progress = opts.on_progress,
     carried_edits = sent ~= nil, reissued = reissued, sent = sent, on_done = opts.on_done, strict = opts.strict,
+    data_format = data_format, allow_unanswered = opts.allow_unanswered,
   })
 end
 

@@ -19,6 +19,9 @@ local jobs = {}
 local MAX_INTERVAL = 5        -- seconds: the backoff never waits longer between polls
 local BACKOFF = 1.5
 local DEFAULT_INTERVAL = 0.5
+--- Seconds a job is waited for when the caller gives no timeout (an hour):
+-- a job that never ends must not hold a script forever. `opts.timeout` raises it.
+jobs.DEFAULT_WAIT = 3600
 -- failures of a poll worth another poll after a pause
 local TRANSIENT = { network = true, timeout = true, http = true }
 
@@ -119,7 +122,8 @@ function Operation:wait(opts)
   local last
   return poll.run{
     interval = interval, backoff = BACKOFF, max_interval = math.max(MAX_INTERVAL, opts.poll_interval or 0),
-    deadline = opts.timeout and (transport.now() + opts.timeout) or self.deadline,
+    deadline = opts.timeout and (transport.now() + opts.timeout) or self.deadline
+      or (transport.now() + jobs.DEFAULT_WAIT),
     transient = TRANSIENT, now = transport.now,
     sleep = function(seconds) return self.client:sleep(seconds) end,
     step = function()

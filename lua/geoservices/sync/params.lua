@@ -59,6 +59,31 @@ local function direction_of(value, parameter)
   return value:lower()
 end
 
+-- A nil hole (`{a, nil, b}`) is sent as a JSON object and applies nothing:
+-- returns the position of the first missing item, or nil for a true list.
+local function hole_in(list)
+  local n = #list
+  for k in pairs(list) do
+    if math.type(k) == "integer" and k > n then
+      for i = 1, k do
+        if list[i] == nil then return i end
+      end
+    end
+  end
+  return nil
+end
+
+local function check_list(parameter, where, list)
+  if list == nil then return nil end
+  if type(list) ~= "table" then return invalid(parameter, where .. " must be an array") end
+  local hole = hole_in(list)
+  if hole then
+    return invalid(parameter, ("%s has a nil hole at #%d: every item up to the last must be present"):format(
+      where, hole))
+  end
+  return nil
+end
+
 local function check_record_ids(layer_id, part, list, what, id_of)
   for i, item in ipairs(list or {}) do
     local gid = id_of(item)
@@ -76,6 +101,8 @@ local function itself(v) return v end
 -- Structure of the 2.1 array; updates and deletes must name a GlobalID.
 local function check_edits(list)
   if type(list) ~= "table" then return invalid("edits", "must be an array of layer entries (2.1)") end
+  local list_err = check_list("edits", "the list of layer entries", list)
+  if list_err then return list_err end
   for i, entry in ipairs(list) do
     if type(entry) ~= "table" or integer_of(entry.id) == nil then
       return invalid("edits", ("entry #%d needs an integer layer id"):format(i))
@@ -85,6 +112,10 @@ local function check_edits(list)
       if p ~= nil then
         if type(p) ~= "table" then return invalid("edits", ("layer %d %s must be an object"):format(entry.id, part)) end
         local gid_of = part == "features" and feature_gid or attachment_gid
+        for _, name in ipairs{ "adds", "updates", "deleteIds" } do
+          local err = check_list("edits", ("layer %d %s %s"):format(entry.id, part, name), p[name])
+          if err then return err end
+        end
         local err = check_record_ids(entry.id, part, p.updates, "update", gid_of)
           or check_record_ids(entry.id, part, p.deleteIds, "delete", itself)
         if err then return err end
@@ -133,7 +164,12 @@ function sync_params.encode(params, prefix)
       return nil, invalid("transportType", ("must be %sTransportTypeUrl or %sTransportTypeEmbedded, got %s"):format(
         prefix, prefix, tostring(params.transportType)))
     end
-    fields.transportType = prefix .. (t == "url" and "TransportTypeUrl" or "TransportTypeEmbedded")
+    -- a bare "url"/"embedded" or the interface's neutral "svc..." form takes
+    -- the configured prefix; a vendor's own enumeration is sent verbatim
+    local given = params.transportType:lower()
+    if given == t or given:sub(1, 3) == "svc" then
+      fields.transportType = prefix .. (t == "url" and "TransportTypeUrl" or "TransportTypeEmbedded")
+    end
   end
   local direction, err = direction_of(params.syncDirection, "syncDirection")
   if err then return nil, err end
@@ -176,6 +212,8 @@ function sync_params.encode(params, prefix)
     if type(params.syncLayers) ~= "table" then
       return nil, invalid("syncLayers", "must be an array of entries (2.2)")
     end
+    local list_err = check_list("syncLayers", "the list", params.syncLayers)
+    if list_err then return nil, list_err end
     local out = json.array()
     for i, entry in ipairs(params.syncLayers) do
       if type(entry) ~= "table" or integer_of(entry.id) == nil then

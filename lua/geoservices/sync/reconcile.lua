@@ -2,6 +2,7 @@
 -- uncertain. Pure: the request's edits in, a verdict or an annotated error
 -- out. Internal.
 local json = require "geoservices.json"
+local sink_mod = require "geoservices.sync.sink"
 
 local reconcile = {}
 
@@ -35,7 +36,7 @@ function reconcile.sent_edits(fields)
   local list = fields.edits
   if type(list) == "string" then list = json.decode(list) end
   if type(list) ~= "table" then return nil end
-  local sent = { adds = json.object(), deletes = json.object(), count = 0, identified = true }
+  local sent = { adds = json.object(), deletes = json.object(), count = 0, identified = true, list = {} }
   for _, entry in ipairs(list) do
     local layer = math.tointeger(entry.id) or entry.id
     for _, part in ipairs{ "features", "attachments" } do
@@ -51,12 +52,19 @@ function reconcile.sent_edits(fields)
             sent.identified = false
           end
           sent.count = sent.count + 1
+          sent.list[#sent.list + 1] = { layer = layer, target = target, op = "add", globalId = gid or nil }
         end
         for _, gid in ipairs(p.deleteIds or {}) do
           sent.deletes[edit_key(layer, target, gid)] = true
           sent.count = sent.count + 1
+          sent.list[#sent.list + 1] = { layer = layer, target = target, op = "delete", globalId = gid }
         end
-        sent.count = sent.count + #(p.updates or {})
+        for _, item in ipairs(p.updates or {}) do
+          local gid = type(item) == "table" and (part == "features" and type(item.attributes) == "table"
+            and item.attributes.GlobalID or item.globalId)
+          sent.count = sent.count + 1
+          sent.list[#sent.list + 1] = { layer = layer, target = target, op = "update", globalId = gid or nil }
+        end
       end
     end
   end
@@ -98,6 +106,32 @@ function reconcile.ambiguous_error(err)
       .. "opts.resend = true (adds and deletes already applied are then reported as such)"
   end
   return err
+end
+
+--- The sent edits the server gave no per-edit result for (a direction or
+-- layer that does not upload drops them silently). Results are matched by
+-- GlobalID, then, for results without one, by count per layer and
+-- operation. Only meaningful when results were expected: the caller checks
+-- only embedded results, or results that carry any answer at all.
+-- @tparam table sent what @{sent_edits} returned
+-- @tparam table sink the records sink (its `answered`, `anonymous`, `results`)
+-- @treturn table the unanswered edits, `{ {layer =, target =, op =, globalId =}, ... }`
+function reconcile.unanswered(sent, sink)
+  local left = {}
+  local spare = {}
+  for k, v in pairs(sink.anonymous) do spare[k] = v end
+  for _, e in ipairs(sent.list or {}) do
+    local gid = e.globalId or ""
+    if not (gid ~= "" and sink.answered[sink_mod.answer_key(e.op, e.layer, e.target, gid)]) then
+      local group = sink_mod.answer_key(e.op, e.layer, e.target, "")
+      if (spare[group] or 0) > 0 then
+        spare[group] = spare[group] - 1
+      else
+        left[#left + 1] = e
+      end
+    end
+  end
+  return left
 end
 
 --- The server accepted a synchronization that carried edits, but its result

@@ -132,6 +132,29 @@ function sync_result.build(doc, status, sink, file)
   return result
 end
 
+local function generation_text(result)
+  if result.replicaServerGen then return "generation " .. tostring(result.replicaServerGen) end
+  local parts = {}
+  for _, l in ipairs(result.layerServerGens or {}) do parts[#parts + 1] = ("%s:%s"):format(l.id, l.serverGen) end
+  return "layer generations " .. table.concat(parts, ",")
+end
+
+--- The error of sent edits the server did not answer: the replica was
+-- synchronized (its state advanced with the downloaded changes), but the
+-- server applied nothing for those edits.
+-- @tparam Result result the result
+-- @tparam table unanswered the edits without a per-edit result
+-- @treturn table err of kind "edits" with `unanswered`, `synchronized = true` and `result`
+-- @local
+function sync_result.unanswered_error(result, unanswered)
+  local first = unanswered[1]
+  return errors.new("edits", ("%d edit(s) got no per-edit result from the server, so none of them is known to "
+    .. "be applied; first: layer %s %s of %s %s. The replica was synchronized (%s): send those edits again "
+    .. "(check the sync direction of the replica and its layers)"):format(#unanswered, tostring(first.layer),
+      first.op, first.target, tostring(first.globalId), generation_text(result)),
+    { unanswered = unanswered, synchronized = true, result = result })
+end
+
 --- The error of strict mode: any failed edit fails the call (the result and
 -- the failures stay reachable from the error).
 -- @tparam Result result a result with failed edits
@@ -139,9 +162,11 @@ end
 -- @local
 function sync_result.strict_error(result)
   local first = result.failed_edits[1]
-  return errors.new("edits", ("%d edit(s) failed; first: layer %s %s %s %s: %s"):format(
+  return errors.new("edits", ("%d edit(s) failed; first: layer %s %s %s %s: %s. The replica was synchronized "
+    .. "(%s): do not send the same request again"):format(
     #result.failed_edits, tostring(first.layer), first.op, first.target, tostring(first.globalId),
-    tostring(first.description)), { code = first.code, failed_edits = result.failed_edits, result = result })
+    tostring(first.description), generation_text(result)),
+    { code = first.code, failed_edits = result.failed_edits, result = result, synchronized = true })
 end
 
 return sync_result

@@ -27,6 +27,13 @@ local RESULT_OP = {
 local Sink = {}
 Sink.__index = Sink
 
+--- The key of an edit's answer: operation, layer, target and GlobalID
+-- (braces and case folded). Also used by geoservices.sync.reconcile.
+function sink_mod.answer_key(op, layer, target, gid)
+  return ("%s|%s|%s|%s"):format(op, tostring(layer), target, (tostring(gid):upper():gsub("[{}]", "")))
+end
+local answer_key = sink_mod.answer_key
+
 --- A sink for the records of a synchronization result, fed by the C core as
 -- the body arrives. It keeps the top-level fields, the per-edit outcomes
 -- (failed_edits, counts) and either hands each downloaded record to
@@ -38,6 +45,7 @@ Sink.__index = Sink
 function sink_mod.new(on_change)
   local sink = setmetatable({
     fields = {}, counts = {}, failed_edits = {}, succeeded = 0, downloaded = 0,
+    answered = {}, anonymous = {}, results = 0,
     on_change = on_change, edits = not on_change and json.array() or nil, entries = {},
     records = core.records(),
   }, Sink)
@@ -72,6 +80,16 @@ function Sink:record(kind, layer, value, key)
   end
   local op = RESULT_OP[kind]
   if op then
+    -- which sent edits got an answer (reconcile.unanswered compares)
+    local target = kind:find("attachment", 1, true) and "attachment" or "feature"
+    local gid = value.globalId or value.globalID
+    self.results = self.results + 1
+    if type(gid) == "string" and gid ~= "" then
+      self.answered[answer_key(op, layer, target, gid)] = true
+    else
+      local group = answer_key(op, layer, target, "")
+      self.anonymous[group] = (self.anonymous[group] or 0) + 1
+    end
     local c = self.counts[layer] or { succeeded = 0, failed = 0 }
     self.counts[layer] = c
     if value.success == true or value.success == "true" then
@@ -130,9 +148,15 @@ end
 
 --- A fresh extractor for the next document (a result file after the
 -- response): the fields start again, the outcomes and records add up.
-function Sink:next_document()
+-- With `count_only` (a result saved to a file), downloaded records are
+-- counted and handed to on_change if any, never built into a table.
+function Sink:next_document(count_only)
   self.fields = {}
   self.records = core.records()
+  if count_only then
+    self.edits = nil
+    self.on_change = self.on_change or function() end
+  end
 end
 
 return sink_mod
