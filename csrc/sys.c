@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include "class.h"
 #include "common.h"
 
 static int push_errno(lua_State *L, const char *what, const char *path) {
@@ -146,13 +148,71 @@ static int l_random_bytes(lua_State *L) {
   return 1;
 }
 
+/* ---- Lock: an exclusive flock on a file, held until close ---------------
+ * One synchronization of a replica at a time, across processes: the lock
+ * belongs to the open file description, so a second try fails even in the
+ * same process, and the kernel lets go when the process dies. */
+#define LOCK_MT "geoservices.Lock"
+
+typedef struct {
+  int fd; /* -1 once closed */
+} lock_ud;
+
+static int l_lock_close(lua_State *L) {
+  lock_ud *u = (lock_ud *)luaL_checkudata(L, 1, LOCK_MT);
+  if (u->fd >= 0) {
+    flock(u->fd, LOCK_UN);
+    close(u->fd);
+    u->fd = -1;
+  }
+  return 0;
+}
+
+static int l_lock_tostring(lua_State *L) {
+  lock_ud *u = (lock_ud *)luaL_checkudata(L, 1, LOCK_MT);
+  lua_pushfstring(L, LOCK_MT " (%p)%s", (void *)u, u->fd < 0 ? " closed" : "");
+  return 1;
+}
+
+/* try_lock(path) -> lock, or nil, message, "busy" (another holder), or nil,
+ * message, "io". The lock file is created (mode 0600) and never removed:
+ * removing it would let two holders lock two different files. */
+static int l_try_lock(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lock_ud *u = (lock_ud *)lua_newuserdatauv(L, sizeof(lock_ud), 0);
+  u->fd = -1;
+  luaL_setmetatable(L, LOCK_MT); /* created closed: __gc is safe from here on */
+  u->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (u->fd < 0) {
+    push_errno(L, "cannot open the lock file", path);
+    lua_pushliteral(L, "io");
+    return 3;
+  }
+  if (flock(u->fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    close(u->fd);
+    u->fd = -1;
+    luaL_pushfail(L);
+    lua_pushfstring(L, "%s is locked by another synchronization", path);
+    lua_pushstring(L, (e == EWOULDBLOCK || e == EAGAIN) ? "busy" : "io");
+    return 3;
+  }
+  return 1;
+}
+
 void geoservices_open_sys(lua_State *L) {
+  static const luaL_Reg lock_methods[] = { {"close", l_lock_close}, {NULL, NULL} };
+  static const luaL_Reg lock_meta[] = {
+    {"__gc", l_lock_close}, {"__close", l_lock_close}, {"__tostring", l_lock_tostring}, {NULL, NULL},
+  };
   static const luaL_Reg functions[] = {
+    {"try_lock", l_try_lock},
     {"write_file_atomic", l_write_file_atomic},
     {"random_bytes", l_random_bytes},
     {"make_temp", l_make_temp},
     {"commit_file", l_commit_file},
     {NULL, NULL},
   };
+  geoservices_new_class(L, LOCK_MT, lock_methods, lock_meta);
   luaL_setfuncs(L, functions, 0);
 }

@@ -78,6 +78,7 @@ function cli.parser()
   p:option("--token", "Token (visible to other local users through the process list: prefer --token-env).")
   p:option("--token-env", "Name of the environment variable holding the token.", "GEOSERVICES_TOKEN")
   p:option("--timeout", "Seconds per request.", "30"):convert(tonumber)
+  p:option("--enum-prefix", "Vendor prefix of enumerated values (svcTransportTypeUrl...).", "svc")
   p:option("--ca-file", "PEM file of the certificate authority to trust.")
   p:flag("--insecure", "Skip TLS certificate verification (never by default).")
   p:flag("--json", "One JSON object per line on standard output, for scripts.")
@@ -98,7 +99,12 @@ function cli.parser()
     :choices{ "url", "embedded" }
   sync:flag("--async", "Run as an asynchronous job and follow its status.")
   sync:option("--output", "Save the downloaded changes there: a file with one state file, else a directory "
-    .. "(<state>.result.json). Without it they are only counted.")
+    .. "(<state>.result.json). Default: <state>.changes-from-<generation>.json beside each state file.")
+  sync:flag("--discard", "Count the downloaded changes and keep none of them (the generation still advances).")
+  sync:flag("--resend", "The --edits were sent before by a sync that failed ambiguously: adds and deletes "
+    .. "already applied are reported as such.")
+  sync:option("--lock-timeout", "Seconds to wait while another process synchronizes the same replica."):convert(
+    tonumber)
   sync:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)
   sync:option("--wait-timeout", "Overall seconds to wait for an async job."):convert(tonumber)
 
@@ -141,7 +147,7 @@ local function make_client(args, env)
   if not token and args.token_env and args.token_env ~= "" then token = env.getenv(args.token_env) end
   if token == "" then token = nil end
   local ok, client = pcall(geoservices.client, {
-    url = url, admin_path = args.admin_path, token = token, timeout = args.timeout,
+    url = url, admin_path = args.admin_path, token = token, timeout = args.timeout, enum_prefix = args.enum_prefix,
     ca_file = args.ca_file, insecure = args.insecure or nil,
   })
   if not ok then return nil, tostring(client):gsub("^[^:]*:%d+: ", "") end

@@ -53,6 +53,7 @@ local OPTION_TYPES = {
   on_status = "function", on_progress = "function", on_change = "function", on_done = "function",
   output = "string", strict = "boolean", resend = "boolean", replica_path = "string",
   allow_unanswered = "boolean", params = "table", lock_timeout = "number", discard = "boolean",
+  on_send = "function", on_job = "function",
 }
 
 -- Every option is checked before anything is sent: a wrong type raises
@@ -155,7 +156,7 @@ end
 -- already streamed from the response (nil for a job).
 local function finish(client, doc, status, sink, ctx)
   if not sink then
-    sink = sink_mod.new(ctx.on_change)
+    sink = sink_mod.new(ctx.on_change, ctx.output ~= nil)
     sink:absorb(doc) -- an embedded result that was decoded whole
   end
   local function fail(err)
@@ -198,8 +199,9 @@ local function finish(client, doc, status, sink, ctx)
   if ctx.reissued and ctx.sent then reconcile.apply(result, ctx.sent) end
   local unanswered = ctx.sent and reconcile.unanswered(ctx.sent, sink)
   if ctx.on_done then
+    -- the server applied the edits: a state that cannot be saved must say so
     local ok, done_err = ctx.on_done(result)
-    if not ok then return nil, done_err end
+    if not ok then return fail(done_err) end
   end
   -- from here the replica is synchronized: an error says so and carries the result
   if unanswered and #unanswered > 0 and not ctx.allow_unanswered then
@@ -280,10 +282,16 @@ function sync.synchronize_replica(self, service, params, opts)
   -- to on_change); a re-issued attempt starts a fresh one
   local sink
   local function new_sink()
-    sink = sink_mod.new(opts.on_change)
+    -- an embedded result to save must be kept whole; a result file saved to
+    -- opts.output is only counted (Sink:next_document)
+    sink = sink_mod.new(opts.on_change, opts.output ~= nil)
     return sink
   end
   local data_format = params.dataFormat
+  if opts.on_send then -- the journal: durable before anything leaves
+    local journaled, journal_err = opts.on_send(fields)
+    if not journaled then return nil, journal_err end
+  end
   local doc, post_err, info = self:post(url, fields, { timeout = request_timeout, retry = mode,
                                                        ambiguous = sent ~= nil and opts.resend == true,
                                                        records = new_sink })
@@ -307,6 +315,10 @@ function sync.synchronize_replica(self, service, params, opts)
       carried_edits = sent ~= nil, sent = sent, reissued = reissued,
       data_format = data_format, allow_unanswered = opts.allow_unanswered,
     }, finish_job)
+    if opts.on_job then
+      local journaled, journal_err = opts.on_job(op)
+      if not journaled then return nil, reconcile.applied_error(journal_err) end
+    end
     if opts.wait == false then return op end
     return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
                     timeout = deadline and math.max(0, deadline - transport.now()) or nil }
@@ -319,8 +331,9 @@ function sync.synchronize_replica(self, service, params, opts)
 end
 
 -- Replicas with a synchronization in flight in this process: a second one
--- is refused, as the server forbids it too.
+-- is refused at once (the OS lock below does the same across processes).
 local active = {}
+local merged_edits
 
 local function advance_replica(r, params)
   return function(result)
@@ -329,12 +342,186 @@ local function advance_replica(r, params)
   end
 end
 
+-- The edits of a call as a 2.1 table (what the journal keeps); nil when
+-- there are none. An add without a GlobalID stays without one: it can
+-- never be re-sent safely, so it is never re-sent (see resolve_attempt).
+local function journaled_edits(edits)
+  if edits == nil or (edits_mod.is(edits) and edits:is_empty()) then return nil end
+  if edits_mod.is(edits) then return edits:to_table() end
+  if type(edits) == "string" then
+    local list = json.decode(edits)
+    if type(list) == "table" then return list end
+  end
+  return edits -- refused with its message by the validation
+end
+
+-- The journaled edits that may be re-sent: all but adds without a GlobalID
+-- (the server would add them twice). Returns the edits and the count of
+-- adds left out.
+local function resendable(edits)
+  local out, left_out = json.array(), 0
+  for _, entry in ipairs(edits) do
+    local copy = {}
+    for k, v in pairs(entry) do copy[k] = v end
+    for _, part in ipairs{ "features", "attachments" } do
+      local p = entry[part]
+      if type(p) == "table" then
+        local adds = json.array()
+        for _, item in ipairs(p.adds or {}) do
+          local gid = type(item) == "table" and (part == "features" and type(item.attributes) == "table"
+            and item.attributes.GlobalID or item.globalId)
+          if type(gid) == "string" and gid ~= "" then adds[#adds + 1] = item else left_out = left_out + 1 end
+        end
+        local pc = {}
+        for k, v in pairs(p) do pc[k] = v end
+        pc.adds = adds
+        copy[part] = pc
+      end
+    end
+    out[#out + 1] = copy
+  end
+  return out, left_out
+end
+
+-- The union of two 2.1 edit lists, by layer; an edit both carry (same
+-- operation and GlobalID) is sent once.
+function merged_edits(first, second)
+  if type(second) ~= "table" then return first end
+  local out, by_layer, seen = json.array(), {}, {}
+  local function add(list)
+    for _, entry in ipairs(list) do
+      local layer = math.tointeger(entry.id) or entry.id
+      local target = by_layer[layer]
+      if not target then
+        target = { id = entry.id }
+        by_layer[layer] = target
+        out[#out + 1] = target
+      end
+      for _, part in ipairs{ "features", "attachments" } do
+        for _, name in ipairs{ "adds", "updates", "deleteIds" } do
+          for _, item in ipairs(type(entry[part]) == "table" and entry[part][name] or {}) do
+            local gid = type(item) ~= "table" and item
+              or (type(item.attributes) == "table" and item.attributes.GlobalID) or item.globalId
+            local key = ("%s|%s|%s|%s"):format(tostring(layer), part, name, tostring(gid))
+            if gid == nil or not seen[key] then
+              seen[key] = true
+              target[part] = target[part] or {}
+              target[part][name] = target[part][name] or json.array()
+              local list_ = target[part][name]
+              list_[#list_ + 1] = item
+            end
+          end
+        end
+      end
+    end
+  end
+  add(first)
+  add(second)
+  return out
+end
+
+-- A failure that proves the server applied none of the attempt's edits ends
+-- the attempt; any other keeps it for the next sync to resolve.
+local function nothing_applied(err)
+  return type(err) == "table" and not err.ambiguous and not err.edits_applied and not err.synchronized
+end
+
+-- Resolves the attempt an earlier sync left in the journal (it crashed or
+-- failed while the outcome was unknown): re-attaches to its job when the
+-- status address is known, else re-sends its edits with the reconciliation
+-- of re-sent edits (an add that already exists, a delete already gone,
+-- count as applied). Never with rollbackOnFailure: a re-send must converge.
+-- Its downloaded changes go where the caller's do (on_change; output as
+-- `<output>.resolved.json`).
+local function resolve_attempt(self, r, opts)
+  local attempt = r.attempt
+  local sub = {
+    on_change = opts.on_change, on_progress = opts.on_progress, on_status = opts.on_status,
+    poll_interval = opts.poll_interval, timeout = opts.timeout, strict = false,
+    output = opts.output and (opts.output .. ".resolved.json") or nil,
+    on_done = advance_replica(r, {}),
+  }
+  if attempt.status_url then
+    local op = jobs.operation(self, {
+      status_url = attempt.status_url, service = r.service, replicaID = r.replicaID, output = sub.output,
+      on_change = sub.on_change, on_progress = sub.on_progress, on_done = sub.on_done, replica_path = r.path,
+      carried_edits = true, sent = reconcile.sent_edits({ edits = attempt.edits }), reissued = true,
+    }, finish_job)
+    local result, err = op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
+                                 timeout = opts.timeout }
+    if result or (err.code ~= "job_not_found") then return result, err end
+    -- the server no longer knows the job: its edits are re-sent below
+  end
+  local params = r:request_params()
+  local journaled = type(attempt.params) == "table" and attempt.params or {}
+  params.syncDirection = journaled.syncDirection or params.syncDirection
+  params.transportType = journaled.transportType
+  local edits, left_out = resendable(attempt.edits)
+  params.edits = edits
+  sub.resend = true
+  local result, err = sync.synchronize_replica(self, r.service, params, sub)
+  -- adds without a GlobalID are never sent twice: their outcome stays unknown
+  if result and left_out > 0 then result.unresolved_adds = left_out end
+  return result, err
+end
+
+local function sync_locked(self, r, edits, opts)
+  if r.state.closed then
+    return nil, errors.invalid("replica", ("%s was closed by an earlier sync"):format(r.replicaID))
+  end
+  local resolved
+  local attempt = r.attempt
+  if attempt and not attempt.status_url and opts.resend and edits ~= nil then
+    -- the caller re-sends the interrupted attempt's edits itself: one
+    -- request carries both, reconciled as a re-send
+    edits = merged_edits(attempt.edits, journaled_edits(edits))
+  elseif attempt then
+    local err
+    resolved, err = resolve_attempt(self, r, opts)
+    if not resolved then
+      err.message = "an earlier synchronization of this replica was interrupted and could not be resolved "
+        .. "yet (its edits are kept in the state file and sent again next time): " .. err.message
+      return nil, err
+    end
+    if r.state.closed then return resolved end
+  end
+  local params = r:request_params()
+  for k, v in pairs(opts.params or {}) do params[k] = v end
+  params.edits = journaled_edits(edits)
+  local call_opts = {}
+  for k, v in pairs(opts) do call_opts[k] = v end
+  call_opts.params = nil
+  call_opts.on_done = advance_replica(r, params)
+  call_opts.replica_path = r.path
+  local journaling = type(params.edits) == "table"
+  if journaling then
+    -- durable before anything is sent; the job's address as soon as it is known
+    call_opts.on_send = function(fields)
+      return r:begin_attempt(fields.edits, { syncDirection = params.syncDirection,
+                                             transportType = params.transportType })
+    end
+    call_opts.on_job = function(op) return r:attempt_job(op.status_url) end
+  end
+  local result, err = sync.synchronize_replica(self, r.service, params, call_opts)
+  if not result and journaling and r.attempt and nothing_applied(err) then r:clear_attempt() end
+  if result and resolved then result.resolved = resolved end
+  return result, err
+end
+
 --- Synchronizes a replica state file (`client:sync(replica, edits, opts)`)
 -- with optional edits. The request is built from the state (the
 -- generation, or syncLayers for a perLayer replica) and the new generations
 -- are saved only after the whole result was received and parsed; after any
--- failure the state file is unchanged. A second sync of the same replica
--- while one runs in this process is refused.
+-- failure the state's generations are unchanged.
+--
+-- One synchronization of a replica runs at a time: an OS lock on the state
+-- (`<state>.lock`) is held for the whole call, and a second process (or
+-- task) gets kind "busy" at once, or waits up to `opts.lock_timeout`.
+-- Edits are journaled in the state before they are sent (with a GlobalID
+-- on every add), and the async job's address as soon as it is known; a sync
+-- that finds an interrupted attempt resolves it first (re-attaching to the
+-- job, or re-sending its edits with reconciliation), so a crash at any
+-- moment neither loses an edit nor applies one twice.
 -- @param self the client
 -- @tparam string|geoservices.sync.replica.Replica r the replica: a state file path or an opened replica
 -- @tparam[opt] geoservices.sync.edits.Edits|table|string edits an edits builder, a 2.1 edits table or a
@@ -342,41 +529,47 @@ end
 -- @tparam[opt] table opts the options of @{synchronize_replica}, plus:
 -- @tparam[opt] table opts.params extra or overriding parameters (transportType, syncDirection,
 --   async, closeReplica...)
--- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations
+-- @tparam[opt] number opts.lock_timeout seconds to wait for another synchronization of this replica
+-- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations;
+--   `result.resolved` is the result of an interrupted attempt resolved first
 -- @treturn[2] geoservices.sync.job.Operation with `params.async = true` and `wait = false`: the job's
 --   operation (its `wait` advances the state)
 -- @return[3] nil
--- @treturn[3] table err: the errors of @{synchronize_replica}, plus kind "io" or "invalid" (the state
---   file cannot be read, is invalid or closed; a sync of this replica is already running) and "io"
---   (the new state could not be saved)
+-- @treturn[3] table err: the errors of @{synchronize_replica}, plus kind "busy" (another
+--   synchronization holds the replica), "io" or "invalid" (the state file cannot be read, is
+--   invalid or closed) and "io" (the new state could not be saved: `err.edits_applied`)
 -- @raise when replica is neither a path nor a replica, and as @{synchronize_replica}
 function sync.sync(self, r, edits, opts)
   opts = opts or {}
-  if type(r) == "string" then
-    local loaded, err = replica_mod.open(r)
-    if not loaded then return nil, err end
+  local path = type(r) == "string" and r or (getmetatable(r) == replica_mod.Replica and r.path)
+  if not path then error("client:sync: expected a replica or a state file path", 2) end
+  if opts.lock_timeout ~= nil and (type(opts.lock_timeout) ~= "number" or opts.lock_timeout <= 0) then
+    return nil, errors.invalid("lock_timeout", "must be a positive number of seconds")
+  end
+  if active[path] then
+    return nil, errors.invalid("replica", ("a synchronization of %s is already running"):format(
+      type(r) == "string" and path or r.replicaID))
+  end
+  local lock, lock_err = replica_mod.lock(path, opts.lock_timeout, function(s) return self:sleep(s) end)
+  if not lock then return nil, lock_err end
+  -- under the lock, the state as it is now: another process may have moved it
+  local loaded, err = replica_mod.open(path)
+  if not loaded then
+    lock:close()
+    return nil, err
+  end
+  if type(r) ~= "string" then
+    r.state = loaded.state
+    rawset(r, "attempt", rawget(loaded, "attempt"))
+  else
     r = loaded
   end
-  if getmetatable(r) ~= replica_mod.Replica then error("client:sync: expected a replica or a state file path", 2) end
-  if r.state.closed then
-    return nil, errors.invalid("replica", ("%s was closed by an earlier sync"):format(r.replicaID))
-  end
-  local params = r:request_params()
-  for k, v in pairs(opts.params or {}) do params[k] = v end
-  if edits ~= nil and not (edits_mod.is(edits) and edits:is_empty()) then params.edits = edits end
-  if active[r.replicaID] then
-    return nil, errors.invalid("replica", ("a synchronization of %s is already running"):format(r.replicaID))
-  end
-  local call_opts = {}
-  for k, v in pairs(opts) do call_opts[k] = v end
-  call_opts.params = nil
-  call_opts.on_done = advance_replica(r, params)
-  call_opts.replica_path = r.path
-  active[r.replicaID] = true
-  local ok, result, err = pcall(sync.synchronize_replica, self, r.service, params, call_opts)
-  active[r.replicaID] = nil
+  active[path] = true
+  local ok, result, sync_err = pcall(sync_locked, self, r, edits, opts)
+  active[path] = nil
+  lock:close()
   if not ok then error(result, 0) end
-  return result, err
+  return result, sync_err
 end
 
 --- Re-attaches to an async synchronization job described by

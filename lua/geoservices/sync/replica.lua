@@ -38,6 +38,30 @@ local function check_state(state, path)
   return state
 end
 
+-- The generations a state holds, as one comparable text.
+local function generations(state)
+  if state.model == "perLayer" then
+    local parts = {}
+    for _, l in ipairs(state.layers or {}) do parts[#parts + 1] = ("%s:%s"):format(l.id, tostring(l.serverGen)) end
+    return table.concat(parts, ",")
+  end
+  return tostring(state.replicaServerGen)
+end
+
+-- The journaled attempt beside the state, if it still belongs to it.
+local function load_journal(path, state)
+  local f = io.open(path .. ".journal", "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  local attempt = json.decode(text)
+  if type(attempt) ~= "table" or attempt.from ~= generations(state) then
+    os.remove(path .. ".journal") -- resolved by the save that moved the generations
+    return nil
+  end
+  return attempt
+end
+
 --- Loads the state file at `path`, or creates it from `init` when it does
 -- not exist yet (`geoservices.replica(path, init)`).
 -- @string path the state file (JSON)
@@ -70,7 +94,8 @@ function replica.open(path, init)
   end
   local ok, err = check_state(state, path)
   if not ok then return nil, err end
-  local self = setmetatable({ path = path, state = state }, Replica)
+  local self = setmetatable({ path = path, state = state, attempt = f and load_journal(path, state) or nil },
+                             Replica)
   if not f then
     local saved, save_err = self:save()
     if not saved then return nil, save_err end
@@ -168,7 +193,77 @@ function Replica:advance(result)
     self.state = json.decode(before)
     return nil, err
   end
+  self:clear_attempt() -- the journaled attempt is resolved by this very result
   return true
+end
+
+--- The journal: before a synchronization with edits is sent, the attempt
+-- (its edits, with their GlobalIDs, the parameters that matter and the
+-- generations it was sent from) is saved durably beside the state, in
+-- `<state>.journal`; the async job's status address is added as soon as it
+-- is known; it is removed when the result's generations are saved
+-- (@{advance}) or when the server is known to have applied none of it. The
+-- state file itself changes only with the generations. A journal whose
+-- generations are no longer the state's was resolved by the save that moved
+-- them (a crash between the two writes) and is dropped on open.
+-- @tparam table edits the 2.1 edits array as sent
+-- @tparam table params `syncDirection`, `transportType` of the attempt
+-- @treturn[1] boolean true
+-- @return[2] nil
+-- @treturn[2] table err of kind "io" (nothing was sent)
+-- @raise never
+function Replica:begin_attempt(edits, params)
+  local attempt = { edits = edits, params = params, from = generations(self.state), started = os.time() }
+  local ok, msg = core.write_file_atomic(self.path .. ".journal", json.encode(attempt) .. "\n")
+  if not ok then return nil, errors.new("io", "cannot journal the edits before sending them: " .. msg) end
+  rawset(self, "attempt", attempt)
+  return true
+end
+
+--- Adds the async job's status address to the journaled attempt.
+-- @string status_url the address
+-- @return true, or nil, err of kind "io"
+-- @raise never
+function Replica:attempt_job(status_url)
+  local attempt = rawget(self, "attempt")
+  if not attempt then return true end
+  attempt.status_url = status_url
+  local ok, msg = core.write_file_atomic(self.path .. ".journal", json.encode(attempt) .. "\n")
+  if not ok then return nil, errors.new("io", "cannot journal the job's status address: " .. msg) end
+  return true
+end
+
+--- Drops the journaled attempt (resolved, or known not applied).
+-- @return true
+-- @raise never
+function Replica:clear_attempt()
+  rawset(self, "attempt", nil)
+  os.remove(self.path .. ".journal")
+  return true
+end
+
+--- Takes the OS lock of a state file (`<path>.lock`, flock): one
+-- synchronization of a replica at a time, across processes. With
+-- `timeout`, waits for it (through `sleep`) up to that many seconds.
+-- @string path the state file
+-- @tparam[opt] number timeout seconds to wait (default: none, fail at once)
+-- @tparam[opt] function sleep the wait between tries (a scheduler's sleep)
+-- @treturn[1] userdata the lock (`:close()`; also a `<close>` value)
+-- @return[2] nil
+-- @treturn[2] table err: kind "busy" (another synchronization holds it) or "io"
+-- @raise never
+function replica.lock(path, timeout, sleep)
+  local deadline = timeout and (core.monotonic() + timeout)
+  while true do
+    local lock, msg, code = core.try_lock(path .. ".lock")
+    if lock then return lock end
+    if code ~= "busy" or not deadline or core.monotonic() >= deadline then
+      return nil, errors.new(code == "busy" and "busy" or "io", msg .. (code == "busy" and
+        ": another process (or task) is synchronizing this replica; try again when it ends, or give "
+        .. "opts.lock_timeout to wait" or ""), { code = code })
+    end
+    sleep(math.min(0.05, deadline - core.monotonic()))
+  end
 end
 
 replica.Replica = Replica

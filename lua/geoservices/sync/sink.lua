@@ -40,13 +40,14 @@ local answer_key = sink_mod.answer_key
 -- `on_change(layer_id, kind, record)` or builds the 2.1 edits array.
 -- Internal.
 -- @tparam ?function on_change the receiver of downloaded records, or nil to build `edits`
+-- @tparam[opt] boolean keep_edits build `edits` even with on_change (an embedded result to save)
 -- @treturn table the sink (`records`, `deliver`, `fields`, `failed_edits`, `counts`...)
 -- @local
-function sink_mod.new(on_change)
+function sink_mod.new(on_change, keep_edits)
   local sink = setmetatable({
     fields = {}, counts = {}, failed_edits = {}, succeeded = 0, downloaded = 0,
     answered = {}, anonymous = {}, results = 0,
-    on_change = on_change, edits = not on_change and json.array() or nil, entries = {},
+    on_change = on_change, edits = (keep_edits or not on_change) and json.array() or nil, entries = {},
     records = core.records(),
   }, Sink)
   sink.deliver = function(kind, layer, value, key) return sink:record(kind, layer, value, key) end
@@ -108,7 +109,7 @@ function Sink:record(kind, layer, value, key)
     self.downloaded = self.downloaded + 1
     if self.on_change then
       self.on_change(layer, kind, value)
-      return
+      if not self.edits then return end
     end
   end
   if self.edits then

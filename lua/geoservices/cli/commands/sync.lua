@@ -2,10 +2,8 @@
 -- files, following each on the display (job status, the download's bytes,
 -- records) through the client's observer and the operation's callbacks.
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
 local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
 local output = require "geoservices.cli.output"
 
 local EXIT = output.EXIT
@@ -106,35 +104,37 @@ local function sync_watch(out, client, name)
   return w
 end
 
-local function save_output(path, result)
-  if result.output then return true end -- the library saved the result file itself
-  local ok, msg = core.write_file_atomic(path, json.encode{
-    replicaID = result.replicaID, responseType = result.responseType, replicaServerGen = result.replicaServerGen,
-    layerServerGens = result.layerServerGens, edits = result.edits or json.array(),
-  } .. "\n")
-  if not ok then return nil, errors.new("io", msg) end
-  return true
+-- Where the downloaded changes go without --output: beside the state, named
+-- by the generation they start from, so no sync overwrites another's and
+-- nothing is thrown away unless --discard says so.
+local function default_output(path, replica)
+  local from
+  if replica.model == "perLayer" then
+    local parts = {}
+    for _, l in ipairs(replica.layers) do parts[#parts + 1] = ("%s-%s"):format(l.id, tostring(l.serverGen)) end
+    from = table.concat(parts, "_")
+  else
+    from = tostring(replica.replicaServerGen)
+  end
+  return ("%s.changes-from-%s.json"):format(path:gsub("%.json$", ""), from)
 end
 
 local function sync_one(args, out, client, path, edits_text, output_path)
   local name = files.basename(path)
   local replica, err = geoservices.replica(path)
   if not replica then return nil, err, EXIT.usage end
+  if not output_path and not args.discard then output_path = default_output(path, replica) end
   local params = { syncDirection = args.direction, transportType = args.transport, async = args.async or nil }
   local watch = sync_watch(out, client, name)
   local opts = { params = params, poll_interval = args.poll_interval, timeout = args.wait_timeout,
-                 on_status = watch.on_status, on_progress = watch.on_progress, output = output_path }
-  if not output_path then opts.on_change = watch.on_change end
+                 on_status = watch.on_status, on_progress = watch.on_progress, on_change = watch.on_change,
+                 output = output_path, resend = args.resend or nil, lock_timeout = args.lock_timeout }
   local ok, result, sync_err = pcall(client.sync, client, replica, edits_text, opts)
   if ok then watch.report_download(result ~= nil) end
   watch.restore()
   if not ok then error(result, 0) end
   if not result then return nil, sync_err end
-  if output_path then
-    local saved, save_err = save_output(output_path, result)
-    if not saved then return nil, save_err end
-  end
-  return result
+  return result, nil, nil, output_path
 end
 
 return function(args, out, client)
@@ -154,7 +154,8 @@ return function(args, out, client)
       output_path = #states == 1 and args.output
         or (args.output .. "/" .. files.basename(path):gsub("%.json$", "") .. ".result.json")
     end
-    local result, err, code = sync_one(args, out, client, path, edits_text, output_path)
+    local result, err, code, saved_to = sync_one(args, out, client, path, edits_text, output_path)
+    output_path = saved_to
     if not result and err == output.DRY_RUN then -- luacheck: ignore 542 (main prints the dry run)
     elseif not result then
       summary.failed = summary.failed + 1
@@ -185,9 +186,11 @@ return function(args, out, client)
             tostring(f.layer), tostring(f.description), tostring(f.code)))
         end
         if output_path then out:line("    downloaded changes saved to " .. output_path)
-        elseif (result.downloaded or 0) > 0 then
-          out:line(("    %d downloaded changes counted, not kept (use --output to save them)"):format(
-            result.downloaded))
+        else
+          out:line(("    %d downloaded changes discarded (--discard)"):format(result.downloaded or 0))
+        end
+        if result.resolved then
+          out:line("    an interrupted earlier synchronization was resolved first: " .. tostring(result.resolved))
         end
         out:line("    new generation " .. generation_text(result))
       end

@@ -1,0 +1,181 @@
+-- The journal and the lock of client:sync, with real processes: a client
+-- killed (SIGKILL) while it waits for an answer or polls a job leaves its
+-- attempt journaled beside the state, and the next sync resolves it with
+-- every edit applied exactly once; two processes on one state file never
+-- interleave.
+local geoservices = require "geoservices"
+local json = require "geoservices.json"
+local helper = require "spec.helper"
+
+local q = helper.shell_quote
+local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"
+
+local function tmp_dir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p " .. q(d)))
+  return d
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+-- Starts spec/support/sync_child.lua in the background; returns its pid and output file.
+local function child(url, state, edits_path, mode, lock_timeout)
+  local out = os.tmpname()
+  local pidfile = os.tmpname()
+  local cmd = ("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/support/sync_child.lua %s %s %s %s %s > %s 2>&1 & echo $! > %s"):format(
+    q(package.path), q(package.cpath), q(url), q(state), q(edits_path or "-"), q(mode or "sync"),
+    q(tostring(lock_timeout or "")), q(out), q(pidfile))
+  assert(os.execute(cmd))
+  local pid = helper.wait_for("child pid", function() return tonumber(helper.read_all(pidfile)) end, 5)
+  os.remove(pidfile)
+  return pid, out
+end
+
+local function outcome(out)
+  local line = (helper.read_all(out) or ""):match("({.-})%s*$")
+  return line and json.decode(line)
+end
+
+local function wait_exit(pid)
+  helper.wait_for("child exit", function() return not helper.process_alive(pid) end, 60)
+end
+
+describe("client:sync journal and lock", function()
+  local emu, dir
+  setup(function() emu = helper.start_emulator() end)
+  teardown(function() emu:stop() end)
+  before_each(function()
+    emu:reset()
+    dir = tmp_dir()
+  end)
+  after_each(function() os.execute("rm -rf " .. q(dir)) end)
+
+  local function new_state()
+    local path = dir .. "/crew-1.json"
+    write(path, json.encode{ service = "Parcels", replicaID = CREW1, model = "perReplica", replicaServerGen = 1 })
+    return path
+  end
+
+  local function edits_file(n)
+    local e = geoservices.edits()
+    local gids = {}
+    for i = 1, n do
+      gids[i] = e:add(0, { attributes = { APN = ("journal-%d"):format(i) }, geometry = { x = -117, y = 34 } })
+    end
+    local path = dir .. "/edits.json"
+    write(path, e:encode())
+    return path, gids
+  end
+
+  local function count_on_server(gids)
+    local features = emu:control("state").featureServices.Parcels.layers["0"].features
+    local n = 0
+    for _, gid in ipairs(gids) do
+      if features[gid] then n = n + 1 end
+    end
+    return n
+  end
+
+  it("a client killed while waiting for the answer leaves a journal; the next sync applies each edit once", function()
+    local state = new_state()
+    local before = helper.read_all(state)
+    local edits, gids = edits_file(3)
+    emu:fault{ route = "synchronizeReplica", kind = "delay", delay_ms = 3000, attempts = { 1 } }
+    local pid = child(emu.url, state, edits)
+    helper.wait_for("the request to reach the emulator", function() return emu:count("synchronizeReplica") >= 1 end)
+    helper.sleep(0.3) -- the edits are applied, the answer is delayed
+    os.execute("kill -9 " .. pid)
+    wait_exit(pid)
+    assert.equal(before, helper.read_all(state)) -- the generation did not move
+    local journal = json.decode(assert(helper.read_all(state .. ".journal")))
+    assert.equal(3, #journal.edits[1].features.adds)
+    assert.equal(3, count_on_server(gids))
+    -- the next sync (no edits of its own) resolves the attempt first
+    local c = geoservices.client{ url = emu.url, token = "alice-token" }
+    local result = assert(c:sync(state))
+    assert.truthy(result.resolved)
+    assert.equal(3, #result.resolved.already_applied)
+    assert.equal(3, count_on_server(gids))
+    assert.is_nil(helper.read_all(state .. ".journal"))
+    assert.is_true(json.decode(helper.read_all(state)).replicaServerGen > 1)
+  end)
+
+  it("a client killed while polling an async job re-attaches to the job instead of submitting again", function()
+    local state = new_state()
+    local edits, gids = edits_file(2)
+    emu:control("settings", { job_step_ms = 400 })
+    local pid = child(emu.url, state, edits, "async")
+    helper.wait_for("the job's address in the journal", function()
+      local j = helper.read_all(state .. ".journal")
+      return j and json.decode(j).status_url
+    end)
+    os.execute("kill -9 " .. pid)
+    wait_exit(pid)
+    local submitted = emu:count("synchronizeReplica")
+    local c = geoservices.client{ url = emu.url, token = "alice-token" }
+    local result = assert(c:sync(state, nil, { poll_interval = 0.05 }))
+    assert.truthy(result.resolved)
+    -- one more synchronizeReplica for this call's own sync, none for the resolution
+    assert.equal(submitted + 1, emu:count("synchronizeReplica"))
+    assert.equal(2, count_on_server(gids))
+    assert.is_nil(helper.read_all(state .. ".journal"))
+  end)
+
+  it("a second process gets kind busy at once, or waits with lock_timeout; never an interleaving", function()
+    local state = new_state()
+    emu:control("settings", { job_step_ms = 300 })
+    local pid, out = child(emu.url, state, nil, "async")
+    helper.wait_for("the first sync to hold the lock", function()
+      return (helper.read_all(out) or ""):find("started", 1, true) and emu:count("synchronizeReplica") >= 1
+    end)
+    local c = geoservices.client{ url = emu.url, token = "alice-token" }
+    local result, err = c:sync(state)
+    assert.is_nil(result)
+    assert.equal("busy", err.kind)
+    local waited = assert(c:sync(state, nil, { lock_timeout = 30 }))
+    wait_exit(pid)
+    local first = outcome(out)
+    assert.is_true(first.ok, helper.read_all(out))
+    -- the waiting sync started from the first one's generation and moved past it
+    assert.is_true(waited.replicaServerGen >= first.generation)
+    assert.equal(waited.replicaServerGen, json.decode(helper.read_all(state)).replicaServerGen)
+  end)
+
+  it("a re-send with rollbackOnFailure converges: the interrupted attempt is resolved without rollback", function()
+    local state = new_state()
+    local edits, gids = edits_file(2)
+    emu:fault{ route = "synchronizeReplica", kind = "reset", attempts = { 1 } }
+    local c = geoservices.client{ url = emu.url, token = "alice-token" }
+    local text = helper.read_all(edits)
+    local _, err = c:sync(state, text, { params = { rollbackOnFailure = true } })
+    assert.is_true(err.ambiguous)
+    local e2 = geoservices.edits()
+    local gid3 = e2:add(0, { attributes = { APN = "journal-new" } })
+    local result = assert(c:sync(state, e2, { params = { rollbackOnFailure = true } }))
+    assert.equal(2, #result.resolved.already_applied)
+    assert.equal(1, result.succeeded)
+    assert.equal(3, count_on_server{ gids[1], gids[2], gid3 })
+  end)
+
+  it("a state that cannot be saved after the server applied the edits says so (edits_applied)", function()
+    local state = new_state()
+    emu:control("settings", { job_step_ms = 50 })
+    local c = geoservices.client{ url = emu.url, token = "alice-token" }
+    local e = geoservices.edits()
+    e:add(0, { attributes = { APN = "unsaved" } })
+    local result, err = c:sync(state, e, { params = { async = true }, poll_interval = 0.02,
+      on_status = function()
+        -- the state's place becomes a directory: the rename of the new state fails
+        os.remove(state)
+        os.execute("mkdir -p " .. q(state))
+      end })
+    assert.is_nil(result)
+    assert.equal("io", err.kind)
+    assert.is_true(err.edits_applied)
+  end)
+end)

@@ -1,0 +1,28 @@
+-- A client process for the crash and lock specs: synchronizes one replica
+-- state file and prints one JSON line with the outcome. Killed with SIGKILL
+-- at any moment by the spec that started it.
+--   lua5.4 spec/support/sync_child.lua URL STATE EDITS.json|- [async] [lock_timeout]
+local geoservices = require "geoservices"
+local json = require "geoservices.json"
+
+local url, state, edits_path, mode, lock_timeout = arg[1], arg[2], arg[3], arg[4], tonumber(arg[5])
+local edits
+if edits_path and edits_path ~= "-" then
+  local f = assert(io.open(edits_path, "rb"))
+  edits = f:read("a")
+  f:close()
+end
+local client = geoservices.client{ url = url, token = "alice-token", timeout = 60 }
+io.stdout:write("started\n")
+io.stdout:flush()
+local result, err = client:sync(state, edits, {
+  params = { async = mode == "async" or nil }, poll_interval = 0.05, lock_timeout = lock_timeout,
+  timeout = 120,
+})
+io.stdout:write(json.encode{
+  ok = result ~= nil, kind = err and err.kind, message = err and err.message,
+  generation = result and result.replicaServerGen, succeeded = result and result.succeeded,
+  already_applied = result and #(result.already_applied or {}), resolved = result and result.resolved ~= nil,
+}, "\n")
+io.stdout:flush()
+os.exit(result and 0 or 1)
