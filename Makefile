@@ -58,7 +58,7 @@ CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/test
              $(BUILD)/tests/test_records $(BUILD)/tests/test_numbers
 HEADERS    = $(wildcard csrc/*.h csrc/net/*.h csrc/json/*.h)
 
-.PHONY: all core httpd deps test lint ctest busted demo emulator install install-emulator uninstall clean asan \
+.PHONY: torture all core httpd deps test lint ctest busted demo emulator install install-emulator uninstall clean asan \
         help fuzz bench docs
 
 # Two parts, two rocks: the client (rockspec/geoservices-scm-1.rockspec: `core`
@@ -132,6 +132,13 @@ test: deps
 	$(MAKE) WERROR=1 ctest
 	$(MAKE) fuzz FUZZ_SECONDS=10
 	$(MAKE) busted
+
+# The crash torture of client:sync: RUNS client processes killed with SIGKILL
+# at random (and the emulator in a share of them), then the tally; exit 1 on
+# any duplicated, lost or skipped change. `make test` runs 15 (spec/torture_spec.lua).
+RUNS ?= 200
+torture: deps all
+	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' $(LUA) spec/torture/run.lua $(RUNS)
 
 # Benchmarks: ratios against baselines measured in the same run (see README).
 # BENCH_SIZES="10000 100000" shortens it.

@@ -1,7 +1,7 @@
 -- A client process for the crash and lock specs: synchronizes one replica
 -- state file and prints one JSON line with the outcome. Killed with SIGKILL
 -- at any moment by the spec that started it.
---   lua5.4 spec/support/sync_child.lua URL STATE EDITS.json|- [async] [lock_timeout]
+--   lua5.4 spec/support/sync_child.lua URL STATE EDITS.json|- [sync|async][-resend] [lock_timeout]
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
 
@@ -15,9 +15,10 @@ end
 local client = geoservices.client{ url = url, token = "alice-token", timeout = 60 }
 io.stdout:write("started\n")
 io.stdout:flush()
+mode = mode or "sync"
 local result, err = client:sync(state, edits, {
-  params = { async = mode == "async" or nil }, poll_interval = 0.05, lock_timeout = lock_timeout,
-  timeout = 120,
+  params = { async = mode:match("^async") and true or nil }, poll_interval = 0.05, lock_timeout = lock_timeout,
+  timeout = 120, resend = mode:match("%-resend$") and true or nil,
 })
 io.stdout:write(json.encode{
   ok = result ~= nil, kind = err and err.kind, message = err and err.message,
