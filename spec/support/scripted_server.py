@@ -8,7 +8,7 @@ endless bodies, gzip bombs, foreign URLs), and logs every request.
 SCRIPT is {"routes": [{"method": "POST", "path": "/server/x", "responses": [...]}, ...]}.
 A path ending in "*" matches a prefix. Responses are used in order; the
 last one repeats. A response: {"status": 200, "headers": {...}, "body": "text"
-| "json": value | "endless": true | "gzip_bomb_mb": N | "delay": seconds}.
+| "json": value | "file": path | "endless": true | "gzip_bomb_mb": N | "delay": seconds}.
 "{ROOT}" in a body is replaced by http://127.0.0.1:PORT. Binds 127.0.0.1 on a
 free port, prints "listening on http://127.0.0.1:PORT", and exits when its
 parent process is gone (--exit-with PID) or when killed.
@@ -91,6 +91,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 g.write(b'"}')
             data = raw.getvalue()
             headers = dict(headers, **{"Content-Encoding": "gzip", "Content-Type": "application/json"})
+        elif "file" in resp:
+            data = open(resp["file"], "rb").read()
+            headers.setdefault("Content-Type", "application/json")
         elif "json" in resp:
             data = json.dumps(resp["json"]).replace("{ROOT}", root).encode()
             headers.setdefault("Content-Type", "application/json")
