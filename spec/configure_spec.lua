@@ -500,9 +500,8 @@ describe("configure against the emulator", function()
       assert.equal(403, err.code)
       assert_no_secret(err, "the refusal")
     end
-    local _, err = geoservices.client{ url = emu.url }:configure(valid_params(), FAST)
-    assert.equal("auth", err.kind)
-    assert.equal(499, err.code)
+    -- Without a token configure is accepted on a site without an organization
+    -- (issue 16: no user exists yet); spec/auth_spec.lua covers it.
     assert.equal("not_configured", assert(client():configure_status()).status.state)
   end)
 

@@ -17,6 +17,7 @@ local origin = require "geoservices.net.origin"
 local redact = require "geoservices.redact"
 local response = require "geoservices.net.response"
 local retry = require "geoservices.net.retry"
+local token_mod = require "geoservices.token"
 local transport = require "geoservices.net.transport"
 
 local client = {}
@@ -57,6 +58,8 @@ local known_options = {
   url = true, admin_path = true, token = true, timeout = true, ca_file = true, insecure = true,
   user_agent = true, max_response_bytes = true, max_host_connections = true, enum_prefix = true,
   retry = true, max_json_depth = true, download_chunk = true,
+  username = true, password = true, token_url = true, token_endpoint = true, token_expiration = true,
+  token_client = true, referer = true, bearer = true,
 }
 
 --- Creates a client (`geoservices.client(opts)`). Nothing is sent: the
@@ -64,9 +67,24 @@ local known_options = {
 -- @tparam table opts the options (an unknown option raises):
 -- @tparam string opts.url the server's {base_url}, `http://` or `https://` (required)
 -- @tparam[opt="admin"] string opts.admin_path the administrative context path
--- @tparam[opt] string|function opts.token a token, or a token provider
---   `function(reason) -> token` called with "initial" and, after an expired token (code 498),
---   with "refresh"; the token is kept in a closure, never in a field
+-- @tparam[opt] string|function|geoservices.token.TokenProvider opts.token a token, or a token
+--   provider: a generateToken provider (geoservices.token), or `function(reason) -> token[, expires]`
+--   called with "initial", after an expired token (code 498) with "refresh", and, when it gave
+--   `expires` (epoch milliseconds), with "expiring" shortly before then; the token is kept in a
+--   closure, never in a field
+-- @tparam[opt] string opts.username with `password`: the client generates its tokens with the
+--   server's generateToken (geoservices.token) instead of being given one
+-- @tparam[opt] string|function opts.password the password of `username`, or a function returning it
+-- @tparam[opt="server"] string opts.token_endpoint where generateToken is: "server"
+--   (`{url}/tokens/generateToken`) or "portal" (`{url}/sharing/rest/generateToken`)
+-- @tparam[opt] string opts.token_url the whole generateToken address instead
+-- @tparam[opt=60] number opts.token_expiration minutes a generated token is asked for
+-- @tparam[opt="referer"] string opts.token_client generateToken's `client`: "referer", "requestip"
+--   or "ip"
+-- @tparam[opt] string opts.referer with token_client "referer": the referer the token is bound to
+--   (default the origin of url); it is sent as the `Referer` header with the token
+-- @tparam[opt=false] boolean opts.bearer send the token in an `Authorization: Bearer` header
+--   instead of the `token` form field
 -- @tparam[opt=30] number opts.timeout seconds per request (positive)
 -- @tparam[opt] string opts.ca_file PEM file of the certificate authorities to trust
 -- @tparam[opt=false] boolean opts.insecure skip TLS certificate verification (explicit opt-in)
@@ -95,8 +113,24 @@ function client.new(opts, class)
     error("geoservices.client: option 'url' must be an http(s):// address", 2)
   end
   local token = opts.token
-  if token ~= nil and type(token) ~= "string" and type(token) ~= "function" then
+  if token ~= nil and type(token) ~= "string" and type(token) ~= "function" and not token_mod.is(token) then
     error("geoservices.client: option 'token' must be a string or a function", 2)
+  end
+  if opts.username ~= nil or opts.password ~= nil then
+    if token ~= nil then error("geoservices.client: give either 'token' or 'username' and 'password'", 2) end
+    if type(opts.username) ~= "string" or opts.username == "" then
+      error("geoservices.client: option 'username' is required with 'password'", 2)
+    end
+    local ok, made = pcall(token_mod.new, {
+      url = url:gsub("/+$", ""), token_url = check_option(opts, "token_url", "string"),
+      endpoint = check_option(opts, "token_endpoint", "string"), username = opts.username,
+      password = opts.password, client = check_option(opts, "token_client", "string"),
+      referer = check_option(opts, "referer", "string"), expiration = check_option(opts, "token_expiration", "number"),
+    })
+    if not ok then
+      error((tostring(made):gsub("^[^:]*:%d+: ", ""):gsub("^geoservices%.token", "geoservices.client")), 2)
+    end
+    token = made
   end
   local timeout = check_option(opts, "timeout", "number", DEFAULT_TIMEOUT)
   if timeout <= 0 then error("geoservices.client: option 'timeout' must be positive", 2) end
@@ -114,27 +148,45 @@ function client.new(opts, class)
     max_json_depth = check_count(opts, "max_json_depth"),
     download_chunk = opts.download_chunk == false and false
       or check_count(opts, "download_chunk", DEFAULT_DOWNLOAD_CHUNK),
+    bearer = check_option(opts, "bearer", "boolean", false),
+    token_endpoint = check_option(opts, "token_endpoint", "string", "server"),
   }, class or Client)
   -- The token lives in a closure, not a field, so printing or dumping the
   -- client (pp, inspect, error reports) can never reveal it.
   local provider = type(token) == "function" and token or nil
+  local generator = token_mod.is(token) and token or nil
   local current = type(token) == "string" and token or nil
+  local valid_until -- a function provider's token is replaced after this (monotonic clock)
   self.has_token = token ~= nil
-  self.token_provider = provider ~= nil
+  self.token_provider = provider ~= nil or generator ~= nil
+  self.token_user = generator and generator.username or nil
+  self.referer = generator and generator.referer or nil
   function self._token(refresh)
-    if provider and (refresh or current == nil) then
-      local fresh = provider(refresh and "refresh" or "initial")
-      if type(fresh) ~= "string" or fresh == "" then
-        return nil, errors.new("auth", "token provider returned no token")
-      end
+    if generator then
+      local fresh, err = generator:get(self, refresh)
+      if not fresh then return nil, err end
       current = fresh
+    elseif provider and (refresh or current == nil or (valid_until and core.monotonic() >= valid_until)) then
+      local fresh, expires = provider(refresh and "refresh" or (current == nil and "initial" or "expiring"))
+      if type(fresh) ~= "string" or fresh == "" then
+        return nil, errors.new("auth", "token provider returned no token", { reason = "token_provider" })
+      end
+      current, valid_until = fresh, nil
+      expires = math.tointeger(tonumber(expires))
+      if expires then -- epoch ms: replaced a fifth of its life (at most a minute) early
+        local life = math.max(0, expires / 1000 - (os.time() + 1))
+        valid_until = core.monotonic() + life - math.min(token_mod.REFRESH_MARGIN, life / 5)
+      end
     end
     return current
   end
   -- Every error this client returns passes through here: no secret it
   -- holds may reach a message, whatever a server reflected.
   function self._scrub(err)
-    if current then redact.scrub(err, { current }) end
+    local secrets = { current }
+    local password = generator and generator._password()
+    if type(password) == "string" then secrets[#secrets + 1] = password end
+    if #secrets > 0 then redact.scrub(err, secrets) end
     return err
   end
   self.driver = core.driver{ max_host_connections = check_count(opts, "max_host_connections") }
@@ -164,12 +216,15 @@ end
 --- A client made by @{new}: connection settings, the token provider and one
 -- driver of the C core (connections are reused across calls).
 -- Fields (read only): `url`, `admin_path`, `timeout`, `has_token`,
--- `token_provider` (booleans), `retry_policy`, `driver`.
+-- `token_provider` (booleans), `token_user` (the user of generated tokens),
+-- `bearer`, `retry_policy`, `driver`.
 -- @type Client
 
 -- One line: address, admin path, whether a token is set, timeout; never the token.
 function Client:__tostring()
-  local token = self.token_provider and "token provider" or (self.has_token and "token" or "no token")
+  local token = self.token_user and ("tokens for '" .. self.token_user .. "'")
+    or self.token_provider and "token provider" or (self.has_token and "token" or "no token")
+  if self.bearer and self.has_token then token = token .. " as a Bearer header" end
   return ("geoservices.Client <%s> (admin path '%s', %s, timeout %g s)"):format(
     self.url, self.admin_path, token, self.timeout)
 end
@@ -240,8 +295,11 @@ end
 --- POSTs `fields` (plus f=json and the token) form-encoded to `url` and
 -- returns the decoded JSON object. Every operation goes through here: the
 -- retry policy (geoservices.net.retry) and the one-time token refresh on code
--- 498 (with a token provider) apply. A JSON `{"error": ...}` body is an error
--- whatever the HTTP status; redirects are not followed.
+-- 498 (with a token provider) apply. A JSON error body in either dialect
+-- (`{"error": ...}`, `{"status": "error", "messages": [...]}`) is an error
+-- whatever the HTTP status; redirects are not followed. The token goes only
+-- to the client's own origin: in the `token` field, or an `Authorization:
+-- Bearer` header with the `bearer` option.
 -- @string url the address
 -- @tparam table fields the parameters (strings, numbers, booleans; tables are sent as JSON)
 -- @tparam[opt] table opts
@@ -252,6 +310,9 @@ end
 -- @tparam[opt] boolean opts.multipart send as multipart/form-data
 -- @tparam[opt] table opts.files file parts of a multipart request (`{name =, file = path | data =, filename =}`)
 -- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
+-- @param[opt] opts.token whose token goes with this request: nil (the client's), false (none: a
+--   generateToken request), "optional" (the client's when it can get one, else none: a site
+--   without users yet), or `function(refresh) -> token | nil, err` (this call's own)
 -- @tparam[opt] function opts.records a function returning a fresh record sink per attempt
 --   (`{records = core.records(), deliver = function(kind, layer, value, key)}`): the body's records
 --   are handed to it while it arrives instead of decoding the body whole at the end
@@ -271,20 +332,38 @@ function Client:post(url, fields, opts)
   local refreshed = false
   local info = { attempts = 0, ambiguous = opts.ambiguous == true }
   local conn = self.conn
-  local function describe() -- the "request" event, built only when someone observes
-    return form.describe(fields, opts.files, opts.multipart, self.has_token)
-  end
-
   -- credentials go only to the client's own origin (scheme, host, port)
   local own_origin = origin.same(url, self.url)
+  local source = opts.token
+  if source == nil and not self.has_token then source = false end
+  local optional_err -- "optional": why no token went with the request
+  local function get_token(refresh)
+    if source == false or not own_origin then return nil end
+    if type(source) == "function" then return source(refresh) end
+    local t, e = self._token(refresh)
+    if e and source == "optional" then optional_err = e; return nil end
+    return t, e
+  end
+  local sent_token = false
+  local function describe() -- the "request" event, built only when someone observes
+    local d = form.describe(fields, opts.files, opts.multipart, sent_token and not self.bearer)
+    if sent_token and self.bearer then d.headers = { "Authorization: Bearer " .. redact.MARK } end
+    return d
+  end
+
   local function attempt()
-    local token, token_err
-    if own_origin then
-      token, token_err = self._token(false)
-      if token_err then return "fatal", token_err end
-    end
+    local token, token_err = get_token(false)
+    if token_err then return "fatal", token_err end
+    sent_token = token ~= nil
     local spec = transport.spec(conn, url, "POST", deadline)
-    local pairs_ = form.to_form(fields, token)
+    -- a generated token bound to a referer is valid only with that Referer
+    local referer = type(source) ~= "function" and self.referer or nil
+    if token and (self.bearer or referer) then
+      spec.headers = spec.headers or {}
+      if self.bearer then spec.headers[#spec.headers + 1] = "Authorization: Bearer " .. token end
+      if referer then spec.headers[#spec.headers + 1] = "Referer: " .. referer end
+    end
+    local pairs_ = form.to_form(fields, not self.bearer and token or nil)
     if opts.multipart then
       local parts = {}
       for i, pair in ipairs(pairs_) do parts[i] = { name = pair[1], value = form.text(pair[2]) } end
@@ -335,12 +414,16 @@ function Client:post(url, fields, opts)
       -- An expired token (498) is worth exactly one more try with a fresh one
       -- from the provider; a static token cannot be refreshed. The server
       -- refused the request, so this is safe for every operation.
-      if e.kind == "auth" and e.code == 498 and self.token_provider and not refreshed then
+      local refreshable = type(source) == "function" or (source ~= false and self.token_provider)
+      if e.kind == "auth" and e.code == 498 and sent_token and refreshable and not refreshed then
         refreshed = true
-        local _, refresh_err = self._token(true)
+        local _, refresh_err = get_token(true)
         if refresh_err then return "fatal", refresh_err end
         return "again"
       end
+      -- sent without a token because none could be had: the server wanting
+      -- one is best explained by why there was none
+      if e.kind == "auth" and not sent_token and optional_err then return "fatal", optional_err end
       local again, ambiguous = retry.should_retry(mode, e, info)
       if ambiguous then info.ambiguous = true end
       if not again then return "stop" end

@@ -20,6 +20,7 @@ local pp = require "geoservices.pp"
 local replica = require "geoservices.sync.replica"
 local services = require "geoservices.services"
 local sync = require "geoservices.sync"
+local token = require "geoservices.token"
 local volumes = require "geoservices.configure.volumes"
 
 --- Values of the module.
@@ -94,14 +95,24 @@ function geoservices.replica(path, init)
 end
 
 --- Creates a client; see geoservices.client module for the options.
--- @tparam table opts url (required), admin_path, token (string or function), timeout, ca_file, insecure,
---   enum_prefix, ...
+-- @tparam table opts url (required), admin_path, token (string, function or geoservices.token provider),
+--   or username and password (tokens from generateToken), bearer, timeout, ca_file, insecure, enum_prefix, ...
 -- @return the client: its methods are the four operations (get_services_by_id, list_snapshots,
 --   synchronize_replica / sync / resume_sync, configure / configure_status / wait_configured)
 -- @raise on misuse: an unknown option, a wrong type, a missing or non-http(s) url
 function geoservices.client(opts)
   return client.new(opts, Client)
 end
+
+--- A generateToken provider (see geoservices.token.new): tokens for a
+-- username and password, kept until shortly before they expire; give it to
+-- clients as their `token`.
+-- @function token
+-- @tparam table opts url (or token_url), endpoint ("server" or "portal"), username, password (string or
+--   function), client, referer, expiration (minutes)
+-- @treturn geoservices.token.TokenProvider the provider
+-- @raise on misuse: an unknown option, no username or password
+geoservices.token = token.new
 
 -- Concurrency (geoservices.loop): tasks on one thread, a host loop driving the core.
 

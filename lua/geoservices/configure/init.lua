@@ -16,6 +16,7 @@ local params = require "geoservices.form"
 local poll = require "geoservices.poll"
 local redact = require "geoservices.redact"
 local retry = require "geoservices.net.retry"
+local token = require "geoservices.token"
 local transport = require "geoservices.net.transport"
 local validate = require "geoservices.configure.validate"
 
@@ -68,14 +69,17 @@ end
 function configure.request(p)
   local fields, files = {}, {}
   for k, v in pairs(p) do
-    if k ~= "licenseFile" then fields[k] = v end
+    if not validate.FILE_PARAMS[k] then fields[k] = v end
   end
-  local license = p.licenseFile
-  if type(license) == "string" then
-    files[1] = { name = "licenseFile", file = license, filename = basename(license), type = "application/octet-stream" }
-  elseif type(license) == "table" then
-    files[1] = { name = "licenseFile", data = license.data, filename = license.filename,
-                 type = license.type or "application/octet-stream" }
+  for _, name in ipairs{ "licenseFile", "serverLicenseFile" } do
+    local license = p[name]
+    if type(license) == "string" then
+      files[#files + 1] = { name = name, file = license, filename = basename(license),
+                            type = "application/octet-stream" }
+    elseif type(license) == "table" then
+      files[#files + 1] = { name = name, data = license.data, filename = license.filename,
+                            type = license.type or "application/octet-stream" }
+    end
   end
   return fields, files
 end
@@ -97,8 +101,9 @@ local function preview(url, fields, files)
 end
 
 local OPTION_TYPES = {
-  on_stage = "function", poll_interval = "number", timeout = "number", stall_after = "number",
-  request_timeout = "number", wait = "boolean", dry_run = "boolean", max_poll_errors = "number",
+  on_stage = "function", on_message = "function", poll_interval = "number", timeout = "number",
+  stall_after = "number", request_timeout = "number", wait = "boolean", dry_run = "boolean",
+  max_poll_errors = "number",
 }
 
 -- Misuse raises: a misspelt option would otherwise silently change a
@@ -118,11 +123,14 @@ local function check_opts(opts, where)
 end
 
 -- Reads the root resource once; returns it with its summary metatable.
-local function read_root(client, timeout)
+-- Before configuration no user exists, so the root is read with the
+-- client's token when it can get one, else without; `token_source` (an
+-- operation's own, see new_operation) overrides that.
+local function read_root(client, timeout, token_source)
   local url = client:admin_url("")
-  local root, err = client:post(url, {}, { timeout = timeout, retry = "read" })
+  local root, err = client:post(url, {}, { timeout = timeout, retry = "read", token = token_source or "optional" })
   if not root then return nil, err end
-  if type(root.status) ~= "table" then
+  if type(root.status) ~= "table" and type(root.resources) ~= "table" then
     return nil, errors.new("protocol", "root resource has no 'status' object", { url = url })
   end
   return organization.wrap(root)
@@ -134,8 +142,9 @@ local function job_error(root)
   for _, f in ipairs(failed) do
     texts[#texts + 1] = f.name .. (f.message and (" (" .. tostring(f.message) .. ")") or "")
   end
+  local status = type(root.status) == "table" and root.status or {}
   local message = #texts > 0 and ("configuration failed at stage " .. table.concat(texts, "; "))
-    or ("configuration failed: " .. tostring(root.status.message or root.status.state))
+    or ("configuration failed: " .. tostring(status.message or status.state))
   return errors.new("job", message, { stages = failed, root = root })
 end
 
@@ -151,9 +160,15 @@ local TRANSIENT = { network = true, timeout = true, http = true, protocol = true
 
 --- A configuration in progress, returned by `client:configure(params, {wait = false})`
 -- (with the initial root resource). Fields: `state` ("in_progress", "ready",
--- "failed"...), `root` (the last root resource read, 2.5), `reattached`
--- (true when the client re-attached after a failed request). It keeps no
--- parameter and no secret; `tostring(op)` is a one-line summary.
+-- "configured", "failed"... see geoservices.configure.organization), `root`
+-- (the last root resource read, 2.5), `reattached` (true when the client
+-- re-attached after a failed request). A real server lists a stage only
+-- once it has started; the operation keeps every stage it has seen (the
+-- configure response lists them all) in `root.status.stages`, at its last
+-- known state. It keeps no parameter; when the client had no token, the
+-- administrator that configure created signs in to follow it (a token
+-- provider held in a closure, see geoservices.token). `tostring(op)` is a
+-- one-line summary.
 -- @type Operation
 local Operation = {}
 Operation.__index = Operation
@@ -161,23 +176,60 @@ Operation.__name = "geoservices.ConfigureOperation"
 
 -- `root` is the first resource seen: its stage states are the baseline,
 -- reported to nobody (they are not transitions).
-local function new_operation(client, root, opts)
+local function new_operation(client, root, opts, token_source)
   local self = setmetatable({
     client = client,
     root = root,
     state = organization.state(root),
     on_stage = opts.on_stage,
+    on_message = opts.on_message,
     request_timeout = opts.request_timeout,
     states = {},
+    seen = {}, -- every stage seen so far, in the order first seen (stage tables of the server)
     mark = organization.progress_mark(root),
     progress_at = transport.now(),
   }, Operation)
-  for _, stage in ipairs(organization.stages(root)) do self.states[organization.key(stage.name)] = stage.state end
+  -- the operation's own way to a token, in a closure: never a field
+  function self._token_source() return token_source end
+  local status = type(root.status) == "table" and root.status or {}
+  self.message = status.message
+  for _, stage in ipairs(organization.stages(root)) do
+    self.states[organization.key(stage.name)] = stage.state
+    self.seen[#self.seen + 1] = stage
+  end
   return self
 end
 
+-- Keeps every stage seen so far in the root's list: a stage the server
+-- listed before (the configure response lists them all) and omits now
+-- keeps its last known state, in its place.
+local function merge_stages(self, root)
+  local fresh, index = {}, {}
+  for _, stage in ipairs(organization.stages(root)) do
+    local key = organization.key(stage.name)
+    fresh[key] = stage
+  end
+  local merged = {}
+  for i, stage in ipairs(self.seen) do
+    local key = organization.key(stage.name)
+    merged[i] = fresh[key] or stage
+    index[key] = i
+  end
+  for _, stage in ipairs(organization.stages(root)) do
+    local key = organization.key(stage.name)
+    if not index[key] then
+      merged[#merged + 1] = stage
+      index[key] = #merged
+    end
+  end
+  self.seen = merged
+  if type(root.status) == "table" and #merged > #organization.stages(root) then
+    root.status.stages = setmetatable(merged, getmetatable(root.status.stages))
+  end
+end
+
 -- Records a newly read root and reports every stage whose state changed,
--- in the order the server lists the stages.
+-- in the order the server lists the stages, and a new message of the server.
 function Operation:observe(root)
   local changed = {}
   for _, stage in ipairs(organization.stages(root)) do
@@ -186,11 +238,17 @@ function Operation:observe(root)
     if old ~= stage.state then changed[#changed + 1] = { stage, old } end
     self.states[key] = stage.state
   end
+  merge_stages(self, root)
   self.root, self.state = root, organization.state(root)
   local mark = organization.progress_mark(root)
   if mark ~= self.mark then self.mark, self.progress_at = mark, transport.now() end
   if self.on_stage then
     for _, c in ipairs(changed) do self.on_stage(c[1], c[2]) end
+  end
+  local message = type(root.status) == "table" and root.status.message or nil
+  if message ~= self.message then
+    self.message = message
+    if self.on_message and type(message) == "string" and message ~= "" then self.on_message(message, root) end
   end
 end
 
@@ -204,7 +262,7 @@ end
 --   organization is not configured, "protocol" (no status object), or the request's errors
 -- @raise never
 function Operation:poll(timeout)
-  local root, err = read_root(self.client, timeout or self.request_timeout)
+  local root, err = read_root(self.client, timeout or self.request_timeout, self._token_source())
   if not root then return nil, err end
   self:observe(root)
   if self.state == "failed" then return nil, job_error(root) end
@@ -219,11 +277,18 @@ local function stall_error(self, stall_after)
     name, stall_after), { stage = name, root = self.root })
 end
 
---- Polls until the organization is ready, reporting each stage transition.
--- Failed polls (the server's pods restart while it configures) are ridden
--- over up to `max_poll_errors` in a row.
+--- Polls until the organization is done ("ready" or "configured"),
+-- reporting each stage transition. It ends at once with kind "job" on
+-- "failed"; a state this client does not know counts as still running
+-- until the deadline, whose error says so. Failed polls (the server's pods
+-- restart while it configures) are ridden over up to `max_poll_errors` in
+-- a row; a token that expires during the wait is replaced (see
+-- geoservices.token).
 -- @tparam[opt] table opts
 -- @tparam[opt] function opts.on_stage `on_stage(stage, old_state)` for each stage whose state changed
+--   (`old_state` nil for a stage not seen before)
+-- @tparam[opt] function opts.on_message `on_message(message, root)` when the server's status message
+--   changes
 -- @tparam[opt=5] number opts.poll_interval seconds between polls
 -- @tparam[opt=10800] number opts.timeout overall seconds (3 h)
 -- @tparam[opt] number opts.stall_after fail when no stage progresses for this many seconds
@@ -237,11 +302,12 @@ end
 function Operation:wait(opts)
   opts = check_opts(opts, "configure wait")
   if opts.on_stage then self.on_stage = opts.on_stage end
+  if opts.on_message then self.on_message = opts.on_message end
   local stall_after = opts.stall_after
   local start = transport.now()
   self.progress_at = start -- a stage gets the full stall_after from the start of this wait
   if self.state == "failed" then return nil, job_error(self.root) end
-  if self.state == "ready" then return self.root end
+  if organization.is_done(self.state) then return self.root end
   local deadline = start + (opts.timeout or DEFAULT_TIMEOUT)
   -- the operation already holds a fresh root resource: wait before the first poll
   return poll.run{
@@ -255,14 +321,17 @@ function Operation:wait(opts)
       return math.min(pause, self.progress_at + stall_after - now)
     end,
     on_deadline = function(_, elapsed)
-      return errors.new("timeout", ("configuration not ready after %g s (%s)"):format(
-        elapsed, organization.summary(self.root)), { root = self.root })
+      local unknown = not organization.STATES[self.state]
+        and (" the server reported state '%s', which this client does not know, and it was treated as "
+          .. "still running;"):format(self.state) or ""
+      return errors.new("timeout", ("configuration not ready after %g s;%s %s"):format(
+        elapsed, unknown, organization.summary(self.root)), { root = self.root, state = self.state })
     end,
     step = function()
       local left = deadline - transport.now()
       local root, err = self:poll(math.max(math.min(self.request_timeout or self.client.timeout, left), 1))
       if not root then return "failed", err end
-      if self.state == "ready" then return "done", self.root end
+      if organization.is_done(self.state) then return "done", self.root end
       return "running", root
     end,
   }
@@ -284,8 +353,8 @@ end
 -- received, and the client follows it as if the answer had arrived
 -- (op.reattached = true); not configured means nothing happened and the
 -- original error is returned, saying it is safe to call configure again.
-function reattach(self, post_err, opts)
-  local root, err = read_root(self, opts.request_timeout)
+function reattach(self, post_err, opts, token_source)
+  local root, err = read_root(self, opts.request_timeout, token_source)
   if not root then
     post_err.message = post_err.message .. ("; the organization could not be checked either (%s): "
       .. "call client:wait_configured() to follow a configuration that may have started"):format(err.message)
@@ -299,7 +368,7 @@ function reattach(self, post_err, opts)
     post_err.ambiguous = false
     return nil, post_err
   end
-  local op = new_operation(self, root, opts)
+  local op = new_operation(self, root, opts, token_source)
   op.reattached = true
   if state == "failed" then return nil, job_error(root) end
   if opts.wait == false then return root, op end
@@ -339,22 +408,42 @@ function configure.configure(self, p, opts)
   local fields, files = configure.request(checked)
   local url = self:admin_url("configure")
   if opts.dry_run then return preview(url, fields, files) end
+  -- A site without an organization has no user yet, so configure goes
+  -- with the client's token when it can get one, else without. To follow
+  -- the configuration, a client without a token of its own signs in as the
+  -- administrator configure creates.
+  local source = "optional"
+  if not self.has_token then source = configure.admin_token(self, checked) end
   -- configure is never sent twice: only a request that never left is
   -- repeated ("once"). After a failure that may have reached the server the
   -- client re-attaches by reading the root resource instead.
   local root, post_err = self:post(url, fields, { multipart = true, files = files, timeout = opts.request_timeout,
-                                                  retry = "once" })
+                                                  retry = "once", token = "optional" })
   if not root then
     if not retry.ambiguous(post_err) then return nil, post_err end
-    return reattach(self, post_err, opts)
+    return reattach(self, post_err, opts, source)
   end
   if type(root.status) ~= "table" then
     return nil, errors.new("protocol", "configure response has no 'status' object", { url = url })
   end
   organization.wrap(root)
-  local op = new_operation(self, root, opts)
+  local op = new_operation(self, root, opts, source)
   if opts.wait == false then return root, op end
   return op:wait(opts)
+end
+
+--- A token source for following a configuration as the administrator
+-- that configure creates (for a client without a token of its own): a
+-- generateToken provider (geoservices.token) for the parameters' username
+-- and password at the client's token endpoint, used as `token` of
+-- Client:post. The password stays in the provider's closure.
+-- @local
+function configure.admin_token(client, p)
+  local provider = token.new{ url = client.url, endpoint = client.token_endpoint or "server",
+                              username = p.username, password = p.password, client = "requestip" }
+  return function(refresh)
+    return provider:get(client, refresh)
+  end
 end
 
 --- The organization root resource as it is now (`client:configure_status(opts)`).

@@ -3,6 +3,14 @@
 -- state names are compared case-insensitively and a state containing
 -- "fail" or "error" counts as a failure (the spec names no failure state).
 --
+-- States seen in the field are not_configured, in_progress, configured,
+-- failed and ready; configured and ready both mean done (@{is_done}). The
+-- vendor's published ready document has no state at all: a status without
+-- a state whose stages are all completed (or not applicable), or a root
+-- with resources and no status, reads as "ready". A real server lists a
+-- stage only once it has started, so a list can be shorter than the
+-- @{STAGE_NAMES}: the summary then says "so far".
+--
 -- Every function takes a root resource as client:configure_status() returns
 -- it (`{status = {state =, message =, stages = { {name =, state =,
 -- lastUpdated =, message =}, ... }}}`), tolerates missing members and
@@ -21,6 +29,27 @@ end
 
 local function norm(state)
   return type(state) == "string" and state:lower() or ""
+end
+
+--- The stages of 2.5 in the spec's order (the root resource's spelling).
+-- @table STAGE_NAMES
+organization.STAGE_NAMES = {
+  "License validation", "Configuration store", "Relational store", "Cloud Native Storage", "Queue store",
+  "In-memory store", "Object store", "Spatiotemporal and index store", "Portal REST API", "Services REST API",
+  "Service lifecycle manager", "Usage statistics", "System and utility services", "Pod replicas",
+}
+
+--- Organization states this client knows; any other is the server's own
+-- word, treated as still running until the deadline.
+-- @table STATES
+organization.STATES = { not_configured = true, in_progress = true, configured = true, failed = true, ready = true }
+
+--- Whether a state means the configuration is done: "ready" or "configured".
+-- @tparam string state a state as @{state} returns it
+-- @treturn boolean
+-- @raise never
+function organization.is_done(state)
+  return state == "ready" or state == "configured"
 end
 
 --- Whether a state (of the organization or a stage) is a failure: it
@@ -53,15 +82,42 @@ end
 -- @treturn string the state ("unknown" when the resource has none)
 -- @raise never
 function organization.state(root)
-  local status = type(root) == "table" and type(root.status) == "table" and root.status or {}
-  local state = norm(status.state)
+  if type(root) ~= "table" then return "unknown" end
+  local status = type(root.status) == "table" and root.status or nil
+  local state = norm(status and status.state)
   if state == "ready" then return "ready" end
   if organization.is_failure(state) then return "failed" end
   if state:gsub("[^%a]", "") == "notconfigured" then return "not_configured" end
-  for _, stage in ipairs(organization.stages(root)) do
+  local stages = organization.stages(root)
+  for _, stage in ipairs(stages) do
     if organization.is_failure(stage.state) then return "failed" end
   end
-  return state ~= "" and state or "unknown"
+  if state ~= "" then return state end
+  -- no state: the published ready document, or a resource still reporting
+  if not status then
+    return type(root.resources) == "table" and #root.resources > 0 and "ready" or "unknown"
+  end
+  if #stages == 0 then return "unknown" end
+  for _, stage in ipairs(stages) do
+    local s = norm(stage.state)
+    if s ~= "completed" and s ~= "not_applicable" then return "in_progress" end
+  end
+  return "ready"
+end
+
+--- Whether the root resource names every stage of @{STAGE_NAMES} (the
+-- configure response does; a root resource read while the configuration
+-- runs lists only the stages that have started).
+-- @tparam table root the root resource
+-- @treturn boolean
+-- @raise never
+function organization.complete_list(root)
+  local listed = {}
+  for _, stage in ipairs(organization.stages(root)) do listed[organization.key(stage.name)] = true end
+  for _, name in ipairs(organization.STAGE_NAMES) do
+    if not listed[organization.key(name)] and name ~= "Cloud Native Storage" then return false end
+  end
+  return true
 end
 
 --- Failed stages as {name =, state =, message =} (message from the stage,
@@ -111,23 +167,45 @@ end
 
 --- The one-line summary a root resource prints as:
 -- `organization in_progress: 5 of 13 stages completed, Object store in progress`.
+-- While the server lists only the stages started so far, it says so
+-- instead of pretending the list is whole:
+-- `organization in_progress: 3 of the 4 stages started so far completed, Relational store in progress
+-- (server: "Creating the organization.")`.
 -- @tparam table root the root resource
 -- @treturn string the summary
 -- @raise never
 function organization.summary(root)
   local state = organization.state(root)
   if state == "not_configured" then return "organization not configured" end
-  local done, total = 0, 0
+  local done, total, running = 0, 0, {}
   for _, stage in ipairs(organization.stages(root)) do
     local s = norm(stage.state)
     if s ~= "not_applicable" then
       total = total + 1
       if s == "completed" then done = done + 1 end
+      if s == "in_progress" then running[#running + 1] = stage.name end
     end
   end
-  local text = ("organization %s: %d of %d stages completed"):format(state, done, total)
-  local current = state == "in_progress" and organization.current_stage(root)
-  if current and norm(current.state) == "in_progress" then text = text .. ", " .. current.name .. " in progress" end
+  local partial = not organization.is_done(state) and state ~= "failed" and not organization.complete_list(root)
+  local text
+  if partial and total == 0 then
+    text = ("organization %s: no stage started yet"):format(state)
+  elseif partial then
+    text = ("organization %s: %d of the %d stage%s started so far completed"):format(state, done, total,
+      total == 1 and "" or "s")
+  else
+    text = ("organization %s: %d of %d stages completed"):format(state, done, total)
+  end
+  if state == "in_progress" and #running > 0 then
+    text = text .. ", " .. table.concat(running, " and ") .. " in progress"
+  end
+  local status = type(root) == "table" and type(root.status) == "table" and root.status or {}
+  if (partial or not organization.STATES[state]) and type(status.message) == "string" and status.message ~= "" then
+    text = text .. (" (server: %q)"):format(status.message)
+  end
+  if not organization.STATES[state] and state ~= "unknown" then
+    text = text .. "; this client does not know that state and waits"
+  end
   if state == "failed" then
     local names = {}
     for _, f in ipairs(organization.failures(root)) do names[#names + 1] = f.name end

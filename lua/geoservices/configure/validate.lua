@@ -18,6 +18,9 @@ validate.COMPONENTS = {
 }
 
 validate.PROFILES = { "enhanced-availability", "standard-availability", "development" }
+
+-- Parameters sent as file parts of the multipart body.
+validate.FILE_PARAMS = { licenseFile = true, serverLicenseFile = true }
 validate.CREDENTIAL_TYPES = { "IAM-ROLE", "SYSTEM-ASSIGNED-IDENTITY", "HMAC-KEYS" }
 validate.QUESTION_COUNT = 14
 
@@ -84,10 +87,23 @@ local function check_account(p)
   for _, name in ipairs{ "fullName", "userLicenseTypeId", "securityQuestionAns" } do
     if not is_text(p[name]) then return fail(name, "must be a non-empty string") end
   end
-  for _, name in ipairs{ "firstName", "lastName", "description", "folderPathsToRegister" } do
+  for _, name in ipairs{ "firstName", "lastName", "description" } do
     if p[name] ~= nil and type(p[name]) ~= "string" then return fail(name, "must be a string") end
   end
   return true
+end
+
+--- folderPathsToRegister: a path string, or `{paths = {"/a", "/b"}}` as the
+-- vendor's own tooling sends it (sent as JSON).
+function validate.folder_paths(v)
+  if type(v) == "string" then return true end
+  if type(v) == "table" and is_list(v.paths) then
+    for i, path in ipairs(v.paths) do
+      if not is_text(path) then return fail("folderPathsToRegister", "paths[%d] must be a non-empty string", i) end
+    end
+    return true
+  end
+  return fail("folderPathsToRegister", "must be a path or a table {paths = {...}}")
 end
 
 --- securityQuestionIdx as an integer 1..14 (a digit string is accepted too).
@@ -101,28 +117,30 @@ function validate.question_index(v)
   return n
 end
 
---- licenseFile: a readable, non-empty file path, or {filename =, data =}.
--- A path is only probed (opened, sized); libcurl streams it when sending.
-function validate.license_file(v)
+--- licenseFile (and serverLicenseFile, the services component's license):
+-- a readable, non-empty file path, or {filename =, data =}. A path is only
+-- probed (opened, sized); libcurl streams it when sending.
+function validate.license_file(v, name)
+  name = name or "licenseFile"
   if type(v) == "string" then
     local f, msg = io.open(v, "rb")
     if not f then
-      return fail("licenseFile", "the file must exist and be readable (%s)", tostring(msg))
+      return fail(name, "the file must exist and be readable (%s)", tostring(msg))
     end
     local probe, read_err = f:read(0) -- fails on a directory
     local size = f:seek("end")
     f:close()
-    if probe == nil and read_err then return fail("licenseFile", "must be a regular readable file, not a directory") end
-    if not size or size == 0 then return fail("licenseFile", "the file is empty") end
+    if probe == nil and read_err then return fail(name, "must be a regular readable file, not a directory") end
+    if not size or size == 0 then return fail(name, "the file is empty") end
     return true
   elseif type(v) == "table" then
     if type(v.data) ~= "string" or v.data == "" then
-      return fail("licenseFile", "the data member must be the non-empty file content")
+      return fail(name, "the data member must be the non-empty file content")
     end
-    if not is_text(v.filename) then return fail("licenseFile", "the filename member is required") end
+    if not is_text(v.filename) then return fail(name, "the filename member is required") end
     return true
   end
-  return fail("licenseFile", "must be a file path or a table {filename =, data =}")
+  return fail(name, "must be a file path or a table {filename =, data =}")
 end
 
 --- volumesConfig (2.6): {volumesConfig = {eight entries}} or the bare list.
@@ -320,6 +338,14 @@ function validate.params(p)
   if not out.securityQuestionIdx then return nil, err end
   ok, err = validate.license_file(p.licenseFile)
   if not ok then return nil, err end
+  if p.serverLicenseFile ~= nil then
+    ok, err = validate.license_file(p.serverLicenseFile, "serverLicenseFile")
+    if not ok then return nil, err end
+  end
+  if p.folderPathsToRegister ~= nil then
+    ok, err = validate.folder_paths(p.folderPathsToRegister)
+    if not ok then return nil, err end
+  end
   out.volumesConfig, err = validate.volumes(p.volumesConfig)
   if not out.volumesConfig then return nil, err end
   if p.cloudConfig ~= nil then
@@ -334,8 +360,9 @@ function validate.params(p)
     out.systemArchitectureProfile, err = validate.profile(p.systemArchitectureProfile)
     if not out.systemArchitectureProfile then return nil, err end
   end
-  if p.logSettings ~= nil and (type(p.logSettings) ~= "table" or not is_text(p.logSettings.logLevel)) then
-    return fail("logSettings", "must be {logLevel = \"...\"}")
+  -- the vendor's own tooling sends {logLevel = ""} (the default level)
+  if p.logSettings ~= nil and (type(p.logSettings) ~= "table" or type(p.logSettings.logLevel) ~= "string") then
+    return fail("logSettings", "must be {logLevel = \"...\"} (\"\" keeps the default level)")
   end
   if p.systemProperties ~= nil and not is_object(p.systemProperties) then
     return fail("systemProperties", "must be an object of property names to values")

@@ -8,7 +8,7 @@ local world_mod = require "geoservices.emulator.world"
 local admin = {}
 
 function admin.get_services_by_id(emu, request)
-  local user, denied = auth.user(emu.world, request.form)
+  local user, denied = auth.user(emu.world, request.form, request)
   if not user then return denied end
   if not auth.is_administrator(user) then return auth.forbidden() end
   local ids = request.form.serviceIDs
@@ -28,7 +28,7 @@ function admin.get_services_by_id(emu, request)
 end
 
 function admin.list_snapshots(emu, request)
-  local user, denied = auth.user(emu.world, request.form)
+  local user, denied = auth.user(emu.world, request.form, request)
   if not user then return denied end
   -- Section 5: listing needs the privilege to create and edit notebooks.
   if not auth.has_privilege(user, auth.NOTEBOOK_PRIVILEGE) then return auth.forbidden() end

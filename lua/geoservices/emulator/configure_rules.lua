@@ -3,7 +3,8 @@
 -- the client would refuse and expect the emulator to refuse it as well, so
 -- the client's checks are never the only line. Works on the received
 -- strings; returns nil or a "<parameter>: <rule>" text that never quotes a
--- value (several are secrets).
+-- value (several are secrets). File parts are either in memory (`data`) or
+-- spooled to disk (`path`, `size`).
 local json = require "geoservices.json"
 
 local rules = {}
@@ -152,9 +153,19 @@ local CHECKS = {
       return "name must be enhanced-availability, standard-availability or development"
     end
   end,
+  -- the vendor's own tooling sends {"logLevel": ""} (keep the default level)
   logSettings = function(v)
     local p = json.decode(v)
-    if type(p) ~= "table" or not filled(p.logLevel) then return "must be a JSON object with logLevel" end
+    if type(p) ~= "table" or type(p.logLevel) ~= "string" then return "must be a JSON object with logLevel" end
+  end,
+  -- a path, or {"paths": [...]} as the vendor's tooling sends it
+  folderPathsToRegister = function(v)
+    if v:sub(1, 1) ~= "{" then return nil end
+    local p = json.decode(v)
+    if type(p) ~= "table" or type(p.paths) ~= "table" then return "must be a path or a JSON object {paths: [...]}" end
+    for _, path in ipairs(p.paths) do
+      if not filled(path) then return "paths must be non-empty strings" end
+    end
   end,
   systemProperties = function(v)
     if type(json.decode(v)) ~= "table" then return "must be a JSON object" end
@@ -163,14 +174,31 @@ local CHECKS = {
 
 --- Checks the decoded multipart fields and files; returns nil when the
 -- request is acceptable, else "parameter: rule".
+-- The size of a file part: in memory (`data`), or spooled to disk by the
+-- HTTP layer (`path`, `size`) so a large upload is never held whole.
+local function part_size(part)
+  if part.data ~= nil then return #part.data end
+  if part.size ~= nil then return part.size end
+  local f = part.path and io.open(part.path, "rb")
+  if not f then return 0 end
+  local size = f:seek("end")
+  f:close()
+  return size or 0
+end
+rules.part_size = part_size
+
 function rules.check(fields, files)
   for _, name in ipairs(REQUIRED) do
     if not filled(fields[name]) then return name .. ": is required" end
   end
   local license = files.licenseFile
-  if not license or license.data == "" then return "licenseFile: a non-empty license file part is required" end
+  if not license or part_size(license) == 0 then return "licenseFile: a non-empty license file part is required" end
+  -- the services component's license: a file part (or, as older tooling does, a field)
+  local server_license = files.serverLicenseFile
+  if server_license and part_size(server_license) == 0 then return "serverLicenseFile: the file part is empty" end
   for _, name in ipairs{ "username", "password", "email", "securityQuestionIdx", "volumesConfig", "cloudConfig",
-                         "userManagedStores", "systemArchitectureProfile", "logSettings", "systemProperties" } do
+                         "userManagedStores", "systemArchitectureProfile", "logSettings", "systemProperties",
+                         "folderPathsToRegister" } do
     if fields[name] ~= nil then
       local problem = CHECKS[name](fields[name])
       if problem then return name .. ": " .. problem end

@@ -12,6 +12,7 @@ local core = require "geoservices.core"
 local httpd = require "geoservices.httpd"
 local json = require "geoservices.json"
 local admin = require "geoservices.emulator.admin"
+local auth = require "geoservices.emulator.auth"
 local faults = require "geoservices.emulator.faults"
 local forms = require "geoservices.emulator.forms"
 local organization = require "geoservices.emulator.organization"
@@ -42,6 +43,9 @@ local SERVICE_ROUTES = {
   { pattern = "^/([%w_%-]+)/FeatureServer/jobs/([%w]+)$", name = "jobs", handler = sync.job_status },
   { pattern = "^/([%w_%-]+)/FeatureServer/replicafiles/([%w_%-]+%.json)$", name = "results",
     handler = sync.result_file },
+  -- a server's and a portal's token services
+  { pattern = "^/(tokens)/generateToken$", name = "generateToken", handler = auth.generate_token },
+  { pattern = "^/(sharing)/rest/generateToken$", name = "generateToken", handler = auth.generate_token },
 }
 
 local DEFAULT_SETTINGS = {
@@ -67,6 +71,7 @@ end
 --- opts: data (path or data table), host ("127.0.0.1"), port (0 = free),
 -- base_path ("/server"), admin_path ("admin"), log (function(line) or nil),
 -- configure_seconds (seconds each configuration stage takes, 0.5),
+-- token_seconds (the longest life of a token from generateToken, 3600),
 -- state_file (save the mutable state there after every change and reload
 -- it on start: a restarted emulator keeps its replicas, jobs and result
 -- files), tls_cert / tls_key (PEM texts: serve HTTPS).
@@ -100,6 +105,7 @@ function emulator.new(opts)
     delayed = {},   -- responses waiting for their time: {due =, exchange =, response =}
     log = opts.log,
     configure_seconds = opts.configure_seconds,
+    token_seconds = opts.token_seconds,
     organization = organization.new{ stage_seconds = opts.configure_seconds },
     state_file = opts.state_file,
     scheme = opts.tls_cert and "https" or "http",
@@ -163,6 +169,7 @@ function Emulator:load_state()
   self.next_result = state.next_result
   self.settings = state.settings
   self.organization = organization.restore(state.organization)
+  organization.restore_admin(self)
   return true
 end
 

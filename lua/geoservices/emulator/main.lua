@@ -18,6 +18,7 @@ local json = require "geoservices.json"
 local M = {}
 
 local EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+M.EXIT_INTERRUPTED = 130 -- 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
 --- Builds the argument parser (lua-argparse).
 -- @tparam[opt] string prog the program name shown in the usage ("geoservices-emulator")
@@ -27,7 +28,8 @@ function M.parser(prog)
     "A local emulator of the GIS server's REST interface (synchronizeReplica, configure, getServicesById, "
     .. "notebooks/snapshots/list), serving until interrupted.")
     :add_help(false)
-    :epilog("Exit codes: 0 stopped, 1 could not start (port in use, bad data file), 2 bad usage.")
+    :epilog("Exit codes: 0 stopped, 1 could not start (port in use, bad data file), 2 bad usage, "
+      .. "130 interrupted (Ctrl-C).")
   p:flag("-h --help", "Show this help message and exit.")
   p:option("--port", "Port; 0 picks a free one (printed on start-up).", "0"):convert(math.tointeger)
   p:option("--host", "Address to bind.", "127.0.0.1")
@@ -35,6 +37,8 @@ function M.parser(prog)
   p:option("--base-path", "Base path of the {base_url}.", "/server")
   p:option("--configure-seconds", "Seconds each organization configuration stage takes.", "0.5")
     :convert(tonumber)
+  p:option("--token-seconds", "Longest life of a token from generateToken, in seconds (short ones let tests "
+    .. "watch a client refresh its token).", "3600"):convert(tonumber)
   p:option("--state-file", "Keep replicas, jobs and result files across restarts (saved after every change).")
   p:option("--tls-cert", "Serve HTTPS with this certificate (PEM file; with --tls-key).")
   p:option("--tls-key", "The private key of --tls-cert (PEM file).")
@@ -107,7 +111,8 @@ function M.main(args, env)
     return failed(EXIT_USAGE, "--tls-cert and --tls-key go together")
   end
   local settings = { port = opts.port, host = opts.host, data = data, base_path = opts.base_path,
-                     configure_seconds = opts.configure_seconds, state_file = opts.state_file }
+                     configure_seconds = opts.configure_seconds, state_file = opts.state_file,
+                     token_seconds = opts.token_seconds }
   if opts.tls_cert then
     local err
     settings.tls_cert, err = read_file(opts.tls_cert)
@@ -127,11 +132,12 @@ function M.main(args, env)
   stdout:flush()
 
   -- With --exit-with, stop when that process is gone, so a crashed test run
-  -- never leaves an emulator behind. Ctrl-C interrupts run() as it always did
-  -- (the interpreter's "interrupted!" error).
+  -- never leaves an emulator behind. Ctrl-C (the interpreter's "interrupted!"
+  -- error) stops it with one line and exit code 130, like any interrupted
+  -- command; nothing keeps running.
   local exit_with = opts.exit_with
   local next_check = core.monotonic() + 1
-  emu:run(function()
+  local ran, stopped = pcall(emu.run, emu, function()
     if not exit_with or core.monotonic() < next_check then return false end
     next_check = core.monotonic() + 1
     local f = io.open("/proc/" .. exit_with .. "/stat")
@@ -139,6 +145,15 @@ function M.main(args, env)
     return true
   end)
   emu:close()
+  if not ran then
+    if not tostring(stopped):match("interrupted!$") then error(stopped, 0) end
+    if opts.json then
+      stdout:write(json.encode{ event = "result", exit = M.EXIT_INTERRUPTED, ok = false, interrupted = true }, "\n")
+      stdout:flush()
+    end
+    stderr:write(prog, ": interrupted; the emulator stopped (nothing keeps running)\n")
+    return M.EXIT_INTERRUPTED
+  end
   return EXIT_OK
 end
 
