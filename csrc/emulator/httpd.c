@@ -10,18 +10,40 @@
  * The server does not anchor exchanges: an Exchange the program drops is
  * collected and behaves like ex:close() (the connection is reset).
  *
+ * Request bodies: a body up to spool_threshold bytes (no limit unless one is
+ * given) is kept in memory and handed to Lua as ex.body; a larger one is
+ * written, while it arrives, to a
+ * temporary file (mkstemp in tmpdir, mode 0600, close-on-exec) and handed
+ * over as ex.body_path; either way ex.body_size is its length. The file is
+ * unlinked when the request ends (response sent, connection dropped, server
+ * closed), as are the files ex:tmpfile() made for it. A body larger than
+ * max_body is refused with 413 (before "100 Continue" when its
+ * Content-Length says so); a body that cannot be stored gets 500.
+ *
  * Lua API (raises on misuse, returns nil, message, code on runtime failure):
- *   httpd.listen{host="127.0.0.1", port=0, max_body=512 MiB (0 = no limit),
+ *   httpd.listen{host="127.0.0.1", port=0, max_body=1 GiB (0 = no limit),
+ *                spool_threshold=nil (bytes; nil = keep every body in memory),
+ *                tmpdir=$TMPDIR or "/tmp",
  *                tls_cert=PEM, tls_key=PEM (both: serve HTTPS; libmicrohttpd's GnuTLS)}
  *       -> server | nil, msg, "address_in_use"|"listen_failed"
  *   srv:port() -> integer;  srv:close() (idempotent, also __gc/__close)
  *   srv:step([timeout_ms=0]) -> array of Exchanges (negative = wait for MHD)
- *   ex.method/.path/.query/.version/.headers/.body, ex:request() -> that table
+ *   ex.method/.path/.query/.version/.headers, ex.body (small) or ex.body_path
+ *       (spooled), ex.body_size; ex:request() -> that table
+ *   ex:tmpfile() -> path of a new empty file (0600) unlinked when the request
+ *       ends | nil, msg, "file"
  *   ex:respond{status=200, headers={}, body="" | file="/path", fault=nil|
  *       "reset"|"reset_mid_body"|"truncate"} -> true | nil, msg, "file"
  *   ex:close(), ex:peer() -> "127.0.0.1:port"
- * respond() on an exchange whose server closed raises
- * "attempt to use a closed exchange"; twice raises "exchange already answered". */
+ *   httpd.decode_form_file(path [, block=64 KiB]) -> fields (name -> value) |
+ *       nil, "malformed percent-escape in form field" | nil, msg, "file":
+ *       an application/x-www-form-urlencoded body read from a file in blocks,
+ *       each value decoded into one buffer and pushed once (a large value
+ *       costs twice its size at the moment it becomes a Lua string, not a
+ *       copy per step); the same rules as the emulator's decoder of strings.
+ * respond() or tmpfile() on an exchange whose server closed raises
+ * "attempt to use a closed exchange"; after respond() they raise
+ * "exchange already answered". */
 #include <sys/types.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -48,7 +70,8 @@
 
 #define SERVER_MT "geoservices.HttpServer"
 #define EXCHANGE_MT "geoservices.HttpExchange"
-#define DEFAULT_MAX_BODY ((size_t)512 * 1024 * 1024)
+#define FORM_MT "geoservices.HttpFormDecoder"
+#define DEFAULT_MAX_BODY ((size_t)1024 * 1024 * 1024)
 #define CONNECTION_TIMEOUT_S 60u
 
 GEOSERVICES_API int luaopen_geoservices_httpd(lua_State *L);
@@ -74,12 +97,17 @@ struct req {
   int queued;
   exchange *ex; /* back-pointer, cleared by either side */
   enum req_state state;
-  int started, too_large, oom;
+  int started, too_large, oom, io_failed;
   char *uri; /* raw request target, split at '?' into path and query */
   const char *query;
   char *method, *version;
   geoservices_buf hdrs; /* "name\0value\0" pairs, names lowercased */
-  geoservices_buf body;
+  geoservices_buf body; /* the body while it is small enough to keep */
+  uint64_t body_size;   /* bytes received */
+  int spool_fd;         /* >= 0 while the body is being written to spool_path */
+  char *spool_path;     /* the spooled body, unlinked in req_free */
+  char **owned;         /* ex:tmpfile() paths, unlinked in req_free */
+  size_t n_owned, cap_owned;
   struct MHD_Response *resp;
   unsigned status;
   char peer[64];
@@ -89,6 +117,8 @@ struct server {
   struct MHD_Daemon *daemon; /* NULL = closed */
   char *tls_cert, *tls_key;  /* PEM copies while serving HTTPS, else NULL */
   size_t max_body;
+  size_t spool_threshold; /* SIZE_MAX = never spool */
+  char *tmpdir;
   req *all;
   req *qhead, *qtail;
 };
@@ -120,9 +150,27 @@ static void queue_remove(server *s, req *r) {
   r->queued = 0;
 }
 
+/* Closes and removes the spooled body, if any. */
+static void spool_discard(req *r) {
+  if (r->spool_fd >= 0) close(r->spool_fd);
+  r->spool_fd = -1;
+  if (r->spool_path) {
+    unlink(r->spool_path);
+    free(r->spool_path);
+    r->spool_path = NULL;
+  }
+}
+
 static void req_free(req *r) {
   server *s = r->srv;
+  size_t i;
   queue_remove(s, r);
+  spool_discard(r);
+  for (i = 0; i < r->n_owned; i++) {
+    unlink(r->owned[i]);
+    free(r->owned[i]);
+  }
+  free(r->owned);
   if (r->prev) r->prev->next = r->next;
   else s->all = r->next;
   if (r->next) r->next->prev = r->prev;
@@ -172,8 +220,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   r->srv = s;
   r->conn = conn;
   r->state = RQ_RECEIVING;
+  r->spool_fd = -1;
   geoservices_buf_init(&r->hdrs, 0);
-  geoservices_buf_init(&r->body, s->max_body);
+  geoservices_buf_init(&r->body, 0); /* limits are checked by body_append */
   format_peer(conn, r->peer, sizeof r->peer);
   r->next = s->all;
   if (s->all) s->all->prev = r;
@@ -207,19 +256,102 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
 }
 
 static char too_large_msg[] = "request body too large\n";
+static char spool_failed_msg[] = "cannot store the request body\n";
 
-/* Answers 413 at once; MHD then skips (or drains) the body and closes. */
-static enum MHD_Result reply_too_large(req *r) {
+/* Answers at once with a fixed text and closes; MHD then skips (or drains)
+ * the rest of the body. */
+static enum MHD_Result reply_static(req *r, unsigned status, char *msg, size_t len) {
   enum MHD_Result ret;
-  struct MHD_Response *resp = MHD_create_response_from_buffer(
-      sizeof too_large_msg - 1, too_large_msg, MHD_RESPMEM_PERSISTENT);
+  struct MHD_Response *resp;
+  spool_discard(r);
+  geoservices_buf_free(&r->body);
+  resp = MHD_create_response_from_buffer(len, msg, MHD_RESPMEM_PERSISTENT);
   if (!resp) return MHD_NO;
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
-  ret = MHD_queue_response(r->conn, MHD_HTTP_CONTENT_TOO_LARGE, resp);
+  ret = MHD_queue_response(r->conn, status, resp);
   MHD_destroy_response(resp);
   r->state = RQ_SENT;
   return ret;
+}
+
+static enum MHD_Result reply_too_large(req *r) {
+  return reply_static(r, MHD_HTTP_CONTENT_TOO_LARGE, too_large_msg, sizeof too_large_msg - 1);
+}
+
+static enum MHD_Result reply_spool_failed(req *r) {
+  return reply_static(r, MHD_HTTP_INTERNAL_SERVER_ERROR, spool_failed_msg, sizeof spool_failed_msg - 1);
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Creates an empty private file "<tmpdir>/geoservices-<kind>-XXXXXX"; returns
+ * its descriptor (close-on-exec) and sets *path (malloc'd), or -1 with errno. */
+static int make_temp(server *s, const char *kind, char **path) {
+  size_t n = strlen(s->tmpdir) + strlen(kind) + sizeof "/geoservices--XXXXXX";
+  char *p = malloc(n);
+  int fd, err;
+  *path = NULL;
+  if (!p) {
+    errno = ENOMEM;
+    return -1;
+  }
+  snprintf(p, n, "%s/geoservices-%s-XXXXXX", s->tmpdir, kind);
+  fd = mkstemp(p); /* mode 0600 */
+  if (fd < 0) {
+    err = errno;
+    free(p);
+    errno = err;
+    return -1;
+  }
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  *path = p;
+  return fd;
+}
+
+/* Moves the body to a spool file: what arrived so far, then the rest. */
+static int spool_start(req *r) {
+  r->spool_fd = make_temp(r->srv, "body", &r->spool_path);
+  if (r->spool_fd < 0) return -1;
+  if (r->body.len && write_all(r->spool_fd, r->body.data, r->body.len)) return -1;
+  geoservices_buf_free(&r->body);
+  return 0;
+}
+
+/* Adds received bytes to the body: in memory up to the spool threshold, then
+ * in the spool file. Sets too_large past max_body, io_failed when the bytes
+ * cannot be kept; either way the rest of the body is dropped. */
+static void body_append(req *r, const char *data, size_t n) {
+  server *s = r->srv;
+  if (r->too_large || r->io_failed) return;
+  if (s->max_body && r->body_size + n > s->max_body) {
+    r->too_large = 1;
+    spool_discard(r);
+    geoservices_buf_free(&r->body);
+    return;
+  }
+  if (r->spool_fd < 0 && !r->spool_path && n > s->spool_threshold - r->body.len && spool_start(r))
+    r->io_failed = 1;
+  else if (r->spool_fd >= 0 ? write_all(r->spool_fd, data, n)
+                            : geoservices_buf_append(&r->body, data, n))
+    r->io_failed = 1;
+  if (r->io_failed) {
+    spool_discard(r);
+    geoservices_buf_free(&r->body);
+    return;
+  }
+  r->body_size += n;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -248,22 +380,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       n = strtoull(cl, &end, 10);
       /* Refuse before "100 Continue" so the client never sends the body. */
       if (errno || (s->max_body && n > s->max_body)) return reply_too_large(r);
-      if (n) geoservices_buf_reserve(&r->body, (size_t)n); /* one allocation */
+      if (n > s->spool_threshold) {
+        if (spool_start(r)) return reply_spool_failed(r);
+      } else if (n) {
+        geoservices_buf_reserve(&r->body, (size_t)n); /* one allocation */
+      }
     }
     return MHD_YES;
   }
   switch (r->state) {
   case RQ_RECEIVING:
     if (*upload_data_size) {
-      /* Past the limit (chunked bodies): drop the rest, answer 413 at the end. */
-      if (!r->too_large && geoservices_buf_append(&r->body, upload_data, *upload_data_size)) {
-        r->too_large = 1;
-        geoservices_buf_free(&r->body);
-      }
+      /* Past the limit (chunked bodies) or not storable: the rest is
+       * dropped and the answer (413, 500) given at the end. */
+      body_append(r, upload_data, *upload_data_size);
       *upload_data_size = 0;
       return MHD_YES;
     }
     if (r->too_large) return reply_too_large(r);
+    if (r->io_failed) return reply_spool_failed(r);
+    if (r->spool_fd >= 0) { /* the whole body is in the file */
+      int failed = close(r->spool_fd) != 0;
+      r->spool_fd = -1;
+      if (failed) return reply_spool_failed(r);
+    }
     r->state = RQ_QUEUED;
     queue_push(s, r);
     MHD_suspend_connection(conn);
@@ -377,7 +517,11 @@ static char *copy_string(const char *text) {
 
 static void server_shutdown(server *s) {
   req *r;
-  if (!s->daemon) return;
+  if (!s->daemon) {
+    free(s->tmpdir);
+    s->tmpdir = NULL;
+    return;
+  }
   /* MHD_stop_daemon must not see suspended connections: resume them as
    * dropped, and unhook every Exchange so it becomes closed. */
   for (r = s->all; r; r = r->next) {
@@ -394,12 +538,16 @@ static void server_shutdown(server *s) {
   s->daemon = NULL;
   while (s->all) req_free(s->all); /* any MHD did not report */
   free_tls(s);
+  free(s->tmpdir);
+  s->tmpdir = NULL;
 }
 
 static int l_listen(lua_State *L) {
   const char *host = "127.0.0.1";
   lua_Integer port = 0;
   lua_Number max_body = (lua_Number)DEFAULT_MAX_BODY;
+  lua_Number spool_threshold = -1; /* never */
+  const char *tmpdir = getenv("TMPDIR");
   const char *tls_cert = NULL, *tls_key = NULL;
   struct sockaddr_in sa;
   unsigned int flags;
@@ -410,6 +558,14 @@ static int l_listen(lua_State *L) {
     if (lua_getfield(L, 1, "host") != LUA_TNIL) host = luaL_checkstring(L, -1);
     if (lua_getfield(L, 1, "port") != LUA_TNIL) port = luaL_checkinteger(L, -1);
     if (lua_getfield(L, 1, "max_body") != LUA_TNIL) max_body = luaL_checknumber(L, -1);
+    if (lua_getfield(L, 1, "spool_threshold") != LUA_TNIL) {
+      spool_threshold = luaL_checknumber(L, -1);
+      if (spool_threshold < 0) return luaL_argerror(L, 1, "spool_threshold out of range");
+    }
+    if (lua_getfield(L, 1, "tmpdir") != LUA_TNIL) {
+      luaL_checktype(L, -1, LUA_TSTRING);
+      tmpdir = lua_tostring(L, -1);
+    }
     if (lua_getfield(L, 1, "tls_cert") != LUA_TNIL) tls_cert = luaL_checkstring(L, -1);
     if (lua_getfield(L, 1, "tls_key") != LUA_TNIL) tls_key = luaL_checkstring(L, -1);
   }
@@ -424,12 +580,18 @@ static int l_listen(lua_State *L) {
   if (port < 0 || port > 65535) return luaL_argerror(L, 1, "port out of range");
   if (!(max_body >= 0) || max_body > (lua_Number)(SIZE_MAX / 2))
     return luaL_argerror(L, 1, "max_body out of range");
+  if (spool_threshold != -1 && (!(spool_threshold >= 0) || spool_threshold > (lua_Number)(SIZE_MAX / 2)))
+    return luaL_argerror(L, 1, "spool_threshold out of range");
+  if (!tmpdir || !*tmpdir) tmpdir = "/tmp";
   sa.sin_port = htons((uint16_t)port);
 
   s = lua_newuserdatauv(L, sizeof *s, 0);
   memset(s, 0, sizeof *s); /* closed until the daemon starts */
   luaL_setmetatable(L, SERVER_MT);
   s->max_body = (size_t)max_body;
+  s->spool_threshold = spool_threshold < 0 ? SIZE_MAX : (size_t)spool_threshold;
+  s->tmpdir = copy_string(tmpdir);
+  if (!s->tmpdir) return luaL_error(L, "httpd.listen: not enough memory");
   ignore_sigpipe();
 
   flags = MHD_ALLOW_SUSPEND_RESUME;
@@ -460,6 +622,8 @@ static int l_listen(lua_State *L) {
   err = errno;
   if (!s->daemon) {
     free_tls(s);
+    free(s->tmpdir);
+    s->tmpdir = NULL;
     lua_pushnil(L);
     lua_pushfstring(L, "cannot listen on %s:%d: %s", host, (int)port,
                     err ? strerror(err) : "MHD_start_daemon failed");
@@ -510,7 +674,7 @@ static void pump(server *s, lua_Integer timeout_ms) {
 
 static void push_request_table(lua_State *L, req *r) {
   size_t i = 0;
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 7);
   lua_pushstring(L, r->method);
   lua_setfield(L, -2, "method");
   lua_pushstring(L, r->uri);
@@ -519,8 +683,15 @@ static void push_request_table(lua_State *L, req *r) {
   lua_setfield(L, -2, "query");
   lua_pushstring(L, r->version);
   lua_setfield(L, -2, "version");
-  lua_pushlstring(L, r->body.data ? r->body.data : "", r->body.len);
-  lua_setfield(L, -2, "body");
+  if (r->spool_path) {
+    lua_pushstring(L, r->spool_path);
+    lua_setfield(L, -2, "body_path");
+  } else {
+    lua_pushlstring(L, r->body.data ? r->body.data : "", r->body.len);
+    lua_setfield(L, -2, "body");
+  }
+  lua_pushinteger(L, (lua_Integer)r->body_size);
+  lua_setfield(L, -2, "body_size");
   lua_newtable(L);
   while (i < r->hdrs.len) {
     const char *k = r->hdrs.data + i, *v;
@@ -701,6 +872,26 @@ static int l_exchange_respond(lua_State *L) {
   return 1;
 }
 
+static int l_exchange_tmpfile(lua_State *L) {
+  exchange *e = check_open_exchange(L, 1);
+  req *r = e->r;
+  char *path;
+  int fd;
+  if (r->n_owned == r->cap_owned) {
+    size_t cap = r->cap_owned ? r->cap_owned * 2 : 4;
+    char **owned = realloc(r->owned, cap * sizeof *owned);
+    if (!owned) return luaL_error(L, "tmpfile: not enough memory");
+    r->owned = owned;
+    r->cap_owned = cap;
+  }
+  fd = make_temp(r->srv, "part", &path);
+  if (fd < 0) return file_failure(L, r->srv->tmpdir, errno);
+  close(fd);
+  r->owned[r->n_owned++] = path;
+  lua_pushstring(L, path); /* may raise: the path is owned by r already */
+  return 1;
+}
+
 static int l_exchange_request(lua_State *L) {
   check_exchange(L, 1);
   lua_getiuservalue(L, 1, 1);
@@ -735,6 +926,135 @@ static int l_exchange_tostring(lua_State *L) {
   return 1;
 }
 
+/* ---- urlencoded bodies from a file -------------------------------------- */
+
+typedef struct form_decoder {
+  FILE *f;
+  char *block;
+  geoservices_buf name, value;
+} form_decoder;
+
+static void form_decoder_release(form_decoder *d) {
+  if (d->f) fclose(d->f);
+  d->f = NULL;
+  free(d->block);
+  d->block = NULL;
+  geoservices_buf_free(&d->name);
+  geoservices_buf_free(&d->value);
+}
+
+static int l_form_decoder_gc(lua_State *L) {
+  form_decoder_release(luaL_checkudata(L, 1, FORM_MT));
+  return 0;
+}
+
+static int hex_value(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Sets fields[name] = value (table at index t) and empties both buffers; a
+ * large value buffer is freed rather than kept for the next pair. */
+static void form_pair_done(lua_State *L, int t, form_decoder *d) {
+  lua_pushlstring(L, d->name.data ? d->name.data : "", d->name.len);
+  lua_pushlstring(L, d->value.data ? d->value.data : "", d->value.len);
+  lua_rawset(L, t);
+  geoservices_buf_reset(&d->name);
+  if (d->value.cap > 1024 * 1024) geoservices_buf_free(&d->value);
+  else geoservices_buf_reset(&d->value);
+}
+
+static int l_decode_form_file(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lua_Integer block = luaL_optinteger(L, 2, 64 * 1024);
+  form_decoder *d;
+  geoservices_buf *cur;
+  size_t n;
+  int t, esc = 0, hi = 0, any = 0, in_value = 0, bad = 0, oom = 0;
+  luaL_argcheck(L, block > 0 && block <= 16 * 1024 * 1024, 2, "block size out of range");
+  d = lua_newuserdatauv(L, sizeof *d, 0);
+  memset(d, 0, sizeof *d); /* nothing held until the metatable is set */
+  geoservices_buf_init(&d->name, 0);
+  geoservices_buf_init(&d->value, 0);
+  luaL_setmetatable(L, FORM_MT);
+  d->block = malloc((size_t)block);
+  if (!d->block) return luaL_error(L, "decode_form_file: not enough memory");
+  d->f = fopen(path, "rb");
+  if (!d->f) return file_failure(L, path, errno);
+  lua_newtable(L);
+  t = lua_gettop(L);
+  cur = &d->name;
+  while (!bad && !oom && (n = fread(d->block, 1, (size_t)block, d->f)) > 0) {
+    const unsigned char *in = (const unsigned char *)d->block;
+    size_t i = 0;
+    while (i < n) {
+      unsigned char c = in[i];
+      if (esc) {
+        int v = hex_value(c);
+        if (v < 0) {
+          bad = 1;
+          break;
+        }
+        if (esc == 1) {
+          hi = v;
+          esc = 2;
+        } else {
+          esc = 0;
+          if (geoservices_buf_putc(cur, (char)(hi * 16 + v))) oom = 1;
+        }
+        i++;
+      } else if (c == '&') {
+        if (any) form_pair_done(L, t, d);
+        any = in_value = 0;
+        cur = &d->name;
+        i++;
+      } else if (c == '=' && !in_value) {
+        any = in_value = 1;
+        cur = &d->value;
+        i++;
+      } else if (c == '%') {
+        any = esc = 1;
+        i++;
+      } else if (c == '+') {
+        any = 1;
+        if (geoservices_buf_putc(cur, ' ')) oom = 1;
+        i++;
+      } else { /* a run of plain bytes, appended at once */
+        size_t j = i + 1;
+        while (j < n && in[j] != '&' && in[j] != '%' && in[j] != '+' && (in_value || in[j] != '='))
+          j++;
+        any = 1;
+        if (geoservices_buf_append(cur, in + i, j - i)) oom = 1;
+        i = j;
+      }
+      if (oom) break;
+    }
+  }
+  if (!bad && !oom && ferror(d->f)) {
+    int err = errno;
+    form_decoder_release(d);
+    return file_failure(L, path, err ? err : EIO);
+  }
+  if (esc) bad = 1; /* an escape cut by the end of the body */
+  if (oom) {
+    form_decoder_release(d);
+    return luaL_error(L, "decode_form_file: not enough memory");
+  }
+  if (bad) {
+    form_decoder_release(d);
+    lua_pushnil(L);
+    lua_pushliteral(L, "malformed percent-escape in form field");
+    return 2;
+  }
+  if (any) form_pair_done(L, t, d);
+  form_decoder_release(d);
+  return 1;
+}
+
+static const luaL_Reg form_meta[] = {{"__gc", l_form_decoder_gc}, {"__close", l_form_decoder_gc}, {NULL, NULL}};
+
 static const luaL_Reg server_methods[] = {{"port", l_server_port},
                                           {"step", l_server_step},
                                           {"close", l_server_close},
@@ -745,6 +1065,7 @@ static const luaL_Reg server_meta[] = {{"__gc", l_server_close},
                                        {NULL, NULL}};
 static const luaL_Reg exchange_methods[] = {{"request", l_exchange_request},
                                             {"respond", l_exchange_respond},
+                                            {"tmpfile", l_exchange_tmpfile},
                                             {"close", l_exchange_close},
                                             {"peer", l_exchange_peer},
                                             {NULL, NULL}};
@@ -756,6 +1077,7 @@ static const luaL_Reg exchange_meta[] = {{"__gc", l_exchange_gc},
 GEOSERVICES_API int luaopen_geoservices_httpd(lua_State *L) {
   geoservices_new_class(L, SERVER_MT, server_methods, server_meta);
   geoservices_new_class(L, EXCHANGE_MT, NULL, exchange_meta);
+  geoservices_new_class(L, FORM_MT, NULL, form_meta);
   luaL_getmetatable(L, EXCHANGE_MT);
   luaL_newlib(L, exchange_methods);
   lua_pushcclosure(L, l_exchange_index, 1);
@@ -764,5 +1086,7 @@ GEOSERVICES_API int luaopen_geoservices_httpd(lua_State *L) {
   lua_newtable(L);
   lua_pushcfunction(L, l_listen);
   lua_setfield(L, -2, "listen");
+  lua_pushcfunction(L, l_decode_form_file);
+  lua_setfield(L, -2, "decode_form_file");
   return 1;
 }
