@@ -32,7 +32,32 @@ function ServiceList.__tostring(list)
     if i > 5 then names[#names + 1] = "..."; break end
     names[#names + 1] = ("%s.%s"):format(tostring(s.serviceName), tostring(s.type))
   end
-  return count_label(#list, "service", "services") .. (#names > 0 and (": " .. table.concat(names, ", ")) or "")
+  local missing = rawget(list, "missing") or {}
+  local head = #missing > 0 and ("%d of %d services"):format(#list, #list + #missing)
+    or count_label(#list, "service", "services")
+  local text = head .. (#names > 0 and (": " .. table.concat(names, ", ")) or "")
+  if #missing > 0 then text = text .. "; not returned: " .. table.concat(missing, ", ") end
+  return text
+end
+
+local function ms_date(ms)
+  ms = math.tointeger(tonumber(ms))
+  if not ms then return "?" end
+  return os.date("!%Y-%m-%d %H:%M UTC", ms // 1000)
+end
+
+-- One snapshot entry (2.10): `snapshot "Baseline" (snapshot_1700000000000.json,
+-- created 2023-11-14 22:13 UTC, runtime ArcGIS Notebook Python 3 Standard 10.0)`.
+local Snapshot = { __name = "geoservices.Snapshot" }
+function Snapshot.__tostring(snap)
+  local props = type(snap.properties) == "table" and snap.properties or {}
+  local runtime = type(props.runtime) == "table" and props.runtime or {}
+  local rt = runtime.notebookRuntimeName
+    and (", runtime " .. tostring(runtime.notebookRuntimeName)
+      .. (runtime.notebookRuntimeVersion and (" " .. tostring(runtime.notebookRuntimeVersion)) or ""))
+    or ""
+  return ("snapshot %q (%s, created %s%s)"):format(tostring(props.name or "?"), tostring(snap.resourceKey or "?"),
+    ms_date(snap.created), rt)
 end
 
 local function describe_snapshots(list, item_id)
@@ -47,14 +72,28 @@ local function describe_snapshots(list, item_id)
     #names > 0 and (": " .. table.concat(names, ", ")) or "")
 end
 
-function results.services(list)
+-- `asked`: the ids requested; those the server did not return go to
+-- list.missing, in the order asked.
+function results.services(list, asked)
+  local returned = {}
   for _, s in ipairs(list) do
-    if type(s) == "table" then setmetatable(s, Service) end
+    if type(s) == "table" then
+      setmetatable(s, Service)
+      if s.id ~= nil then returned[tostring(s.id):lower()] = true end
+    end
   end
+  local missing = {}
+  for _, id in ipairs(asked or {}) do
+    if not returned[id:lower()] then missing[#missing + 1] = id end
+  end
+  rawset(list, "missing", missing)
   return setmetatable(list, ServiceList)
 end
 
 function results.snapshots(list, item_id)
+  for _, snap in ipairs(type(list.snapshots) == "table" and list.snapshots or {}) do
+    if type(snap) == "table" and getmetatable(snap) == nil then setmetatable(snap, Snapshot) end
+  end
   -- The item id is not a field of the response; the metatable remembers it.
   return setmetatable(list, {
     __name = "geoservices.SnapshotList",
@@ -63,7 +102,13 @@ function results.snapshots(list, item_id)
 end
 
 
+local function is_space(b) -- %s: space, \t, \n, \v, \f, \r
+  return b == 32 or (b ~= nil and b >= 9 and b <= 13)
+end
+
 local function trim(s)
+  -- the usual id has nothing to trim: two byte looks instead of two patterns
+  if s ~= "" and not is_space(s:byte(1)) and not is_space(s:byte(-1)) then return s end
   return (s:gsub("^%s+", ""):gsub("%s+$", ""))
 end
 
@@ -104,11 +149,15 @@ local function read_opts(opts)
 end
 
 --- Service definitions (2.9) of the given ids, in the order asked
--- (`client:get_services_by_id(ids, opts)`).
+-- (`client:get_services_by_id(ids, opts)`). A server answers without the
+-- ids it does not know: the list then has fewer entries and names them in
+-- `list.missing` (the command exits 3).
 -- @param self the client
 -- @param ids array of ids, or one comma-separated string
 -- @tparam[opt] table opts request options of client:post (timeout)
--- @return array of service definitions (prints as a summary), or nil, err
+-- @return array of service definitions, each printing as one line, with `missing` (the ids asked
+--   for and not returned, possibly empty; the list prints as `1 of 2 services: ...; not returned:
+--   ...`), or nil, err
 -- @raise never; bad ids give `nil, err` with kind "invalid" before anything is sent
 function services.get_services_by_id(self, ids, opts)
   local list, err = service_ids(ids)
@@ -119,14 +168,15 @@ function services.get_services_by_id(self, ids, opts)
   if type(body.services) ~= "table" then
     return nil, errors.new("protocol", "response has no 'services' array", { url = url })
   end
-  return results.services(body.services)
+  return results.services(body.services, list)
 end
 
 --- Snapshot metadata (2.10) of a notebook item (`client:list_snapshots(item_id, opts)`).
 -- @param self the client
 -- @string item_id the notebook item id
 -- @tparam[opt] table opts request options of client:post (timeout)
--- @return {snapshots = {...}, total = n, status = "success"} (prints as a summary), or nil, err
+-- @return {snapshots = {...}, total = n, status = "success"} (prints as a summary; each snapshot
+--   entry prints as one line), or nil, err
 -- @raise when item_id is not a string (a missing or empty id gives `nil, err` with kind "invalid")
 function services.list_snapshots(self, item_id, opts)
   if item_id == nil then return nil, errors.invalid("itemId", "the notebook item id is required") end

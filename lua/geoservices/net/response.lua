@@ -25,13 +25,15 @@ function response.body_error(decoded, status, url)
   local e = decoded.error
   if type(e) ~= "table" then e = { message = tostring(e) } end
   local code = math.tointeger(e.code) or e.code
-  local message = type(e.message) == "string" and e.message or "server reported an error"
+  local message = type(e.message) == "string" and e.message:find("%S") and e.message or nil
   local details = type(e.details) == "table" and e.details or nil
   if details and #details > 0 then
     local texts = {}
     for _, d in ipairs(details) do texts[#texts + 1] = tostring(d) end
-    message = message .. ": " .. table.concat(texts, "; ")
+    -- never an empty message: the details alone when the server gave none
+    message = (message and (message .. ": ") or "") .. table.concat(texts, "; ")
   end
+  message = message or "server reported an error"
   local kind = (errors.is_auth_code(code) or errors.is_auth_code(status)) and "auth" or "server"
   return errors.new(kind, message, { code = code, details = details, status = status, url = url })
 end
@@ -46,9 +48,12 @@ end
 -- @treturn ?table the error
 function response.error_of(fields, status, url)
   if fields.error ~= nil then return response.body_error(fields, status, url) end
-  if fields.status == "error" then
-    local messages = type(fields.messages) == "table" and fields.messages or {}
-    return response.body_error({ error = { code = fields.code, message = messages[1] or "server reported an error",
+  if type(fields.status) == "string" and fields.status:lower() == "error" then
+    local messages = fields.messages
+    if type(messages) == "string" then messages = { messages } end
+    if type(messages) ~= "table" then messages = { fields.message } end
+    local first = messages[1] ~= nil and tostring(messages[1]) or nil
+    return response.body_error({ error = { code = fields.code, message = first or "server reported an error",
       details = #messages > 1 and { table.unpack(messages, 2) } or nil } }, status, url)
   end
   return nil
