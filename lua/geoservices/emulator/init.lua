@@ -55,6 +55,10 @@ local DEFAULT_SETTINGS = {
   ranges = true,          -- result files answer Range requests (206); false = always the whole file
 }
 
+-- A request body, or a multipart file part, larger than this goes to a
+-- temporary file instead of memory.
+local SPOOL_THRESHOLD = 1024 * 1024
+
 local function default_settings()
   local s = {}
   for k, v in pairs(DEFAULT_SETTINGS) do s[k] = v end
@@ -74,7 +78,10 @@ end
 -- token_seconds (the longest life of a token from generateToken, 3600),
 -- state_file (save the mutable state there after every change and reload
 -- it on start: a restarted emulator keeps its replicas, jobs and result
--- files), tls_cert / tls_key (PEM texts: serve HTTPS).
+-- files), tls_cert / tls_key (PEM texts: serve HTTPS), max_body (largest
+-- request body, bytes; 1 GiB; larger ones get 413), spool_threshold (a
+-- request body or multipart file part larger than this, 1 MiB, goes to a
+-- temporary file instead of memory), tmpdir (where: $TMPDIR or /tmp).
 function emulator.new(opts)
   local data = opts.data
   if type(data) ~= "table" then
@@ -86,7 +93,9 @@ function emulator.new(opts)
   if not ok then return nil, w end
   local host = opts.host or "127.0.0.1"
   local srv, listen_err = httpd.listen{ host = host, port = opts.port or 0, tls_cert = opts.tls_cert,
-                                        tls_key = opts.tls_key }
+                                        tls_key = opts.tls_key, max_body = opts.max_body,
+                                        spool_threshold = opts.spool_threshold or SPOOL_THRESHOLD,
+                                        tmpdir = opts.tmpdir }
   if not srv then return nil, listen_err end
   local self = setmetatable({
     data = data,
@@ -108,6 +117,7 @@ function emulator.new(opts)
     token_seconds = opts.token_seconds,
     organization = organization.new{ stage_seconds = opts.configure_seconds },
     state_file = opts.state_file,
+    spool_threshold = opts.spool_threshold or SPOOL_THRESHOLD,
     scheme = opts.tls_cert and "https" or "http",
   }, Emulator)
   if self.state_file then
@@ -139,7 +149,12 @@ function Emulator:result_path(name)
   return dir .. "/" .. name
 end
 
---- Saves the mutable state to the state file (atomically), if there is one.
+--- Saves the mutable state to the state file, if there is one: after every
+-- request that can change it and after every step of a job, before the
+-- answer goes out. core.write_file_atomic writes a temporary file next to
+-- it, fsyncs it, renames it over the state file and fsyncs the directory,
+-- so a SIGKILL (or a power cut) at any moment leaves the previous or the new
+-- state whole, never a torn one.
 function Emulator:save_state()
   if not self.state_file then return true end
   local text = persist.dump{
@@ -155,8 +170,15 @@ function Emulator:save_state()
   return ok, err
 end
 
+local function shell_quote(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
 --- Loads the state file when it exists (a restart); a missing one is a first start.
+-- Temporary files of atomic writes cut short by a kill are removed.
 function Emulator:load_state()
+  os.execute(("rm -f %s.tmp?????? %s/*.tmp?????? 2>/dev/null"):format(shell_quote(self.state_file),
+    shell_quote(self.state_file .. ".results")))
   local f = io.open(self.state_file, "rb")
   if not f then return true end
   local text = f:read("a")
@@ -193,35 +215,71 @@ local function summary(value)
   return { length = #value, head = value:sub(1, 32), tail = value:sub(-32) }
 end
 
--- What the emulator received, summarised (used to check encodings end to end).
-local function echo(request)
+-- The summary of a file part kept in its own file (path, size): read from it.
+local function file_summary(path, size)
+  local f = assert(io.open(path, "rb"))
+  local head = f:read(32) or ""
+  f:seek("set", math.max(0, size - 32))
+  local tail = f:read(32) or ""
+  f:close()
+  return { length = size, head = head, tail = tail, spooled = true }
+end
+
+-- Where a request's form comes from: its body (a string), or the file the
+-- HTTP layer spooled a large body to.
+local function body_source(request)
+  if request.body_path then return { path = request.body_path, size = request.body_size } end
+  return request.body or ""
+end
+
+-- The whole body as a string (control routes: small JSON bodies).
+local function body_text(request)
+  if request.body then return request.body end
+  if not request.body_path then return "" end
+  local f = io.open(request.body_path, "rb")
+  if not f then return "" end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+-- Decodes the form of a request: multipart (fields and file parts, a large
+-- part in a file of the exchange) or urlencoded (the body of a POST, else
+-- the query). Returns fields, files (multipart only) or nil, err.
+function Emulator:decode_form(request, exchange)
   local ctype = request.headers["content-type"] or ""
-  local fields, files, err
-  if ctype:match("^multipart/form%-data") then
-    fields, files = forms.decode_multipart(request.body, ctype)
-    err = files
-  else
-    fields, err = forms.decode_urlencoded(request.body)
+  if request.method == "POST" and ctype:match("^multipart/form%-data") then
+    return forms.decode_multipart(body_source(request), ctype, {
+      part_threshold = self.spool_threshold,
+      tmpfile = function() return exchange:tmpfile() end,
+    })
   end
-  if not fields then return { error = { code = 400, message = err } } end
-  local out = { method = request.method, content_type = ctype, body_length = #request.body,
+  return forms.decode_urlencoded(request.method == "POST" and body_source(request) or request.query)
+end
+
+-- What the emulator received, summarised (used to check encodings end to end).
+function Emulator:echo(request, exchange)
+  local ctype = request.headers["content-type"] or ""
+  local fields, files = self:decode_form(request, exchange)
+  if not fields then return { error = { code = 400, message = files } } end
+  local out = { method = request.method, content_type = ctype,
+                body_length = request.body_size or #(request.body or ""),
                 headers = json.object(request.headers), fields = json.object(), files = json.object() }
   for name, value in pairs(fields) do out.fields[name] = summary(value) end
   for name, file in pairs(type(files) == "table" and files or {}) do
-    local s = summary(file.data)
+    local s = file.path and file_summary(file.path, file.size) or summary(file.data)
     s.filename, s.type = file.filename, file.type
     out.files[name] = s
   end
   return out
 end
 
---- Writes a result file and returns the URL it is served at.
+--- Writes a result file (atomically, like the state file that names it)
+-- and returns the URL it is served at.
 function Emulator:store_result(service_name, text)
   local name = ("r%05d_%08x.json"):format(self.next_result, math.random(0, 0x7fffffff))
   local path = self:result_path(name)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
+  assert(core.write_file_atomic(path, text))
   self.next_result = self.next_result + 1
   self.result_files[service_name .. "/" .. name] = path
   return ("%s/%s/FeatureServer/replicafiles/%s"):format(self:url(), service_name, name)
@@ -256,13 +314,28 @@ local function feature_state(w)
     end
     local reps = json.object()
     for rid, r in pairs(svc.replicas) do reps[rid] = { closed = r.closed == true, model = r.model } end
-    out[name] = { gen = svc.gen, layers = layers, replicas = reps }
+    local log = json.array()
+    for i, e in ipairs(svc.log) do
+      log[i] = { gen = e.gen, layer = e.layer, target = e.target, globalId = e.globalId, op = e.op, origin = e.origin }
+    end
+    out[name] = { gen = svc.gen, layers = layers, replicas = reps, log = log }
+  end
+  return out
+end
+
+-- The async jobs for tests: status, and whether the edits were imported and
+-- the result exported.
+local function job_state(all)
+  local out = json.object()
+  for id, job in pairs(all.by_id) do
+    out[id] = { status = (jobs.status(job)), imported = job.imported == true, exported = job.exported == true,
+                service = job.service }
   end
   return out
 end
 
 -- Control routes for tests and users: not part of the interface.
-function Emulator:control(path, request)
+function Emulator:control(path, request, exchange)
   if path == "/_emulator/health" then
     return json_response(200, { ok = true })
   elseif path == "/_emulator/requests" then
@@ -278,7 +351,7 @@ function Emulator:control(path, request)
     self:remove_results()
     return json_response(200, { ok = true })
   elseif path == "/_emulator/state" then
-    return json_response(200, { featureServices = feature_state(self.world) })
+    return json_response(200, { featureServices = feature_state(self.world), jobs = job_state(self.jobs) })
   elseif path == "/_emulator/settings" and request.method == "POST" then
     local changes, msg = json.decode(request.body)
     if type(changes) ~= "table" then return json_response(400, { error = { code = 400, message = tostring(msg) } }) end
@@ -300,7 +373,7 @@ function Emulator:control(path, request)
     end
     return json_response(200, self.organization:settings())
   elseif path == "/_emulator/echo" then
-    return json_response(200, echo(request))
+    return json_response(200, self:echo(request, exchange))
   elseif path == "/_emulator/faults/clear" then
     self.faults:clear() -- the faults only; state and counts stay
     return json_response(200, { ok = true })
@@ -371,13 +444,37 @@ local function apply_fault(fault, response)
   return response -- "delay" changes only the timing
 end
 
--- A bug in a handler answers 500 and keeps the emulator serving.
+-- A bug in a handler answers 500 and keeps the emulator serving. With a
+-- state file, the state goes back to the last one saved: a request that
+-- raised half-way may have changed it, and what is saved later must never
+-- carry half a request.
 function Emulator:handle(exchange)
   local ok, err = pcall(self.serve, self, exchange)
   if not ok then
     io.stderr:write("emulator: internal error: ", tostring(err), "\n")
+    if self.state_file then
+      local reloaded, load_err = pcall(self.load_state, self)
+      if not reloaded then io.stderr:write("emulator: cannot reload the state: ", tostring(load_err), "\n") end
+    end
     pcall(exchange.respond, exchange, html_response(500, "Internal Server Error"))
   end
+end
+
+--- Runs the work of async jobs whose time has come (sync.advance) and saves
+-- the state when a job changed it. Called on every step and before every
+-- request, so a job imports and exports on its own, polled or not.
+function Emulator:advance_jobs()
+  local changed = false
+  for _, job in ipairs(self.jobs:pending()) do
+    local ok, moved = pcall(sync.advance, self, job)
+    if not ok then
+      io.stderr:write("emulator: job ", tostring(job.id), ": ", tostring(moved), "\n")
+      job.outcome, job.imported, job.exported, job.plan, job.import = "Failed", true, true, nil, nil
+      moved = true
+    end
+    changed = changed or moved
+  end
+  if changed then self:save_state() end
 end
 
 function Emulator:serve(exchange)
@@ -386,8 +483,10 @@ function Emulator:serve(exchange)
     self.log(("%s %s%s"):format(request.method, request.path, request.query and request.query ~= "" and
       ("?" .. request.query) or ""))
   end
+  self:advance_jobs()
   if request.path:sub(1, 11) == "/_emulator/" then
-    exchange:respond(self:control(request.path, request))
+    if request.path ~= "/_emulator/echo" then request.body = body_text(request) end
+    exchange:respond(self:control(request.path, request, exchange))
     self:save_state()
     return
   end
@@ -404,15 +503,11 @@ function Emulator:serve(exchange)
   if request.method ~= "POST" and request.method ~= "GET" then
     response = html_response(405, "Method Not Allowed")
   else
-    local form, form_err
-    local ctype = request.headers["content-type"] or ""
-    if request.method == "POST" and ctype:match("^multipart/form%-data") then
-      -- configure's body: its fields are the form, its file parts request.files
-      form, form_err = forms.decode_multipart(request.body, ctype)
-      if form then request.files = form_err end
-    else
-      form, form_err = forms.decode_urlencoded(request.method == "POST" and request.body or request.query)
-    end
+    -- configure's body is multipart: its fields are the form, its file
+    -- parts request.files (a part larger than spool_threshold has path and
+    -- size instead of data: a file that lives until the request ends)
+    local form, form_err = self:decode_form(request, exchange)
+    if form and form_err then request.files = form_err end
     if not form then
       response = json_response(200, { error = { code = 400, message = form_err, details = json.array() } })
     elseif fault and not faults.runs_operation(fault) then
@@ -452,6 +547,7 @@ end
 
 --- Serves for at most `timeout_ms` (0 = only what is ready).
 function Emulator:step(timeout_ms)
+  self:advance_jobs()
   local wait = self:flush_delayed()
   if wait and wait < timeout_ms then timeout_ms = wait end
   for _, exchange in ipairs(self.srv:step(timeout_ms)) do

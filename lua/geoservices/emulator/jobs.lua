@@ -1,18 +1,31 @@
 --- Asynchronous synchronization jobs of the emulator. A job's status moves
--- through the section 3 values as time passes (computed when read, so no
--- timers are needed); its result file is written when it is submitted and
--- becomes visible (resultUrl) once the job has completed.
+-- through the section 3 values as time passes: Pending, InProgress,
+-- ImportChanges, ExportChanges, then its outcome, each lasting the job step
+-- time. The work follows the clock (emulator.sync.advance, run by the
+-- emulator's loop and before every request): the edits are imported when the
+-- job enters ImportChanges, the result file is written when it enters
+-- ExportChanges and becomes visible (resultUrl) once the job has completed.
+-- `imported` and `exported` say what was done; they are saved with the
+-- state file together with the state they changed (one atomic write), so an
+-- emulator killed at any moment and restarted with the same --state-file
+-- carries the job on from there: a job killed before its import still runs
+-- and imports exactly once (its clock kept running: a job overdue imports
+-- and exports at once on restart); one killed after it never imports again.
+-- Without the state file the job is gone (404), and nothing of it was
+-- applied unless its import had happened.
 local core = require "geoservices.core"
 
 local jobs = {}
 
 local PROGRESS = { "Pending", "InProgress", "ImportChanges", "ExportChanges" }
+jobs.IMPORT = 3 -- phase index of ImportChanges
+jobs.EXPORT = 4 -- phase index of ExportChanges
 
 local Jobs = {}
 Jobs.__index = Jobs
 
 function jobs.new()
-  return setmetatable({ by_id = {}, next_id = 1 }, Jobs)
+  return setmetatable({ by_id = {}, next_id = 1, active = {} }, Jobs)
 end
 
 local function epoch_ms()
@@ -28,29 +41,58 @@ function Jobs:submit(fields, outcome, step_ms)
   self.next_id = self.next_id + 1
   local job = {
     id = id,
+    seq = self.next_id - 1, -- submission order
     fields = fields,       -- status fields known at submission (2.4)
     outcome = outcome,
     step = step_ms / 1000,
     started = core.monotonic(),
     submission_ms = epoch_ms(),
+    imported = false,      -- the edits were imported (ImportChanges)
+    exported = false,      -- the result was exported (ExportChanges)
   }
   self.by_id[id] = job
+  self.active[id] = true
   return job
 end
 
---- Re-attaches the methods to jobs reloaded from a state file.
+--- Re-attaches the methods to jobs reloaded from a state file. A job saved
+-- before jobs imported in their own phase did all its work at submission.
 function jobs.restore(t)
+  t.active = t.active or {}
+  for id, job in pairs(t.by_id) do
+    if job.imported == nil then job.imported, job.exported = true, true end
+    if not job.exported then t.active[id] = true end
+  end
   return setmetatable(t, Jobs)
+end
+
+--- The jobs whose work is not done yet, in submission order.
+function Jobs:pending()
+  local out = {}
+  for id in pairs(self.active) do
+    local job = self.by_id[id]
+    if job and not job.exported then out[#out + 1] = job else self.active[id] = nil end
+  end
+  table.sort(out, function(a, b) return (a.seq or 0) < (b.seq or 0) end)
+  return out
 end
 
 function Jobs:get(id)
   return self.by_id[id]
 end
 
+--- The index of the job's current phase: 1 Pending ... 4 ExportChanges, 5 finished.
+function jobs.phase(job)
+  local elapsed = core.monotonic() - job.started
+  if elapsed < 0 then -- saved before a reboot (the monotonic clock restarted): the job starts again
+    job.started, elapsed = core.monotonic(), 0
+  end
+  return math.min(#PROGRESS + 1, math.floor(elapsed / job.step) + 1)
+end
+
 --- The job's current status value.
 function jobs.status(job)
-  local elapsed = core.monotonic() - job.started
-  local i = math.floor(elapsed / job.step) + 1
+  local i = jobs.phase(job)
   if i > #PROGRESS then return job.outcome, true end
   return PROGRESS[i], false
 end
@@ -71,7 +113,7 @@ function jobs.resource(job, result_url)
   r.lastUpdatedTime = tostring(job.submission_ms + math.floor(elapsed_steps * job.step * 1000))
   r.resultUrl = (done and status ~= "Failed") and result_url or ""
   if done and status == "Failed" then
-    r.messages = { { type = "error", description = "The synchronization job failed." } }
+    r.messages = job.messages or { { type = "error", description = "The synchronization job failed." } }
   end
   return r
 end

@@ -20,6 +20,19 @@ local M = {}
 local EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 M.EXIT_INTERRUPTED = 130 -- 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
+--- Parses a size: bytes, or a number with a K, M or G suffix (powers of 1024).
+-- @string text the size as given
+-- @treturn[1] integer the bytes
+-- @return[2] nil
+-- @treturn[2] string the message
+function M.size(text)
+  local n, unit = tostring(text):match("^(%d+)([KkMmGg]?)[Ii]?[Bb]?$")
+  n = math.tointeger(tonumber(n))
+  if not n then return nil, "a size in bytes, or with a K, M or G suffix, is expected" end
+  local scale = ({ k = 1024, m = 1024 * 1024, g = 1024 * 1024 * 1024 })[unit:lower()] or 1
+  return n * scale
+end
+
 --- Builds the argument parser (lua-argparse).
 -- @tparam[opt] string prog the program name shown in the usage ("geoservices-emulator")
 -- @treturn table the parser; `-h/--help` is a plain flag (`main` prints the help and returns 0)
@@ -42,6 +55,8 @@ function M.parser(prog)
   p:option("--state-file", "Keep replicas, jobs and result files across restarts (saved after every change).")
   p:option("--tls-cert", "Serve HTTPS with this certificate (PEM file; with --tls-key).")
   p:option("--tls-key", "The private key of --tls-cert (PEM file).")
+  p:option("--max-body", "Largest request body accepted, in bytes or with a K, M or G suffix; larger ones "
+    .. "get 413. Bodies over 1 MiB are spooled to $TMPDIR, not kept in memory.", "1G"):convert(M.size)
   p:option("--exit-with", "Stop when the process with this PID is gone."):convert(math.tointeger)
   p:flag("--json", 'Print the start-up line as JSON: {"event":"listening","url":...}.')
   p:flag("-v --verbose", "Log every request to standard error."):count("*")
@@ -112,6 +127,7 @@ function M.main(args, env)
   end
   local settings = { port = opts.port, host = opts.host, data = data, base_path = opts.base_path,
                      configure_seconds = opts.configure_seconds, state_file = opts.state_file,
+                     max_body = opts.max_body,
                      token_seconds = opts.token_seconds }
   if opts.tls_cert then
     local err

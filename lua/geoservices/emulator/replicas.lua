@@ -1,8 +1,14 @@
 --- Feature services with replicas: the state behind synchronizeReplica.
 -- Each service has layers of features and attachments (keyed by GlobalID),
--- one generation counter and a change log. A sync applies the uploaded edits
--- in a transaction, then exports what changed since the client's generation,
--- leaving out what this replica itself uploaded.
+-- one generation counter and a change log. A sync checks the whole edits
+-- parameter first (a malformed or non-finite value anywhere refuses the
+-- request, HTTP 400, naming its position, before anything is applied),
+-- imports the uploaded edits in a transaction (every applied change gets its
+-- change-log entry and generation; an error half-way undoes them all; with
+-- rollbackOnFailure one failed edit undoes them all), then exports what
+-- changed since the client's generation, leaving out what this replica
+-- itself uploaded. Import and export are separate steps so that an async
+-- job can run them in its ImportChanges and ExportChanges phases.
 local jobs = require "geoservices.emulator.jobs"
 local json = require "geoservices.json"
 local world = require "geoservices.emulator.world"
@@ -92,6 +98,149 @@ local function parse_json_param(form, name)
   local value, msg = json.decode(text)
   if value == nil then return nil, ("'%s' is not valid JSON: %s"):format(name, msg) end
   return value
+end
+
+-- ---------------------------------------------------------------- checking the edits
+
+local MAX_PROBLEMS = 20
+
+local function finite(n)
+  return n == n and n ~= math.huge and n ~= -math.huge
+end
+
+-- A decoded JSON array (marked by json.decode), or an empty object (some
+-- encoders write an empty array as {}); never a table with holes.
+local function is_array(v)
+  if type(v) ~= "table" then return false end
+  if not json.is_array(v) then return next(v) == nil end
+  local n = #v
+  for k in pairs(v) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then return false end
+  end
+  return true
+end
+
+local function is_object(v)
+  return type(v) == "table" and not json.is_array(v)
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  return keys
+end
+
+-- The problems found in the edits parameter, as "position: rule" texts.
+local Checker = {}
+Checker.__index = Checker
+
+function Checker:add(path, rule)
+  if #self.problems < MAX_PROBLEMS then self.problems[#self.problems + 1] = path .. ": " .. rule end
+end
+
+-- Any JSON value whose numbers must all be finite (geometry).
+function Checker:numbers(v, path)
+  if type(v) == "number" then
+    if not finite(v) then self:add(path, "must be a finite number") end
+  elseif type(v) == "table" then
+    local array = json.is_array(v)
+    for _, k in ipairs(sorted_keys(v)) do
+      self:numbers(v[k], array and ("%s[%s]"):format(path, tostring(k)) or (path .. "." .. tostring(k)))
+    end
+  end
+end
+
+function Checker:attributes(attrs, path)
+  if attrs == nil then return self:add(path, "is required") end
+  if not is_object(attrs) then return self:add(path, "must be an object") end
+  for _, k in ipairs(sorted_keys(attrs)) do
+    local v, at = attrs[k], path .. "." .. tostring(k)
+    local t = type(v)
+    if type(k) ~= "string" then
+      self:add(at, "attribute names must be strings")
+    elseif k == "GlobalID" and t ~= "string" then
+      self:add(at, "must be a string")
+    elseif t == "number" then
+      if not finite(v) then self:add(at, "must be a finite number") end
+    elseif t ~= "string" and t ~= "boolean" and v ~= json.null then
+      self:add(at, "must be a string, number, boolean or null")
+    end
+  end
+end
+
+function Checker:feature(item, path)
+  if not is_object(item) then return self:add(path, "must be a feature object") end
+  self:attributes(item.attributes, path .. ".attributes")
+  local g = item.geometry
+  if g ~= nil and g ~= json.null then
+    if not is_object(g) then return self:add(path .. ".geometry", "must be an object") end
+    self:numbers(g, path .. ".geometry")
+  end
+end
+
+local ATTACHMENT_STRINGS = { "globalId", "parentGlobalId", "contentType", "name", "uploadId" }
+
+function Checker:attachment(item, path)
+  if not is_object(item) then return self:add(path, "must be an attachment object") end
+  for _, k in ipairs(ATTACHMENT_STRINGS) do
+    local v = item[k]
+    if v ~= nil and v ~= json.null and type(v) ~= "string" then self:add(path .. "." .. k, "must be a string") end
+  end
+end
+
+function Checker:target(edits, target, path)
+  if edits == nil then return end
+  if not is_object(edits) then return self:add(path, "must be an object") end
+  for _, list in ipairs{ "adds", "updates" } do
+    local items = edits[list]
+    if items ~= nil then
+      if not is_array(items) then
+        self:add(path .. "." .. list, "must be an array")
+      else
+        for i = 1, #items do
+          local at = ("%s.%s[%d]"):format(path, list, i)
+          if target == "features" then self:feature(items[i], at) else self:attachment(items[i], at) end
+        end
+      end
+    end
+  end
+  local ids = edits.deleteIds
+  if ids ~= nil then
+    if not is_array(ids) then return self:add(path .. ".deleteIds", "must be an array") end
+    for i = 1, #ids do
+      if type(ids[i]) ~= "string" then self:add(("%s.deleteIds[%d]"):format(path, i), "must be a GlobalID string") end
+    end
+  end
+end
+
+--- Checks the decoded edits parameter of a sync against the service: its
+-- shape (2.1), the types of what is stored, finite numbers everywhere it
+-- matters. Returns nil when it can be imported, else the list of problems
+-- ("edits[1].features.adds[2]: must be a feature object", first ones only).
+function replicas.check_edits(svc, edits)
+  local c = setmetatable({ problems = {} }, Checker)
+  if not is_array(edits) then
+    c:add("edits", "must be an array of layer entries")
+    return c.problems
+  end
+  for i = 1, #edits do
+    local entry, path = edits[i], ("edits[%d]"):format(i)
+    if not is_object(entry) then
+      c:add(path, "must be a layer entry object")
+    else
+      local id = math.tointeger(entry.id)
+      if type(entry.id) ~= "number" or id == nil then
+        c:add(path .. ".id", "must be an integer layer id")
+      elseif not svc.layers[id] then
+        c:add(path .. ".id", ("layer %d is not part of this service"):format(id))
+      end
+      c:target(entry.features, "features", path .. ".features")
+      c:target(entry.attachments, "attachments", path .. ".attachments")
+    end
+  end
+  if #c.problems > 0 then return c.problems end
+  return nil
 end
 
 -- ---------------------------------------------------------------- upload
@@ -296,10 +445,22 @@ function replicas.plan(svc, form)
     flags[name] = v
   end
   plan.flags = flags
+  if form.editsUploadId ~= nil and form.editsUploadId ~= "" then
+    -- uploaded items do not exist in the emulator: refuse rather than sync without the edits
+    return nil, error_body(400, "editsUploadId is not supported by the emulator: it has no uploaded items; "
+      .. "send the edits in the edits parameter.", { "editsUploadId: uploads are not supported" }), 400
+  end
   local edits, edits_err = parse_json_param(form, "edits")
-  if edits_err then return nil, error_body(400, edits_err) end
-  if edits ~= nil and type(edits) ~= "table" then return nil, error_body(400, "'edits' must be an array") end
-  plan.edits = edits or {}
+  if edits_err then
+    return nil, error_body(400, "Unable to synchronize replica: the edits are malformed.", { edits_err }), 400
+  end
+  if edits ~= nil then
+    local problems = replicas.check_edits(svc, edits)
+    if problems then
+      return nil, error_body(400, "Unable to synchronize replica: the edits are malformed.", problems), 400
+    end
+  end
+  plan.edits = edits or json.array()
   local sync_layers, layers_err = parse_json_param(form, "syncLayers")
   if layers_err then return nil, error_body(400, layers_err) end
   local default_dir = form.syncDirection
@@ -345,34 +506,62 @@ function replicas.plan(svc, form)
   return plan
 end
 
---- Runs a planned sync: applies the edits, exports the changes, advances the
--- generation. Returns the result document (2.3 with `edits`) or nil, error body.
-function replicas.execute(plan, prefix)
+local function undo_all(ctx)
+  for i = #ctx.undo, 1, -1 do ctx.undo[i]() end
+  ctx.undo = {}
+end
+
+--- Imports a planned sync's edits in one transaction and advances the
+-- generation: every applied change gets its change-log entry. Returns
+-- `{gen =, results = {[layer id] = {id =, features =, attachments =}}}`, or
+-- nil, error body when rollbackOnFailure undid a request with a failed edit.
+-- An error raised half-way (a bug) undoes what was applied before it is
+-- raised again: a request is never half applied.
+function replicas.import(plan)
   local svc, replica = plan.svc, plan.replica
   local new_gen = svc.gen + 1
   local ctx = { undo = {}, log = {}, failed = {}, gen = new_gen, replica_id = replica.replicaID,
                 return_ids = plan.flags.returnIdsForAdds }
   local layer_out = {}
-  for _, entry in ipairs(plan.edits) do
-    local id = type(entry) == "table" and math.tointeger(entry.id)
-    local layer = id and svc.layers[id]
-    if not layer then
-      for i = #ctx.undo, 1, -1 do ctx.undo[i]() end
-      return nil, error_body(400, ("Layer %s is not part of this service."):format(tostring(id)))
+  local ok, err = pcall(function()
+    for _, entry in ipairs(plan.edits) do
+      local id = math.tointeger(entry.id)
+      local layer = svc.layers[id]
+      if not layer then error(("layer %s is not part of this service"):format(tostring(id))) end
+      if UPLOADS[plan.directions[id] or ""] then
+        local results = apply_layer_edits(layer, entry, ctx)
+        layer_out[id] = { id = id, features = results.features, attachments = results.attachments }
+      end
     end
-    if UPLOADS[plan.directions[id] or ""] then
-      local results = apply_layer_edits(layer, entry, ctx)
-      layer_out[id] = { id = id, features = results.features, attachments = results.attachments }
-    end
+  end)
+  if not ok then
+    undo_all(ctx)
+    error(err, 0)
   end
   if #ctx.failed > 0 and plan.flags.rollbackOnFailure then
-    for i = #ctx.undo, 1, -1 do ctx.undo[i]() end
+    undo_all(ctx)
     return nil, error_body(400, "Unable to synchronize replica: edits failed and were rolled back.", ctx.failed)
   end
   svc.gen = new_gen
   for _, e in ipairs(ctx.log) do
     e.gen, e.origin = new_gen, replica.replicaID
     svc.log[#svc.log + 1] = e
+  end
+  return { gen = new_gen, results = layer_out }
+end
+
+--- Exports the changes for a planned sync whose edits were imported
+-- (`imported` from replicas.import): the result document (2.3 with
+-- `edits`). Everything up to the service's current generation is exported
+-- and reported as the new generation (an async job exports after its
+-- import; changes others made in between are included, never sent twice).
+function replicas.export(plan, imported, prefix)
+  local svc, replica = plan.svc, plan.replica
+  local gen = svc.gen
+  local layer_out = {}
+  for id, out in pairs(imported.results) do
+    layer_out[id] = { id = out.id, features = world.deep_copy(out.features),
+                      attachments = world.deep_copy(out.attachments) }
   end
   for id, dir in pairs(plan.directions) do
     local data
@@ -397,20 +586,33 @@ function replicas.execute(plan, prefix)
   end
   local doc = {
     transportType = prefix .. (plan.transport == "url" and "TransportTypeUrl" or "TransportTypeEmbedded"),
-    responseType = response_type(prefix, replica.model, plan.directions),
+    responseType = replicas.response_type(plan, prefix),
     replicaID = replica.replicaID,
     edits = edits,
   }
   if replica.model == "perLayer" then
     doc.layerServerGens = json.array()
     for _, id in ipairs(replica.layers) do
-      doc.layerServerGens[#doc.layerServerGens + 1] = { id = id, serverGen = new_gen }
+      doc.layerServerGens[#doc.layerServerGens + 1] = { id = id, serverGen = gen }
     end
   else
-    doc.replicaServerGen = new_gen
+    doc.replicaServerGen = gen
   end
   if plan.flags.closeReplica then replica.closed = true end
   return doc
+end
+
+--- The responseType a planned sync answers with.
+function replicas.response_type(plan, prefix)
+  return response_type(prefix, plan.replica.model, plan.directions)
+end
+
+--- Runs a planned sync at once: import, then export. Returns the result
+-- document (2.3 with `edits`) or nil, error body.
+function replicas.execute(plan, prefix)
+  local imported, err = replicas.import(plan)
+  if not imported then return nil, err end
+  return replicas.export(plan, imported, prefix)
 end
 
 --- Counts of live features per layer (for tests and the tour).

@@ -26,32 +26,39 @@ local function url_response(doc, url)
   return r
 end
 
+-- An error with its own HTTP status (400 for malformed input), JSON body.
+local function http_error(status, body)
+  return { status = status, headers = { ["Content-Type"] = "application/json; charset=utf-8" },
+           body = json.encode(body) }
+end
+
 function sync.synchronize(emu, request, service_name)
   local form = request.form
   local denied = check_token(emu, form)
   if denied then return denied end
   local svc = emu.world.feature_services[service_name]
   if not svc then return replicas.error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
-  local plan, err = replicas.plan(svc, form)
-  if not plan then return err end
+  local plan, err, http_status = replicas.plan(svc, form)
+  if not plan then
+    if http_status then return nil, http_error(http_status, err) end
+    return err
+  end
   local prefix = emu.settings.enum_prefix
   if plan.flags.async then
+    -- The job imports the edits in its ImportChanges phase and exports in
+    -- ExportChanges (sync.advance); nothing is applied at submission.
     local outcome = emu.settings.job_outcome or "Completed"
-    local doc, exec_err
-    if outcome ~= "Failed" then -- a failed job applies nothing
-      doc, exec_err = replicas.execute(plan, prefix)
-      if not doc then return exec_err end
-    end
     local job = emu.jobs:submit({
       transportType = prefix .. "TransportTypeUrl",
-      responseType = doc and doc.responseType or (prefix .. "ReplicaResponseTypeNoEdits"),
-      replicaServerGen = doc and doc.replicaServerGen and tostring(doc.replicaServerGen) or nil,
+      responseType = outcome == "Failed" and (prefix .. "ReplicaResponseTypeNoEdits")
+        or replicas.response_type(plan, prefix),
       replicaName = plan.replica.replicaName,
       replicaID = plan.replica.replicaID,
       targetType = plan.replica.targetType,
     }, outcome, emu.settings.job_step_ms)
     job.service = service_name
-    if doc then job.result = emu:store_result(service_name, json.encode(doc)) end
+    job.plan = plan
+    job.prefix = prefix
     plan.replica.busy_job = job
     return { statusUrl = service_url(emu, service_name) .. "/jobs/" .. job.id }
   end
@@ -63,6 +70,44 @@ function sync.synchronize(emu, request, service_name)
   return doc
 end
 
+--- Moves an async job's work to where its clock is: entering ImportChanges
+-- imports its edits (once: `job.imported`), entering ExportChanges exports
+-- the changes and writes the result file (once: `job.exported`). A job whose
+-- outcome is Failed applies nothing; a rollbackOnFailure import with a
+-- failed edit (or an import that raised) turns the job Failed with nothing
+-- applied. Returns true when the state changed (to be saved).
+function sync.advance(emu, job)
+  if job.exported then return false end
+  local phase = jobs.phase(job)
+  local changed = false
+  if phase >= jobs.IMPORT and not job.imported then
+    job.imported = true
+    changed = true
+    if job.outcome ~= "Failed" then
+      local ok, imported, err = pcall(replicas.import, job.plan)
+      if ok and imported then
+        job.import = imported
+      else
+        job.outcome = "Failed"
+        local details = ok and err.error and err.error.details or { tostring(imported) }
+        job.messages = { { type = "error", description = (ok and err.error.message or "The import failed.")
+          .. (#details > 0 and (" " .. table.concat(details, "; ")) or "") } }
+      end
+    end
+  end
+  if phase >= jobs.EXPORT and not job.exported then
+    job.exported = true
+    changed = true
+    if job.outcome ~= "Failed" then
+      local doc = replicas.export(job.plan, job.import, job.prefix)
+      job.fields.replicaServerGen = doc.replicaServerGen and tostring(doc.replicaServerGen) or nil
+      job.result = emu:store_result(job.service, json.encode(doc))
+    end
+    job.plan, job.import = nil, nil -- done with: the state file need not carry them
+  end
+  return changed
+end
+
 function sync.job_status(emu, request, service_name, job_id)
   local denied = check_token(emu, request.form)
   if denied then return denied end
@@ -70,6 +115,7 @@ function sync.job_status(emu, request, service_name, job_id)
   if not job or job.service ~= service_name then
     return nil, emu.not_found()
   end
+  if sync.advance(emu, job) then emu:save_state() end
   return jobs.resource(job, job.result)
 end
 
