@@ -1,0 +1,554 @@
+#include "store/geom.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- collecting points ----------------------------------------------------- */
+
+void geoservices_geom_init(geoservices_geom *g) {
+  memset(g, 0, sizeof *g);
+}
+
+void geoservices_geom_free(geoservices_geom *g) {
+  free(g->xy);
+  free(g->parts);
+  free(g->ring_area);
+  free(g->ring_box);
+  free(g->ring_owner);
+  free(g->ring_next);
+  free(g->ring_tail);
+  free(g->ring_count);
+  geoservices_geom_init(g);
+}
+
+void geoservices_geom_reset(geoservices_geom *g, int kind) {
+  g->kind = kind;
+  g->npoints = 0;
+  g->nparts = 0;
+}
+
+/* Makes room for `need` elements of `elem` bytes; doubles the capacity. */
+static int grow(void *pp, size_t *cap, size_t need, size_t elem) {
+  void **p = (void **)pp;
+  size_t n;
+  void *q;
+  if (need <= *cap) return 0;
+  n = *cap ? *cap : 16;
+  while (n < need) {
+    if (n > (SIZE_MAX / 2) / elem) return -1;
+    n *= 2;
+  }
+  q = realloc(*p, n * elem);
+  if (!q) return -1;
+  *p = q;
+  *cap = n;
+  return 0;
+}
+
+int geoservices_geom_part(geoservices_geom *g) {
+  if (grow(&g->parts, &g->part_cap, g->nparts + 2, sizeof *g->parts)) return -1;
+  g->parts[g->nparts++] = g->npoints;
+  return 0;
+}
+
+int geoservices_geom_point(geoservices_geom *g, double x, double y) {
+  if (g->nparts == 0 && geoservices_geom_part(g)) return -1;
+  if (g->npoints >= g->point_cap) {
+    size_t cap2 = g->point_cap * 2; /* capacity counted in doubles, two per point */
+    if (grow(&g->xy, &cap2, (g->npoints + 1) * 2, sizeof *g->xy)) return -1;
+    g->point_cap = cap2 / 2;
+  }
+  g->xy[2 * g->npoints] = x;
+  g->xy[2 * g->npoints + 1] = y;
+  g->npoints++;
+  return 0;
+}
+
+size_t geoservices_geom_part_end(const geoservices_geom *g, size_t i) {
+  return i + 1 < g->nparts ? g->parts[i + 1] : g->npoints;
+}
+
+double geoservices_ring_area(const double *xy, size_t first, size_t end) {
+  double sum = 0, x0, y0;
+  size_t i;
+  if (end - first < 3) return 0;
+  x0 = xy[2 * first];
+  y0 = xy[2 * first + 1];
+  /* relative to the first point: large coordinates lose no precision */
+  for (i = first; i < end; i++) {
+    size_t j = i + 1 < end ? i + 1 : first;
+    sum += (xy[2 * i] - x0) * (xy[2 * j + 1] - y0) - (xy[2 * j] - x0) * (xy[2 * i + 1] - y0);
+  }
+  return sum / 2;
+}
+
+/* ---- encoding -------------------------------------------------------------- */
+
+/* Little-endian writers into memory reserved beforehand. */
+static unsigned char *w_u8(unsigned char *p, unsigned v) {
+  *p = (unsigned char)v;
+  return p + 1;
+}
+
+static unsigned char *w_u32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+  p[2] = (unsigned char)(v >> 16);
+  p[3] = (unsigned char)(v >> 24);
+  return p + 4;
+}
+
+static unsigned char *w_f64(unsigned char *p, double d) {
+  uint64_t u;
+  int i;
+  memcpy(&u, &d, sizeof u);
+  for (i = 0; i < 8; i++) p[i] = (unsigned char)(u >> (8 * i));
+  return p + 8;
+}
+
+static unsigned char *w_head(unsigned char *p, uint32_t type) {
+  return w_u32(w_u8(p, 1), type);
+}
+
+static unsigned char *w_xy(unsigned char *p, const double *xy) {
+  return w_f64(w_f64(p, xy[0]), xy[1]);
+}
+
+static int closed(const double *xy, size_t first, size_t end) {
+  return end - first >= 2 && xy[2 * first] == xy[2 * (end - 1)] && xy[2 * first + 1] == xy[2 * (end - 1) + 1];
+}
+
+/* A ring's points, closed if the server left it open (WKB LinearRings are). */
+static size_t ring_points(const geoservices_geom *g, size_t i) {
+  size_t first = g->parts[i], end = geoservices_geom_part_end(g, i);
+  return end - first + (end > first && !closed(g->xy, first, end));
+}
+
+static unsigned char *w_ring(unsigned char *p, const geoservices_geom *g, size_t i) {
+  size_t first = g->parts[i], end = geoservices_geom_part_end(g, i), k;
+  p = w_u32(p, (uint32_t)ring_points(g, i));
+  for (k = first; k < end; k++) p = w_xy(p, g->xy + 2 * k);
+  if (end > first && !closed(g->xy, first, end)) p = w_xy(p, g->xy + 2 * first);
+  return p;
+}
+
+static unsigned char *w_path(unsigned char *p, const geoservices_geom *g, size_t i) {
+  size_t first = g->parts[i], end = geoservices_geom_part_end(g, i), k;
+  p = w_u32(p, (uint32_t)(end - first));
+  for (k = first; k < end; k++) p = w_xy(p, g->xy + 2 * k);
+  return p;
+}
+
+/* Drops parts without points (a path or ring of nothing says nothing). */
+static void drop_empty_parts(geoservices_geom *g) {
+  size_t i, n = 0;
+  for (i = 0; i < g->nparts; i++) {
+    if (geoservices_geom_part_end(g, i) > g->parts[i]) g->parts[n++] = g->parts[i];
+  }
+  g->nparts = n;
+}
+
+static int point_in_ring(const double *xy, size_t first, size_t end, double x, double y) {
+  int inside = 0;
+  size_t i, j;
+  for (i = first, j = end - 1; i < end; j = i++) {
+    double xi = xy[2 * i], yi = xy[2 * i + 1], xj = xy[2 * j], yj = xy[2 * j + 1];
+    if ((yi > y) != (yj > y) && x < (xj - xi) * (y - yi) / (yj - yi) + xi) inside = !inside;
+  }
+  return inside;
+}
+
+/* Clockwise (negative area), degenerate, or not a number: an exterior. One
+ * predicate for every use, so NaN coordinates cannot make a ring both. */
+static int is_exterior(double area) {
+  return !(area > 0);
+}
+
+/* Groups rings into polygons: ring_owner[r] is the exterior ring of r (r
+ * itself for an exterior). Returns the number of polygons. */
+static size_t assemble_rings(geoservices_geom *g) {
+  size_t n = g->nparts, r, e, exteriors = 0, last_exterior = SIZE_MAX;
+  for (r = 0; r < n; r++) {
+    size_t first = g->parts[r], end = geoservices_geom_part_end(g, r), k;
+    double *box = g->ring_box + 4 * r;
+    g->ring_area[r] = geoservices_ring_area(g->xy, first, end);
+    box[0] = box[2] = INFINITY;
+    box[1] = box[3] = -INFINITY;
+    for (k = first; k < end; k++) {
+      double x = g->xy[2 * k], y = g->xy[2 * k + 1];
+      if (x < box[0]) box[0] = x;
+      if (x > box[1]) box[1] = x;
+      if (y < box[2]) box[2] = y;
+      if (y > box[3]) box[3] = y;
+    }
+    if (is_exterior(g->ring_area[r])) exteriors++;
+  }
+  for (r = 0; r < n; r++) {
+    size_t best = SIZE_MAX;
+    const double *hb = g->ring_box + 4 * r;
+    if (exteriors == 0 || is_exterior(g->ring_area[r])) { /* without any exterior every ring stands alone */
+      g->ring_owner[r] = r;
+      last_exterior = r;
+      continue;
+    }
+    for (e = 0; e < n; e++) {
+      const double *eb = g->ring_box + 4 * e;
+      if (!is_exterior(g->ring_area[e])) continue;
+      if (hb[0] < eb[0] || hb[1] > eb[1] || hb[2] < eb[2] || hb[3] > eb[3]) continue;
+      if (!point_in_ring(g->xy, g->parts[e], geoservices_geom_part_end(g, e), g->xy[2 * g->parts[r]],
+                         g->xy[2 * g->parts[r] + 1]))
+        continue;
+      if (best == SIZE_MAX || -g->ring_area[e] < -g->ring_area[best]) best = e;
+    }
+    if (best == SIZE_MAX) { /* in no exterior: the one before it, as the server ordered them */
+      best = last_exterior;
+      if (best == SIZE_MAX)
+        for (e = 0; e < n && best == SIZE_MAX; e++)
+          if (is_exterior(g->ring_area[e])) best = e;
+    }
+    g->ring_owner[r] = best;
+  }
+  /* chain each polygon's rings in order, its exterior first */
+  for (r = 0; r < n; r++) {
+    size_t o = g->ring_owner[r];
+    g->ring_next[r] = SIZE_MAX;
+    if (o == r) {
+      g->ring_tail[r] = r;
+      g->ring_count[r] = 1;
+    }
+  }
+  for (r = 0; r < n; r++) {
+    size_t o = g->ring_owner[r];
+    if (o == r) continue;
+    g->ring_next[g->ring_tail[o]] = r;
+    g->ring_tail[o] = r;
+    g->ring_count[o]++;
+  }
+  return exteriors ? exteriors : n;
+}
+
+/* Scratch arrays for n rings, all of the same capacity. */
+static int ring_scratch(geoservices_geom *g, size_t n) {
+  size_t cap = g->ring_cap ? g->ring_cap : 16;
+  if (n <= g->ring_cap) return 0;
+  while (cap < n) {
+    if (cap > SIZE_MAX / 64) return -1;
+    cap *= 2;
+  }
+#define RESIZE(field, count)                                             \
+  do {                                                                   \
+    void *q_ = realloc(g->field, (cap * (count)) * sizeof *g->field);    \
+    if (!q_) return -1;                                                  \
+    g->field = q_;                                                       \
+  } while (0)
+  RESIZE(ring_area, 1);
+  RESIZE(ring_box, 4);
+  RESIZE(ring_owner, 1);
+  RESIZE(ring_next, 1);
+  RESIZE(ring_tail, 1);
+  RESIZE(ring_count, 1);
+#undef RESIZE
+  g->ring_cap = cap;
+  return 0;
+}
+
+static void envelope(const geoservices_geom *g, double env[4]) {
+  size_t k;
+  env[0] = env[2] = INFINITY;
+  env[1] = env[3] = -INFINITY;
+  for (k = 0; k < g->npoints; k++) {
+    double x = g->xy[2 * k], y = g->xy[2 * k + 1];
+    if (x < env[0]) env[0] = x;
+    if (x > env[1]) env[1] = x;
+    if (y < env[2]) env[2] = y;
+    if (y > env[3]) env[3] = y;
+  }
+  if (!(env[0] <= env[1] && env[2] <= env[3])) env[0] = env[1] = env[2] = env[3] = NAN;
+}
+
+int geoservices_geom_encode(geoservices_geom *g, int32_t srs_id, geoservices_buf *out, double env[4]) {
+  size_t size, i, r, npolys = 0;
+  int empty;
+  unsigned char *p, *start;
+  if (g->kind == GEOM_POINT && g->npoints > 0 && (isnan(g->xy[0]) || isnan(g->xy[1]))) g->npoints = 0;
+  drop_empty_parts(g);
+  if (g->kind == GEOM_POINT && g->npoints > 1) g->npoints = 1;
+  empty = g->npoints == 0;
+  envelope(g, env);
+  if (isnan(env[0])) empty = 1;
+
+  /* the exact size first, then one reservation */
+  size = 8 + (empty ? 0 : 32);
+  switch (g->kind) {
+    case GEOM_POINT:
+      size += 21;
+      break;
+    case GEOM_MULTIPOINT:
+      size += 9 + 21 * g->npoints;
+      break;
+    case GEOM_POLYLINE:
+      size += 9 + (g->nparts > 1 ? 9 * g->nparts : 0) + 16 * g->npoints;
+      break;
+    case GEOM_POLYGON:
+      if (ring_scratch(g, g->nparts)) return -1;
+      npolys = g->nparts ? assemble_rings(g) : 0;
+      size += 9 + (npolys > 1 ? 9 * npolys : 0);
+      for (r = 0; r < g->nparts; r++) size += 4 + 16 * ring_points(g, r);
+      break;
+    default:
+      return -1;
+  }
+  if (geoservices_buf_reserve(out, size)) return -1;
+  start = p = (unsigned char *)out->data + out->len;
+
+  *p++ = 'G';
+  *p++ = 'P';
+  *p++ = 0;                                 /* version 1 */
+  *p++ = (unsigned char)(empty ? 0x11 : 0x03); /* little-endian; envelope [minx maxx miny maxy] or empty */
+  p = w_u32(p, (uint32_t)srs_id);
+  if (!empty)
+    for (i = 0; i < 4; i++) p = w_f64(p, env[i]);
+
+  switch (g->kind) {
+    case GEOM_POINT:
+      p = w_head(p, WKB_POINT);
+      if (g->npoints) {
+        p = w_xy(p, g->xy);
+      } else {
+        p = w_f64(w_f64(p, NAN), NAN);
+      }
+      break;
+    case GEOM_MULTIPOINT:
+      p = w_u32(w_head(p, WKB_MULTIPOINT), (uint32_t)g->npoints);
+      for (i = 0; i < g->npoints; i++) p = w_xy(w_head(p, WKB_POINT), g->xy + 2 * i);
+      break;
+    case GEOM_POLYLINE:
+      if (g->nparts <= 1) {
+        p = w_head(p, WKB_LINESTRING);
+        if (g->nparts) p = w_path(p, g, 0);
+        else p = w_u32(p, 0);
+      } else {
+        p = w_u32(w_head(p, WKB_MULTILINESTRING), (uint32_t)g->nparts);
+        for (i = 0; i < g->nparts; i++) p = w_path(w_head(p, WKB_LINESTRING), g, i);
+      }
+      break;
+    case GEOM_POLYGON:
+      if (npolys > 1) p = w_u32(w_head(p, WKB_MULTIPOLYGON), (uint32_t)npolys);
+      if (npolys == 0) p = w_u32(w_head(p, WKB_POLYGON), 0);
+      for (i = 0; i < g->nparts; i++) {
+        if (g->ring_owner[i] != i) continue; /* a hole: written with its exterior */
+        p = w_u32(w_head(p, WKB_POLYGON), (uint32_t)g->ring_count[i]);
+        /* the exterior first, then its holes in the server's order */
+        for (r = i; r != SIZE_MAX; r = g->ring_next[r]) p = w_ring(p, g, r);
+      }
+      break;
+  }
+  out->len += (size_t)(p - start);
+  return 0;
+}
+
+/* ---- decoding -------------------------------------------------------------- */
+
+typedef struct {
+  const unsigned char *p, *end;
+  const char *error;
+} reader;
+
+static int need(reader *r, size_t n) {
+  if ((size_t)(r->end - r->p) < n) {
+    if (!r->error) r->error = "truncated geometry";
+    return -1;
+  }
+  return 0;
+}
+
+static uint32_t rd_u32(reader *r, int le) {
+  const unsigned char *p = r->p;
+  r->p += 4;
+  if (le) return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+  return (uint32_t)p[3] | (uint32_t)p[2] << 8 | (uint32_t)p[1] << 16 | (uint32_t)p[0] << 24;
+}
+
+static double rd_f64(reader *r, int le) {
+  uint64_t u = 0;
+  double d;
+  int i;
+  for (i = 0; i < 8; i++) u |= (uint64_t)r->p[le ? i : 7 - i] << (8 * i);
+  r->p += 8;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+typedef struct {
+  int le;
+  uint32_t base; /* 1..7 */
+  size_t dims;   /* 2, 3 or 4 ordinates per point */
+} wkb_head;
+
+static int rd_head(reader *r, wkb_head *h) {
+  uint32_t type;
+  int z = 0, m = 0;
+  if (need(r, 5)) return -1;
+  if (*r->p > 1) return r->error = "bad WKB byte order", -1;
+  h->le = *r->p++ == 1;
+  type = rd_u32(r, h->le);
+  if (type & 0x80000000u) z = 1; /* extended WKB flags */
+  if (type & 0x40000000u) m = 1;
+  if (type & 0x20000000u) { /* an embedded SRID */
+    if (need(r, 4)) return -1;
+    r->p += 4;
+  }
+  type &= 0x0fffffffu;
+  if (type >= 1000 && type < 4000) { /* ISO: 1000 Z, 2000 M, 3000 ZM */
+    z |= type / 1000 == 1 || type / 1000 == 3;
+    m |= type / 1000 == 2 || type / 1000 == 3;
+    type %= 1000;
+  }
+  if (type < 1 || type > 6) return r->error = "unsupported geometry type", -1;
+  h->base = type;
+  h->dims = 2 + (size_t)z + (size_t)m;
+  return 0;
+}
+
+static int rd_count(reader *r, int le, size_t min_each, uint32_t *n) {
+  if (need(r, 4)) return -1;
+  *n = rd_u32(r, le);
+  if (min_each && *n > (size_t)(r->end - r->p) / min_each) return r->error = "truncated geometry", -1;
+  return 0;
+}
+
+static int rd_points(reader *r, geoservices_geom *g, const wkb_head *h, int skip_nan) {
+  uint32_t n, i;
+  if (rd_count(r, h->le, 8 * h->dims, &n)) return -1;
+  for (i = 0; i < n; i++) {
+    double x = rd_f64(r, h->le), y = rd_f64(r, h->le);
+    r->p += 8 * (h->dims - 2);
+    if (skip_nan && (isnan(x) || isnan(y))) continue;
+    if (geoservices_geom_point(g, x, y)) return r->error = "out of memory", -1;
+  }
+  return 0;
+}
+
+static int rd_point(reader *r, geoservices_geom *g, const wkb_head *h) {
+  double x, y;
+  if (need(r, 8 * h->dims)) return -1;
+  x = rd_f64(r, h->le);
+  y = rd_f64(r, h->le);
+  r->p += 8 * (h->dims - 2);
+  if (isnan(x) || isnan(y)) return 0; /* POINT EMPTY */
+  if (geoservices_geom_point(g, x, y)) return r->error = "out of memory", -1;
+  return 0;
+}
+
+static int rd_polygon(reader *r, geoservices_geom *g, const wkb_head *h) {
+  uint32_t n, i;
+  if (rd_count(r, h->le, 4, &n)) return -1;
+  for (i = 0; i < n; i++) {
+    if (geoservices_geom_part(g)) return r->error = "out of memory", -1;
+    if (rd_points(r, g, h, 0)) return -1;
+  }
+  return 0;
+}
+
+/* One element of a multi geometry: a whole WKB geometry of type `want`. */
+static int rd_element(reader *r, geoservices_geom *g, uint32_t want) {
+  wkb_head h;
+  if (rd_head(r, &h)) return -1;
+  if (h.base != want) return r->error = "a multi geometry holds another type", -1;
+  switch (want) {
+    case WKB_POINT: return rd_point(r, g, &h);
+    case WKB_LINESTRING:
+      if (geoservices_geom_part(g)) return r->error = "out of memory", -1;
+      return rd_points(r, g, &h, 0);
+    default: return rd_polygon(r, g, &h);
+  }
+}
+
+static int rd_header(reader *r, int32_t *srs_id, int *empty, double env[4]) {
+  static const size_t env_size[] = {0, 32, 48, 48, 64};
+  unsigned flags, kind, i;
+  int le;
+  if (need(r, 8)) return -1;
+  if (r->p[0] != 'G' || r->p[1] != 'P') return r->error = "not a GeoPackage geometry", -1;
+  if (r->p[2] != 0) return r->error = "unsupported GeoPackage geometry version", -1;
+  flags = r->p[3];
+  if (flags & 0x20) return r->error = "extended GeoPackage geometries are not supported", -1;
+  kind = (flags >> 1) & 7;
+  if (kind > 4) return r->error = "bad GeoPackage envelope indicator", -1;
+  le = flags & 1;
+  r->p += 4;
+  *srs_id = (int32_t)rd_u32(r, le);
+  *empty = (flags & 0x10) != 0;
+  if (need(r, env_size[kind])) return -1;
+  if (kind == 0) {
+    if (env) env[0] = NAN;
+  } else {
+    for (i = 0; i < 4; i++) {
+      double d = rd_f64(r, le);
+      if (env) env[i] = d;
+    }
+    r->p += env_size[kind] - 32;
+  }
+  return 0;
+}
+
+static int decode(reader *r, geoservices_geom *g, int32_t *srs_id, double env[4]) {
+  wkb_head h;
+  uint32_t n, i;
+  int empty;
+  if (rd_header(r, srs_id, &empty, env) || rd_head(r, &h)) return -1;
+  switch (h.base) {
+    case WKB_POINT:
+      geoservices_geom_reset(g, GEOM_POINT);
+      return rd_point(r, g, &h);
+    case WKB_LINESTRING:
+      geoservices_geom_reset(g, GEOM_POLYLINE);
+      if (geoservices_geom_part(g)) return r->error = "out of memory", -1;
+      return rd_points(r, g, &h, 0);
+    case WKB_POLYGON:
+      geoservices_geom_reset(g, GEOM_POLYGON);
+      return rd_polygon(r, g, &h);
+    case WKB_MULTIPOINT:
+      geoservices_geom_reset(g, GEOM_MULTIPOINT);
+      break;
+    case WKB_MULTILINESTRING:
+      geoservices_geom_reset(g, GEOM_POLYLINE);
+      break;
+    default:
+      geoservices_geom_reset(g, GEOM_POLYGON);
+      break;
+  }
+  if (rd_count(r, h.le, 9, &n)) return -1;
+  for (i = 0; i < n; i++)
+    if (rd_element(r, g, h.base - 3)) return -1;
+  return 0;
+}
+
+int geoservices_geom_decode(geoservices_geom *g, const unsigned char *blob, size_t len, int32_t *srs_id,
+                            const char **error) {
+  reader r;
+  r.p = blob;
+  r.end = blob + len;
+  r.error = NULL;
+  if (decode(&r, g, srs_id, NULL) == 0) return 0;
+  *error = r.error ? r.error : "invalid geometry";
+  return -1;
+}
+
+int geoservices_gpkg_envelope(geoservices_geom *g, const unsigned char *blob, size_t len, double env[4]) {
+  reader r;
+  int32_t srs_id;
+  int empty;
+  r.p = blob;
+  r.end = blob + len;
+  r.error = NULL;
+  if (rd_header(&r, &srs_id, &empty, env)) return -1;
+  if (empty) return 0;
+  if (!isnan(env[0])) return 1;
+  /* no envelope in the header (points usually): from the points */
+  r.p = blob;
+  if (decode(&r, g, &srs_id, NULL)) return -1;
+  envelope(g, env);
+  return isnan(env[0]) ? 0 : 1;
+}

@@ -1,0 +1,312 @@
+/* Unit tests of the GeoPackage geometry codec (store/geom.c) and of the
+ * date conversions (store/isotime.c): headers and envelopes, ring
+ * orientation deciding Polygon or MultiPolygon, holes finding their
+ * exterior, decoding of foreign blobs, truncated input. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "check.h"
+#include "store/geom.h"
+#include "store/isotime.h"
+
+static uint32_t u32le(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static double f64le(const unsigned char *p) {
+  uint64_t u = 0;
+  double d;
+  int i;
+  for (i = 0; i < 8; i++) u |= (uint64_t)p[i] << (8 * i);
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+/* Adds a ring/path of n points (x y pairs). */
+static void part(geoservices_geom *g, const double *xy, size_t n) {
+  size_t i;
+  geoservices_geom_part(g);
+  for (i = 0; i < n; i++) geoservices_geom_point(g, xy[2 * i], xy[2 * i + 1]);
+}
+
+/* Encodes g; returns the blob in b (reset first). */
+static void encode(geoservices_geom *g, geoservices_buf *b, double env[4]) {
+  geoservices_buf_reset(b);
+  CHECK(geoservices_geom_encode(g, 3857, b, env) == 0);
+}
+
+static const unsigned char *wkb_of(const geoservices_buf *b) {
+  const unsigned char *p = (const unsigned char *)b->data;
+  int kind = (p[3] >> 1) & 7;
+  return p + 8 + (kind == 1 ? 32 : 0);
+}
+
+/* Clockwise (Esri exterior) and counter-clockwise (hole) squares. */
+static const double EXT[] = {0, 0, 0, 10, 10, 10, 10, 0, 0, 0};
+static const double HOLE[] = {2, 2, 8, 2, 8, 8, 2, 8, 2, 2};
+static const double EXT2[] = {20, 20, 20, 30, 30, 30, 30, 20, 20, 20};
+static const double HOLE2[] = {22, 22, 28, 22, 28, 28, 22, 28, 22, 22};
+
+static void test_point(void) {
+  geoservices_geom g, d;
+  geoservices_buf b;
+  double env[4];
+  int32_t srs = 0;
+  const char *err = NULL;
+  const unsigned char *p, *w;
+  geoservices_geom_init(&g);
+  geoservices_geom_init(&d);
+  geoservices_buf_init(&b, 0);
+  geoservices_geom_reset(&g, GEOM_POINT);
+  geoservices_geom_point(&g, -117.5, 34.25);
+  encode(&g, &b, env);
+  p = (const unsigned char *)b.data;
+  CHECK(b.len == 8 + 32 + 21);
+  CHECK(p[0] == 'G' && p[1] == 'P' && p[2] == 0);
+  CHECK(p[3] == 0x03); /* little-endian, [minx maxx miny maxy] envelope */
+  CHECK(u32le(p + 4) == 3857);
+  CHECK(f64le(p + 8) == -117.5 && f64le(p + 16) == -117.5 && f64le(p + 24) == 34.25 && f64le(p + 32) == 34.25);
+  w = wkb_of(&b);
+  CHECK(w[0] == 1 && u32le(w + 1) == WKB_POINT);
+  CHECK(f64le(w + 5) == -117.5 && f64le(w + 13) == 34.25);
+  CHECK(env[0] == -117.5 && env[1] == -117.5 && env[2] == 34.25 && env[3] == 34.25);
+  CHECK(geoservices_geom_decode(&d, p, b.len, &srs, &err) == 0);
+  CHECK(d.kind == GEOM_POINT && d.npoints == 1 && d.xy[0] == -117.5 && d.xy[1] == 34.25 && srs == 3857);
+
+  /* an empty point: the empty flag, no envelope, NaN coordinates */
+  geoservices_geom_reset(&g, GEOM_POINT);
+  encode(&g, &b, env);
+  p = (const unsigned char *)b.data;
+  CHECK(p[3] == 0x11 && b.len == 8 + 21 && isnan(env[0]));
+  CHECK(isnan(f64le(p + 8 + 5)));
+  CHECK(geoservices_geom_decode(&d, p, b.len, &srs, &err) == 0 && d.kind == GEOM_POINT && d.npoints == 0);
+  CHECK(geoservices_gpkg_envelope(&d, p, b.len, env) == 0);
+
+  geoservices_geom_free(&g);
+  geoservices_geom_free(&d);
+  geoservices_buf_free(&b);
+}
+
+static void test_polygons(void) {
+  geoservices_geom g, d;
+  geoservices_buf b;
+  double env[4];
+  int32_t srs;
+  const char *err;
+  const unsigned char *w;
+  geoservices_geom_init(&g);
+  geoservices_geom_init(&d);
+  geoservices_buf_init(&b, 0);
+
+  CHECK(geoservices_ring_area(EXT, 0, 5) < 0);  /* clockwise with y up */
+  CHECK(geoservices_ring_area(HOLE, 0, 5) > 0); /* counter-clockwise */
+
+  /* exterior + hole: one Polygon of two rings */
+  geoservices_geom_reset(&g, GEOM_POLYGON);
+  part(&g, EXT, 5);
+  part(&g, HOLE, 5);
+  encode(&g, &b, env);
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_POLYGON && u32le(w + 5) == 2);
+  CHECK(u32le(w + 9) == 5 && u32le(w + 9 + 4 + 80) == 5);
+  CHECK(f64le(w + 9 + 4 + 16) == 0 && f64le(w + 9 + 4 + 24) == 10); /* the order the server sent */
+  CHECK(env[0] == 0 && env[1] == 10 && env[2] == 0 && env[3] == 10);
+  CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+  CHECK(d.kind == GEOM_POLYGON && d.nparts == 2 && d.npoints == 10);
+
+  /* two exteriors, each with a hole, the second hole first in the list:
+   * a MultiPolygon of two polygons of two rings */
+  geoservices_geom_reset(&g, GEOM_POLYGON);
+  part(&g, HOLE2, 5);
+  part(&g, EXT, 5);
+  part(&g, EXT2, 5);
+  part(&g, HOLE, 5);
+  encode(&g, &b, env);
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_MULTIPOLYGON && u32le(w + 5) == 2);
+  w += 9;
+  CHECK(w[0] == 1 && u32le(w + 1) == WKB_POLYGON && u32le(w + 5) == 2);
+  CHECK(f64le(w + 13) == 0 && f64le(w + 13 + 80 + 4) == 2); /* EXT then HOLE */
+  w += 9 + 2 * (4 + 80);
+  CHECK(u32le(w + 1) == WKB_POLYGON && u32le(w + 5) == 2);
+  CHECK(f64le(w + 13) == 20 && f64le(w + 13 + 80 + 4) == 22); /* EXT2 then HOLE2 */
+  CHECK(env[0] == 0 && env[1] == 30 && env[2] == 0 && env[3] == 30);
+  CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+  CHECK(d.kind == GEOM_POLYGON && d.nparts == 4);
+
+  /* an island in a lake in an island: two polygons (the inner island alone) */
+  {
+    static const double lake[] = {1, 1, 9, 1, 9, 9, 1, 9, 1, 1};
+    static const double island[] = {4, 4, 4, 6, 6, 6, 6, 4, 4, 4};
+    geoservices_geom_reset(&g, GEOM_POLYGON);
+    part(&g, EXT, 5);
+    part(&g, lake, 5);
+    part(&g, island, 5);
+    encode(&g, &b, env);
+    w = wkb_of(&b);
+    CHECK(u32le(w + 1) == WKB_MULTIPOLYGON && u32le(w + 5) == 2);
+    CHECK(u32le(w + 9 + 5) == 2);                     /* EXT with the lake */
+    CHECK(u32le(w + 9 + 9 + 2 * (4 + 80) + 5) == 1); /* the island alone */
+  }
+
+  /* an open ring is closed on the way out */
+  {
+    geoservices_geom_reset(&g, GEOM_POLYGON);
+    part(&g, EXT, 4);
+    encode(&g, &b, env);
+    w = wkb_of(&b);
+    CHECK(u32le(w + 1) == WKB_POLYGON && u32le(w + 5) == 1 && u32le(w + 9) == 5);
+    CHECK(f64le(w + 13 + 64) == 0 && f64le(w + 13 + 72) == 0);
+  }
+
+  /* only counter-clockwise rings: each stands alone */
+  geoservices_geom_reset(&g, GEOM_POLYGON);
+  part(&g, HOLE, 5);
+  part(&g, HOLE2, 5);
+  encode(&g, &b, env);
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_MULTIPOLYGON && u32le(w + 5) == 2);
+
+  /* no rings: POLYGON EMPTY */
+  geoservices_geom_reset(&g, GEOM_POLYGON);
+  encode(&g, &b, env);
+  CHECK((unsigned char)b.data[3] == 0x11 && u32le(wkb_of(&b) + 1) == WKB_POLYGON && u32le(wkb_of(&b) + 5) == 0);
+
+  geoservices_geom_free(&g);
+  geoservices_geom_free(&d);
+  geoservices_buf_free(&b);
+}
+
+static void test_lines_and_points(void) {
+  static const double path1[] = {0, 0, 1, 1, 2, 0};
+  static const double path2[] = {5, 5, 6, 7};
+  geoservices_geom g, d;
+  geoservices_buf b;
+  double env[4];
+  int32_t srs;
+  const char *err;
+  const unsigned char *w;
+  geoservices_geom_init(&g);
+  geoservices_geom_init(&d);
+  geoservices_buf_init(&b, 0);
+
+  geoservices_geom_reset(&g, GEOM_POLYLINE);
+  part(&g, path1, 3);
+  encode(&g, &b, env);
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_LINESTRING && u32le(w + 5) == 3);
+
+  part(&g, path2, 2);
+  encode(&g, &b, env);
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_MULTILINESTRING && u32le(w + 5) == 2);
+  CHECK(u32le(w + 9 + 1) == WKB_LINESTRING && u32le(w + 9 + 5) == 3);
+  CHECK(env[0] == 0 && env[1] == 6 && env[2] == 0 && env[3] == 7);
+  CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+  CHECK(d.kind == GEOM_POLYLINE && d.nparts == 2 && d.npoints == 5 && geoservices_geom_part_end(&d, 0) == 3);
+
+  geoservices_geom_reset(&g, GEOM_MULTIPOINT);
+  part(&g, path1, 3);
+  encode(&g, &b, env);
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_MULTIPOINT && u32le(w + 5) == 3);
+  CHECK(w[9] == 1 && u32le(w + 10) == WKB_POINT && f64le(w + 14 + 21) == 1);
+  CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+  CHECK(d.kind == GEOM_MULTIPOINT && d.npoints == 3 && d.xy[4] == 2);
+
+  geoservices_geom_free(&g);
+  geoservices_geom_free(&d);
+  geoservices_buf_free(&b);
+}
+
+/* Blobs other writers make: big-endian, no envelope, ISO Z, extended WKB. */
+static void test_foreign_blobs(void) {
+  /* GP v0, flags 0 (big-endian header, no envelope), srs 4326, then a
+   * big-endian WKB Point Z (1001) 1 2 3 */
+  static const unsigned char be_point_z[] = {
+    'G', 'P', 0, 0x00, 0, 0, 0x10, 0xE6,
+    0, 0, 0, 0x03, 0xE9,
+    0x3F, 0xF0, 0, 0, 0, 0, 0, 0,
+    0x40, 0x00, 0, 0, 0, 0, 0, 0,
+    0x40, 0x08, 0, 0, 0, 0, 0, 0,
+  };
+  geoservices_geom g;
+  int32_t srs = 0;
+  const char *err = NULL;
+  double env[4];
+  geoservices_geom_init(&g);
+  CHECK(geoservices_geom_decode(&g, be_point_z, sizeof be_point_z, &srs, &err) == 0);
+  CHECK(srs == 4326 && g.kind == GEOM_POINT && g.npoints == 1 && g.xy[0] == 1 && g.xy[1] == 2);
+  CHECK(geoservices_gpkg_envelope(&g, be_point_z, sizeof be_point_z, env) == 1);
+  CHECK(env[0] == 1 && env[1] == 1 && env[2] == 2 && env[3] == 2);
+  {
+    size_t n;
+    for (n = 0; n < sizeof be_point_z; n++) { /* every truncation fails cleanly */
+      unsigned char *copy = malloc(n ? n : 1);
+      memcpy(copy, be_point_z, n);
+      CHECK_MSG(geoservices_geom_decode(&g, copy, n, &srs, &err) != 0, "prefix of %zu bytes", n);
+      free(copy);
+    }
+  }
+  {
+    unsigned char bad[sizeof be_point_z];
+    memcpy(bad, be_point_z, sizeof bad);
+    bad[0] = 'X';
+    CHECK(geoservices_geom_decode(&g, bad, sizeof bad, &srs, &err) != 0 && strstr(err, "GeoPackage"));
+    CHECK(geoservices_gpkg_envelope(&g, bad, sizeof bad, env) == -1);
+    memcpy(bad, be_point_z, sizeof bad);
+    bad[3] = 0x20; /* extended type */
+    CHECK(geoservices_geom_decode(&g, bad, sizeof bad, &srs, &err) != 0);
+    memcpy(bad, be_point_z, sizeof bad);
+    bad[12] = 7; /* a GeometryCollection */
+    CHECK(geoservices_geom_decode(&g, bad, sizeof bad, &srs, &err) != 0 && strstr(err, "unsupported"));
+  }
+  {
+    /* a LineString claiming 2^32-1 points in a few bytes */
+    static const unsigned char huge[] = {'G', 'P', 0, 0x01, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0};
+    CHECK(geoservices_geom_decode(&g, huge, sizeof huge, &srs, &err) != 0 && strstr(err, "truncated"));
+  }
+  geoservices_geom_free(&g);
+}
+
+static void test_isotime(void) {
+  char out[GEOSERVICES_ISO_LEN + 1];
+  int64_t ms, v;
+  CHECK(geoservices_iso_from_ms(0, out) == 24);
+  CHECK_STREQ(out, "1970-01-01T00:00:00.000Z");
+  geoservices_iso_from_ms(INT64_C(1700000000000), out);
+  CHECK_STREQ(out, "2023-11-14T22:13:20.000Z");
+  geoservices_iso_from_ms(-1, out);
+  CHECK_STREQ(out, "1969-12-31T23:59:59.999Z");
+  geoservices_iso_from_ms(INT64_C(951782400123), out);
+  CHECK_STREQ(out, "2000-02-29T00:00:00.123Z");
+  CHECK(geoservices_iso_from_ms(INT64_C(253402300800000), out) == 0); /* year 10000 */
+  CHECK(geoservices_iso_from_ms(INT64_C(-62167219200001), out) == 0); /* before year 0 */
+  CHECK(geoservices_iso_from_ms(INT64_C(-62167219200000), out) == 24);
+  CHECK_STREQ(out, "0000-01-01T00:00:00.000Z");
+  for (v = INT64_C(-30000000000000); v < INT64_C(30000000000000); v += INT64_C(7777777777)) {
+    size_t n = geoservices_iso_from_ms(v, out);
+    CHECK_MSG(n == 24 && geoservices_ms_from_iso(out, n, &ms) == 0 && ms == v, "round trip of %lld", (long long)v);
+  }
+  CHECK(geoservices_ms_from_iso("2023-11-14", 10, &ms) == 0 && ms == INT64_C(1699920000000));
+  CHECK(geoservices_ms_from_iso("2023-11-14T22:13:20Z", 20, &ms) == 0 && ms == INT64_C(1700000000000));
+  CHECK(geoservices_ms_from_iso("2023-11-14 23:13:20.5+01:00", 27, &ms) == 0 && ms == INT64_C(1700000000500));
+  CHECK(geoservices_ms_from_iso("2023-11-14T22:13", 16, &ms) == 0 && ms == INT64_C(1699999980000));
+  CHECK(geoservices_ms_from_iso("2023-02-30", 10, &ms) != 0);
+  CHECK(geoservices_ms_from_iso("2023-11-14T25:00", 16, &ms) != 0);
+  CHECK(geoservices_ms_from_iso("1700000000000", 13, &ms) != 0);
+  CHECK(geoservices_ms_from_iso("2023-11-14T22:13:20Zx", 21, &ms) != 0);
+  CHECK(geoservices_ms_from_iso("2023-11-14T22:13:20.", 20, &ms) != 0);
+}
+
+int main(void) {
+  test_point();
+  test_polygons();
+  test_lines_and_points();
+  test_foreign_blobs();
+  test_isotime();
+  return CHECK_DONE("test_geom");
+}
