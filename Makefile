@@ -16,7 +16,8 @@ DATA       ?= examples/data/world.json
 
 # Debian packages every target may need; `make deps` installs the missing ones.
 DEB_PACKAGES = curl lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-cjson lua-busted lua-check \
-               libmicrohttpd-dev pkg-config luarocks valgrind clang libclang-rt-14-dev lua-argparse lua-ldoc lua-luv openssl
+               libmicrohttpd-dev pkg-config luarocks valgrind clang libclang-rt-14-dev lua-argparse lua-ldoc lua-luv openssl \
+               libsqlite3-dev gdal-bin
 
 CFLAGS     ?= -O2 -g
 WARNFLAGS   = -std=c99 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -45,18 +46,23 @@ else
 MHD_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags libmicrohttpd 2>/dev/null)
 MHD_LIBS   ?= $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 endif
+# libsqlite3: the replica store (csrc/store/) writes GeoPackages with it.
+SQLITE_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null)
+SQLITE_LIBS   ?= $(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3)
 # _POSIX_C_SOURCE: -std=c99 hides fileno/strdup/clock_gettime otherwise.
 ALLCFLAGS   = $(WARNFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
               -DCURL_NO_OLDIES $(SANFLAGS)
 
 CORE_SRC   = csrc/core.c csrc/class.c csrc/buf.c csrc/sys.c \
-             $(sort $(wildcard csrc/net/*.c)) $(sort $(wildcard csrc/json/*.c))
+             $(sort $(wildcard csrc/net/*.c)) $(sort $(wildcard csrc/json/*.c)) \
+             $(sort $(wildcard csrc/store/*.c))
 HTTPD_SRC  = csrc/emulator/httpd.c csrc/buf.c csrc/class.c
 CORE_SO    = $(BUILD)/geoservices/core.so
 HTTPD_SO   = $(BUILD)/geoservices/httpd.so
 CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/tests/test_jsonstream \
-             $(BUILD)/tests/test_records $(BUILD)/tests/test_numbers
-HEADERS    = $(wildcard csrc/*.h csrc/net/*.h csrc/json/*.h)
+             $(BUILD)/tests/test_records $(BUILD)/tests/test_numbers \
+             $(BUILD)/tests/test_geom $(BUILD)/tests/test_store_apply
+HEADERS    = $(wildcard csrc/*.h csrc/net/*.h csrc/json/*.h csrc/store/*.h)
 
 .PHONY: torture all core httpd deps test lint ctest busted demo emulator install install-emulator uninstall clean asan \
         help fuzz bench docs
@@ -94,14 +100,21 @@ deps:
 	fi
 
 $(CORE_SO): $(CORE_SRC) $(HEADERS) | $(BUILD)/geoservices
-	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(CURL_CFLAGS) $(LIBFLAG) -o $@ $(CORE_SRC) $(CURL_LIBS) $(LDFLAGS)
+	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS) $(LIBFLAG) -o $@ $(CORE_SRC) $(CURL_LIBS) \
+	  $(SQLITE_LIBS) $(LDFLAGS)
 
 $(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
 	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
 
-PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/records.c
+PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/records.c \
+             csrc/store/geom.c csrc/store/isotime.c
 $(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(LDFLAGS)
+# The store's apply path needs libsqlite3 (no Lua): its tests and fuzz target link it.
+STORE_SQL_SRC = csrc/store/apply.c
+$(BUILD)/tests/test_store_%: csrc/tests/test_store_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) $(STORE_SQL_SRC) \
+  | $(BUILD)/tests
+	$(CC) $(ALLCFLAGS) -Icsrc $(SQLITE_CFLAGS) -o $@ $< $(PURE_C_SRC) $(STORE_SQL_SRC) $(SQLITE_LIBS) $(LDFLAGS)
 
 $(BUILD)/geoservices $(BUILD)/tests:
 	mkdir -p $@
@@ -150,13 +163,14 @@ bench: deps all
 # libFuzzer targets (clang, ASan + UBSan) over the pure C parts, each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/, the seed corpus stays as it is.
 FUZZ_SECONDS ?= 200
-FUZZ_TARGETS  = jsonstream records urlencode
+FUZZ_TARGETS  = jsonstream records urlencode gpkg_geom store_apply
 FUZZ_CC      ?= clang
 fuzz: deps
 	@mkdir -p $(BUILD)/fuzz
 	@for t in $(FUZZ_TARGETS); do \
 	  $(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icsrc \
-	    -D_POSIX_C_SOURCE=200809L -o $(BUILD)/fuzz/fuzz_$$t csrc/fuzz/fuzz_$$t.c $(PURE_C_SRC) || exit 1; \
+	    -D_POSIX_C_SOURCE=200809L -o $(BUILD)/fuzz/fuzz_$$t csrc/fuzz/fuzz_$$t.c $(PURE_C_SRC) \
+	    $(STORE_SQL_SRC) $(SQLITE_CFLAGS) $(SQLITE_LIBS) || exit 1; \
 	  mkdir -p $(BUILD)/fuzz/corpus_$$t; \
 	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    $(BUILD)/fuzz/corpus_$$t csrc/fuzz/corpus/$$t > $(BUILD)/fuzz/$$t.log 2>&1; \

@@ -23,6 +23,7 @@ void geoservices_open_json_decode(lua_State *L); /* json/lua_decode.c */
 void geoservices_open_json_encode(lua_State *L); /* json/lua_encode.c */
 void geoservices_open_sys(lua_State *L);         /* sys.c */
 void geoservices_open_records(lua_State *L);     /* json/lua_records.c */
+void geoservices_open_store(lua_State *L);       /* store/lua_store.c */
 
 /* Appends the JSON text of the value at idx to b (exact integers, 17-digit
  * doubles, arrays marked by the JSON array metatable); raises on values JSON

@@ -55,5 +55,6 @@ GEOSERVICES_API int luaopen_geoservices_core(lua_State *L) {
   geoservices_open_json_encode(L);
   geoservices_open_sys(L);
   geoservices_open_records(L);
+  geoservices_open_store(L);
   return 1;
 }

@@ -1,0 +1,96 @@
+/* libFuzzer target: any bytes as a synchronization result, through the
+ * record extractor (fed in two pieces) into an in-memory GeoPackage of four
+ * layers (point, multipoint, polyline, polygon) with R-tree triggers, inside
+ * a transaction rolled back after each input. The apply must succeed or
+ * fail with a message, never crash; every R-tree entry must belong to a row. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json/records.h"
+#include "store/apply.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static sqlite3 *db;
+static geoservices_store store;
+
+static void setup(void) {
+  static const char *const names[] = {"OBJECTID", "GlobalID", "NAME", "N", "V", "D", "G", "B"};
+  static const int types[] = {STORE_COL_INTEGER, STORE_COL_GUID, STORE_COL_TEXT, STORE_COL_INTEGER,
+                              STORE_COL_REAL, STORE_COL_DATE, STORE_COL_GUID, STORE_COL_BLOB};
+  static const char *const tables[] = {"p0", "p1", "p2", "p3"};
+  static const int kinds[] = {GEOM_POINT, GEOM_MULTIPOINT, GEOM_POLYLINE, GEOM_POLYGON};
+  char sql[2048];
+  int i;
+  if (sqlite3_open(":memory:", &db) != SQLITE_OK || geoservices_store_init(&store, db) != 0) abort();
+  sqlite3_exec(db, "CREATE TABLE gpkg_contents (table_name TEXT PRIMARY KEY, last_change TEXT, min_x, min_y, max_x,"
+               " max_y); CREATE TABLE geoservices_attachments (global_id TEXT PRIMARY KEY, layer_id, "
+               "parent_global_id, attachment_id, name, content_type, size, keywords, url, data)",
+               NULL, NULL, NULL);
+  for (i = 0; i < 4; i++) {
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE %s (OBJECTID INTEGER PRIMARY KEY, geom BLOB, GlobalID TEXT UNIQUE, NAME TEXT, N INTEGER,"
+             " V REAL, D DATETIME, G TEXT, B BLOB);"
+             "INSERT INTO gpkg_contents (table_name) VALUES ('%s');"
+             "CREATE VIRTUAL TABLE rtree_%s USING rtree(id, minx, maxx, miny, maxy);"
+             "CREATE TRIGGER %s_i AFTER INSERT ON %s WHEN (NEW.geom NOT NULL AND NOT ST_IsEmpty(NEW.geom)) BEGIN "
+             "INSERT OR REPLACE INTO rtree_%s VALUES (NEW.OBJECTID, ST_MinX(NEW.geom), ST_MaxX(NEW.geom), "
+             "ST_MinY(NEW.geom), ST_MaxY(NEW.geom)); END;"
+             "CREATE TRIGGER %s_d AFTER DELETE ON %s WHEN OLD.geom NOT NULL BEGIN "
+             "DELETE FROM rtree_%s WHERE id = OLD.OBJECTID; END;",
+             tables[i], tables[i], tables[i], tables[i], tables[i], tables[i], tables[i], tables[i], tables[i]);
+    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) abort();
+    if (!geoservices_store_add_layer(&store, i, tables[i], "geom", kinds[i], 4326, names, types, 8, 1, 0)) abort();
+  }
+}
+
+static int count(const char *sql) {
+  sqlite3_stmt *st;
+  int n = -1;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) abort();
+  if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  return n;
+}
+
+static int drain(geoservices_records *r, geoservices_store_cursor *c) {
+  size_t len;
+  const char *tape = geoservices_records_tape(r, &len);
+  int rc = geoservices_store_apply(&store, c, tape, len, NULL, NULL);
+  geoservices_records_consume(r);
+  if (rc != 0 && store.message[0] == '\0') abort();
+  return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  geoservices_json_limits lim = {32, 1 << 16};
+  geoservices_records *r;
+  geoservices_store_cursor c = {0, 0, 0};
+  size_t split = size ? data[0] % (size + 1) : 0;
+  int rc, i;
+  if (!db) setup();
+  r = geoservices_records_new(&lim);
+  if (!r) abort();
+  sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+  rc = geoservices_records_feed(r, (const char *)data, split);
+  if (rc == 0) rc = drain(r, &c);
+  if (rc == 0) rc = geoservices_records_feed(r, (const char *)data + split, size - split);
+  if (rc == 0) rc = drain(r, &c);
+  if (rc == 0 && geoservices_records_finish(r) == 0) rc = drain(r, &c);
+  for (i = 0; i < 4; i++) {
+    static const char *const orphans[] = {
+      "SELECT count(*) FROM rtree_p0 WHERE id NOT IN (SELECT OBJECTID FROM p0)",
+      "SELECT count(*) FROM rtree_p1 WHERE id NOT IN (SELECT OBJECTID FROM p1)",
+      "SELECT count(*) FROM rtree_p2 WHERE id NOT IN (SELECT OBJECTID FROM p2)",
+      "SELECT count(*) FROM rtree_p3 WHERE id NOT IN (SELECT OBJECTID FROM p3)",
+    };
+    if (count(orphans[i]) != 0) abort();
+  }
+  geoservices_store_flush_extents(&store);
+  sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  geoservices_buf_reset(&store.pending);
+  geoservices_records_free(r);
+  return 0;
+}

@@ -1,0 +1,931 @@
+#include "store/apply.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/isotime.h"
+
+/* ---- errors ---------------------------------------------------------------- */
+
+static int fail(geoservices_store *s, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->message, sizeof s->message, fmt, ap);
+  va_end(ap);
+  s->rc = rc;
+  return -1;
+}
+
+static int fail_sqlite(geoservices_store *s, int rc, const char *what) {
+  return fail(s, rc, "%s: %s", what, sqlite3_errmsg(s->db));
+}
+
+/* ---- the tape -------------------------------------------------------------- */
+
+static uint32_t rd_u32(const char **p) {
+  uint32_t v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+static int64_t rd_i64(const char **p) {
+  int64_t v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+static double rd_f64(const char **p) {
+  double v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+const char *geoservices_store_tape_skip(const char *p) {
+  /* containers are walked with a count of values still to skip, no recursion */
+  uint64_t left = 1;
+  while (left > 0) {
+    int op = (unsigned char)*p++;
+    left--;
+    switch (op) {
+      case TAPE_OBJECT: {
+        uint32_t n = rd_u32(&p);
+        left += 2 * (uint64_t)n; /* keys and values */
+        break;
+      }
+      case TAPE_ARRAY: left += rd_u32(&p); break;
+      case TAPE_KEY:
+      case TAPE_STRING: p += rd_u32(&p); break;
+      case TAPE_INTEGER:
+      case TAPE_DOUBLE: p += 8; break;
+      default: break; /* true, false, null */
+    }
+  }
+  return p;
+}
+
+static int key_is(const char *key, uint32_t len, const char *name) {
+  return len == strlen(name) && memcmp(key, name, len) == 0;
+}
+
+static int key_is_ci(const char *key, uint32_t len, const char *name) {
+  uint32_t i;
+  if (len != strlen(name)) return 0;
+  for (i = 0; i < len; i++) {
+    char a = key[i], b = name[i];
+    if (a >= 'A' && a <= 'Z') a = (char)(a - 'A' + 'a');
+    if (b >= 'A' && b <= 'Z') b = (char)(b - 'A' + 'a');
+    if (a != b) return 0;
+  }
+  return 1;
+}
+
+/* A number on the tape (integers become doubles); 0 if the value is not one.
+ * Advances past the value either way. */
+static int tape_number(const char **p, double *d) {
+  int op = (unsigned char)**p;
+  if (op == TAPE_INTEGER) {
+    (*p)++;
+    *d = (double)rd_i64(p);
+    return 1;
+  }
+  if (op == TAPE_DOUBLE) {
+    (*p)++;
+    *d = rd_f64(p);
+    return 1;
+  }
+  *p = geoservices_store_tape_skip(*p);
+  return 0;
+}
+
+/* ---- GUIDs ----------------------------------------------------------------- */
+
+static int is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+size_t geoservices_store_normalize_guid(const char *s, size_t len, char out[40]) {
+  size_t i;
+  if (len == 38 && s[0] == '{' && s[37] == '}') {
+    s++;
+    len = 36;
+  }
+  if (len != 36) return 0;
+  for (i = 0; i < 36; i++) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (s[i] != '-') return 0;
+    } else if (!is_hex(s[i])) {
+      return 0;
+    }
+  }
+  out[0] = '{';
+  for (i = 0; i < 36; i++) out[i + 1] = (char)(s[i] >= 'a' && s[i] <= 'f' ? s[i] - 'a' + 'A' : s[i]);
+  out[37] = '}';
+  out[38] = '\0';
+  return 38;
+}
+
+/* ---- binding --------------------------------------------------------------- */
+
+static char *scratch_of(geoservices_store_layer *l, size_t col) {
+  return l->scratch + col * GEOSERVICES_STORE_SCRATCH;
+}
+
+static int bind_rc(geoservices_store *s, int rc) {
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "bind");
+  return 0;
+}
+
+void geoservices_store_bind_begin(geoservices_store_layer *l) {
+  sqlite3_reset(l->upsert);
+  sqlite3_clear_bindings(l->upsert);
+  l->gid_bound = 0;
+}
+
+size_t geoservices_store_find_column(geoservices_store_layer *l, const char *name, size_t len, size_t position) {
+  size_t i, g;
+  if (position < l->guess_cap) { /* records list their attributes in the same order */
+    g = l->guess[position];
+    if (g < l->ncols && l->cols[g].len == len && memcmp(l->cols[g].name, name, len) == 0) return g;
+  }
+  for (i = 0; i < l->ncols; i++)
+    if (l->cols[i].len == len && memcmp(l->cols[i].name, name, len) == 0) break;
+  if (i == l->ncols) /* field names are case-insensitive on the server */
+    for (i = 0; i < l->ncols; i++)
+      if (key_is_ci(name, (uint32_t)len, l->cols[i].name)) break;
+  if (i == l->ncols) return GEOSERVICES_STORE_NONE;
+  if (position == GEOSERVICES_STORE_NONE || position > (1u << 20)) return i; /* no order to learn */
+  if (position >= l->guess_cap) {
+    size_t cap = l->guess_cap ? l->guess_cap : 32, k;
+    size_t *q;
+    while (cap <= position) cap *= 2;
+    q = realloc(l->guess, cap * sizeof *q);
+    if (!q) return i; /* the guess is only a shortcut */
+    for (k = l->guess_cap; k < cap; k++) q[k] = GEOSERVICES_STORE_NONE;
+    l->guess = q;
+    l->guess_cap = cap;
+  }
+  l->guess[position] = i;
+  return i;
+}
+
+int geoservices_store_bind_integer(geoservices_store *s, geoservices_store_layer *l, size_t col, int64_t v) {
+  int param = (int)col + 1;
+  char *text = scratch_of(l, col);
+  size_t n;
+  switch (l->cols[col].type) {
+    case STORE_COL_DATE:
+      n = geoservices_iso_from_ms(v, text);
+      if (n) return bind_rc(s, sqlite3_bind_text(l->upsert, param, text, (int)n, SQLITE_STATIC));
+      break; /* beyond year 9999: kept as the integer */
+    case STORE_COL_REAL:
+      return bind_rc(s, sqlite3_bind_double(l->upsert, param, (double)v));
+    case STORE_COL_TEXT:
+    case STORE_COL_GUID:
+      n = (size_t)snprintf(text, GEOSERVICES_STORE_SCRATCH, "%lld", (long long)v);
+      return bind_rc(s, sqlite3_bind_text(l->upsert, param, text, (int)n, SQLITE_STATIC));
+    default:
+      break;
+  }
+  return bind_rc(s, sqlite3_bind_int64(l->upsert, param, v));
+}
+
+int geoservices_store_bind_double(geoservices_store *s, geoservices_store_layer *l, size_t col, double v) {
+  int param = (int)col + 1;
+  char *text = scratch_of(l, col);
+  size_t n;
+  switch (l->cols[col].type) {
+    case STORE_COL_DATE:
+    case STORE_COL_INTEGER:
+      if (v >= -9.2e18 && v <= 9.2e18 && v == floor(v)) return geoservices_store_bind_integer(s, l, col, (int64_t)v);
+      break;
+    case STORE_COL_TEXT:
+    case STORE_COL_GUID:
+      n = (size_t)snprintf(text, GEOSERVICES_STORE_SCRATCH, "%.17g", v);
+      return bind_rc(s, sqlite3_bind_text(l->upsert, param, text, (int)n, SQLITE_STATIC));
+    default:
+      break;
+  }
+  if (isnan(v)) return 0; /* NaN is SQL NULL */
+  return bind_rc(s, sqlite3_bind_double(l->upsert, param, v));
+}
+
+int geoservices_store_bind_text(geoservices_store *s, geoservices_store_layer *l, size_t col, const char *v,
+                                size_t len) {
+  int param = (int)col + 1;
+  if (len > 0x7fffffff) return fail(s, SQLITE_TOOBIG, "a value of %zu bytes is too long", len);
+  if (l->cols[col].type == STORE_COL_GUID) {
+    char *text = scratch_of(l, col);
+    size_t n = geoservices_store_normalize_guid(v, len, text);
+    if (col == l->gid_col) l->gid_bound = 1;
+    if (n) return bind_rc(s, sqlite3_bind_text(l->upsert, param, text, (int)n, SQLITE_STATIC));
+  } else if (col == l->gid_col) {
+    l->gid_bound = 1;
+  }
+  return bind_rc(s, sqlite3_bind_text(l->upsert, param, v, (int)len, SQLITE_STATIC));
+}
+
+static void extend(double env[4], const double e[4]) {
+  if (isnan(e[0])) return;
+  if (isnan(env[0])) {
+    memcpy(env, e, 4 * sizeof *env);
+    return;
+  }
+  if (e[0] < env[0]) env[0] = e[0];
+  if (e[1] > env[1]) env[1] = e[1];
+  if (e[2] < env[2]) env[2] = e[2];
+  if (e[3] > env[3]) env[3] = e[3];
+}
+
+int geoservices_store_bind_geometry(geoservices_store *s, geoservices_store_layer *l) {
+  double env[4];
+  if (!l->geom_col || s->geom.kind == GEOM_NONE) return 0; /* stays NULL */
+  geoservices_buf_reset(&s->blob);
+  if (geoservices_geom_encode(&s->geom, l->srs_id, &s->blob, env))
+    return fail(s, SQLITE_NOMEM, "out of memory encoding a geometry");
+  extend(l->env, env);
+  return bind_rc(s, sqlite3_bind_blob(l->upsert, (int)l->ncols + 1, s->blob.data, (int)s->blob.len, SQLITE_STATIC));
+}
+
+int geoservices_store_upsert(geoservices_store *s, geoservices_store_layer *l) {
+  int rc;
+  if (!l->gid_bound) {
+    sqlite3_reset(l->upsert);
+    return fail(s, 0, "a feature of layer %lld has no %s", (long long)l->id, l->cols[l->gid_col].name);
+  }
+  rc = sqlite3_step(l->upsert);
+  sqlite3_reset(l->upsert);
+  if (rc != SQLITE_DONE) return fail_sqlite(s, rc, l->table);
+  l->touched = 1;
+  return 0;
+}
+
+static int remove_with(geoservices_store *s, geoservices_store_layer *l, sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE) return fail_sqlite(s, rc, l->table);
+  l->touched = 1;
+  return sqlite3_changes(s->db);
+}
+
+int geoservices_store_remove(geoservices_store *s, geoservices_store_layer *l, const char *gid, size_t len) {
+  char text[40];
+  size_t n = geoservices_store_normalize_guid(gid, len, text);
+  int rc;
+  if (len > 0x7fffffff) return fail(s, SQLITE_TOOBIG, "a GlobalID of %zu bytes", len);
+  rc = n ? sqlite3_bind_text(l->remove, 1, text, (int)n, SQLITE_STATIC)
+         : sqlite3_bind_text(l->remove, 1, gid, (int)len, SQLITE_STATIC);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "bind");
+  return remove_with(s, l, l->remove);
+}
+
+/* ---- reading records off the tape ----------------------------------------- */
+
+/* One value of an attribute into its column. */
+static int bind_tape_value(geoservices_store *s, geoservices_store_layer *l, size_t col, const char **p) {
+  int op = (unsigned char)**p;
+  uint32_t len;
+  switch (op) {
+    case TAPE_STRING:
+      (*p)++;
+      len = rd_u32(p);
+      *p += len;
+      return geoservices_store_bind_text(s, l, col, *p - len, len);
+    case TAPE_INTEGER:
+      (*p)++;
+      return geoservices_store_bind_integer(s, l, col, rd_i64(p));
+    case TAPE_DOUBLE:
+      (*p)++;
+      return geoservices_store_bind_double(s, l, col, rd_f64(p));
+    case TAPE_TRUE:
+    case TAPE_FALSE:
+      (*p)++;
+      return geoservices_store_bind_integer(s, l, col, op == TAPE_TRUE);
+    default: /* null stays NULL; an object or array is not a column value */
+      *p = geoservices_store_tape_skip(*p);
+      return 0;
+  }
+}
+
+/* [x, y, ...] into the geometry: the first two numbers; anything else is no point. */
+static int tape_coordinate(geoservices_store *s, const char **p) {
+  uint32_t n, i;
+  double xy[2];
+  int ok = 1;
+  if ((unsigned char)**p != TAPE_ARRAY) {
+    *p = geoservices_store_tape_skip(*p);
+    return 0;
+  }
+  (*p)++;
+  n = rd_u32(p);
+  for (i = 0; i < n; i++) {
+    if (i < 2) ok &= tape_number(p, &xy[i]);
+    else *p = geoservices_store_tape_skip(*p);
+  }
+  if (n < 2 || !ok) return 0;
+  if (geoservices_geom_point(&s->geom, xy[0], xy[1])) return fail(s, SQLITE_NOMEM, "out of memory");
+  return 0;
+}
+
+/* paths or rings: an array of arrays of coordinates. */
+static int tape_parts(geoservices_store *s, const char **p) {
+  uint32_t n, i, m, j;
+  if ((unsigned char)**p != TAPE_ARRAY) {
+    *p = geoservices_store_tape_skip(*p);
+    return 0;
+  }
+  (*p)++;
+  n = rd_u32(p);
+  for (i = 0; i < n; i++) {
+    if ((unsigned char)**p != TAPE_ARRAY) {
+      *p = geoservices_store_tape_skip(*p);
+      continue;
+    }
+    (*p)++;
+    m = rd_u32(p);
+    if (geoservices_geom_part(&s->geom)) return fail(s, SQLITE_NOMEM, "out of memory");
+    for (j = 0; j < m; j++)
+      if (tape_coordinate(s, p)) return -1;
+  }
+  return 0;
+}
+
+/* An Esri geometry object into s->geom; its kind comes from its members
+ * (x/y, points, paths, rings). Curves and unknown shapes give no geometry. */
+static int tape_geometry(geoservices_store *s, const char **p) {
+  uint32_t n, i, len, m, j;
+  double x = NAN, y = NAN;
+  int has_xy = 0;
+  geoservices_geom_reset(&s->geom, GEOM_NONE);
+  (*p)++; /* TAPE_OBJECT */
+  n = rd_u32(p);
+  for (i = 0; i < n; i++) {
+    const char *key;
+    (*p)++; /* TAPE_KEY */
+    len = rd_u32(p);
+    key = *p;
+    *p += len;
+    if (key_is(key, len, "x")) {
+      has_xy = 1;
+      if (!tape_number(p, &x)) x = NAN;
+    } else if (key_is(key, len, "y")) {
+      if (!tape_number(p, &y)) y = NAN;
+    } else if (key_is(key, len, "points")) {
+      geoservices_geom_reset(&s->geom, GEOM_MULTIPOINT);
+      if ((unsigned char)**p != TAPE_ARRAY) {
+        *p = geoservices_store_tape_skip(*p);
+        continue;
+      }
+      (*p)++;
+      m = rd_u32(p);
+      for (j = 0; j < m; j++)
+        if (tape_coordinate(s, p)) return -1;
+    } else if (key_is(key, len, "paths")) {
+      geoservices_geom_reset(&s->geom, GEOM_POLYLINE);
+      if (tape_parts(s, p)) return -1;
+    } else if (key_is(key, len, "rings")) {
+      geoservices_geom_reset(&s->geom, GEOM_POLYGON);
+      if (tape_parts(s, p)) return -1;
+    } else {
+      *p = geoservices_store_tape_skip(*p);
+    }
+  }
+  if (s->geom.kind == GEOM_NONE && has_xy) {
+    geoservices_geom_reset(&s->geom, GEOM_POINT);
+    if (!isnan(x) && !isnan(y) && geoservices_geom_point(&s->geom, x, y))
+      return fail(s, SQLITE_NOMEM, "out of memory");
+  }
+  return 0;
+}
+
+static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const char **p) {
+  uint32_t n, i, len, m, j;
+  if ((unsigned char)**p != TAPE_OBJECT) return fail(s, 0, "a feature of layer %lld is not an object", (long long)l->id);
+  (*p)++;
+  n = rd_u32(p);
+  geoservices_store_bind_begin(l);
+  geoservices_geom_reset(&s->geom, GEOM_NONE);
+  for (i = 0; i < n; i++) {
+    const char *key;
+    int op;
+    (*p)++; /* TAPE_KEY */
+    len = rd_u32(p);
+    key = *p;
+    *p += len;
+    op = (unsigned char)**p;
+    if (op == TAPE_OBJECT && key_is(key, len, "attributes")) {
+      (*p)++;
+      m = rd_u32(p);
+      for (j = 0; j < m; j++) {
+        const char *name;
+        uint32_t name_len;
+        size_t col;
+        (*p)++; /* TAPE_KEY */
+        name_len = rd_u32(p);
+        name = *p;
+        *p += name_len;
+        col = geoservices_store_find_column(l, name, name_len, j);
+        if (col == GEOSERVICES_STORE_NONE) *p = geoservices_store_tape_skip(*p); /* not a column: dropped */
+        else if (bind_tape_value(s, l, col, p)) return -1;
+      }
+    } else if (op == TAPE_OBJECT && key_is(key, len, "geometry") && l->geom_col) {
+      if (tape_geometry(s, p) || geoservices_store_bind_geometry(s, l)) return -1;
+    } else {
+      *p = geoservices_store_tape_skip(*p);
+    }
+  }
+  return geoservices_store_upsert(s, l);
+}
+
+static int apply_delete(geoservices_store *s, geoservices_store_layer *l, const char **p) {
+  int op = (unsigned char)**p;
+  uint32_t len;
+  if (op == TAPE_STRING) {
+    (*p)++;
+    len = rd_u32(p);
+    *p += len;
+    return geoservices_store_remove(s, l, *p - len, len) < 0 ? -1 : 0;
+  }
+  if (op == TAPE_INTEGER && l->remove_oid) { /* an OBJECTID, from a server that sends them */
+    int rc;
+    (*p)++;
+    rc = sqlite3_bind_int64(l->remove_oid, 1, rd_i64(p));
+    if (rc != SQLITE_OK) return fail_sqlite(s, rc, "bind");
+    return remove_with(s, l, l->remove_oid) < 0 ? -1 : 0;
+  }
+  return fail(s, 0, "a deleted id of layer %lld is not a GlobalID", (long long)l->id);
+}
+
+/* ---- attachments ----------------------------------------------------------- */
+
+static const char ATT_UPSERT[] =
+  "INSERT OR REPLACE INTO geoservices_attachments (global_id, layer_id, parent_global_id, attachment_id, name, "
+  "content_type, size, keywords, url, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+static const char ATT_REMOVE[] = "DELETE FROM geoservices_attachments WHERE global_id = ?1";
+
+static int prepare(geoservices_store *s, const char *sql, sqlite3_stmt **st) {
+  int rc;
+  if (*st) return 0;
+  rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "prepare");
+  return 0;
+}
+
+static int b64_value(int c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+' || c == '-') return 62;
+  if (c == '/' || c == '_') return 63;
+  return -1;
+}
+
+/* Base64 (standard or URL alphabet; whitespace and padding skipped) into s->bytes. */
+static int base64_decode(geoservices_store *s, const char *text, size_t len) {
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t i;
+  geoservices_buf_reset(&s->bytes);
+  if (geoservices_buf_reserve(&s->bytes, len / 4 * 3 + 3)) return fail(s, SQLITE_NOMEM, "out of memory");
+  for (i = 0; i < len; i++) {
+    int v = b64_value((unsigned char)text[i]);
+    if (v < 0) continue;
+    acc = (acc << 6) | (uint32_t)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      s->bytes.data[s->bytes.len++] = (char)((acc >> bits) & 0xff);
+    }
+  }
+  return 0;
+}
+
+static int att_bind_guid(geoservices_store *s, int param, const char *v, uint32_t len, char buf[40]) {
+  size_t n = geoservices_store_normalize_guid(v, len, buf);
+  int rc = n ? sqlite3_bind_text(s->att_upsert, param, buf, (int)n, SQLITE_STATIC)
+             : sqlite3_bind_text(s->att_upsert, param, v, (int)len, SQLITE_STATIC);
+  return rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
+}
+
+static int apply_attachment(geoservices_store *s, int64_t layer, const char **p) {
+  static const char *const names[] = {"globalId", "", "parentGlobalId", "id", "name", "contentType",
+                                      "size", "keywords", "url", "data"};
+  char gid[40], parent[40];
+  uint32_t n, i, len;
+  int rc, has_gid = 0;
+  if ((unsigned char)**p != TAPE_OBJECT) return fail(s, 0, "an attachment of layer %lld is not an object", (long long)layer);
+  if (prepare(s, ATT_UPSERT, &s->att_upsert)) return -1;
+  sqlite3_reset(s->att_upsert);
+  sqlite3_clear_bindings(s->att_upsert);
+  sqlite3_bind_int64(s->att_upsert, 2, layer);
+  (*p)++;
+  n = rd_u32(p);
+  for (i = 0; i < n; i++) {
+    const char *key;
+    int param = 0, k, op;
+    (*p)++;
+    len = rd_u32(p);
+    key = *p;
+    *p += len;
+    for (k = 0; k < (int)(sizeof names / sizeof names[0]); k++)
+      if (names[k][0] && key_is_ci(key, len, names[k])) param = k + 1;
+    if (!param && key_is_ci(key, len, "attachmentId")) param = 4;
+    op = (unsigned char)**p;
+    if (!param || (op != TAPE_STRING && op != TAPE_INTEGER && op != TAPE_DOUBLE)) {
+      *p = geoservices_store_tape_skip(*p);
+      continue;
+    }
+    (*p)++;
+    if (op == TAPE_STRING) {
+      const char *v;
+      len = rd_u32(p);
+      v = *p;
+      *p += len;
+      if (param == 1) {
+        has_gid = 1;
+        rc = att_bind_guid(s, 1, v, len, gid);
+      } else if (param == 3) {
+        rc = att_bind_guid(s, 3, v, len, parent);
+      } else if (param == 10) {
+        if (base64_decode(s, v, len)) return -1;
+        rc = sqlite3_bind_blob(s->att_upsert, 10, s->bytes.data, (int)s->bytes.len, SQLITE_STATIC);
+        rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
+      } else {
+        rc = sqlite3_bind_text(s->att_upsert, param, v, (int)len, SQLITE_STATIC);
+        rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
+      }
+    } else if (op == TAPE_INTEGER) {
+      rc = sqlite3_bind_int64(s->att_upsert, param, rd_i64(p));
+      rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
+    } else {
+      rc = sqlite3_bind_double(s->att_upsert, param, rd_f64(p));
+      rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
+    }
+    if (rc) return -1;
+  }
+  if (!has_gid) return fail(s, 0, "an attachment of layer %lld has no globalId", (long long)layer);
+  rc = sqlite3_step(s->att_upsert);
+  sqlite3_reset(s->att_upsert);
+  if (rc != SQLITE_DONE) return fail_sqlite(s, rc, "geoservices_attachments");
+  return 0;
+}
+
+static int apply_attachment_delete(geoservices_store *s, int64_t layer, const char **p) {
+  char text[40];
+  uint32_t len;
+  size_t n;
+  int rc;
+  if ((unsigned char)**p != TAPE_STRING)
+    return fail(s, 0, "a deleted attachment id of layer %lld is not a GlobalID", (long long)layer);
+  if (prepare(s, ATT_REMOVE, &s->att_remove)) return -1;
+  (*p)++;
+  len = rd_u32(p);
+  n = geoservices_store_normalize_guid(*p, len, text);
+  rc = n ? sqlite3_bind_text(s->att_remove, 1, text, (int)n, SQLITE_STATIC)
+         : sqlite3_bind_text(s->att_remove, 1, *p, (int)len, SQLITE_STATIC);
+  *p += len;
+  if (rc == SQLITE_OK) rc = sqlite3_step(s->att_remove);
+  sqlite3_reset(s->att_remove);
+  sqlite3_clear_bindings(s->att_remove);
+  if (rc != SQLITE_DONE) return fail_sqlite(s, rc, "geoservices_attachments");
+  return 0;
+}
+
+/* ---- records --------------------------------------------------------------- */
+
+/* One record whose layer (if any) is known. *p is at its value. */
+static int apply_record(geoservices_store *s, int kind, int has_layer, int64_t layer, const char *key,
+                        uint32_t key_len, const char **p, geoservices_store_other_fn other, void *ctx) {
+  geoservices_store_layer *l = NULL;
+  int rc;
+  switch (kind) {
+    case RECORD_ADD:
+    case RECORD_UPDATE:
+    case RECORD_DELETE:
+      l = geoservices_store_layer_of(s, layer);
+      if (!l) return fail(s, 0, "layer %lld of the result is not in the store", (long long)layer);
+      rc = kind == RECORD_DELETE ? apply_delete(s, l, p) : apply_feature(s, l, p);
+      break;
+    case RECORD_ADD_ATTACHMENT:
+    case RECORD_UPDATE_ATTACHMENT:
+      rc = apply_attachment(s, layer, p);
+      break;
+    case RECORD_DELETE_ATTACHMENT:
+      rc = apply_attachment_delete(s, layer, p);
+      break;
+    default:
+      rc = other ? other(ctx, kind, has_layer, layer, *p, key, key_len) : 0;
+      *p = geoservices_store_tape_skip(*p);
+      return rc;
+  }
+  if (rc == 0) s->applied[kind]++;
+  return rc;
+}
+
+static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const char *tape, size_t len,
+                      geoservices_store_other_fn other, void *ctx, int replaying) {
+  const char *p = tape, *end;
+  int rc;
+  if (len == 0) return 0; /* the extractor may not even have a tape yet */
+  end = tape + len;
+  while (p < end) {
+    const char *start = p;
+    int op = (unsigned char)*p++;
+    if (op == TAPE_RECORD) {
+      int kind = (unsigned char)*p++;
+      int64_t entry = rd_i64(&p);
+      uint32_t key_len = rd_u32(&p);
+      const char *key = p;
+      p += key_len;
+      if (kind >= RECORD_KIND_COUNT) return fail(s, 0, "corrupt record tape (kind %d)", kind);
+      if (entry < 0) {
+        rc = apply_record(s, kind, 0, 0, key, key_len, &p, other, ctx);
+      } else if (c->has_id && c->id_entry == entry) {
+        rc = apply_record(s, kind, 1, c->layer_id, key, key_len, &p, other, ctx);
+      } else if (replaying) {
+        return fail(s, 0, "corrupt record tape (a waiting record)");
+      } else { /* its layer entry's id comes later: the record waits for it */
+        p = geoservices_store_tape_skip(p);
+        if (geoservices_buf_append(&s->pending, start, (size_t)(p - start)))
+          return fail(s, SQLITE_NOMEM, "out of memory");
+        rc = 0;
+      }
+      if (rc) return rc;
+    } else if (op == TAPE_LAYER_ID && !replaying) {
+      c->id_entry = rd_i64(&p);
+      c->layer_id = rd_i64(&p);
+      c->has_id = 1;
+      if (other && (rc = other(ctx, GEOSERVICES_STORE_LAYER, 1, c->layer_id, NULL, NULL, 0)) != 0) return rc;
+      if (s->pending.len) {
+        rc = apply_tape(s, c, s->pending.data, s->pending.len, other, ctx, 1);
+        geoservices_buf_reset(&s->pending);
+        if (rc) return rc;
+      }
+    } else if (op == TAPE_ENTRY_END && !replaying) {
+      int64_t entry = rd_i64(&p);
+      if (s->pending.len && !(c->has_id && c->id_entry == entry)) {
+        geoservices_buf_reset(&s->pending);
+        return fail(s, 0, "a layer entry of edits has records but no integer id");
+      }
+    } else {
+      return fail(s, 0, "corrupt record tape (op %d)", op);
+    }
+  }
+  return 0;
+}
+
+int geoservices_store_apply(geoservices_store *s, geoservices_store_cursor *cursor, const char *tape, size_t len,
+                            geoservices_store_other_fn other, void *ctx) {
+  s->rc = 0;
+  s->message[0] = '\0';
+  return apply_tape(s, cursor, tape, len, other, ctx, 0);
+}
+
+/* ---- layers ---------------------------------------------------------------- */
+
+static void free_layer(geoservices_store_layer *l) {
+  size_t i;
+  if (!l) return;
+  sqlite3_finalize(l->upsert);
+  sqlite3_finalize(l->remove);
+  sqlite3_finalize(l->remove_oid);
+  for (i = 0; i < l->ncols; i++) free(l->cols[i].name);
+  free(l->cols);
+  free(l->guess);
+  free(l->scratch);
+  free(l->table);
+  free(l->geom_col);
+  free(l);
+}
+
+static char *dup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+/* "name" with inner quotes doubled, appended. */
+static int put_ident(geoservices_buf *b, const char *name) {
+  if (geoservices_buf_putc(b, '"')) return -1;
+  for (; *name; name++) {
+    if (*name == '"' && geoservices_buf_putc(b, '"')) return -1;
+    if (geoservices_buf_putc(b, *name)) return -1;
+  }
+  return geoservices_buf_putc(b, '"');
+}
+
+static int put_str(geoservices_buf *b, const char *s) {
+  return geoservices_buf_append(b, s, strlen(s));
+}
+
+static int prepare_layer(geoservices_store *s, geoservices_store_layer *l) {
+  geoservices_buf sql;
+  size_t i;
+  int rc = 0, err = 0;
+  char num[24];
+  geoservices_buf_init(&sql, 0);
+  err |= put_str(&sql, "INSERT OR REPLACE INTO ") | put_ident(&sql, l->table) | put_str(&sql, " (");
+  for (i = 0; i < l->ncols; i++) err |= (i ? put_str(&sql, ", ") : 0) | put_ident(&sql, l->cols[i].name);
+  if (l->geom_col) err |= (l->ncols ? put_str(&sql, ", ") : 0) | put_ident(&sql, l->geom_col);
+  err |= put_str(&sql, ") VALUES (");
+  for (i = 0; i < l->ncols + (l->geom_col != NULL); i++) {
+    snprintf(num, sizeof num, "%s?%zu", i ? ", " : "", i + 1);
+    err |= put_str(&sql, num);
+  }
+  err |= put_str(&sql, ")") | geoservices_buf_putc(&sql, '\0');
+  if (!err) rc = sqlite3_prepare_v3(s->db, sql.data, -1, SQLITE_PREPARE_PERSISTENT, &l->upsert, NULL);
+  if (!err && rc == SQLITE_OK) {
+    geoservices_buf_reset(&sql);
+    err |= put_str(&sql, "DELETE FROM ") | put_ident(&sql, l->table) | put_str(&sql, " WHERE ") |
+           put_ident(&sql, l->cols[l->gid_col].name) | put_str(&sql, " = ?1") | geoservices_buf_putc(&sql, '\0');
+    if (!err) rc = sqlite3_prepare_v3(s->db, sql.data, -1, SQLITE_PREPARE_PERSISTENT, &l->remove, NULL);
+  }
+  if (!err && rc == SQLITE_OK && l->oid_col != GEOSERVICES_STORE_NONE) {
+    geoservices_buf_reset(&sql);
+    err |= put_str(&sql, "DELETE FROM ") | put_ident(&sql, l->table) | put_str(&sql, " WHERE ") |
+           put_ident(&sql, l->cols[l->oid_col].name) | put_str(&sql, " = ?1") | geoservices_buf_putc(&sql, '\0');
+    if (!err) rc = sqlite3_prepare_v3(s->db, sql.data, -1, SQLITE_PREPARE_PERSISTENT, &l->remove_oid, NULL);
+  }
+  geoservices_buf_free(&sql);
+  if (err) return fail(s, SQLITE_NOMEM, "out of memory");
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, l->table);
+  return 0;
+}
+
+geoservices_store_layer *geoservices_store_layer_of(const geoservices_store *s, int64_t id) {
+  size_t i;
+  for (i = 0; i < s->nlayers; i++)
+    if (s->layers[i]->id == id) return s->layers[i];
+  return NULL;
+}
+
+geoservices_store_layer *geoservices_store_add_layer(geoservices_store *s, int64_t id, const char *table,
+                                                     const char *geom_col, int geom_kind, int32_t srs_id,
+                                                     const char *const *names, const int *types, size_t ncols,
+                                                     size_t gid_col, size_t oid_col) {
+  geoservices_store_layer *l;
+  size_t i;
+  if (gid_col >= ncols || (oid_col != GEOSERVICES_STORE_NONE && oid_col >= ncols)) {
+    fail(s, 0, "layer %lld: the GlobalID and OBJECTID must be columns", (long long)id);
+    return NULL;
+  }
+  l = calloc(1, sizeof *l);
+  if (!l) goto oom;
+  l->id = id;
+  l->geom_kind = geom_kind;
+  l->srs_id = srs_id;
+  l->gid_col = gid_col;
+  l->oid_col = oid_col;
+  l->env[0] = l->env[1] = l->env[2] = l->env[3] = NAN;
+  l->table = dup(table);
+  l->geom_col = geom_col ? dup(geom_col) : NULL;
+  l->cols = calloc(ncols ? ncols : 1, sizeof *l->cols);
+  l->scratch = malloc((ncols ? ncols : 1) * GEOSERVICES_STORE_SCRATCH);
+  if (!l->table || (geom_col && !l->geom_col) || !l->cols || !l->scratch) goto oom;
+  l->ncols = ncols;
+  for (i = 0; i < ncols; i++) {
+    l->cols[i].name = dup(names[i]);
+    if (!l->cols[i].name) goto oom;
+    l->cols[i].len = strlen(names[i]);
+    l->cols[i].type = types[i];
+  }
+  if (prepare_layer(s, l)) {
+    free_layer(l);
+    return NULL;
+  }
+  for (i = 0; i < s->nlayers; i++) {
+    if (s->layers[i]->id == id) { /* registered again: the new one wins */
+      free_layer(s->layers[i]);
+      s->layers[i] = l;
+      return l;
+    }
+  }
+  if (s->nlayers == s->layer_cap) {
+    size_t cap = s->layer_cap ? 2 * s->layer_cap : 8;
+    geoservices_store_layer **q = realloc(s->layers, cap * sizeof *q);
+    if (!q) goto oom;
+    s->layers = q;
+    s->layer_cap = cap;
+  }
+  s->layers[s->nlayers++] = l;
+  return l;
+oom:
+  free_layer(l);
+  fail(s, SQLITE_NOMEM, "out of memory");
+  return NULL;
+}
+
+/* ---- extents --------------------------------------------------------------- */
+
+int geoservices_store_flush_extents(geoservices_store *s) {
+  static const char sql[] =
+    "UPDATE gpkg_contents SET last_change = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), "
+    "min_x = CASE WHEN ?1 IS NULL THEN min_x ELSE min(coalesce(min_x, ?1), ?1) END, "
+    "max_x = CASE WHEN ?2 IS NULL THEN max_x ELSE max(coalesce(max_x, ?2), ?2) END, "
+    "min_y = CASE WHEN ?3 IS NULL THEN min_y ELSE min(coalesce(min_y, ?3), ?3) END, "
+    "max_y = CASE WHEN ?4 IS NULL THEN max_y ELSE max(coalesce(max_y, ?4), ?4) END "
+    "WHERE table_name = ?5";
+  sqlite3_stmt *st = NULL;
+  size_t i;
+  int rc = SQLITE_OK, k;
+  for (i = 0; i < s->nlayers; i++) {
+    geoservices_store_layer *l = s->layers[i];
+    if (!l->touched) continue;
+    if (!st) {
+      rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+      if (rc != SQLITE_OK) return fail_sqlite(s, rc, "gpkg_contents");
+    }
+    for (k = 0; k < 4; k++) {
+      if (isnan(l->env[0])) sqlite3_bind_null(st, k + 1);
+      else sqlite3_bind_double(st, k + 1, l->env[k]);
+    }
+    sqlite3_bind_text(st, 5, l->table, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) break;
+    rc = SQLITE_OK;
+  }
+  if (rc != SQLITE_OK) {
+    fail_sqlite(s, rc, "gpkg_contents");
+    sqlite3_finalize(st);
+    return -1;
+  }
+  sqlite3_finalize(st);
+  geoservices_store_forget_extents(s);
+  return 0;
+}
+
+void geoservices_store_forget_extents(geoservices_store *s) {
+  size_t i;
+  for (i = 0; i < s->nlayers; i++) {
+    geoservices_store_layer *l = s->layers[i];
+    l->touched = 0;
+    l->env[0] = l->env[1] = l->env[2] = l->env[3] = NAN;
+  }
+}
+
+/* ---- SQL functions for the R-tree triggers --------------------------------- */
+
+/* ST_MinX/MaxX/MinY/MaxY(geom) (user data 0..3) and ST_IsEmpty(geom) (4). */
+static void st_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  int which = (int)(intptr_t)sqlite3_user_data(ctx), r;
+  const unsigned char *blob;
+  double env[4];
+  geoservices_geom g;
+  (void)argc;
+  if (sqlite3_value_type(argv[0]) != SQLITE_BLOB) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  blob = sqlite3_value_blob(argv[0]);
+  geoservices_geom_init(&g);
+  r = geoservices_gpkg_envelope(&g, blob, (size_t)sqlite3_value_bytes(argv[0]), env);
+  geoservices_geom_free(&g);
+  if (r < 0) sqlite3_result_null(ctx);
+  else if (which == 4) sqlite3_result_int(ctx, r == 0);
+  else if (r == 0) sqlite3_result_null(ctx);
+  else sqlite3_result_double(ctx, env[which]);
+}
+
+int geoservices_store_init(geoservices_store *s, sqlite3 *db) {
+  static const char *const names[] = {"ST_MinX", "ST_MaxX", "ST_MinY", "ST_MaxY", "ST_IsEmpty"};
+  int i, rc;
+  memset(s, 0, sizeof *s);
+  s->db = db;
+  geoservices_geom_init(&s->geom);
+  geoservices_buf_init(&s->blob, 0);
+  geoservices_buf_init(&s->pending, 0);
+  geoservices_buf_init(&s->bytes, 0);
+  for (i = 0; i < 5; i++) {
+    rc = sqlite3_create_function_v2(db, names[i], 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
+                                    (void *)(intptr_t)i, st_function, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) return fail_sqlite(s, rc, names[i]);
+  }
+  /* REPLACE deletes the row it replaces; its R-tree entry goes with it only
+   * when the delete trigger fires, which needs recursive triggers */
+  rc = sqlite3_exec(db, "PRAGMA recursive_triggers = ON", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "PRAGMA recursive_triggers");
+  return 0;
+}
+
+void geoservices_store_clear(geoservices_store *s) {
+  size_t i;
+  for (i = 0; i < s->nlayers; i++) free_layer(s->layers[i]);
+  free(s->layers);
+  s->layers = NULL;
+  s->nlayers = s->layer_cap = 0;
+  sqlite3_finalize(s->att_upsert);
+  sqlite3_finalize(s->att_remove);
+  s->att_upsert = s->att_remove = NULL;
+  geoservices_geom_free(&s->geom);
+  geoservices_buf_free(&s->blob);
+  geoservices_buf_free(&s->pending);
+  geoservices_buf_free(&s->bytes);
+}

@@ -1,0 +1,153 @@
+/* The replica store's fast path: records of a synchronization result go
+ * from the record extractor's tape (json/records.h) straight into prepared
+ * SQLite statements of a GeoPackage, without any Lua value per record.
+ *
+ *   add, update              INSERT OR REPLACE into the layer's table (the
+ *                            GlobalID column is UNIQUE: the row of that
+ *                            GlobalID is replaced whole, as the server sent it)
+ *   delete                   DELETE by GlobalID (by OBJECTID for an integer)
+ *   add/update_attachment    INSERT OR REPLACE into geoservices_attachments
+ *   delete_attachment        DELETE from geoservices_attachments
+ *   anything else            handed to a callback (top-level fields, layer
+ *                            fields, edit results, and the start of a layer
+ *                            entry as kind GEOSERVICES_STORE_LAYER)
+ *
+ * The caller owns the transaction (BEGIN IMMEDIATE ... COMMIT): a failure
+ * returns -1 with a message and leaves the rollback to it. Memory stays flat:
+ * one geometry and one blob buffer are reused for every record, and text is
+ * bound straight from the tape (SQLITE_STATIC; each statement is stepped
+ * before the tape moves).
+ *
+ * Column values follow the column's type (see geoservices_store_col_type):
+ * dates are epoch milliseconds in Esri JSON and DATETIME text in the file;
+ * GlobalIDs and GUIDs are written as "{UPPERCASE}" whatever their spelling.
+ * Also registers the SQL functions the GeoPackage R-tree triggers call
+ * (ST_MinX, ST_MaxX, ST_MinY, ST_MaxY, ST_IsEmpty). No lua.h. */
+#ifndef GEOSERVICES_STORE_APPLY_H
+#define GEOSERVICES_STORE_APPLY_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "json/records.h"
+#include "store/geom.h"
+
+/* How a column's values are converted on their way in (and out). */
+typedef enum {
+  STORE_COL_INTEGER = 0, /* esriFieldTypeOID, Integer, SmallInteger, BigInteger */
+  STORE_COL_REAL,        /* Double, Single */
+  STORE_COL_TEXT,        /* String and anything else */
+  STORE_COL_DATE,        /* Date: epoch ms <-> DATETIME "YYYY-MM-DDTHH:MM:SS.SSSZ" */
+  STORE_COL_GUID,        /* GUID, GlobalID: "{UPPERCASE}" */
+  STORE_COL_BLOB         /* Blob */
+} geoservices_store_col_type;
+
+#define GEOSERVICES_STORE_LAYER (-1) /* kind handed to the callback when a layer entry starts */
+#define GEOSERVICES_STORE_NONE ((size_t)-1)
+#define GEOSERVICES_STORE_SCRATCH 48 /* bytes of formatting room per column */
+
+typedef struct geoservices_store_column {
+  char *name;
+  size_t len;
+  int type; /* geoservices_store_col_type */
+} geoservices_store_column;
+
+typedef struct geoservices_store_layer {
+  int64_t id;
+  char *table;
+  char *geom_col;       /* NULL for a table without geometry */
+  int geom_kind;        /* the layer's geoservices_geom_kind */
+  int32_t srs_id;
+  geoservices_store_column *cols; /* bound as ?1..?ncols; the geometry is ?ncols+1 */
+  size_t ncols;
+  size_t gid_col;       /* the GlobalID column */
+  size_t oid_col;       /* the OBJECTID column, or GEOSERVICES_STORE_NONE */
+  size_t *guess;        /* per attribute position: the column found there last time */
+  size_t guess_cap;
+  char *scratch;        /* GEOSERVICES_STORE_SCRATCH bytes per column */
+  sqlite3_stmt *upsert, *remove, *remove_oid;
+  int gid_bound;        /* the record being bound has its GlobalID */
+  double env[4];        /* extent of what was written since the last flush (NaN: none) */
+  int touched;          /* written since the last flush */
+} geoservices_store_layer;
+
+/* Where the record extractor is: which layer entry has which id. Kept by
+ * the caller per extractor (its values match lua_records.h's replay state). */
+typedef struct geoservices_store_cursor {
+  int has_id;
+  int64_t id_entry;
+  int64_t layer_id;
+} geoservices_store_cursor;
+
+/* Records the store does not apply: kind (geoservices_record_kind, or
+ * GEOSERVICES_STORE_LAYER with value NULL), the layer id when has_layer, the
+ * tape value, the record's key. Nonzero stops the apply and is returned. */
+typedef int (*geoservices_store_other_fn)(void *ctx, int kind, int has_layer, int64_t layer, const char *value,
+                                          const char *key, size_t key_len);
+
+typedef struct geoservices_store {
+  sqlite3 *db;
+  geoservices_store_layer **layers;
+  size_t nlayers, layer_cap;
+  sqlite3_stmt *att_upsert, *att_remove;
+  geoservices_geom geom;
+  geoservices_buf blob;     /* the geometry being bound */
+  geoservices_buf pending;  /* records of a layer entry whose id has not come yet */
+  geoservices_buf bytes;    /* decoded base64 of an attachment */
+  uint64_t applied[RECORD_KIND_COUNT];
+  int rc;                   /* the SQLite result code of the last failure (0: not SQLite's) */
+  char message[256];
+} geoservices_store;
+
+/* Binds the store to an open connection: registers the ST_* functions and
+ * turns on recursive triggers (REPLACE's deletes then keep the R-tree right).
+ * 0, or -1 with the message set. */
+int geoservices_store_init(geoservices_store *s, sqlite3 *db);
+/* Finalizes every statement and frees the layers; the connection stays. */
+void geoservices_store_clear(geoservices_store *s);
+
+/* Registers (or replaces) the layer `id`: its table, geometry column (NULL
+ * for none), kind and SRS, and its columns in order. names/types have ncols
+ * entries; gid_col must be a column; oid_col may be GEOSERVICES_STORE_NONE.
+ * Prepares its statements. The layer, or NULL with the message set. */
+geoservices_store_layer *geoservices_store_add_layer(geoservices_store *s, int64_t id, const char *table,
+                                                     const char *geom_col, int geom_kind, int32_t srs_id,
+                                                     const char *const *names, const int *types, size_t ncols,
+                                                     size_t gid_col, size_t oid_col);
+geoservices_store_layer *geoservices_store_layer_of(const geoservices_store *s, int64_t id);
+
+/* Applies the records of tape[0, len). 0, -1 with the message set, or what
+ * `other` returned. */
+int geoservices_store_apply(geoservices_store *s, geoservices_store_cursor *cursor, const char *tape, size_t len,
+                            geoservices_store_other_fn other, void *ctx);
+
+/* Binding one feature by hand (the Lua layer's local edits): begin, bind
+ * values by column, fill s->geom and bind it, then upsert. */
+void geoservices_store_bind_begin(geoservices_store_layer *l);
+size_t geoservices_store_find_column(geoservices_store_layer *l, const char *name, size_t len, size_t position);
+int geoservices_store_bind_integer(geoservices_store *s, geoservices_store_layer *l, size_t col, int64_t v);
+int geoservices_store_bind_double(geoservices_store *s, geoservices_store_layer *l, size_t col, double v);
+int geoservices_store_bind_text(geoservices_store *s, geoservices_store_layer *l, size_t col, const char *v,
+                                size_t len);
+/* Encodes s->geom (geoservices_geom_reset/point/part) and binds it. */
+int geoservices_store_bind_geometry(geoservices_store *s, geoservices_store_layer *l);
+/* Steps the bound upsert; 0, or -1 with the message set. */
+int geoservices_store_upsert(geoservices_store *s, geoservices_store_layer *l);
+/* Deletes the row of a GlobalID; the number of rows deleted, or -1. */
+int geoservices_store_remove(geoservices_store *s, geoservices_store_layer *l, const char *gid, size_t len);
+
+/* Writes the extents and last_change of the layers written since the last
+ * flush into gpkg_contents (inside the caller's transaction). 0 or -1. */
+int geoservices_store_flush_extents(geoservices_store *s);
+/* Forgets what was written since the last flush (after a rollback). */
+void geoservices_store_forget_extents(geoservices_store *s);
+
+/* "{UPPERCASE}" of a GUID in any of its spellings into out; 0 when the text
+ * is not a GUID (keep it as it is). */
+size_t geoservices_store_normalize_guid(const char *s, size_t len, char out[40]);
+/* The tape position after the value at p. */
+const char *geoservices_store_tape_skip(const char *p);
+
+#endif

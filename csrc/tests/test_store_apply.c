@@ -1,0 +1,303 @@
+/* Unit tests of the store's fast path (store/apply.c) on an in-memory
+ * SQLite database: records from the extractor's tape into a feature table
+ * with its R-tree triggers, GlobalIDs normalized, dates as DATETIME text,
+ * REPLACE keeping the R-tree right, records before their layer id,
+ * attachments, the callback for the rest, errors. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "check.h"
+#include "json/records.h"
+#include "store/apply.h"
+
+static sqlite3 *db;
+static geoservices_store store;
+
+static const char *const SCHEMA =
+  "CREATE TABLE gpkg_contents (table_name TEXT PRIMARY KEY, data_type TEXT, last_change TEXT,"
+  " min_x DOUBLE, min_y DOUBLE, max_x DOUBLE, max_y DOUBLE);"
+  "INSERT INTO gpkg_contents (table_name, data_type) VALUES ('pts', 'features');"
+  "CREATE TABLE pts (OBJECTID INTEGER PRIMARY KEY, geom POINT, GlobalID TEXT UNIQUE, NAME TEXT,"
+  " N INTEGER, V REAL, D DATETIME);"
+  "CREATE VIRTUAL TABLE rtree_pts_geom USING rtree(id, minx, maxx, miny, maxy);"
+  "CREATE TRIGGER rtree_pts_geom_insert AFTER INSERT ON pts WHEN (NEW.geom NOT NULL AND NOT ST_IsEmpty(NEW.geom))"
+  " BEGIN INSERT OR REPLACE INTO rtree_pts_geom VALUES (NEW.OBJECTID, ST_MinX(NEW.geom), ST_MaxX(NEW.geom),"
+  " ST_MinY(NEW.geom), ST_MaxY(NEW.geom)); END;"
+  "CREATE TRIGGER rtree_pts_geom_delete AFTER DELETE ON pts WHEN OLD.geom NOT NULL"
+  " BEGIN DELETE FROM rtree_pts_geom WHERE id = OLD.OBJECTID; END;"
+  "CREATE TABLE geoservices_attachments (global_id TEXT PRIMARY KEY, layer_id INTEGER, parent_global_id TEXT,"
+  " attachment_id INTEGER, name TEXT, content_type TEXT, size INTEGER, keywords TEXT, url TEXT, data BLOB);";
+
+static void setup(void) {
+  static const char *const names[] = {"OBJECTID", "GlobalID", "NAME", "N", "V", "D"};
+  static const int types[] = {STORE_COL_INTEGER, STORE_COL_GUID, STORE_COL_TEXT, STORE_COL_INTEGER, STORE_COL_REAL,
+                              STORE_COL_DATE};
+  CHECK(sqlite3_open(":memory:", &db) == SQLITE_OK);
+  CHECK(geoservices_store_init(&store, db) == 0);
+  CHECK(sqlite3_exec(db, SCHEMA, NULL, NULL, NULL) == SQLITE_OK);
+  CHECK(geoservices_store_add_layer(&store, 0, "pts", "geom", GEOM_POINT, 3857, names, types, 6, 1, 0) != NULL);
+}
+
+static void teardown(void) {
+  geoservices_store_clear(&store);
+  sqlite3_close(db);
+}
+
+typedef struct seen {
+  int fields, layers, results, others;
+  int64_t last_layer;
+  char last_key[32];
+} seen;
+
+static int on_other(void *ctx, int kind, int has_layer, int64_t layer, const char *value, const char *key,
+                    size_t key_len) {
+  seen *s = (seen *)ctx;
+  (void)value;
+  if (kind == GEOSERVICES_STORE_LAYER) s->layers++;
+  else if (kind == RECORD_FIELD) s->fields++;
+  else if (kind == RECORD_ADD_RESULT || kind == RECORD_UPDATE_RESULT || kind == RECORD_DELETE_RESULT) s->results++;
+  else s->others++;
+  if (has_layer) s->last_layer = layer;
+  if (key_len < sizeof s->last_key) {
+    memcpy(s->last_key, key ? key : "", key_len);
+    s->last_key[key_len] = '\0';
+  }
+  return 0;
+}
+
+/* Feeds doc in pieces of `step` bytes, applying after each; returns the
+ * apply status (or -100 for a parse error). */
+static int apply_doc(const char *doc, size_t step, seen *s, geoservices_store_cursor *c) {
+  geoservices_records *r = geoservices_records_new(NULL);
+  size_t len = strlen(doc), pos = 0, tape_len;
+  const char *tape;
+  int rc = 0;
+  if (step == 0) step = len;
+  while (pos < len) {
+    size_t n = len - pos < step ? len - pos : step;
+    if (geoservices_records_feed(r, doc + pos, n) != 0) {
+      geoservices_records_free(r);
+      return -100;
+    }
+    pos += n;
+    tape = geoservices_records_tape(r, &tape_len);
+    rc = geoservices_store_apply(&store, c, tape, tape_len, on_other, s);
+    geoservices_records_consume(r);
+    if (rc) break;
+  }
+  if (rc == 0 && geoservices_records_finish(r) != 0) rc = -100;
+  if (rc == 0) {
+    tape = geoservices_records_tape(r, &tape_len);
+    rc = geoservices_store_apply(&store, c, tape, tape_len, on_other, s);
+  }
+  geoservices_records_free(r);
+  return rc;
+}
+
+static int64_t count(const char *sql) {
+  sqlite3_stmt *st;
+  int64_t n = -1;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -2;
+  if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return n;
+}
+
+static char text_buf[256];
+static const char *text(const char *sql) {
+  sqlite3_stmt *st;
+  text_buf[0] = '\0';
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return "(prepare failed)";
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+    strncpy(text_buf, (const char *)sqlite3_column_text(st, 0), sizeof text_buf - 1);
+    text_buf[sizeof text_buf - 1] = '\0';
+  }
+  sqlite3_finalize(st);
+  return text_buf;
+}
+
+static const char DOC[] =
+  "{\"replicaServerGen\": 12, \"edits\": [{\"id\": 0, \"features\": {"
+  "\"adds\": ["
+  "{\"attributes\": {\"OBJECTID\": 1, \"GlobalID\": \"{0b7b1111-2222-4333-8444-555566667777}\", \"NAME\": \"a\","
+  " \"N\": 5, \"V\": 2.5, \"D\": 1700000000000, \"EXTRA\": [1, {\"x\": 2}]}, \"geometry\": {\"x\": 10, \"y\": 20}},"
+  "{\"attributes\": {\"OBJECTID\": 2, \"GlobalID\": \"0B7B1111-2222-4333-8444-000000000002\", \"NAME\": null,"
+  " \"n\": 7.0, \"V\": 3, \"D\": null}, \"geometry\": {\"x\": \"NaN\", \"y\": \"NaN\"}},"
+  "{\"geometry\": {\"x\": -1.5, \"y\": -2.5, \"spatialReference\": {\"wkid\": 3857}}, \"attributes\": {\"GlobalID\":"
+  " \"{0B7B1111-2222-4333-8444-000000000003}\", \"OBJECTID\": 3, \"NAME\": \"Zo\\u00eb \\\"q\\\"\", \"D\": -1}}"
+  "], \"updates\": [], \"deleteIds\": [], \"addResults\": [{\"globalId\": \"x\", \"success\": true}]},"
+  "\"attachments\": {\"adds\": [{\"globalId\": \"{aaaaaaaa-2222-4333-8444-555566667777}\","
+  " \"parentGlobalId\": \"{0b7b1111-2222-4333-8444-555566667777}\", \"name\": \"p.jpg\","
+  " \"contentType\": \"image/jpeg\", \"size\": 3, \"id\": 9, \"data\": \"AQID\"}]}}]}";
+
+static void test_adds(void) {
+  seen s;
+  geoservices_store_cursor c;
+  size_t step;
+  for (step = 0; step < 200; step += 37) {
+    memset(&s, 0, sizeof s);
+    memset(&c, 0, sizeof c);
+    sqlite3_exec(db, "DELETE FROM pts; DELETE FROM geoservices_attachments", NULL, NULL, NULL);
+    CHECK_MSG(apply_doc(DOC, step, &s, &c) == 0, "step %zu: %s", step, store.message);
+    CHECK(count("SELECT count(*) FROM pts") == 3);
+    CHECK(s.fields == 1 && s.layers == 1 && s.results == 1 && s.others == 0 && s.last_layer == 0);
+  }
+  CHECK_STREQ(text("SELECT GlobalID FROM pts WHERE OBJECTID = 1"), "{0B7B1111-2222-4333-8444-555566667777}");
+  CHECK_STREQ(text("SELECT GlobalID FROM pts WHERE OBJECTID = 2"), "{0B7B1111-2222-4333-8444-000000000002}");
+  CHECK_STREQ(text("SELECT D FROM pts WHERE OBJECTID = 1"), "2023-11-14T22:13:20.000Z");
+  CHECK_STREQ(text("SELECT D FROM pts WHERE OBJECTID = 3"), "1969-12-31T23:59:59.999Z");
+  CHECK(count("SELECT D IS NULL AND NAME IS NULL FROM pts WHERE OBJECTID = 2") == 1);
+  CHECK(count("SELECT N FROM pts WHERE OBJECTID = 2") == 7); /* case-insensitive name, integral double */
+  CHECK_STREQ(text("SELECT typeof(V) FROM pts WHERE OBJECTID = 2"), "real");
+  CHECK_STREQ(text("SELECT NAME FROM pts WHERE OBJECTID = 3"), "Zo\xc3\xab \"q\"");
+  /* the NaN point is an empty geometry: no R-tree entry */
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom") == 2);
+  CHECK(count("SELECT ST_IsEmpty(geom) FROM pts WHERE OBJECTID = 2") == 1);
+  CHECK(count("SELECT ST_MinX(geom) = -1.5 AND ST_MaxY(geom) = -2.5 FROM pts WHERE OBJECTID = 3") == 1);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom WHERE minx <= 10 AND maxx >= 10 AND miny <= 20 AND maxy >= 20")
+        == 1);
+  /* the attachment, its bytes decoded */
+  CHECK_STREQ(text("SELECT hex(data) FROM geoservices_attachments"), "010203");
+  CHECK_STREQ(text("SELECT parent_global_id || '|' || name || '|' || attachment_id || '|' || layer_id FROM "
+                   "geoservices_attachments"),
+              "{0B7B1111-2222-4333-8444-555566667777}|p.jpg|9|0");
+  CHECK(store.applied[RECORD_ADD] > 0 && store.applied[RECORD_ADD_ATTACHMENT] > 0);
+  /* extents: written into gpkg_contents by the flush */
+  CHECK(geoservices_store_flush_extents(&store) == 0);
+  CHECK(count("SELECT min_x = -1.5 AND max_x = 10 AND min_y = -2.5 AND max_y = 20 AND last_change NOT NULL "
+              "FROM gpkg_contents WHERE table_name = 'pts'") == 1);
+}
+
+static void test_replace_and_delete(void) {
+  seen s;
+  geoservices_store_cursor c;
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  /* the same GlobalID with a new OBJECTID (a local add getting the
+   * server's): one row, and its old R-tree entry gone */
+  CHECK(apply_doc("{\"edits\": [{\"id\": 0, \"features\": {\"updates\": [{\"attributes\": {\"OBJECTID\": 100,"
+                  "\"GlobalID\": \"{0B7B1111-2222-4333-8444-555566667777}\", \"NAME\": \"b\"},"
+                  "\"geometry\": {\"x\": 11, \"y\": 21}}]}}]}",
+                  0, &s, &c) == 0);
+  CHECK(count("SELECT count(*) FROM pts") == 3);
+  CHECK(count("SELECT OBJECTID FROM pts WHERE NAME = 'b'") == 100);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom") == 2);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom WHERE id = 1") == 0);
+  /* deletes by GlobalID (any spelling) and by OBJECTID; unknown ones are no error */
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc("{\"edits\": [{\"id\": 0, \"features\": {\"deleteIds\": ["
+                  "\"0b7b1111-2222-4333-8444-555566667777\", 3, \"{FFFFFFFF-2222-4333-8444-555566667777}\"]},"
+                  "\"attachments\": {\"deleteIds\": [\"{AAAAAAAA-2222-4333-8444-555566667777}\"]}}]}",
+                  0, &s, &c) == 0);
+  CHECK(count("SELECT count(*) FROM pts") == 1);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom") == 0);
+  CHECK(count("SELECT count(*) FROM geoservices_attachments") == 0);
+}
+
+static void test_id_after_records(void) {
+  seen s;
+  geoservices_store_cursor c;
+  size_t step;
+  for (step = 0; step < 120; step += 13) {
+    memset(&s, 0, sizeof s);
+    memset(&c, 0, sizeof c);
+    sqlite3_exec(db, "DELETE FROM pts", NULL, NULL, NULL);
+    CHECK_MSG(apply_doc("{\"edits\": [{\"features\": {\"adds\": [{\"attributes\": {\"OBJECTID\": 5, \"GlobalID\":"
+                        "\"{0B7B1111-2222-4333-8444-000000000005}\"}, \"geometry\": {\"x\": 1, \"y\": 1}}]},"
+                        "\"layerServerGen\": 4, \"id\": 0}]}",
+                        step, &s, &c) == 0,
+              "step %zu: %s", step, store.message);
+    CHECK(count("SELECT count(*) FROM pts WHERE OBJECTID = 5") == 1);
+    CHECK(s.others == 1 && strcmp(s.last_key, "layerServerGen") == 0 && s.last_layer == 0);
+  }
+  /* an entry with records and no id at all */
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc("{\"edits\": [{\"features\": {\"deleteIds\": [\"x\"]}}]}", 0, &s, &c) == -1);
+  CHECK(strstr(store.message, "no integer id") != NULL);
+  geoservices_buf_reset(&store.pending);
+}
+
+static void test_errors(void) {
+  seen s;
+  geoservices_store_cursor c;
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc("{\"edits\": [{\"id\": 7, \"features\": {\"adds\": [{\"attributes\": {}}]}}]}", 0, &s, &c) == -1);
+  CHECK(strstr(store.message, "layer 7") != NULL);
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc("{\"edits\": [{\"id\": 0, \"features\": {\"adds\": [{\"attributes\": {\"NAME\": \"x\"}}]}}]}",
+                  0, &s, &c) == -1);
+  CHECK(strstr(store.message, "GlobalID") != NULL);
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc("{\"edits\": [{\"id\": 0, \"features\": {\"adds\": [42]}}]}", 0, &s, &c) == -1);
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc("{\"edits\": [{\"id\": 0, \"features\": {\"deleteIds\": [true]}}]}", 0, &s, &c) == -1);
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc("{\"edits\": [{\"id\": 0, \"attachments\": {\"adds\": [{\"name\": \"x\"}]}}]}", 0, &s, &c) == -1);
+  CHECK(strstr(store.message, "globalId") != NULL);
+  /* a duplicate OBJECTID with another GlobalID: REPLACE, the server wins */
+  memset(&c, 0, sizeof c);
+  sqlite3_exec(db, "DELETE FROM pts", NULL, NULL, NULL);
+  CHECK(apply_doc("{\"edits\": [{\"id\": 0, \"features\": {\"adds\": ["
+                  "{\"attributes\": {\"OBJECTID\": 1, \"GlobalID\": \"{0B7B1111-2222-4333-8444-000000000001}\"}},"
+                  "{\"attributes\": {\"OBJECTID\": 1, \"GlobalID\": \"{0B7B1111-2222-4333-8444-000000000002}\"}}"
+                  "]}}]}",
+                  0, &s, &c) == 0);
+  CHECK(count("SELECT count(*) FROM pts") == 1);
+}
+
+/* Many records through one store: the reused buffers stay the size of the
+ * largest record. */
+static void test_flat(void) {
+  geoservices_buf doc;
+  seen s;
+  geoservices_store_cursor c;
+  char rec[256];
+  int i;
+  geoservices_buf_init(&doc, 0);
+  {
+    static const char head[] = "{\"edits\": [{\"id\": 0, \"features\": {\"adds\": [";
+    geoservices_buf_append(&doc, head, strlen(head));
+  }
+  for (i = 0; i < 5000; i++) {
+    int n = snprintf(rec, sizeof rec,
+                     "%s{\"attributes\": {\"OBJECTID\": %d, \"GlobalID\": \"{0B7B1111-2222-4333-8444-%012d}\","
+                     " \"N\": %d}, \"geometry\": {\"x\": %d.5, \"y\": 1}}",
+                     i ? "," : "", i + 1, i, i, i);
+    geoservices_buf_append(&doc, rec, (size_t)n);
+  }
+  geoservices_buf_append(&doc, "]}}]}", 6); /* with the NUL */
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  sqlite3_exec(db, "DELETE FROM pts; BEGIN", NULL, NULL, NULL);
+  CHECK(apply_doc(doc.data, 4096, &s, &c) == 0);
+  sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+  CHECK(count("SELECT count(*) FROM pts") == 5000);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom") == 5000);
+  CHECK(store.blob.cap < 1024 && store.geom.point_cap < 64);
+  geoservices_buf_free(&doc);
+}
+
+static void test_guid(void) {
+  char out[40];
+  CHECK(geoservices_store_normalize_guid("{0b7b1111-2222-4333-8444-555566667777}", 38, out) == 38);
+  CHECK_STREQ(out, "{0B7B1111-2222-4333-8444-555566667777}");
+  CHECK(geoservices_store_normalize_guid("0b7b1111-2222-4333-8444-555566667777", 36, out) == 38);
+  CHECK(geoservices_store_normalize_guid("0b7b1111-2222-4333-8444-55556666777g", 36, out) == 0);
+  CHECK(geoservices_store_normalize_guid("0b7b1111x2222-4333-8444-555566667777", 36, out) == 0);
+  CHECK(geoservices_store_normalize_guid("{abc}", 5, out) == 0);
+}
+
+int main(void) {
+  setup();
+  test_guid();
+  test_adds();
+  test_replace_and_delete();
+  test_id_after_records();
+  test_errors();
+  test_flat();
+  teardown();
+  return CHECK_DONE("test_store_apply");
+}
