@@ -27,7 +27,8 @@ end
 local function child(url, state, edits_path, mode, lock_timeout)
   local out = os.tmpname()
   local pidfile = os.tmpname()
-  local cmd = ("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/support/sync_child.lua %s %s %s %s %s > %s 2>&1 & echo $! > %s"):format(
+  local cmd = ("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/support/sync_child.lua %s %s %s %s %s > %s 2>&1 & "
+    .. "echo $! > %s"):format(
     q(package.path), q(package.cpath), q(url), q(state), q(edits_path or "-"), q(mode or "sync"),
     q(tostring(lock_timeout or "")), q(out), q(pidfile))
   assert(os.execute(cmd))

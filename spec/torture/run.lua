@@ -185,13 +185,6 @@ do
 end
 local svc = emu.control("state").featureServices.Parcels
 local features = svc.layers["0"].features
-local by_apn = {}
-for gid, f in pairs(features) do
-  local apn = f.attributes.APN
-  if type(apn) == "string" and (apn:match("^torture%-") or apn:match("^updated%-")) then
-    by_apn[gid] = (by_apn[gid] or 0) + 1
-  end
-end
 local count_by_origin_apn = {}
 for _, f in pairs(features) do
   local apn = f.attributes.APN
@@ -210,7 +203,11 @@ for _, gid in ipairs(order) do
     tally.lost = tally.lost + 1 -- its latest update did not arrive
   end
   local n = seen_by_b[gid] or 0
-  if n == 0 then tally.skipped = tally.skipped + 1 elseif n > 1 then tally.downloaded_twice = tally.downloaded_twice + 1 end
+  if n == 0 then
+    tally.skipped = tally.skipped + 1
+  elseif n > 1 then
+    tally.downloaded_twice = tally.downloaded_twice + 1
+  end
 end
 local gen_a = json.decode(helper.read_all(state_a)).replicaServerGen
 local gen_b = json.decode(helper.read_all(state_b)).replicaServerGen
