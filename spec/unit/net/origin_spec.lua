@@ -21,7 +21,8 @@ describe("net.origin", function()
   end)
 
   it("a server may send the client to http(s) addresses only; file:// only a file:// fixture client", function()
-    assert.is_nil(origin.check_followable("https://other.example.com/r.json", "https://gis.example.com/s", "result URL"))
+    assert.is_nil(origin.check_followable("https://other.example.com/r.json", "https://gis.example.com/s",
+      "result URL"))
     local err = origin.check_followable("file:///etc/passwd", "https://gis.example.com/s", "status URL")
     assert.equal("protocol", err.kind)
     assert.truthy(err.message:find("status URL", 1, true))
