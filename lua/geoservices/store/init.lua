@@ -1,0 +1,905 @@
+--- The replica store: a replica's data, generations, local edits and sync
+-- history in one OGC GeoPackage (SQLite) file that GDAL and QGIS open.
+--
+--     local store = require "geoservices.store"
+--     local st = assert(store.create("crew-1.gpkg", {
+--       service = "Parcels", replicaID = "{5E1A...}", replicaName = "crew-1",
+--       syncModel = "perReplica", syncDirection = "bidirectional", replicaServerGen = 12,
+--     }, layers))                       -- the layer resources ({service}/FeatureServer/{id}?f=json)
+--     local gid = st:add(0, { attributes = { NAME = "x" }, geometry = { x = 1, y = 2 } })
+--     st:update(0, { attributes = { GlobalID = gid, NAME = "y" } })
+--     st:delete(0, gid)
+--     print(st:count(0), #st:pending())
+--     st:close()
+--
+-- Local edits are applied to the feature tables at once and queued in the
+-- same transaction (the queue is the journal: an edit leaves it only when
+-- the server's result for it is committed). Downloaded records go from the
+-- C record extractor straight into prepared statements (`st:apply`), inside
+-- one transaction with the new generations; a failure at any point leaves
+-- the file as it was (SQLite's rollback journal). Two processes may open a
+-- store: a write waits for the other's lock up to `busy_timeout` seconds,
+-- then fails with an error of kind "busy".
+--
+-- Runtime failures return `nil, err` (geoservices.errors): kind "busy" (the
+-- lock wait ran out), "invalid" (refused: an unknown layer or GlobalID, a
+-- file already there), "protocol" (a downloaded record the store cannot
+-- take), "io" (SQLite or the file system; `err.code` is SQLite's, e.g.
+-- "corrupt", "full", "readonly"). Misuse (wrong argument types) raises.
+-- @module geoservices.store
+local core = require "geoservices.core"
+local edits = require "geoservices.sync.edits"
+local errors = require "geoservices.errors"
+local json = require "geoservices.json"
+local schema = require "geoservices.store.schema"
+
+local store = {}
+
+local Store = {}
+Store.__index = Store
+Store.__name = "geoservices.ReplicaStore"
+
+local DEFAULT_BUSY_TIMEOUT = 5 -- seconds
+
+local function now() return os.date("!%Y-%m-%dT%H:%M:%SZ") end
+
+local function db_error(path, msg, code)
+  if code == "busy" then
+    return errors.new("busy", ("replica store %s is locked by another connection: %s"):format(path, msg),
+      { code = code, path = path })
+  elseif code == "data" then
+    return errors.new("protocol", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
+  end
+  return errors.new("io", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
+end
+
+local function busy_ms(opts)
+  local s = opts and opts.busy_timeout or DEFAULT_BUSY_TIMEOUT
+  if type(s) ~= "number" or s < 0 then error("store: busy_timeout must be a number of seconds", 3) end
+  return math.floor(s * 1000 + 0.5)
+end
+
+-- "{UPPERCASE}" of a GUID in any spelling (as the C core writes them).
+local function normalize_gid(gid)
+  local inner = gid:match("^{(.*)}$") or gid
+  if #inner == 36 and inner:match("^%x+%-%x+%-%x+%-%x+%-%x+$") then return "{" .. inner:upper() .. "}" end
+  return gid
+end
+store.normalize_global_id = normalize_gid
+
+-- Registers a layer spec with the C core (apply, put, get, remove).
+local function register(db, spec)
+  local ok, msg, code = db:layer{
+    id = spec.id, table = spec.table, geometry_column = spec.geometry_column,
+    geometry_kind = spec.geometry_kind, srs_id = spec.srs_id, columns = spec.columns,
+    globalid = spec.globalid, oid = spec.oid,
+  }
+  if not ok then return nil, msg, code end
+  return true
+end
+
+local function new_store(db, path, layers)
+  return setmetatable({ db = db, path = path, layers = layers }, Store)
+end
+
+--- Opens an existing store.
+-- @string path the GeoPackage file
+-- @tparam[opt] table opts `busy_timeout` (seconds to wait for another process's lock, default 5),
+--   `readonly` (true: open read-only)
+-- @treturn[1] Store the store
+-- @return[2] nil
+-- @treturn[2] table err: kind "io" (no such file, not a store), "busy"
+-- @raise when path is not a string
+function store.open(path, opts)
+  if type(path) ~= "string" then error("store.open: path must be a string", 2) end
+  local f = io.open(path, "rb")
+  if not f then return nil, errors.new("io", ("replica store %s: no such file"):format(path), { path = path }) end
+  f:close()
+  local db, msg, code = core.store_open(path, { busy_timeout = busy_ms(opts), readonly = opts and opts.readonly })
+  if not db then return nil, db_error(path, msg, code) end
+  local function fail(m, c)
+    db:close()
+    return nil, db_error(path, m, c)
+  end
+  local rows, m, c = db:rows("PRAGMA application_id")
+  if not rows then return fail(m, c) end
+  if rows[1].application_id ~= schema.APPLICATION_ID then
+    db:close()
+    return nil, errors.new("io", ("%s is not a GeoPackage"):format(path), { path = path, code = "not_a_store" })
+  end
+  rows, m, c = db:rows("SELECT format FROM geoservices_replica WHERE id = 1")
+  if not rows and c ~= "sqlite" then return fail(m, c) end -- busy, io...: not "no such table"
+  if not rows or not rows[1] then
+    db:close()
+    return nil, errors.new("io", ("%s is a GeoPackage but not a replica store"):format(path),
+      { path = path, code = "not_a_store" })
+  end
+  if rows[1].format > schema.FORMAT then
+    db:close()
+    return nil, errors.new("io", ("replica store %s has format %d; this library reads up to %d"):format(
+      path, rows[1].format, schema.FORMAT), { path = path, code = "format" })
+  end
+  rows, m, c = db:rows("SELECT * FROM geoservices_layers ORDER BY layer_id")
+  if not rows then return fail(m, c) end
+  local layers = {}
+  for _, r in ipairs(rows) do
+    local spec = {
+      id = r.layer_id, table = r.table_name, name = r.name, geometry_kind = r.geometry_kind,
+      geometry_column = r.geometry_column, srs_id = r.srs_id, oid = r.object_id_field,
+      globalid = r.global_id_field, sync_direction = r.sync_direction, columns = json.decode(r.columns),
+    }
+    local ok, rm, rc = register(db, spec)
+    if not ok then return fail(rm, rc) end
+    layers[spec.id] = spec
+  end
+  return new_store(db, path, layers)
+end
+
+-- The generations of a replica info or result: perReplica's
+-- replicaServerGen (and sibling), perLayer's layerServerGens (an array or
+-- its JSON text, as some servers send it). Integers, kept as they are.
+local function generations_of(info)
+  local gens = {}
+  local rgen = info.replicaServerGen
+  if type(rgen) == "string" then rgen = math.tointeger(tonumber(rgen)) end
+  if math.type(rgen) == "integer" then gens.replicaServerGen = rgen end
+  local sib = info.replicaServerSibGen or info.serverSibGen
+  if math.type(sib) == "integer" then gens.replicaServerSibGen = sib end
+  local lsg = info.layerServerGens
+  if type(lsg) == "string" then lsg = json.decode(lsg) end
+  if type(lsg) == "table" then
+    gens.layerServerGens = {}
+    for _, l in ipairs(lsg) do
+      local id, gen = math.tointeger(l.id), l.serverGen
+      if type(gen) == "string" then gen = math.tointeger(tonumber(gen)) end
+      if id and math.type(gen) == "integer" then
+        gens.layerServerGens[#gens.layerServerGens + 1] = { id = id, serverGen = gen,
+          serverSibGen = math.tointeger(l.serverSibGen) }
+      end
+    end
+  end
+  return gens
+end
+
+-- The SRS rows for the layers, assigning each spec its srs_id.
+local function srs_rows(specs)
+  local rows, seen, private = {}, {}, 100000
+  for _, r in ipairs(schema.REQUIRED_SRS) do
+    rows[#rows + 1] = r
+    seen[r.srs_id] = true
+  end
+  for _, spec in ipairs(specs) do
+    if spec.geometry_column then
+      local row = schema.srs_row(spec.spatial_reference, function()
+        while seen[private] do private = private + 1 end
+        return private
+      end)
+      spec.srs_id = row.srs_id
+      if not seen[row.srs_id] then
+        seen[row.srs_id] = true
+        rows[#rows + 1] = row
+      end
+    end
+  end
+  return rows
+end
+
+local function hex(s) return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
+
+local function file_exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local CHUNK = 1 << 20
+
+-- Feeds a JSON result file to a records extractor chunk by chunk, applying
+-- after each chunk: memory stays flat.
+local function apply_file(st, path, on_record)
+  local f, msg = io.open(path, "rb")
+  if not f then return nil, errors.new("io", "cannot read the result file: " .. msg, { path = path }) end
+  local records = core.records()
+  local total = 0
+  while true do
+    local chunk = f:read(CHUNK)
+    if not chunk then break end
+    local ok, m, offset = records:feed(chunk)
+    if not ok then
+      f:close()
+      records:close()
+      return nil, errors.new("protocol", "result file " .. path .. ": " .. m, { offset = offset, path = path })
+    end
+    local n, err = st:apply(records, on_record)
+    if not n then
+      f:close()
+      records:close()
+      return nil, err
+    end
+    total = total + n
+  end
+  f:close()
+  local ok, m, offset = records:finish()
+  if not ok then
+    records:close()
+    return nil, errors.new("protocol", "result file " .. path .. ": " .. m, { offset = offset, path = path })
+  end
+  local n, err = st:apply(records, on_record)
+  records:close()
+  if not n then return nil, err end
+  return total + n
+end
+
+--- Creates a store from a replica's description and its layers' metadata,
+-- and fills it with a first result (the createReplica half calls this with
+-- the replica it created and the records of its data).
+--
+-- Contract: nothing exists at `path` until the whole store is committed;
+-- it is built in `path .. ".creating-<random>"` and renamed into place, so a
+-- failure (or a crash) at any point leaves no store behind. The
+-- generations come from `replica_info`, overridden by the result's own
+-- top-level `replicaServerGen`/`layerServerGens` when it has them.
+-- @string path the new GeoPackage (must not exist)
+-- @tparam table replica_info `service`, `replicaID`, `replicaName`, `syncModel` ("perReplica" or
+--   "perLayer"), `syncDirection`, `layers` (ids), `replicaServerGen`, `replicaServerSibGen`,
+--   `layerServerGens` (array or JSON text), `syncLayers` (per-layer directions); anything else is
+--   kept as JSON in geoservices_replica.info
+-- @tparam table layers_metadata the layer resources (`{service}/FeatureServer/{id}?f=json`), one per layer
+-- @param source the first result's records: nil (none); a path (string) of a JSON result file; a
+--   core.records() extractor already fed (and finished); or a function `source(apply)` that feeds
+--   the records itself (a download) and calls `apply(records)` whenever it likes (after each
+--   chunk) — apply drains the extractor into the store and returns the count, or nil, err —
+--   and returns true, or nil, err to abandon the creation
+-- @tparam[opt] table opts `busy_timeout` (seconds), `on_record(kind, layer_id, value, key)` (the
+--   records the store does not apply: top-level fields, layer fields, edit results)
+-- @treturn[1] Store the store, open
+-- @return[2] nil
+-- @treturn[2] table err: "invalid" (a file at path, bad metadata), "protocol" (a bad record), "io"
+-- @raise on misuse (argument types); an error raised by `source` is raised again after the
+--   temporary file is removed
+function store.create_from(path, replica_info, layers_metadata, source, opts)
+  if type(path) ~= "string" then
+    error("store.create_from: path must be a string (store.create(client, ...) is the createReplica half)", 2)
+  end
+  if type(replica_info) ~= "table" then error("store.create_from: replica_info must be a table", 2) end
+  if type(layers_metadata) ~= "table" then error("store.create_from: layers_metadata must be a table", 2) end
+  opts = opts or {}
+  if file_exists(path) then
+    return nil, errors.new("invalid", ("path: %s exists; a store is never created over a file"):format(path),
+      { parameter = "path" })
+  end
+  local model = replica_info.syncModel or replica_info.model or "perReplica"
+  if model ~= "perReplica" and model ~= "perLayer" then
+    return nil, errors.invalid("syncModel", "perReplica or perLayer")
+  end
+  local specs, taken, ids = {}, {}, {}
+  for _, layer in ipairs(layers_metadata) do
+    local spec, why = schema.layer_spec(layer, taken)
+    if not spec then return nil, errors.invalid("layers", why) end
+    if ids[spec.id] then return nil, errors.invalid("layers", ("layer %d twice"):format(spec.id)) end
+    ids[spec.id] = true
+    specs[#specs + 1] = spec
+  end
+  if #specs == 0 then return nil, errors.invalid("layers", "at least one layer") end
+  local directions = {}
+  for _, l in ipairs(type(replica_info.syncLayers) == "table" and replica_info.syncLayers or {}) do
+    if math.tointeger(l.id) then directions[math.tointeger(l.id)] = l.syncDirection end
+  end
+
+  local tmp = ("%s.creating-%s"):format(path, hex(core.random_bytes(4)))
+  local db, msg, code = core.store_open(tmp, { create = true, busy_timeout = busy_ms(opts) })
+  if not db then return nil, db_error(tmp, msg, code) end
+  local layers = {}
+  for _, spec in ipairs(specs) do layers[spec.id] = spec end
+  local st = new_store(db, tmp, layers)
+
+  local function build()
+    local function check(ok, m, c)
+      if not ok then error({ store_error = db_error(path, m, c) }) end
+      return ok
+    end
+    check(db:begin())
+    for _, sql in ipairs(schema.BASE_SQL) do check(db:exec(sql)) end
+    for _, r in ipairs(srs_rows(specs)) do
+      check(db:run("INSERT INTO gpkg_spatial_ref_sys (srs_name, srs_id, organization, organization_coordsys_id, "
+        .. "definition, description) VALUES (?, ?, ?, ?, ?, ?)", r.srs_name, r.srs_id, r.organization,
+        r.organization_coordsys_id, r.definition, r.description))
+    end
+    for _, spec in ipairs(specs) do
+      for _, sql in ipairs(schema.layer_sql(spec, spec.srs_id or -1)) do check(db:exec(sql)) end
+      spec.sync_direction = directions[spec.id]
+      local meta
+      for _, l in ipairs(layers_metadata) do
+        if math.tointeger(l.id) == spec.id then meta = l end
+      end
+      check(db:run("INSERT INTO geoservices_layers (layer_id, table_name, name, geometry_kind, geometry_column, "
+        .. "srs_id, object_id_field, global_id_field, sync_direction, columns, metadata) "
+        .. "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", spec.id, spec.table, spec.name, spec.geometry_kind,
+        spec.geometry_column, spec.srs_id, spec.oid, spec.globalid, spec.sync_direction,
+        json.encode(json.array(spec.columns)), json.encode(meta)))
+      check(register(db, spec))
+    end
+    local info = {}
+    for k, v in pairs(replica_info) do
+      if type(v) ~= "function" and type(v) ~= "userdata" then info[k] = v end
+    end
+    local layer_ids = json.array()
+    for _, spec in ipairs(specs) do layer_ids[#layer_ids + 1] = spec.id end
+    check(db:run("INSERT INTO geoservices_replica (id, format, service, replica_id, replica_name, sync_model, "
+      .. "sync_direction, layers, created_at, info) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)", schema.FORMAT,
+      replica_info.service, replica_info.replicaID ~= "" and replica_info.replicaID or nil,
+      replica_info.replicaName, model, replica_info.syncDirection or "bidirectional", json.encode(layer_ids),
+      now(), json.encode(info)))
+
+    -- the first result: features into the tables, fields kept for the generations
+    local fields = {}
+    local function on_record(kind, layer, value, key)
+      if kind == "field" then fields[key] = value end
+      if opts.on_record then opts.on_record(kind, layer, value, key) end
+    end
+    local applied = 0
+    if source ~= nil then
+      local n, err
+      if type(source) == "string" then
+        n, err = apply_file(st, source, on_record)
+      elseif type(source) == "function" then
+        local ok
+        ok, err = source(function(records)
+          local c, e = st:apply(records, on_record)
+          if c then applied = applied + c end
+          return c, e
+        end)
+        n = ok and 0 or nil
+      else
+        n, err = st:apply(source, on_record)
+      end
+      if not n then error({ store_error = err }) end
+      applied = applied + n
+    end
+    if fields.replicaID and (not replica_info.replicaID or replica_info.replicaID == "") then
+      check(db:run("UPDATE geoservices_replica SET replica_id = ? WHERE id = 1", fields.replicaID))
+    end
+    local gens = generations_of(replica_info)
+    local result_gens = generations_of(fields)
+    if result_gens.replicaServerGen then gens.replicaServerGen = result_gens.replicaServerGen end
+    if result_gens.layerServerGens then gens.layerServerGens = result_gens.layerServerGens end
+    local ok, err = st:set_generations(gens)
+    if not ok then error({ store_error = err }) end
+    ok, err = st:log{ operation = "create", outcome = "ok", downloaded = applied,
+      replicaServerGen = gens.replicaServerGen, layerServerGens = gens.layerServerGens }
+    if not ok then error({ store_error = err }) end
+    check(db:commit())
+  end
+
+  local ok, err = pcall(build)
+  db:close()
+  if ok and file_exists(path) then -- created meanwhile by someone else: theirs stays
+    ok, err = false, { store_error = errors.new("invalid", ("path: %s exists; a store is never created over a file")
+      :format(path), { parameter = "path" }) }
+  end
+  if ok then
+    local renamed, rmsg = os.rename(tmp, path)
+    if not renamed then ok, err = false, { store_error = errors.new("io", "cannot rename the new store: " .. rmsg) } end
+  end
+  if not ok then
+    os.remove(tmp)
+    os.remove(tmp .. "-journal")
+    if type(err) == "table" and err.store_error then return nil, err.store_error end
+    error(err, 0)
+  end
+  return store.open(path, opts)
+end
+
+--- Creates an empty store (no data yet): @{create_from} without a first result.
+-- @string path the new GeoPackage (must not exist)
+-- @tparam table replica_info see @{create_from}
+-- @tparam table layers_metadata see @{create_from}
+-- @tparam[opt] table opts see @{create_from}
+-- @return the store, or nil, err
+-- @raise on misuse
+function store.create(path, replica_info, layers_metadata, opts)
+  if type(path) ~= "string" then
+    error("store.create: path must be a string (store.create(client, ...) is the createReplica half)", 2)
+  end
+  return store.create_from(path, replica_info, layers_metadata, nil, opts)
+end
+
+--- A replica store opened by @{open} or @{create}.
+-- @type Store
+
+function Store:__tostring()
+  if not self.db then return ("replica store %s (closed)"):format(self.path) end
+  local r = self.db:rows("SELECT replica_id, sync_model FROM geoservices_replica WHERE id = 1")
+  local q = self.db:rows("SELECT count(*) AS n FROM geoservices_edits")
+  local nlayers = 0
+  for _ in pairs(self.layers) do nlayers = nlayers + 1 end
+  local replica = r and r[1] or {}
+  return ("replica store %s: replica %s (%s), %d layer%s, %s pending edit%s"):format(self.path,
+    replica.replica_id or "?", replica.sync_model or "?", nlayers, nlayers == 1 and "" or "s",
+    q and q[1].n or "?", q and q[1].n == 1 and "" or "s")
+end
+
+--- Closes the store (idempotent; an open transaction is rolled back).
+-- @treturn boolean true
+function Store:close()
+  if self.db then self.db:close() end
+  self.db = nil
+  return true
+end
+Store.__close = Store.close
+
+function Store:_db()
+  if not self.db then error("attempt to use a closed replica store", 3) end
+  return self.db
+end
+
+local function layer_of(self, layer_id)
+  if math.type(layer_id) ~= "integer" then error("store: layer id must be an integer", 3) end
+  local spec = self.layers[layer_id]
+  if not spec then return nil, errors.invalid("layer", ("layer %d is not in this store"):format(layer_id)) end
+  return spec
+end
+
+--- Runs `fn(store, ...)` in one write transaction (BEGIN IMMEDIATE): it is
+-- committed when fn returns anything but `nil, err`, rolled back otherwise
+-- (and when fn raises: the error is raised again). Inside a transaction,
+-- fn simply runs in it.
+-- @tparam function fn the work
+-- @return fn's results, or nil, err (kind "busy" when the lock could not be had)
+-- @raise what fn raises
+function Store:transaction(fn, ...)
+  local db = self:_db()
+  if db:in_transaction() then return fn(self, ...) end
+  local ok, msg, code = db:begin()
+  if not ok then return nil, db_error(self.path, msg, code) end
+  local results = table.pack(pcall(fn, self, ...))
+  if not results[1] then
+    db:rollback()
+    error(results[2], 0)
+  end
+  if results[2] == nil and results.n >= 3 and results[3] ~= nil then
+    db:rollback()
+    return nil, results[3]
+  end
+  ok, msg, code = db:commit()
+  if not ok then
+    db:rollback()
+    return nil, db_error(self.path, msg, code)
+  end
+  return table.unpack(results, 2, results.n)
+end
+
+--- Applies the complete records of a core.records() extractor: downloaded
+-- features and attachments go into the tables (in C, no Lua value per
+-- record); the other records (fields, layer fields, edit results, and
+-- "layer" when a layer entry starts) go to `on_record(kind, layer_id, value,
+-- key)`. Must run inside @{transaction}.
+-- @tparam userdata records a core.records() extractor
+-- @tparam[opt] function on_record the receiver of the other records
+-- @treturn[1] integer records applied
+-- @treturn[1] integer records delivered to on_record
+-- @return[2] nil
+-- @treturn[2] table err: kind "protocol" (a record the store cannot take), "io"; the extractor's
+--   complete records are consumed either way: roll back
+-- @raise outside a transaction; what on_record raises
+function Store:apply(records, on_record)
+  local n, delivered, code = self:_db():apply(records, on_record)
+  if not n then return nil, db_error(self.path, delivered, code) end
+  return n, delivered
+end
+
+--- Removes every feature of a layer (before a snapshot layer's replacement data).
+-- @int layer_id the layer
+-- @return true, or nil, err
+function Store:clear_layer(layer_id)
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local ok, msg, code = self:_db():run("DELETE FROM " .. schema.ident(spec.table))
+  if not ok then return nil, db_error(self.path, msg, code) end
+  return true
+end
+
+--- The generations held: `{replicaServerGen =, replicaServerSibGen =, layerServerGens = {{id =,
+-- serverGen =, serverSibGen =}, ...}}` (64-bit integers, as the server gave them).
+-- @return the table, or nil, err
+function Store:generations()
+  local rows, msg, code = self:_db():rows(
+    "SELECT layer_id, server_gen, server_sib_gen FROM geoservices_generations ORDER BY layer_id")
+  if not rows then return nil, db_error(self.path, msg, code) end
+  local gens = { layerServerGens = json.array() }
+  for _, r in ipairs(rows) do
+    if r.layer_id == -1 then
+      gens.replicaServerGen, gens.replicaServerSibGen = r.server_gen, r.server_sib_gen
+    else
+      gens.layerServerGens[#gens.layerServerGens + 1] = { id = r.layer_id, serverGen = r.server_gen,
+        serverSibGen = r.server_sib_gen }
+    end
+  end
+  return gens
+end
+
+--- Stores new generations (in the caller's transaction, or its own).
+-- @tparam table gens `replicaServerGen`, `replicaServerSibGen`, `layerServerGens` (array or JSON text)
+-- @return true, or nil, err
+function Store:set_generations(gens)
+  gens = generations_of(gens)
+  return self:transaction(function()
+    local db = self.db
+    local sql = "INSERT OR REPLACE INTO geoservices_generations (layer_id, server_gen, server_sib_gen, updated_at) "
+      .. "VALUES (?, ?, ?, ?)"
+    if gens.replicaServerGen then
+      local ok, msg, code = db:run(sql, -1, gens.replicaServerGen, gens.replicaServerSibGen, now())
+      if not ok then return nil, db_error(self.path, msg, code) end
+    end
+    for _, l in ipairs(gens.layerServerGens or {}) do
+      local ok, msg, code = db:run(sql, l.id, l.serverGen, l.serverSibGen, now())
+      if not ok then return nil, db_error(self.path, msg, code) end
+    end
+    return true
+  end)
+end
+
+--- Appends a line to the sync log (geoservices_sync_log).
+-- @tparam table entry `operation`, `outcome`, `uploaded`, `failed`, `downloaded`, `replicaServerGen`,
+--   `layerServerGens`, `message`
+-- @return true, or nil, err
+function Store:log(entry)
+  local lsg = entry.layerServerGens
+  local ok, msg, code = self:_db():run("INSERT INTO geoservices_sync_log (at, operation, outcome, uploaded, failed, "
+    .. "downloaded, replica_server_gen, layer_server_gens, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", now(),
+    entry.operation or "sync", entry.outcome or "ok", entry.uploaded, entry.failed, entry.downloaded,
+    entry.replicaServerGen, lsg and json.encode(json.array(lsg)) or nil, entry.message)
+  if not ok then return nil, db_error(self.path, msg, code) end
+  return true
+end
+
+--- The replica's description: service, replicaID, replicaName, syncModel,
+-- syncDirection, layers (ids), created, info (the rest, as given), and the generations.
+-- @return the table, or nil, err
+function Store:replica()
+  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_replica WHERE id = 1")
+  if not rows then return nil, db_error(self.path, msg, code) end
+  local r = rows[1]
+  local gens, err = self:generations()
+  if not gens then return nil, err end
+  return {
+    service = r.service, replicaID = r.replica_id, replicaName = r.replica_name, syncModel = r.sync_model,
+    syncDirection = r.sync_direction, layers = json.decode(r.layers), created = r.created_at,
+    info = r.info and json.decode(r.info), replicaServerGen = gens.replicaServerGen,
+    replicaServerSibGen = gens.replicaServerSibGen, layerServerGens = gens.layerServerGens,
+  }
+end
+
+-- ---- features ---------------------------------------------------------------
+
+--- The feature of a GlobalID: `{attributes = {...}, geometry = {...}}`
+-- (NULL attributes are `geoservices.null`, dates epoch milliseconds).
+-- @int layer_id the layer
+-- @string global_id the GlobalID (any spelling of it)
+-- @return the feature; nil when there is none; nil, err on failure
+-- @raise when layer_id is not an integer or global_id not a string
+function Store:get(layer_id, global_id)
+  if type(global_id) ~= "string" then error("store:get: the GlobalID must be a string", 2) end
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local f, msg, code = self:_db():get(layer_id, global_id)
+  if f == nil and msg then return nil, db_error(self.path, msg, code) end
+  return f
+end
+
+--- The number of features of a layer.
+-- @int layer_id the layer
+-- @return the count, or nil, err
+function Store:count(layer_id)
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local rows, msg, code = self:_db():rows("SELECT count(*) AS n FROM " .. schema.ident(spec.table))
+  if not rows then return nil, db_error(self.path, msg, code) end
+  return rows[1].n
+end
+
+local KIND_MEMBER = { point = "x", multipoint = "points", polyline = "paths", polygon = "rings" }
+
+local function check_geometry(spec, geometry)
+  if geometry == nil or geometry == json.null then return true end
+  if type(geometry) ~= "table" then return nil, errors.invalid("geometry", "an Esri geometry table") end
+  if spec.geometry_kind == "none" then
+    return nil, errors.invalid("geometry", ("layer %d has no geometry"):format(spec.id))
+  end
+  local member = KIND_MEMBER[spec.geometry_kind]
+  if geometry[member] == nil then
+    return nil, errors.invalid("geometry", ("layer %d holds %s geometries (with %s)"):format(spec.id,
+      spec.geometry_kind, member))
+  end
+  return true
+end
+
+local function copy_attributes(attributes)
+  local a = json.object()
+  for k, v in pairs(attributes or {}) do a[k] = v end
+  return a
+end
+
+local function feature_json(attributes, geometry)
+  local f = { attributes = attributes }
+  if geometry ~= nil then f.geometry = geometry end
+  return json.encode(f)
+end
+
+local function put(self, spec, attributes, geometry)
+  local ok, msg, code = self.db:put(spec.id, { attributes = attributes, geometry = geometry })
+  if not ok then return nil, db_error(self.path, msg, code) end
+  return true
+end
+
+-- The one queued edit of a GlobalID not yet sent (queue compaction keeps at
+-- most one), or nil.
+local function unsent(self, spec, gid)
+  local rows, msg, code = self.db:rows("SELECT seq, op, feature FROM geoservices_edits WHERE layer_id = ? AND "
+    .. "global_id = ? AND attempt_id IS NULL ORDER BY seq DESC", spec.id, gid)
+  if not rows then return nil, db_error(self.path, msg, code) end
+  return rows[1] or false
+end
+
+local function enqueue(self, spec, op, gid, feature_text)
+  local ok, msg, code = self.db:run("INSERT INTO geoservices_edits (layer_id, op, global_id, feature, created_at) "
+    .. "VALUES (?, ?, ?, ?, ?)", spec.id, op, gid, feature_text, now())
+  if not ok then return nil, db_error(self.path, msg, code) end
+  return true
+end
+
+--- Adds a feature locally and queues it for upload, in one transaction. It
+-- gets a new GlobalID unless it has one, and (with an OBJECTID field) a
+-- negative OBJECTID until the server gives it its own.
+-- @int layer_id the layer
+-- @tparam table feature `{attributes = {...}, geometry = {...}}` (copied)
+-- @treturn[1] string the GlobalID
+-- @return[2] nil
+-- @treturn[2] table err: "invalid" (unknown layer, a geometry of another kind, the GlobalID
+--   exists), "busy", "io"
+-- @raise when layer_id is not an integer or feature not a table
+function Store:add(layer_id, feature)
+  if type(feature) ~= "table" then error("store:add: the feature must be a table", 2) end
+  self:_db()
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local ok, gerr = check_geometry(spec, feature.geometry)
+  if not ok then return nil, gerr end
+  local attributes = copy_attributes(feature.attributes)
+  local gid = attributes[spec.globalid]
+  if gid == nil or gid == json.null then gid = edits.new_global_id() end
+  if type(gid) ~= "string" then return nil, errors.invalid("GlobalID", "a string") end
+  gid = normalize_gid(gid)
+  attributes[spec.globalid] = gid
+  if spec.oid then attributes[spec.oid] = nil end
+  local queued = feature_json(attributes, feature.geometry)
+  return self:transaction(function()
+    local db = self.db
+    local exists, msg, code = db:get(layer_id, gid)
+    if exists then return nil, errors.invalid("GlobalID", gid .. " already exists in layer " .. layer_id) end
+    if msg then return nil, db_error(self.path, msg, code) end
+    if spec.oid then
+      local rows, m, c = db:rows(("SELECT min(0, coalesce(min(%s), 0)) - 1 AS oid FROM %s"):format(
+        schema.ident(spec.oid), schema.ident(spec.table)))
+      if not rows then return nil, db_error(self.path, m, c) end
+      attributes[spec.oid] = rows[1].oid
+    end
+    local okp, perr = put(self, spec, attributes, feature.geometry)
+    if not okp then return nil, perr end
+    local okq, qerr = enqueue(self, spec, "add", gid, queued)
+    if not okq then return nil, qerr end
+    return gid
+  end)
+end
+
+--- Updates a feature locally (the attributes given replace those of the
+-- row; a geometry given replaces its geometry) and queues the update. An
+-- update of a feature whose add or update is still unsent is folded into it.
+-- @int layer_id the layer
+-- @tparam table feature `{attributes = {GlobalID = ..., changed fields}, geometry = ...}`
+-- @treturn[1] boolean true
+-- @return[2] nil
+-- @treturn[2] table err: "invalid" (unknown layer or GlobalID, a geometry of another kind), "busy", "io"
+-- @raise when layer_id is not an integer, feature not a table, or without a GlobalID
+function Store:update(layer_id, feature)
+  if type(feature) ~= "table" then error("store:update: the feature must be a table", 2) end
+  self:_db()
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local changes = copy_attributes(feature.attributes)
+  local gid = changes[spec.globalid]
+  if type(gid) ~= "string" or gid == "" then error("store:update needs attributes." .. spec.globalid, 2) end
+  gid = normalize_gid(gid)
+  changes[spec.globalid] = gid
+  if spec.oid then changes[spec.oid] = nil end -- the local row keeps its own
+  local ok, gerr = check_geometry(spec, feature.geometry)
+  if not ok then return nil, gerr end
+  return self:transaction(function()
+    local db = self.db
+    local current, msg, code = db:get(layer_id, gid)
+    if not current then
+      if msg then return nil, db_error(self.path, msg, code) end
+      return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id))
+    end
+    local attributes = current.attributes
+    for k, v in pairs(changes) do attributes[k] = v end
+    local geometry = feature.geometry
+    if geometry == nil then geometry = current.geometry end
+    local okp, perr = put(self, spec, attributes, geometry)
+    if not okp then return nil, perr end
+    local queued, qerr = unsent(self, spec, gid)
+    if queued == nil then return nil, qerr end
+    if queued then -- fold into the edit that has not left yet
+      local f = json.decode(queued.feature)
+      for k, v in pairs(changes) do f.attributes[k] = v end
+      if feature.geometry ~= nil then f.geometry = feature.geometry end
+      local okr, m, c = db:run("UPDATE geoservices_edits SET feature = ? WHERE seq = ?",
+        feature_json(f.attributes, f.geometry), queued.seq)
+      if not okr then return nil, db_error(self.path, m, c) end
+      return true
+    end
+    local okq, eerr = enqueue(self, spec, "update", gid, feature_json(changes, feature.geometry))
+    if not okq then return nil, eerr end
+    return true
+  end)
+end
+
+--- Deletes a feature locally and queues the delete. A feature whose add
+-- never left the queue is simply forgotten.
+-- @int layer_id the layer
+-- @string global_id the GlobalID
+-- @treturn[1] boolean true
+-- @return[2] nil
+-- @treturn[2] table err: "invalid" (unknown layer or GlobalID), "busy", "io"
+-- @raise when layer_id is not an integer or global_id not a string
+function Store:delete(layer_id, global_id)
+  if type(global_id) ~= "string" or global_id == "" then error("store:delete needs a GlobalID string", 2) end
+  self:_db()
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local gid = normalize_gid(global_id)
+  return self:transaction(function()
+    local db = self.db
+    local n, msg, code = db:remove(layer_id, gid)
+    if not n then return nil, db_error(self.path, msg, code) end
+    if n == 0 then return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id)) end
+    local queued, qerr = unsent(self, spec, gid)
+    if queued == nil then return nil, qerr end
+    if queued then
+      local okr, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", queued.seq)
+      if not okr then return nil, db_error(self.path, m, c) end
+      if queued.op == "add" then return true end -- the server never saw it
+    end
+    local okq, eerr = enqueue(self, spec, "delete", gid, nil)
+    if not okq then return nil, eerr end
+    return true
+  end)
+end
+
+-- ---- the queue ---------------------------------------------------------------
+
+local function queue_row(r)
+  return {
+    seq = r.seq, op = r.op, layer = r.layer_id, globalId = r.global_id,
+    feature = r.feature and json.decode(r.feature) or nil, attempt = r.attempt_id, created = r.created_at,
+    code = r.code, description = r.description, failed = r.failed_at,
+  }
+end
+
+--- The local edits not yet committed by the server, in order:
+-- `{seq =, op = "add"|"update"|"delete", layer =, globalId =, feature =, attempt =, created =}`.
+-- @return the list, or nil, err
+function Store:pending()
+  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_edits ORDER BY seq")
+  if not rows then return nil, db_error(self.path, msg, code) end
+  local list = {}
+  for i, r in ipairs(rows) do list[i] = queue_row(r) end
+  return list
+end
+
+--- The local edits the server rejected, with its `code` and `description`
+-- (and `seq`, `op`, `layer`, `globalId`, `feature`, `failed` time).
+-- @return the list, or nil, err
+function Store:failed()
+  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_failed_edits ORDER BY seq")
+  if not rows then return nil, db_error(self.path, msg, code) end
+  local list = {}
+  for i, r in ipairs(rows) do list[i] = queue_row(r) end
+  return list
+end
+
+--- Records an attempt before it is sent: the queued edits not yet in
+-- flight (or those of `opts.seqs`) are marked with it, and its GlobalIDs
+-- kept. For the synchronization half.
+-- @tparam[opt] table opts `seqs` (the queue rows sent), `params` (kept as JSON), `status_url`
+-- @treturn[1] integer the attempt id
+-- @treturn[1] table the queue rows it holds (as @{pending})
+-- @return[2] nil
+-- @treturn[2] table err
+function Store:begin_attempt(opts)
+  opts = opts or {}
+  return self:transaction(function()
+    local db = self.db
+    local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id IS NULL ORDER BY seq")
+    if not rows then return nil, db_error(self.path, msg, code) end
+    local wanted
+    if opts.seqs then
+      wanted = {}
+      for _, s in ipairs(opts.seqs) do wanted[s] = true end
+    end
+    local chosen, gids = {}, json.array()
+    for _, r in ipairs(rows) do
+      if not wanted or wanted[r.seq] then
+        chosen[#chosen + 1] = queue_row(r)
+        gids[#gids + 1] = r.global_id
+      end
+    end
+    local changes, id, icode = db:run("INSERT INTO geoservices_attempts (started_at, state, status_url, "
+      .. "global_ids, params) VALUES (?, 'sending', ?, ?, ?)", now(), opts.status_url, json.encode(gids),
+      opts.params and json.encode(opts.params) or nil)
+    if not changes then return nil, db_error(self.path, id, icode) end
+    for _, r in ipairs(chosen) do
+      local ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = ? WHERE seq = ?", id, r.seq)
+      if not ok then return nil, db_error(self.path, m, c) end
+      r.attempt = id
+    end
+    return id, chosen
+  end)
+end
+
+--- Adds the async job's status address to an attempt.
+-- @int attempt_id the attempt
+-- @string status_url the address
+-- @return true, or nil, err
+function Store:attempt_job(attempt_id, status_url)
+  local ok, msg, code = self:_db():run("UPDATE geoservices_attempts SET status_url = ?, state = 'job' "
+    .. "WHERE attempt_id = ?", status_url, attempt_id)
+  if not ok then return nil, db_error(self.path, msg, code) end
+  return true
+end
+
+--- The attempt in flight, if any: `{id =, started =, state =, status_url =, globalIds =, params =}`.
+-- @return the attempt, false when there is none, or nil, err
+function Store:attempt()
+  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_attempts ORDER BY attempt_id DESC LIMIT 1")
+  if not rows then return nil, db_error(self.path, msg, code) end
+  local r = rows[1]
+  if not r then return false end
+  return { id = r.attempt_id, started = r.started_at, state = r.state, status_url = r.status_url,
+           globalIds = r.global_ids and json.decode(r.global_ids), params = r.params and json.decode(r.params) }
+end
+
+--- Resolves an attempt (in the transaction that commits its result): each
+-- queue row of it leaves the queue when `outcomes[seq]` is true, moves to
+-- the failed edits with `{code =, description =}` when it is a table, and
+-- returns to the queue (not sent) when absent. The attempt is forgotten.
+-- @int attempt_id the attempt
+-- @tparam table outcomes seq -> true | {code =, description =}
+-- @return true, or nil, err
+function Store:end_attempt(attempt_id, outcomes)
+  return self:transaction(function()
+    local db = self.db
+    local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id = ?", attempt_id)
+    if not rows then return nil, db_error(self.path, msg, code) end
+    for _, r in ipairs(rows) do
+      local o = outcomes and outcomes[r.seq]
+      local ok, m, c
+      if o == true then
+        ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
+      elseif type(o) == "table" then
+        ok, m, c = db:run("INSERT OR REPLACE INTO geoservices_failed_edits (seq, layer_id, op, global_id, feature, "
+          .. "code, description, attempt_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq, r.layer_id,
+          r.op, r.global_id, r.feature, math.tointeger(o.code), o.description, attempt_id, now())
+        if ok then ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq) end
+      else
+        ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = NULL WHERE seq = ?", r.seq)
+      end
+      if not ok then return nil, db_error(self.path, m, c) end
+    end
+    local ok, m, c = db:run("DELETE FROM geoservices_attempts WHERE attempt_id = ?", attempt_id)
+    if not ok then return nil, db_error(self.path, m, c) end
+    return true
+  end)
+end
+
+return store

@@ -1,0 +1,360 @@
+--- The replica store's schema: what a GeoPackage (OGC 12-128r18) made from a
+-- feature service's layer resources looks like. Pure: layer metadata in, SQL
+-- text and layer specs out; no I/O. Internal (geoservices.store uses it).
+--
+-- Choices, written down once:
+-- * A layer's `esriFieldTypeOID` field is its table's `INTEGER PRIMARY KEY`
+--   (first column); the server's OBJECTIDs are kept, and features added
+--   locally get negative ones until the server gives them theirs.
+-- * The GlobalID field is `TEXT(38) UNIQUE`: a downloaded add or update
+--   replaces the row of its GlobalID whole (INSERT OR REPLACE).
+-- * `esriFieldTypeDate` is `DATETIME`, ISO 8601 text in UTC with
+--   milliseconds (`2023-11-14T22:13:20.000Z`), as the GeoPackage
+--   specification asks, so GDAL and QGIS show dates; `store:get` gives epoch
+--   milliseconds back, as the server sends them.
+-- * Geometry columns are declared with the layer's widest type: point
+--   `POINT`, multipoint `MULTIPOINT`, polyline `MULTILINESTRING`, polygon
+--   `MULTIPOLYGON`; each feature is written as its own parts say (a
+--   one-path polyline is a LineString, a one-exterior polygon a Polygon).
+-- * Our own tables are prefixed `geoservices_`; `geoservices_sync_log` is
+--   registered in gpkg_contents as an attributes table, so GDAL lists the
+--   feature layers and the log, not our internal tables.
+-- @module geoservices.store.schema
+-- @local
+local schema = {}
+
+--- The version of our own tables (geoservices_replica.format).
+schema.FORMAT = 1
+
+schema.APPLICATION_ID = 0x47504B47 -- "GPKG"
+schema.USER_VERSION = 10300
+
+-- Esri field type -> SQL type, store column type (csrc/store/apply.h).
+local FIELD_TYPES = {
+  esriFieldTypeOID = { "INTEGER", "integer" },
+  esriFieldTypeInteger = { "INTEGER", "integer" },
+  esriFieldTypeSmallInteger = { "INTEGER", "integer" },
+  esriFieldTypeBigInteger = { "INTEGER", "integer" },
+  esriFieldTypeDouble = { "REAL", "real" },
+  esriFieldTypeSingle = { "REAL", "real" },
+  esriFieldTypeString = { "TEXT", "text" },
+  esriFieldTypeGUID = { "TEXT(38)", "guid" },
+  esriFieldTypeGlobalID = { "TEXT(38)", "guid" },
+  esriFieldTypeDate = { "DATETIME", "date" },
+  esriFieldTypeDateOnly = { "DATE", "text" },
+  esriFieldTypeTimeOnly = { "TEXT", "text" },
+  esriFieldTypeTimestampOffset = { "TEXT", "text" },
+  esriFieldTypeBlob = { "BLOB", "blob" },
+  esriFieldTypeXML = { "TEXT", "text" },
+  esriFieldTypeRaster = { "BLOB", "blob" },
+}
+
+-- Esri geometry type -> store geometry kind, GeoPackage column type.
+local GEOMETRY_TYPES = {
+  esriGeometryPoint = { "point", "POINT" },
+  esriGeometryMultipoint = { "multipoint", "MULTIPOINT" },
+  esriGeometryPolyline = { "polyline", "MULTILINESTRING" },
+  esriGeometryPolygon = { "polygon", "MULTIPOLYGON" },
+}
+schema.GEOMETRY_TYPES = GEOMETRY_TYPES
+
+-- The SRS definitions we write in full (GDAL's own WKT 1 for them).
+local WGS84 = 'GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563,'
+  .. 'AUTHORITY["EPSG","7030"]],AUTHORITY["EPSG","6326"]],PRIMEM["Greenwich",0,AUTHORITY["EPSG","8901"]],'
+  .. 'UNIT["degree",0.0174532925199433,AUTHORITY["EPSG","9122"]],AXIS["Latitude",NORTH],'
+  .. 'AXIS["Longitude",EAST],AUTHORITY["EPSG","4326"]]'
+local PSEUDO_MERCATOR = 'PROJCS["WGS 84 / Pseudo-Mercator",GEOGCS["WGS 84",DATUM["WGS_1984",'
+  .. 'SPHEROID["WGS 84",6378137,298.257223563,AUTHORITY["EPSG","7030"]],AUTHORITY["EPSG","6326"]],'
+  .. 'PRIMEM["Greenwich",0,AUTHORITY["EPSG","8901"]],UNIT["degree",0.0174532925199433,'
+  .. 'AUTHORITY["EPSG","9122"]],AUTHORITY["EPSG","4326"]],PROJECTION["Mercator_1SP"],'
+  .. 'PARAMETER["central_meridian",0],PARAMETER["scale_factor",1],PARAMETER["false_easting",0],'
+  .. 'PARAMETER["false_northing",0],UNIT["metre",1,AUTHORITY["EPSG","9001"]],AXIS["Easting",EAST],'
+  .. 'AXIS["Northing",NORTH],EXTENSION["PROJ4","+proj=merc +a=6378137 +b=6378137 +lat_ts=0 +lon_0=0 '
+  .. '+x_0=0 +y_0=0 +k=1 +units=m +nadgrids=@null +wktext +no_defs"],AUTHORITY["EPSG","3857"]]'
+
+local SRS_4326 = {
+  srs_name = "WGS 84 geodetic", srs_id = 4326, organization = "EPSG", organization_coordsys_id = 4326,
+  definition = WGS84, description = "longitude/latitude coordinates in decimal degrees on the WGS 84 spheroid",
+}
+local SRS_3857 = {
+  srs_name = "WGS 84 / Pseudo-Mercator", srs_id = 3857, organization = "EPSG", organization_coordsys_id = 3857,
+  definition = PSEUDO_MERCATOR, description = "Web Mercator (Esri 102100)",
+}
+
+--- The three rows every GeoPackage has (12-128r18 requirement 11).
+schema.REQUIRED_SRS = {
+  SRS_4326,
+  { srs_name = "Undefined cartesian SRS", srs_id = -1, organization = "NONE", organization_coordsys_id = -1,
+    definition = "undefined", description = "undefined cartesian coordinate reference system" },
+  { srs_name = "Undefined geographic SRS", srs_id = 0, organization = "NONE", organization_coordsys_id = 0,
+    definition = "undefined", description = "undefined geographic coordinate reference system" },
+}
+
+-- Esri codes of Web Mercator.
+local MERCATOR_WKIDS = { [3857] = true, [102100] = true, [102113] = true, [900913] = true }
+
+--- The gpkg_spatial_ref_sys row of a layer's spatialReference (nil: none).
+-- 4326 and Web Mercator (3857, 102100...) get their full definition; any
+-- other wkid an entry with that code and an "undefined" definition (GDAL
+-- then resolves EPSG codes itself); a WKT-only reference gets a private id.
+-- @tparam ?table sr the spatialReference ({wkid =, latestWkid =} or {wkt =})
+-- @tparam function next_private_id gives an unused srs_id for a WKT-only reference
+-- @treturn table the row
+function schema.srs_row(sr, next_private_id)
+  if type(sr) ~= "table" then
+    return schema.REQUIRED_SRS[2] -- undefined cartesian
+  end
+  local wkid = math.tointeger(sr.latestWkid) or math.tointeger(sr.wkid)
+  if wkid == 4326 then return SRS_4326 end
+  if wkid and (MERCATOR_WKIDS[wkid] or MERCATOR_WKIDS[math.tointeger(sr.wkid) or 0]) then return SRS_3857 end
+  if wkid then
+    -- EPSG codes are below 32768; the vendor's own (ESRI authority) above
+    local org = wkid < 32768 and "EPSG" or "ESRI"
+    return { srs_name = ("%s:%d"):format(org, wkid), srs_id = wkid, organization = org,
+             organization_coordsys_id = wkid, definition = "undefined",
+             description = "spatial reference wkid " .. wkid .. " of the feature service" }
+  end
+  if type(sr.wkt) == "string" and sr.wkt ~= "" then
+    local id = next_private_id()
+    return { srs_name = "feature service WKT " .. id, srs_id = id, organization = "NONE",
+             organization_coordsys_id = id, definition = sr.wkt, description = "from the layer's WKT" }
+  end
+  return schema.REQUIRED_SRS[2]
+end
+
+--- SQL quoting of an identifier.
+-- @string name the identifier
+-- @treturn string `"name"` with inner quotes doubled
+function schema.ident(name)
+  return '"' .. name:gsub('"', '""') .. '"'
+end
+
+--- SQL quoting of a text literal.
+-- @string s the text
+-- @treturn string `'s'` with inner quotes doubled
+function schema.literal(s)
+  return "'" .. tostring(s):gsub("'", "''") .. "'"
+end
+
+local RESERVED_PREFIXES = { "gpkg_", "rtree_", "sqlite_", "geoservices_" }
+
+-- A table name for a layer: its name with anything but letters, digits and
+-- underscores replaced, unique in the store, never one of the reserved
+-- prefixes.
+local function table_name(layer, taken)
+  local name = tostring(layer.name or ""):gsub("[^%w_]", "_")
+  if name == "" or name:match("^%d") then name = "layer_" .. name end
+  for _, prefix in ipairs(RESERVED_PREFIXES) do
+    if name:lower():sub(1, #prefix) == prefix then name = "l_" .. name end
+  end
+  if name == "layer_" then name = "layer_" .. tostring(layer.id) end
+  local base = name
+  if taken[name:lower()] then name = base .. "_" .. tostring(layer.id) end
+  local n = 2
+  while taken[name:lower()] do
+    name = ("%s_%d_%d"):format(base, layer.id, n)
+    n = n + 1
+  end
+  taken[name:lower()] = true
+  return name
+end
+
+local function find_field(fields, pred)
+  for _, f in ipairs(fields) do
+    if pred(f) then return f end
+  end
+end
+
+--- The spec of one layer's table, from its layer resource
+-- (`{service}/FeatureServer/{id}?f=json`: id, name, type, geometryType,
+-- spatialReference or extent.spatialReference, objectIdField,
+-- globalIdField, fields).
+-- @tparam table layer the layer resource
+-- @tparam table taken table names already used (lower case keys), updated
+-- @treturn[1] table the spec: id, name, table, data_type ("features" or "attributes"),
+--   geometry_kind, geometry_type (GeoPackage), geometry_column, esri_geometry_type,
+--   spatial_reference, oid, globalid, columns = {{name, type, sql, esri_type}...}
+-- @return[2] nil
+-- @treturn[2] string why the layer cannot be stored
+function schema.layer_spec(layer, taken)
+  if type(layer) ~= "table" then return nil, "a layer's metadata must be a table" end
+  local id = math.tointeger(layer.id)
+  if not id or id < 0 then return nil, "a layer's id must be a non-negative integer" end
+  local fields = type(layer.fields) == "table" and layer.fields or {}
+  local where = ("layer %d"):format(id)
+  local gid_field = layer.globalIdField and find_field(fields, function(f) return f.name == layer.globalIdField end)
+    or find_field(fields, function(f) return f.type == "esriFieldTypeGlobalID" end)
+  if not gid_field then
+    return nil, where .. " has no GlobalID field (a replica needs GlobalIDs)"
+  end
+  local oid_field = layer.objectIdField and find_field(fields, function(f) return f.name == layer.objectIdField end)
+    or find_field(fields, function(f) return f.type == "esriFieldTypeOID" end)
+  local geometry = layer.geometryType and GEOMETRY_TYPES[layer.geometryType]
+  if layer.geometryType and not geometry and layer.type ~= "Table" then
+    return nil, ("%s: geometry type %s is not supported"):format(where, tostring(layer.geometryType))
+  end
+  if layer.type == "Table" then geometry = nil end
+  local spec = {
+    id = id, name = layer.name or ("layer " .. id), table = table_name(layer, taken),
+    data_type = geometry and "features" or "attributes",
+    geometry_kind = geometry and geometry[1] or "none", geometry_type = geometry and geometry[2],
+    esri_geometry_type = layer.geometryType,
+    spatial_reference = layer.spatialReference or (type(layer.extent) == "table" and layer.extent.spatialReference),
+    globalid = gid_field.name, oid = oid_field and oid_field.name,
+    columns = {}, description = type(layer.description) == "string" and layer.description or "",
+  }
+  local names = {}
+  local function add_column(f)
+    if type(f.name) ~= "string" or f.name == "" or f.name:find('"', 1, true) then
+      return nil, ("%s: bad field name %s"):format(where, tostring(f.name))
+    end
+    if names[f.name:lower()] then return nil, ("%s: field %s twice"):format(where, f.name) end
+    names[f.name:lower()] = true
+    local t = FIELD_TYPES[f.type] or { "TEXT", "text" }
+    local sql = t[1]
+    if f.type == "esriFieldTypeString" and math.tointeger(f.length) and f.length > 0 then
+      sql = ("TEXT(%d)"):format(f.length)
+    end
+    spec.columns[#spec.columns + 1] = { name = f.name, type = t[2], sql = sql, esri_type = f.type }
+    return true
+  end
+  if oid_field then
+    local ok, err = add_column(oid_field)
+    if not ok then return nil, err end
+  end
+  for _, f in ipairs(fields) do
+    if f ~= oid_field and f.type ~= "esriFieldTypeGeometry" then
+      local ok, err = add_column(f)
+      if not ok then return nil, err end
+    end
+  end
+  if geometry then
+    local col = "geom"
+    while names[col] do col = "_" .. col end
+    spec.geometry_column = col
+  end
+  return spec
+end
+
+--- The SQL that creates one layer's table, its registration and (for
+-- features) its R-tree index with the standard triggers (12-128r18 F.3).
+-- @tparam table spec from @{layer_spec}
+-- @int srs_id the layer's srs_id
+-- @treturn table SQL statements
+function schema.layer_sql(spec, srs_id)
+  local q, lit = schema.ident, schema.literal
+  local t = spec.table
+  local defs = {}
+  if not spec.oid then defs[#defs + 1] = q("fid") .. " INTEGER PRIMARY KEY" end
+  for i, c in ipairs(spec.columns) do
+    local def = q(c.name) .. " " .. c.sql
+    if spec.oid and i == 1 then def = q(c.name) .. " INTEGER PRIMARY KEY" end
+    if c.name == spec.globalid then def = def .. " UNIQUE" end
+    defs[#defs + 1] = def
+    if i == 1 and spec.oid and spec.geometry_column then
+      defs[#defs + 1] = q(spec.geometry_column) .. " " .. spec.geometry_type
+    end
+  end
+  if spec.geometry_column and not spec.oid then
+    table.insert(defs, 2, q(spec.geometry_column) .. " " .. spec.geometry_type)
+  end
+  local sql = {
+    ("CREATE TABLE %s (%s)"):format(q(t), table.concat(defs, ", ")),
+    ("INSERT INTO gpkg_contents (table_name, data_type, identifier, description, srs_id) VALUES (%s, %s, %s, %s, %s)")
+      :format(lit(t), lit(spec.data_type), lit(spec.name), lit(spec.description),
+        spec.geometry_column and tostring(srs_id) or "NULL"),
+  }
+  if spec.geometry_column then
+    local g, id = spec.geometry_column, spec.oid or "fid"
+    local rtree = ("rtree_%s_%s"):format(t, g)
+    local qg, qid, qr, qt = q(g), q(id), q(rtree), q(t)
+    local bounds = ("NEW.%s, ST_MinX(NEW.%s), ST_MaxX(NEW.%s), ST_MinY(NEW.%s), ST_MaxY(NEW.%s)")
+      :format(qid, qg, qg, qg, qg)
+    local function trigger(suffix, body)
+      return ("CREATE TRIGGER %s %s"):format(q(rtree .. "_" .. suffix), body)
+    end
+    sql[#sql + 1] = ("INSERT INTO gpkg_geometry_columns (table_name, column_name, geometry_type_name, srs_id, z, m) "
+      .. "VALUES (%s, %s, %s, %d, 0, 0)"):format(lit(t), lit(g), lit(spec.geometry_type), srs_id)
+    sql[#sql + 1] = ("INSERT INTO gpkg_extensions (table_name, column_name, extension_name, definition, scope) "
+      .. "VALUES (%s, %s, 'gpkg_rtree_index', 'http://www.geopackage.org/spec120/#extension_rtree', 'write-only')")
+      :format(lit(t), lit(g))
+    sql[#sql + 1] = ("CREATE VIRTUAL TABLE %s USING rtree(id, minx, maxx, miny, maxy)"):format(qr)
+    sql[#sql + 1] = trigger("insert", ("AFTER INSERT ON %s WHEN (NEW.%s NOT NULL AND NOT ST_IsEmpty(NEW.%s)) "
+      .. "BEGIN INSERT OR REPLACE INTO %s VALUES (%s); END"):format(qt, qg, qg, qr, bounds))
+    sql[#sql + 1] = trigger("update1", ("AFTER UPDATE OF %s ON %s WHEN OLD.%s = NEW.%s AND "
+      .. "(NEW.%s NOTNULL AND NOT ST_IsEmpty(NEW.%s)) BEGIN INSERT OR REPLACE INTO %s VALUES (%s); END")
+      :format(qg, qt, qid, qid, qg, qg, qr, bounds))
+    sql[#sql + 1] = trigger("update2", ("AFTER UPDATE OF %s ON %s WHEN OLD.%s = NEW.%s AND "
+      .. "(NEW.%s ISNULL OR ST_IsEmpty(NEW.%s)) BEGIN DELETE FROM %s WHERE id = OLD.%s; END")
+      :format(qg, qt, qid, qid, qg, qg, qr, qid))
+    sql[#sql + 1] = trigger("update3", ("AFTER UPDATE ON %s WHEN OLD.%s != NEW.%s AND "
+      .. "(NEW.%s NOTNULL AND NOT ST_IsEmpty(NEW.%s)) BEGIN DELETE FROM %s WHERE id = OLD.%s; "
+      .. "INSERT OR REPLACE INTO %s VALUES (%s); END"):format(qt, qid, qid, qg, qg, qr, qid, qr, bounds))
+    sql[#sql + 1] = trigger("update4", ("AFTER UPDATE ON %s WHEN OLD.%s != NEW.%s AND "
+      .. "(NEW.%s ISNULL OR ST_IsEmpty(NEW.%s)) BEGIN DELETE FROM %s WHERE id IN (OLD.%s, NEW.%s); END")
+      :format(qt, qid, qid, qg, qg, qr, qid, qid))
+    sql[#sql + 1] = trigger("delete", ("AFTER DELETE ON %s WHEN OLD.%s NOT NULL "
+      .. "BEGIN DELETE FROM %s WHERE id = OLD.%s; END"):format(qt, qg, qr, qid))
+  end
+  return sql
+end
+
+--- The GeoPackage core tables (12-128r18 1.1.2, 1.1.3, 2.1.5) and our own.
+schema.BASE_SQL = {
+  ("PRAGMA application_id = %d"):format(schema.APPLICATION_ID),
+  ("PRAGMA user_version = %d"):format(schema.USER_VERSION),
+  [[CREATE TABLE gpkg_spatial_ref_sys (srs_name TEXT NOT NULL, srs_id INTEGER NOT NULL PRIMARY KEY,
+    organization TEXT NOT NULL, organization_coordsys_id INTEGER NOT NULL, definition TEXT NOT NULL,
+    description TEXT)]],
+  [[CREATE TABLE gpkg_contents (table_name TEXT NOT NULL PRIMARY KEY, data_type TEXT NOT NULL,
+    identifier TEXT UNIQUE, description TEXT DEFAULT '',
+    last_change DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+    min_x DOUBLE, min_y DOUBLE, max_x DOUBLE, max_y DOUBLE, srs_id INTEGER,
+    CONSTRAINT fk_gc_r_srs_id FOREIGN KEY (srs_id) REFERENCES gpkg_spatial_ref_sys(srs_id))]],
+  [[CREATE TABLE gpkg_geometry_columns (table_name TEXT NOT NULL, column_name TEXT NOT NULL,
+    geometry_type_name TEXT NOT NULL, srs_id INTEGER NOT NULL, z TINYINT NOT NULL, m TINYINT NOT NULL,
+    CONSTRAINT pk_geom_cols PRIMARY KEY (table_name, column_name),
+    CONSTRAINT uk_gc_table_name UNIQUE (table_name),
+    CONSTRAINT fk_gc_tn FOREIGN KEY (table_name) REFERENCES gpkg_contents(table_name),
+    CONSTRAINT fk_gc_srs FOREIGN KEY (srs_id) REFERENCES gpkg_spatial_ref_sys (srs_id))]],
+  [[CREATE TABLE gpkg_extensions (table_name TEXT, column_name TEXT, extension_name TEXT NOT NULL,
+    definition TEXT NOT NULL, scope TEXT NOT NULL,
+    CONSTRAINT ge_tce UNIQUE (table_name, column_name, extension_name))]],
+  -- the replica: one row
+  [[CREATE TABLE geoservices_replica (id INTEGER PRIMARY KEY CHECK (id = 1), format INTEGER NOT NULL,
+    service TEXT, replica_id TEXT, replica_name TEXT, sync_model TEXT, sync_direction TEXT,
+    layers TEXT, created_at TEXT NOT NULL, info TEXT)]],
+  -- one row per layer: its table, its field-to-column mapping, its resource
+  [[CREATE TABLE geoservices_layers (layer_id INTEGER PRIMARY KEY, table_name TEXT NOT NULL UNIQUE,
+    name TEXT, geometry_kind TEXT NOT NULL, geometry_column TEXT, srs_id INTEGER, object_id_field TEXT,
+    global_id_field TEXT NOT NULL, sync_direction TEXT, columns TEXT NOT NULL, metadata TEXT)]],
+  -- generations as the server gives them (64-bit integers); layer_id -1 is the
+  -- replica's own (perReplica), other rows a layer's (perLayer)
+  [[CREATE TABLE geoservices_generations (layer_id INTEGER PRIMARY KEY, server_gen INTEGER,
+    server_sib_gen INTEGER, updated_at TEXT NOT NULL)]],
+  -- the local edits not yet committed by the server: the queue is the journal
+  [[CREATE TABLE geoservices_edits (seq INTEGER PRIMARY KEY AUTOINCREMENT, layer_id INTEGER NOT NULL,
+    op TEXT NOT NULL CHECK (op IN ('add', 'update', 'delete')), global_id TEXT NOT NULL, feature TEXT,
+    attempt_id INTEGER, created_at TEXT NOT NULL)]],
+  "CREATE INDEX geoservices_edits_gid ON geoservices_edits (layer_id, global_id)",
+  -- local edits the server rejected, with its code and description
+  [[CREATE TABLE geoservices_failed_edits (seq INTEGER PRIMARY KEY, layer_id INTEGER NOT NULL, op TEXT NOT NULL,
+    global_id TEXT NOT NULL, feature TEXT, code INTEGER, description TEXT, attempt_id INTEGER,
+    failed_at TEXT NOT NULL)]],
+  -- a synchronization in flight: recorded before it is sent
+  [[CREATE TABLE geoservices_attempts (attempt_id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT NOT NULL,
+    state TEXT NOT NULL, status_url TEXT, global_ids TEXT, params TEXT)]],
+  [[CREATE TABLE geoservices_sync_log (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL,
+    operation TEXT NOT NULL, outcome TEXT NOT NULL, uploaded INTEGER, failed INTEGER, downloaded INTEGER,
+    replica_server_gen INTEGER, layer_server_gens TEXT, message TEXT)]],
+  [[INSERT INTO gpkg_contents (table_name, data_type, identifier, description)
+    VALUES ('geoservices_sync_log', 'attributes', 'geoservices_sync_log',
+    'synchronizations of this replica store (lua-geoservices)')]],
+  -- attachments' metadata (and their bytes when the server sent them inline)
+  [[CREATE TABLE geoservices_attachments (global_id TEXT PRIMARY KEY, layer_id INTEGER,
+    parent_global_id TEXT, attachment_id INTEGER, name TEXT, content_type TEXT, size INTEGER,
+    keywords TEXT, url TEXT, data BLOB)]],
+  "CREATE INDEX geoservices_attachments_parent ON geoservices_attachments (parent_global_id)",
+}
+
+return schema
