@@ -137,10 +137,12 @@ function token.new(opts)
   }, Provider)
   -- The secrets live in closures: no field, print or dump reveals them.
   local current, valid_until -- the token; monotonic time after which it is replaced
+  local used -- the password last sent: what errors are scrubbed of
   function self._password()
-    if type(password) == "function" then return password() end
-    return password
+    if type(password) == "function" then used = password() else used = password end
+    return used
   end
+  function self._used_password() return used end
   function self._held() return current, valid_until end
   function self._keep(value, until_t) current, valid_until = value, until_t end
   return self
@@ -166,9 +168,11 @@ end
 -- only for the request itself (`describe` shows them redacted).
 -- @local
 function Provider:fields()
-  local password = self._password()
-  if type(password) ~= "string" or password == "" then
-    return nil, errors.new("auth", ("no password for user '%s' to generate a token"):format(self.username),
+  -- a password function may fail (a file that cannot be read): an error, not a raise
+  local ok, password = pcall(self._password)
+  if not ok or type(password) ~= "string" or password == "" then
+    local why = not ok and (": " .. tostring(type(password) == "table" and password.message or password)) or ""
+    return nil, errors.new("auth", ("no password for user '%s' to generate a token%s"):format(self.username, why),
       { reason = "generate_token", url = self.url })
   end
   return {
@@ -208,8 +212,8 @@ local function failure(self, err)
       reason = "generate_token", code = err and err.code, details = err and err.details, status = err and err.status,
       url = self.url, cause_kind = err and err.kind,
     })
-  local password = self._password()
-  if type(password) == "string" and redact.scrub then redact.scrub(e, { password }) end
+  local password = self._used_password()
+  if type(password) == "string" then redact.scrub(e, { password }) end
   return e
 end
 

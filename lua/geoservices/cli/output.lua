@@ -6,9 +6,21 @@ local json = require "geoservices.json"
 
 local output = {}
 
---- Exit codes of the command (also `geoservices.cli.EXIT`).
-output.EXIT = { ok = 0, failed = 1, usage = 2, partial = 3 }
+--- Exit codes of the command (also `geoservices.cli.EXIT`): 130 is what a
+-- shell reports for a command stopped by Ctrl-C (128 + SIGINT).
+output.EXIT = { ok = 0, failed = 1, usage = 2, partial = 3, interrupted = 130 }
 local EXIT = output.EXIT
+
+-- ANSI colours of the terminal display.
+local COLORS = { red = "31", green = "32", yellow = "33", dim = "2", bold = "1" }
+
+--- Whether colours are used on a stream: only on a terminal, never with
+-- `--no-color` or a non-empty NO_COLOR (https://no-color.org).
+function output.use_color(args, env, is_tty)
+  if args.no_color or not is_tty then return false end
+  local no_color = env.getenv and env.getenv("NO_COLOR")
+  return not (no_color and no_color ~= "")
+end
 
 --- The error a dry run's observer answers every request with: nothing is
 -- sent, and the commands do not report it as a failure.
@@ -21,7 +33,25 @@ Out.__index = Out
 function output.new(args, env)
   local mode = args.json and "json" or (env.tty and "tty" or "lines")
   return setmetatable({ mode = mode, stdout = env.stdout, stderr = env.stderr, verbose = args.verbose or 0,
-                        live_shown = false }, Out)
+                        live_shown = false, color = mode == "tty" and output.use_color(args, env, env.tty),
+                        err_color = mode ~= "json" and output.use_color(args, env, env.stderr_tty),
+                        running = nil }, Out)
+end
+
+--- `text` in a colour ("red", "green", "yellow", "dim", "bold") when this
+-- output uses colours on standard output (`stream` "stderr": on standard error).
+function Out:paint(text, color, stream)
+  local on = stream == "stderr" and self.err_color or (stream ~= "stderr" and self.color)
+  if not on or not COLORS[color] then return text end
+  return "\27[" .. COLORS[color] .. "m" .. text .. "\27[0m"
+end
+
+--- Tells what keeps running on the server from now on, should the command
+-- be interrupted: `{what = "the configuration", follow = "geoservices ... --attach",
+-- save = function() -> follow text}` (save, when given, writes what is needed to
+-- follow it and returns the command); nil once it ended.
+function Out:server_work(work)
+  self.running = work
 end
 
 function Out:emit(event)
@@ -65,7 +95,7 @@ function Out:error(err, extra)
   else
     self:clear_live()
     local where = extra and extra.replica and (extra.replica .. ": ") or ""
-    self.stderr:write("geoservices: ", where, tostring(err), "\n")
+    self.stderr:write(self:paint("geoservices:", "red", "stderr"), " ", where, tostring(err), "\n")
     self.stderr:flush()
   end
 end
@@ -133,11 +163,15 @@ end
 
 
 local MARK = { not_started = " ", in_progress = ">", completed = "x", not_applicable = "-" }
+local STAGE_COLOR = { in_progress = "yellow", completed = "green", not_applicable = "dim" }
 
---- One line of a configuration stage: `  [x] Relational store   completed`.
-function output.stage_line(stage)
+--- One line of a configuration stage: `  [x] Relational store   completed`
+-- (coloured by its state when `out` uses colours).
+function output.stage_line(stage, out)
   local state = type(stage.state) == "string" and stage.state:lower() or "?"
-  return ("  [%s] %-32s %s"):format(MARK[state] or "!", tostring(stage.name), tostring(stage.state))
+  local line = ("  [%s] %-32s %s"):format(MARK[state] or "!", tostring(stage.name), tostring(stage.state))
+  if out then line = out:paint(line, STAGE_COLOR[state] or (not MARK[state] and "red" or nil)) end
+  return line
 end
 
 return output

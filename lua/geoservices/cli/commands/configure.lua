@@ -67,9 +67,30 @@ end
 
 -- The end of a configure that was followed to the end (sent or re-attached).
 local function configure_done(out, final, wait_err)
+  -- a configuration that failed or was given up on no longer needs following
+  -- (a deadline or a lost server: it may still run, and --attach follows it)
+  if final or (wait_err and wait_err.kind == "job") then out:server_work(nil) end
   if not final then return output.fail(out, wait_err, { command = "configure" }) end
-  if out.mode ~= "json" then out:line(tostring(final)) end
-  return out:result(EXIT.ok, { command = "configure", state = "ready", summary = tostring(final) })
+  if out.mode ~= "json" then out:line(out:paint(tostring(final), "green")) end
+  return out:result(EXIT.ok, { command = "configure", state = organization.state(final), summary = tostring(final) })
+end
+
+-- From here on, an interrupted command leaves the configuration running on
+-- the server: Ctrl-C says so, and how to follow it.
+local function following(out)
+  out:server_work{ what = "the configuration of the organization",
+                   follow = (out.follow_prefix or "geoservices") .. " configure --attach" }
+end
+
+-- The server's own words about the configuration, when they change.
+local function message_progress(out)
+  return function(message)
+    if out.mode == "json" then
+      out:emit{ event = "message", message = message }
+    elseif out.mode == "lines" then
+      out:line("server: " .. message)
+    end
+  end
 end
 
 -- Stage changes as they are reported: JSON events, one line each, or (on a
@@ -83,7 +104,7 @@ local function configure_progress(out, root)
   elseif out.mode == "lines" then
     local started = core.monotonic()
     return function(stage, old)
-      out:line(("+%4.0fs  %-32s %s -> %s"):format(core.monotonic() - started, stage.name, tostring(old),
+      out:line(("+%4.0fs  %-32s %s -> %s"):format(core.monotonic() - started, stage.name, tostring(old or "(new)"),
         tostring(stage.state)))
     end
   end
@@ -92,17 +113,21 @@ local function configure_progress(out, root)
     stages[i] = { name = stage.name, state = stage.state }
     index[organization.key(stage.name)] = stages[i]
   end
-  local drawn = 0
+  local drawn, message = 0, nil
+  -- the list shows the stages seen so far: a real server lists a stage only
+  -- once it has started, so the count says "so far" until the list is whole
   local function draw()
     local lines, done, total = {}, 0, 0
     if drawn > 0 then lines[1] = ("\27[%dA"):format(drawn) end
     for _, stage in ipairs(stages) do
-      lines[#lines + 1] = "\27[2K" .. output.stage_line(stage) .. "\n"
+      lines[#lines + 1] = "\27[2K" .. output.stage_line(stage, out) .. "\n"
       local state = tostring(stage.state):lower()
       if state ~= "not_applicable" then total = total + 1 end
       if state == "completed" then done = done + 1 end
     end
-    lines[#lines + 1] = ("\27[2K  %d of %d stages completed\n"):format(done, total)
+    local whole = organization.complete_list{ status = { stages = stages } }
+    lines[#lines + 1] = ("\27[2K  %d of %d stages%s completed%s\n"):format(done, total,
+      whole and "" or " seen so far", message and (" - " .. message) or "")
     out.stdout:write(table.concat(lines))
     out.stdout:flush()
     drawn = #stages + 1
@@ -117,6 +142,9 @@ local function configure_progress(out, root)
       index[organization.key(stage.name)] = stages[#stages]
     end
     draw()
+  end, function(text)
+    message = text
+    draw()
   end
 end
 
@@ -126,7 +154,10 @@ return function(args, out, client, env)
   if args.attach then
     local root, err = client:configure_status()
     if not root then return output.fail(out, err, { command = "configure" }) end
-    wait_opts.on_stage = configure_progress(out, root)
+    following(out)
+    local on_message
+    wait_opts.on_stage, on_message = configure_progress(out, root)
+    wait_opts.on_message = on_message or message_progress(out)
     local final, wait_err = client:wait_configured(wait_opts)
     return configure_done(out, final, wait_err)
   end
@@ -136,8 +167,13 @@ return function(args, out, client, env)
   local ok, secret_err = fill_secret(params, "password", args.password_env, "Administrator password", env)
   if ok then ok, secret_err = fill_secret(params, "securityQuestionAns", args.answer_env, "Security answer", env) end
   if not ok then return output.fail(out, secret_err, { command = "configure" }) end
+  -- sent: whatever happens next (an answer lost, Ctrl-C), the server may be configuring
+  following(out)
   local root, op = client:configure(params, { wait = false })
-  if not root then return output.fail(out, op, { command = "configure" }) end
+  if not root then
+    if not (type(op) == "table" and op.ambiguous) then out:server_work(nil) end
+    return output.fail(out, op, { command = "configure" })
+  end
   if args.no_wait then
     if out.mode == "json" then
       out:emit{ event = "status", state = organization.state(root), summary = tostring(root), root = root }
@@ -147,7 +183,9 @@ return function(args, out, client, env)
     return out:result(EXIT.ok, { command = "configure", state = organization.state(root) })
   end
   if out.mode == "lines" then out:line(tostring(root)) end
-  wait_opts.on_stage = configure_progress(out, root)
+  local on_message
+  wait_opts.on_stage, on_message = configure_progress(out, root)
+  wait_opts.on_message = on_message or message_progress(out)
   local final, wait_err = op:wait(wait_opts)
   return configure_done(out, final, wait_err)
 end

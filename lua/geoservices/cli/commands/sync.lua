@@ -129,10 +129,20 @@ local function sync_one(args, out, client, path, edits_text, output_path)
   local opts = { params = params, poll_interval = args.poll_interval, timeout = args.wait_timeout,
                  on_status = watch.on_status, on_progress = watch.on_progress, on_change = watch.on_change,
                  output = output_path, resend = args.resend or nil, lock_timeout = args.lock_timeout }
+  -- an async job, or edits, may keep running on the server should Ctrl-C
+  -- stop the command here: running the same sync again follows them (the
+  -- state journals the edits and the job; see geoservices.sync)
+  if args.async or edits_text then
+    out:server_work{ what = args.async and ("the synchronization job of %s"):format(name)
+                       or ("the synchronization of %s (its edits may have reached it)"):format(name),
+                     follow = (out.follow_prefix or "geoservices") .. " sync " .. path
+                       .. (args.async and " --async" or "") }
+  end
   local ok, result, sync_err = pcall(client.sync, client, replica, edits_text, opts)
   if ok then watch.report_download(result ~= nil) end
   watch.restore()
-  if not ok then error(result, 0) end
+  if not ok then error(result, 0) end -- Ctrl-C too: main names the work still running
+  out:server_work(nil)
   if not result then return nil, sync_err end
   return result, nil, nil, output_path
 end

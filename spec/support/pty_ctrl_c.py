@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Runs a command under a real pseudo-terminal, waits until its output
+matches a pattern, types Ctrl-C (the terminal sends SIGINT to the
+foreground process group, as a person's keyboard does), and reports how it
+ended, as one JSON line: {"exit": code or null, "signal": n or null,
+"output": "...", "matched": bool}.
+
+    pty_ctrl_c.py PATTERN TIMEOUT COMMAND [ARG...]
+
+The child is killed (SIGKILL, by its PID) when it does not end within
+TIMEOUT seconds after Ctrl-C, or when the pattern never shows.
+"""
+import json
+import os
+import pty
+import re
+import select
+import signal
+import sys
+import time
+
+pattern = re.compile(sys.argv[1].encode())
+timeout = float(sys.argv[2])
+argv = sys.argv[3:]
+
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(argv[0], argv)
+
+out = b""
+
+
+def read_for(seconds, until=None):
+    global out
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.05)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            out += chunk
+            if until is not None and until.search(out):
+                return True
+    return None
+
+
+matched = read_for(timeout, pattern) is True
+if matched:
+    time.sleep(0.2)
+    os.write(fd, b"\x03")
+    read_for(timeout)
+status = None
+deadline = time.time() + timeout
+while time.time() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+try:
+    while True:
+        r, _, _ = select.select([fd], [], [], 0.05)
+        if not r:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        out += chunk
+except OSError:
+    pass
+result = {
+    "matched": matched,
+    "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+    "output": out.decode("utf-8", "replace"),
+}
+print(json.dumps(result))
