@@ -99,6 +99,23 @@ describe("the emulator's organization", function()
     assert.equal("ready", assert(client():configure(p, FAST)).status.state)
   end)
 
+  it("accepts a license larger than the emulator keeps in memory (a part spooled to disk)", function()
+    emu:control("configure", { stage_seconds = 0.01 })
+    local big = os.tmpname()
+    local f = assert(io.open(big, "wb"))
+    f:write(("LICENSE-DATA-"):rep(300000)) -- 3.9 MB, above the 1 MiB spool threshold
+    f:close()
+    finally(function() os.remove(big) end)
+    local p = params()
+    p.licenseFile, p.serverLicenseFile = big, big
+    assert.equal("ready", assert(client():configure(p, FAST)).status.state)
+    local c = client()
+    local echo = assert(c:post(emu.root .. "/_emulator/echo", {}, { multipart = true,
+      files = { { name = "licenseFile", file = big, filename = "big.prvc" } } }))
+    assert.is_true(echo.files.licenseFile.spooled)
+    assert.equal(3900000, echo.files.licenseFile.length)
+  end)
+
   it("still refuses what is wrong in those parameters", function()
     local cases = {
       { "folderPathsToRegister", function(p) p.folderPathsToRegister = { paths = { "" } } end },
