@@ -9,7 +9,9 @@ local q = helper.shell_quote
 -- The public API: module -> functions and methods (as ldoc names them).
 local FUNCTIONS = {
   ["geoservices"] = { "client", "replica", "edits", "new_global_id", "date", "volumes", "run", "spawn", "sleep",
-                      "gather", "wrap", "scheduler", "with_timeout" },
+                      "gather", "wrap", "scheduler", "with_timeout", "token" },
+  ["geoservices.token"] = { "new", "is", "TokenProvider:get", "TokenProvider:due", "TokenProvider:describe",
+                            "TokenProvider:reset" },
   ["geoservices.client"] = { "new", "Client:admin_url", "Client:request_spec", "Client:post", "Client:download",
                              "Client:close" },
   ["geoservices.services"] = { "get_services_by_id", "list_snapshots" },
@@ -46,6 +48,7 @@ local TABLES = {
   ["geoservices.pp"] = { "DEFAULTS" },
   ["geoservices.configure.volumes"] = { "DEFAULTS" },
   ["geoservices.cli"] = { "EXIT" },
+  ["geoservices.token"] = { "ENDPOINTS" },
 }
 
 -- Modules that must not be in the reference, and internals of public ones.

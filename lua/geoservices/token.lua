@@ -43,9 +43,9 @@ token.REFRESH_MARGIN = 60
 
 local CLIENT_TYPES = { referer = true, requestip = true, ip = true }
 
-local Provider = {}
-Provider.__index = Provider
-Provider.__name = "geoservices.TokenProvider"
+local TokenProvider = {}
+TokenProvider.__index = TokenProvider
+TokenProvider.__name = "geoservices.TokenProvider"
 
 local function check(opts, name, kind)
   local v = opts[name]
@@ -134,7 +134,7 @@ function token.new(opts)
     count = 0,       -- tokens obtained so far
     settings = { timeout = check(opts, "timeout", "number"), ca_file = check(opts, "ca_file", "string"),
                  insecure = check(opts, "insecure", "boolean"), user_agent = check(opts, "user_agent", "string") },
-  }, Provider)
+  }, TokenProvider)
   -- The secrets live in closures: no field, print or dump reveals them.
   local current, valid_until -- the token; monotonic time after which it is replaced
   local used -- the password last sent: what errors are scrubbed of
@@ -148,6 +148,14 @@ function token.new(opts)
   return self
 end
 
+--- Whether `value` is a provider made by @{new}.
+-- @param value any value
+-- @treturn boolean
+-- @raise never
+function token.is(value)
+  return getmetatable(value) == TokenProvider
+end
+
 --- A generateToken provider made by @{new}. Fields (read only): `url` (the
 -- generateToken address), `username`, `client`, `referer`, `expiration`
 -- (minutes asked), `expires` (epoch milliseconds of the current token, nil
@@ -155,7 +163,7 @@ end
 -- shows the token or the password.
 -- @type TokenProvider
 
-function Provider:__tostring()
+function TokenProvider:__tostring()
   local when = ""
   if self.expires then
     when = (", current token expires %s UTC"):format(os.date("!%Y-%m-%d %H:%M:%S", self.expires // 1000))
@@ -167,7 +175,7 @@ end
 --- The form fields of the generateToken request, the password included:
 -- only for the request itself (`describe` shows them redacted).
 -- @local
-function Provider:fields()
+function TokenProvider:fields()
   -- a password function may fail (a file that cannot be read): an error, not a raise
   local ok, password = pcall(self._password)
   if not ok or type(password) ~= "string" or password == "" then
@@ -185,7 +193,7 @@ end
 -- as "<redacted>".
 -- @treturn table `{method =, url =, content_type =, fields = {{name, text}, ...}, files = {}}`
 -- @raise never
-function Provider:describe()
+function TokenProvider:describe()
   local described = form.describe({ username = self.username, password = "x", client = self.client,
                                     referer = self.referer, ip = self.ip, expiration = self.expiration },
     nil, false, false)
@@ -200,7 +208,7 @@ end
 --- Whether the current token is missing or due for replacement.
 -- @treturn boolean
 -- @raise never
-function Provider:due()
+function TokenProvider:due()
   local current, valid_until = self._held()
   return current == nil or (valid_until ~= nil and core.monotonic() >= valid_until)
 end
@@ -220,7 +228,7 @@ end
 --- Asks generateToken for a token through `client` (a geoservices client:
 -- its connection, TLS settings, retries and observers).
 -- @local
-function Provider:fetch(client)
+function TokenProvider:fetch(client)
   local fields, err = self:fields()
   if not fields then return nil, err end
   local started = core.monotonic()
@@ -267,7 +275,7 @@ end
 -- @treturn[2] table err: kind "auth", `reason = "generate_token"`, with the server's message (or the
 --   network's), never the password
 -- @raise never
-function Provider:get(client, refresh)
+function TokenProvider:get(client, refresh)
   if not refresh and not self:due() then return (self._held()) end
   return self:fetch(client or own_client(self))
 end
@@ -275,18 +283,11 @@ end
 --- Forgets the current token (the next @{get} generates one).
 -- @return nothing
 -- @raise never
-function Provider:reset()
+function TokenProvider:reset()
   self._keep(nil, nil)
   self.expires = nil
 end
 
---- Whether `value` is a provider made by @{new}.
--- @param value any value
--- @treturn boolean
--- @raise never
-function token.is(value)
-  return getmetatable(value) == Provider
-end
-
-token.Provider = Provider
+token.TokenProvider = TokenProvider
+token.Provider = TokenProvider
 return token
