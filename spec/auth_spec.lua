@@ -144,6 +144,20 @@ describe("tokens from generateToken", function()
     assert.equal(2, emu:count("snapshots/list")) -- the 498, then the retry with a fresh token
   end)
 
+  it("asks a function provider that gave an expiry again shortly before it, with reason expiring", function()
+    local reasons = {}
+    local c = geoservices.client{ url = emu.url, token = function(reason)
+      reasons[#reasons + 1] = reason
+      return "alice-token", (os.time() + 3) * 1000 -- epoch milliseconds, as generateToken answers
+    end }
+    assert(c:list_snapshots("nb-street-trees"))
+    assert(c:list_snapshots("nb-street-trees"))
+    assert.same({ "initial" }, reasons)
+    helper.sleep(1.7) -- past its life less the margin (a fifth of it), counted from whole seconds
+    assert(c:list_snapshots("nb-street-trees"))
+    assert.same({ "initial", "expiring" }, reasons)
+  end)
+
   it("raises on misuse of the options", function()
     assert.has_error(function() geoservices.client{ url = emu.url, username = "alice" } end,
       "geoservices.client: option 'password' is required (a string or a function returning one)")

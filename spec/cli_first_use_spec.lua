@@ -306,6 +306,14 @@ password_file = %s
       assert.same({ "result", 1, "failed" }, { list[#list].event, list[#list].exit, list[#list].state })
     end)
 
+    it("configure shows the server's own messages as they change", function()
+      local r = run({ "--url", emu.url, "configure", org_params_file(dir), "--poll-interval", "0.02" },
+        { ORG_ADMIN_PASSWORD = ORG_PASSWORD, ORG_ADMIN_ANSWER = "x" })
+      assert.equal(0, r.code, r.out .. r.err)
+      assert.truthy(r.out:find("server: The organization has been configured.", 1, true))
+      assert.truthy(r.out:find("organization ready: 13 of 13 stages completed", 1, true))
+    end)
+
     it("services exits 3 and names the ids the server did not return", function()
       local s = helper.start_scripted{ routes = { { method = "POST", path = "/server/admin/services/getServicesById",
         responses = { { json = { services = json.array{ { id = SERVICE1, serviceName = "Parcels",
