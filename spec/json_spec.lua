@@ -95,6 +95,117 @@ describe("core.json_decode", function()
     assert.same(cjson.decode(FIXTURES[1]), core.json_decode(FIXTURES[1]))
   end)
 
+  -- Tables are built when their container closes, from elements waiting on
+  -- the Lua stack (moved in early past 64 elements or a deep stack), and
+  -- short strings come from a cache kept across calls.
+  describe("table building", function()
+    local function array_text(n)
+      local items = {}
+      for i = 1, n do items[i] = tostring(i) end
+      return "[" .. table.concat(items, ",") .. "]"
+    end
+    local function object_text(n)
+      local items = {}
+      for i = 1, n do items[i] = ('"k%d":%d'):format(i, i) end
+      return "{" .. table.concat(items, ",") .. "}"
+    end
+
+    it("builds arrays and objects of every size around the early moves", function()
+      for _, n in ipairs{ 0, 1, 2, 63, 64, 65, 127, 128, 129, 200, 1000 } do
+        local arr = core.json_decode(array_text(n))
+        assert.equal(n, #arr)
+        for i = 1, n do assert.equal(i, arr[i]) end
+        assert.equal(core.json_array_mt, getmetatable(arr))
+        local obj = core.json_decode(object_text(n))
+        local count = 0
+        for k, v in pairs(obj) do
+          count = count + 1
+          assert.equal(k, "k" .. v)
+        end
+        assert.equal(n, count)
+        local nested = core.json_decode('{"a":' .. array_text(n) .. ',"b":' .. object_text(n) .. ',"c":[' ..
+          object_text(n) .. "," .. array_text(n) .. "]}")
+        assert.same(arr, nested.a)
+        assert.same(obj, nested.b)
+        assert.same({ obj, arr }, nested.c)
+      end
+    end)
+
+    it("keeps the last value of a repeated key, before and across an early move", function()
+      assert.same({ a = 3, b = 2 }, core.json_decode('{"a":1,"b":2,"a":3}'))
+      local members = { '"dup":"first"' }
+      for i = 1, 150 do members[#members + 1] = ('"m%d":%d'):format(i, i) end
+      members[#members + 1] = '"dup":"last"'
+      local v = core.json_decode("{" .. table.concat(members, ",") .. "}")
+      assert.equal("last", v.dup)
+      assert.equal(150, v.m150)
+    end)
+
+    it("stays within the Lua stack for deep documents whose every level is wide", function()
+      -- 20000 levels of 63 waiting elements would need 2.5 million stack slots
+      local levels, width = 20000, 63
+      local parts, closes = {}, {}
+      for d = 1, levels do
+        if d % 2 == 0 then
+          parts[#parts + 1] = "[" .. array_text(width):sub(2, -2) .. ","
+          closes[#closes + 1] = "]"
+        else
+          parts[#parts + 1] = "{" .. object_text(width):sub(2, -2) .. ',"child":'
+          closes[#closes + 1] = "}"
+        end
+      end
+      local text = table.concat(parts) .. "null" .. table.concat(closes):reverse()
+      local v = assert(core.json_decode(text, { max_depth = levels + 1 }))
+      for d = 1, levels do
+        if d % 2 == 0 then
+          assert.equal(width + 1, #v)
+          assert.equal(width, v[width])
+          v = v[width + 1]
+        else
+          assert.equal(width, v["k" .. width])
+          v = v.child
+        end
+      end
+      assert.equal(cjson.null, v)
+      -- the same, fed to a stream in pieces: the partial tree is parked between feeds
+      local cuts = {}
+      for cut = 1000, #text - 1, #text // 7 do cuts[#cuts + 1] = cut end
+      local w = assert(decode_chunked(text, cuts, { max_depth = levels + 1 }))
+      for d = 1, levels - 1 do w = d % 2 == 0 and w[width + 1] or w.child end
+      assert.equal(width + 1, #w)
+    end)
+
+    it("never mixes cached strings: keys and values of every length differing in one byte", function()
+      local words = {}
+      for len = 1, 45 do
+        local base = ("k"):rep(len)
+        for pos = 1, len do words[#words + 1] = base:sub(1, pos - 1) .. "x" .. base:sub(pos + 1) end
+        words[#words + 1] = base
+      end
+      local members, values = {}, {}
+      for i, w in ipairs(words) do
+        members[i] = ('"%s":"%s"'):format(w, w:upper())
+        values[i] = ('"%s"'):format(w)
+      end
+      local text = "[{" .. table.concat(members, ",") .. "},[" .. table.concat(values, ",") .. "]]"
+      for _ = 1, 3 do -- again, now from the cache
+        local v = core.json_decode(text)
+        local n = 0
+        for k, val in pairs(v[1]) do
+          n = n + 1
+          assert.equal(k:upper(), val)
+        end
+        assert.equal(#words, n)
+        for i, w in ipairs(words) do
+          assert.equal(w:upper(), v[1][w])
+          assert.equal(w, v[2][i])
+        end
+      end
+      collectgarbage() -- the cache's strings stay valid across a collection
+      assert.equal("KXK", core.json_decode('{"kxk":"KXK"}').kxk)
+    end)
+  end)
+
   describe("errors", function()
     local function fails(text, msg, offset, opts)
       local v, err, off = core.json_decode(text, opts)

@@ -5,32 +5,87 @@
  * the JSON array metatable (core.json_array_mt). All C memory hangs off
  * userdata with __gc, so a Lua error (e.g. out of memory) inside a handler
  * leaks nothing. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "class.h"
 #include "common.h"
 #include "json/jsonstream.h"
+#include "json/strcache.h"
+
+/* An open container. Its elements wait on the Lua stack above its own slot
+ * (for an object: key, value, key, value...) and the table is created when
+ * it closes, at its final size: no rehash while it fills. A container with
+ * more than FLUSH_AT waiting elements, or one below a very deep stack, moves
+ * them into its table early, so the stack stays small for any document. */
+typedef struct frame {
+  int base;          /* its slot, relative to the tree's base (the array metatable) */
+  int created;       /* the table exists in the slot (else the slot holds nil) */
+  int array;
+  int pending;       /* elements waiting on the stack */
+  lua_Integer total; /* elements already in the table */
+} frame;
+
+#define FLUSH_AT 64
+#define STACK_SOFT_LIMIT 4096 /* slots above the base before parents flush early */
 
 typedef struct jsonstream_ud {
   geoservices_jsonstream *parser; /* NULL once closed */
   lua_State *L;                   /* caller's state during feed/finish */
-  int mt;                         /* stack index of the array metatable */
+  int mt;                         /* stack index of the array metatable (the tree's base) */
+  geoservices_strcache *cache;    /* the state's string cache */
+  int cache_idx;                  /* stack index of its string table */
   int busy;    /* set during feed/finish; still set if a Lua error escaped */
-  lua_Integer *counts; /* per open container: elements so far, -1 for objects */
+  frame *frames; /* per open container */
   size_t depth, cap;
 } jsonstream_ud;
 
-/* Stores the value at the top into its container (or leaves the root). */
+/* Moves the waiting elements of f into its table (creating it, at their
+ * number, if needed); `extra` values above them stay on top. */
+static void flush(jsonstream_ud *u, frame *f, int extra) {
+  lua_State *L = u->L;
+  int base = u->mt + f->base, n = f->pending, i, width = f->array ? 1 : 2;
+  if (!f->created) {
+    if (f->array) lua_createtable(L, n, 0);
+    else lua_createtable(L, 0, n);
+    lua_replace(L, base);
+    f->created = 1;
+  }
+  if (f->array && !extra && f->total == 0) {
+    for (i = n; i >= 1; i--) lua_rawseti(L, base, i); /* pops them, last first */
+  } else {
+    if (f->array) {
+      for (i = 1; i <= n; i++) {
+        lua_pushvalue(L, base + i);
+        lua_rawseti(L, base, f->total + i);
+      }
+    } else { /* in document order, so a repeated key keeps its last value */
+      for (i = 0; i < n; i++) {
+        lua_pushvalue(L, base + 1 + 2 * i);
+        lua_pushvalue(L, base + 2 + 2 * i);
+        lua_rawset(L, base);
+      }
+    }
+    for (i = 1; i <= extra; i++) lua_copy(L, base + n * width + i, base + i);
+    lua_settop(L, base + extra);
+  }
+  f->total += n;
+  f->pending = 0;
+}
+
+/* The value at the top joins its container (or stays: the root). */
 static int add_value(jsonstream_ud *u) {
-  lua_Integer *c;
+  frame *f;
   if (u->depth == 0) return 0;
-  c = &u->counts[u->depth - 1];
-  if (*c >= 0)
-    lua_rawseti(u->L, -2, ++*c);
-  else
-    lua_rawset(u->L, -3);
+  f = &u->frames[u->depth - 1];
+  if (++f->pending >= FLUSH_AT) flush(u, f, 0);
   return 0;
+}
+
+/* Pushes a parsed string: from the cache when it is short and was seen. */
+static void push_string(jsonstream_ud *u, const char *s, size_t n) {
+  geoservices_strcache_push(u->L, u->cache, u->cache_idx, s, n, GEOSERVICES_STRCACHE_MAXLEN);
 }
 
 static int on_null(void *ctx) {
@@ -59,28 +114,39 @@ static int on_double(void *ctx, double v) {
 
 static int on_string(void *ctx, const char *s, size_t n) {
   jsonstream_ud *u = ctx;
-  lua_pushlstring(u->L, s, n);
+  push_string(u, s, n);
   return add_value(u);
 }
 
 static int on_key(void *ctx, const char *s, size_t n) {
   jsonstream_ud *u = ctx;
-  lua_pushlstring(u->L, s, n);
+  push_string(u, s, n);
   return 0;
 }
 
 static int open_container(jsonstream_ud *u, int array) {
   lua_State *L = u->L;
-  luaL_checkstack(L, 4, "JSON nested too deeply"); /* table, key, value, metatable */
+  frame *f;
+  /* its slot, a key and a value, the metatable, and a parent's flush */
+  luaL_checkstack(L, 6 + 2 * FLUSH_AT, "JSON nested too deeply");
   if (u->depth == u->cap) {
     size_t cap = u->cap ? u->cap * 2 : 16;
-    lua_Integer *c = realloc(u->counts, cap * sizeof *c);
-    if (!c) return luaL_error(L, "not enough memory");
-    u->counts = c;
+    frame *grown = realloc(u->frames, cap * sizeof *grown);
+    if (!grown) return luaL_error(L, "not enough memory");
+    u->frames = grown;
     u->cap = cap;
   }
-  lua_createtable(L, 0, 0);
-  u->counts[u->depth++] = array ? 0 : -1;
+  if (u->depth > 0 && lua_gettop(L) - u->mt > STACK_SOFT_LIMIT) {
+    f = &u->frames[u->depth - 1];
+    if (f->pending > 0) flush(u, f, f->array ? 0 : 1); /* an object's parent keeps this key on top */
+  }
+  lua_pushnil(L); /* the table's slot */
+  f = &u->frames[u->depth++];
+  f->base = lua_gettop(L) - u->mt;
+  f->created = 0;
+  f->array = array;
+  f->pending = 0;
+  f->total = 0;
   return 0;
 }
 
@@ -89,12 +155,14 @@ static int on_start_array(void *ctx) { return open_container(ctx, 1); }
 
 static int on_end_object(void *ctx) {
   jsonstream_ud *u = ctx;
+  flush(u, &u->frames[u->depth - 1], 0);
   u->depth--;
   return add_value(u);
 }
 
 static int on_end_array(void *ctx) {
   jsonstream_ud *u = ctx;
+  flush(u, &u->frames[u->depth - 1], 0);
   lua_pushvalue(u->L, u->mt);
   lua_setmetatable(u->L, -2);
   u->depth--;
@@ -152,17 +220,20 @@ static jsonstream_ud *new_jsonstream(lua_State *L, const geoservices_json_limits
 static void release(jsonstream_ud *u) {
   geoservices_jsonstream_free(u->parser);
   u->parser = NULL;
-  free(u->counts);
-  u->counts = NULL;
+  free(u->frames);
+  u->frames = NULL;
   u->depth = u->cap = 0;
   u->busy = 0;
   u->L = NULL;
 }
 
-/* Pushes the array metatable, then brings back the parked partial tree.
- * Returns the base: the metatable's slot, below the first tree item. */
+/* Pushes the string cache and the array metatable, then brings back the
+ * parked partial tree. Returns the base: the metatable's slot, below the
+ * first tree item. */
 static int stream_begin(lua_State *L, jsonstream_ud *u, int idx) {
   int base;
+  u->cache = geoservices_strcache_open(L);
+  u->cache_idx = lua_gettop(L);
   geoservices_push_json_array_mt(L);
   base = lua_gettop(L);
   u->mt = base;

@@ -7,6 +7,7 @@
 #include "class.h"
 #include "common.h"
 #include "json/lua_records.h"
+#include "json/strcache.h"
 
 static int64_t read_i64(const char **p) {
   int64_t v;
@@ -22,53 +23,18 @@ static uint32_t read_u32(const char **p) {
   return v;
 }
 
-/* The key cache of a replay: its slots and the table keeping their strings. */
+/* The state's string cache (json/strcache.h) during a replay: keys, and
+ * short values (names, codes, flags repeat; a longer value is mostly an id
+ * seen once, which would only evict the keys). */
 typedef struct {
-  geoservices_replay_state *st;
+  geoservices_strcache *c;
   int table_idx;
 } key_cache;
 
-/* memcmp of a short key without a library call or a loop over its tail:
- * overlapping 8- or 4-byte loads cover any length with few branches. */
-static int same_bytes(const char *a, const char *b, uint32_t len) {
-  uint64_t x, y;
-  uint32_t u, v, i;
-  if (len >= 8) {
-    for (i = 0; i + 8 < len; i += 8) {
-      memcpy(&x, a + i, 8);
-      memcpy(&y, b + i, 8);
-      if (x != y) return 0;
-    }
-    memcpy(&x, a + len - 8, 8);
-    memcpy(&y, b + len - 8, 8);
-    return x == y;
-  }
-  if (len >= 4) {
-    memcpy(&u, a, 4);
-    memcpy(&v, b, 4);
-    if (u != v) return 0;
-    memcpy(&u, a + len - 4, 4);
-    memcpy(&v, b + len - 4, 4);
-    return u == v;
-  }
-  return len == 0 || (a[0] == b[0] && a[len / 2] == b[len / 2] && a[len - 1] == b[len - 1]);
-}
+#define VALUE_CACHE_MAXLEN 16
 
 static void push_key(lua_State *L, key_cache *kc, const char *key, uint32_t len) {
-  unsigned slot;
-  if (len == 0 || len > 40) { /* long strings are not interned by Lua either */
-    lua_pushlstring(L, key, len);
-    return;
-  }
-  slot = (len * 7u + (unsigned char)key[0] * 3u + (unsigned char)key[len - 1]) % GEOSERVICES_KEY_CACHE_SLOTS;
-  if (kc->st->key_len[slot] == len && same_bytes(kc->st->key_text[slot], key, len)) {
-    lua_rawgeti(L, kc->table_idx, (lua_Integer)slot + 1);
-    return;
-  }
-  kc->st->key_text[slot] = lua_pushlstring(L, key, len);
-  kc->st->key_len[slot] = len;
-  lua_pushvalue(L, -1);
-  lua_rawseti(L, kc->table_idx, (lua_Integer)slot + 1); /* keeps text[slot] alive */
+  geoservices_strcache_push(L, kc->c, kc->table_idx, key, len, GEOSERVICES_STRCACHE_MAXLEN);
 }
 
 /* Pushes the value at *p; tables are created at their final size. */
@@ -103,7 +69,7 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
       break;
     case TAPE_STRING:
       len = read_u32(p);
-      lua_pushlstring(L, *p, len);
+      geoservices_strcache_push(L, kc->c, kc->table_idx, *p, len, VALUE_CACHE_MAXLEN);
       *p += len;
       break;
     case TAPE_INTEGER:
@@ -153,7 +119,7 @@ static void flush_pending(lua_State *L, int fn_idx, int pending_idx, const geose
 }
 
 lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geoservices_replay_state *st,
-                                       int fn_idx, int pending_idx, int cache_idx) {
+                                       int fn_idx, int pending_idx) {
   size_t len;
   const char *tape = geoservices_records_tape(r, &len);
   const char *p = tape, *end = tape + len;
@@ -162,8 +128,8 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
   key_cache kc;
   fn_idx = lua_absindex(L, fn_idx);
   pending_idx = lua_absindex(L, pending_idx);
-  kc.st = st;
-  kc.table_idx = lua_absindex(L, cache_idx);
+  kc.c = geoservices_strcache_open(L);
+  kc.table_idx = lua_gettop(L);
   geoservices_push_json_array_mt(L);
   array_mt = lua_gettop(L);
   while (p < end) {
@@ -209,7 +175,7 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
       luaL_error(L, "corrupt record tape (op %d)", op);
     }
   }
-  lua_pop(L, 1); /* the array metatable */
+  lua_pop(L, 2); /* the array metatable, the cache's table */
   geoservices_records_consume(r);
   return delivered;
 }
@@ -244,9 +210,8 @@ lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx) {
   fn_idx = lua_absindex(L, fn_idx);
   u = check_records(L, ud_idx);
   lua_getiuservalue(L, ud_idx, 1);
-  lua_getiuservalue(L, ud_idx, 2);
-  n = geoservices_records_replay(L, u->records, &u->replay, fn_idx, -2, -1);
-  lua_pop(L, 2);
+  n = geoservices_records_replay(L, u->records, &u->replay, fn_idx, -1);
+  lua_pop(L, 1);
   return n;
 }
 
@@ -273,13 +238,11 @@ static int l_records_new(lua_State *L) {
   geoservices_json_limits lim;
   records_ud *u;
   geoservices_read_json_limits(L, 1, &lim);
-  u = (records_ud *)lua_newuserdatauv(L, sizeof *u, 2);
+  u = (records_ud *)lua_newuserdatauv(L, sizeof *u, 1);
   memset(u, 0, sizeof *u);
   luaL_setmetatable(L, GEOSERVICES_RECORDS_MT);
   lua_newtable(L);
   lua_setiuservalue(L, -2, 1); /* records waiting for their layer id */
-  lua_createtable(L, GEOSERVICES_KEY_CACHE_SLOTS, 0);
-  lua_setiuservalue(L, -2, 2); /* the key cache's strings */
   u->records = geoservices_records_new(&lim);
   if (!u->records) return luaL_error(L, "records: not enough memory");
   return 1;

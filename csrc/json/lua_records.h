@@ -9,19 +9,12 @@
 
 #define GEOSERVICES_RECORDS_MT "geoservices.Records"
 
-#define GEOSERVICES_KEY_CACHE_SLOTS 128
-
-/* Which layer id the records of the current layer entry belong to, and the
- * Lua strings of recent keys: every record repeats them, and a cache probed
- * by length and end bytes saves hashing each one again for Lua's string
- * table. key_text points into strings that a table beside the Records
- * (its second user value) keeps alive. */
+/* Which layer id the records of the current layer entry belong to. (Keys
+ * and short values come from the state's string cache, json/strcache.h.) */
 typedef struct geoservices_replay_state {
   int has_id;
   int64_t id_entry;
   int64_t layer_id;
-  const char *key_text[GEOSERVICES_KEY_CACHE_SLOTS];
-  uint32_t key_len[GEOSERVICES_KEY_CACHE_SLOTS];
 } geoservices_replay_state;
 
 /* The Records userdata. Requests in records mode feed one (it may outlive
@@ -42,10 +35,9 @@ lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx);
 
 /* Calls the function at fn_idx as fn(kind, layer_id, value, key) for every
  * complete record of the tape, then drops them. pending_idx: a table where
- * records wait for their layer id; cache_idx: the table that keeps the key
- * cache's strings. Returns the number of records. */
+ * records wait for their layer id. Returns the number of records. */
 lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geoservices_replay_state *st,
-                                       int fn_idx, int pending_idx, int cache_idx);
+                                       int fn_idx, int pending_idx);
 /* Pushes nil, "invalid JSON at byte N: ...", N for the extractor's error. */
 int geoservices_push_records_error(lua_State *L, geoservices_records *r);
 /* Reads {max_depth=, max_value_bytes=} at idx (nil allowed). */

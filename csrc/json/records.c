@@ -30,6 +30,7 @@ struct geoservices_records {
   size_t *count_at;       /* tape offsets of the counts of open captured containers */
   uint32_t *counts;
   unsigned char *is_array; /* per open captured container: arrays count values, objects keys */
+  size_t depth_cap;       /* entries of the three arrays above, grown as nesting needs */
   size_t max_depth;
   int64_t entry;          /* index of the current layer entry */
   int part_is_attachments;
@@ -126,9 +127,32 @@ static void value_done(geoservices_records *r) {
   }
 }
 
+/* Room for the open container at index sub_depth (the arrays grow with the
+ * nesting actually met, not to max_depth up front: most records are shallow,
+ * and a Records is made per request). 0, or -1 when they cannot grow. */
+static int depth_room(geoservices_records *r) {
+  size_t cap;
+  size_t *count_at;
+  uint32_t *counts;
+  unsigned char *is_array;
+  if (r->sub_depth < r->depth_cap) return 0;
+  cap = r->depth_cap ? r->depth_cap * 2 : 16;
+  if (cap > r->max_depth) cap = r->max_depth;
+  count_at = realloc(r->count_at, cap * sizeof *count_at);
+  if (count_at) r->count_at = count_at;
+  counts = realloc(r->counts, cap * sizeof *counts);
+  if (counts) r->counts = counts;
+  is_array = realloc(r->is_array, cap);
+  if (is_array) r->is_array = is_array;
+  if (!count_at || !counts || !is_array) return -1;
+  r->depth_cap = cap;
+  return 0;
+}
+
 static int open_container(geoservices_records *r, int op) {
   count_element(r);
   if (r->sub_depth >= r->max_depth) return fail(r, "maximum depth exceeded");
+  if (depth_room(r)) return fail(r, "out of memory");
   if (put_u8(r, op)) return fail(r, "out of memory");
   r->count_at[r->sub_depth] = r->tape.len;
   r->counts[r->sub_depth] = 0;
@@ -298,6 +322,7 @@ static int start_container(geoservices_records *r, int op) {
     if (s > 0) return 0;
     /* a capture starts with this container: it is the record's value, not an element */
     if (r->sub_depth >= r->max_depth) return fail(r, "maximum depth exceeded");
+    if (depth_room(r)) return fail(r, "out of memory");
     if (put_u8(r, op)) return fail(r, "out of memory");
     r->count_at[0] = r->tape.len;
     r->counts[0] = 0;
@@ -347,13 +372,10 @@ geoservices_records *geoservices_records_new(const geoservices_json_limits *limi
   geoservices_records *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->max_depth = limits && limits->max_depth ? limits->max_depth : GEOSERVICES_JSON_DEFAULT_DEPTH;
-  r->count_at = calloc(r->max_depth + 1, sizeof *r->count_at);
-  r->counts = calloc(r->max_depth + 1, sizeof *r->counts);
-  r->is_array = calloc(r->max_depth + 1, 1);
   r->parser = geoservices_jsonstream_new(&handlers, r, limits);
   geoservices_buf_init(&r->tape, 0);
   r->entry = -1;
-  if (!r->count_at || !r->counts || !r->is_array || !r->parser) {
+  if (!r->parser) {
     geoservices_records_free(r);
     return NULL;
   }
