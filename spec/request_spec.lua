@@ -210,6 +210,73 @@ describe("driver and request", function()
       assert.equal(1, connects)
     end)
 
+    it("wait() drives until the request ends, or returns false after max_ms", function()
+      local req = slow_request()
+      driver:add(req)
+      local t0 = core.monotonic()
+      assert.is_false(driver:wait(req, 150)) -- the emulator holds it for 3 s
+      local waited = core.monotonic() - t0
+      assert.is_true(waited >= 0.14 and waited < 1.5, tostring(waited))
+      assert.equal("running", req:state())
+      assert.is_false(req:ready())
+      local other = core.driver()
+      assert.has_error(function() other:wait(req, 10) end)
+      other:close()
+      emu:reset()
+      local quick = core.request{ url = emu.url .. "/admin/services/getServicesById", form = { { "f", "json" } } }
+      driver:add(quick)
+      while not driver:wait(quick, 100) do end
+      assert.equal("done", quick:state())
+      assert.is_true(quick:ready())
+      assert.equal(200, assert(quick:result()).status)
+      req:close()
+      quick:close()
+    end)
+
+    it("core.drive runs every driver of a table through one poll and names a closed one", function()
+      emu:reset()
+      local d1, d2 = core.driver(), core.driver()
+      local r1 = core.request{ url = emu.url .. "/admin/services/getServicesById", form = { { "f", "json" } } }
+      local r2 = core.request{ url = emu.url .. "/admin/notebooks/snapshots/list", form = { { "f", "json" } } }
+      d1:add(r1)
+      d2:add(r2)
+      local waiting = { [d1] = true, [d2] = true }
+      helper.wait_for("both requests", function()
+        local ok, failures = core.drive(waiting, 50)
+        assert.is_true(ok)
+        assert.is_nil(failures)
+        return r1:state() == "done" and r2:state() == "done"
+      end)
+      assert.equal(200, assert(r1:result()).status)
+      assert.equal(200, assert(r2:result()).status)
+      d2:close()
+      local ok, failures = core.drive(waiting, 0)
+      assert.is_true(ok)
+      assert.same({ d2, "the client was closed while the request was in flight", "closed" }, failures)
+      assert.has_error(function() core.drive({ [{}] = true }, 0) end, "core.drive: the table's keys must be drivers")
+      d1:close()
+    end)
+
+    it("reuses easy handles of closed requests without carrying their options over", function()
+      emu:reset()
+      local echo = emu.root .. "/_emulator/echo"
+      local req = core.request{ url = echo, form = { { "a", "b" } }, user_agent = "first/1",
+                                headers = { "X-Only-First: yes" } }
+      local first = assert(run(driver, req))
+      req:close() -- its easy handle goes back to the state's pool, reset
+      local got = require("geoservices.json").decode(first.body)
+      assert.equal("first/1", got.headers["user-agent"])
+      assert.equal("yes", got.headers["x-only-first"])
+      for _ = 1, 3 do
+        req = core.request{ url = echo, form = { { "a", "b" } } }
+        local res = assert(run(driver, req))
+        req:close()
+        got = require("geoservices.json").decode(res.body)
+        assert.is_nil(got.headers["x-only-first"])
+        assert.matches("^lua%-geoservices/", got.headers["user-agent"])
+      end
+    end)
+
     it("sends a User-Agent naming the library and offers gzip", function()
       local res = assert(run(driver, core.request{ url = emu.root .. "/_emulator/echo", form = { { "a", "b" } } }))
       local got = require("geoservices.json").decode(res.body)

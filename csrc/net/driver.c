@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "class.h"
 #include "net/request.h"
@@ -197,6 +198,64 @@ static int l_driver_step(lua_State *L) {
   return 2;
 }
 
+/* Reads finished transfers like drain_finished, without building a list. */
+static void finish_transfers(lua_State *L, geoservices_driver *drv) {
+  CURLMsg *msg;
+  int left;
+  while ((msg = curl_multi_info_read(drv->multi, &left))) {
+    geoservices_request *req = NULL;
+    if (msg->msg != CURLMSG_DONE) continue;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&req);
+    if (!req || req->ref == LUA_NOREF) continue;
+    geoservices_request_finished(L, req, msg->data.result);
+  }
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* wait(request, max_ms) -> true once the request is no longer running,
+ * false when max_ms passed first (or the transfer paused until its records
+ * are drained), or nil, message, code on a multi error. The blocking wait
+ * of a caller outside any task, in one call instead of a step() per wake-up
+ * (curl_multi_perform, then curl_multi_poll for as long as libcurl's own
+ * timeout allows, never past max_ms). Other requests of the driver that
+ * finish meanwhile finish as they would in step(). */
+static int l_driver_wait(lua_State *L) {
+  geoservices_driver *drv = check_open_driver(L, 1);
+  geoservices_request *req = geoservices_check_request(L, 2);
+  lua_Integer max_ms = luaL_checkinteger(L, 3);
+  double until = now_ms() + (double)max_ms;
+  CURLMcode rc;
+  if (req->state == REQUEST_RUNNING && req->driver != drv)
+    return luaL_argerror(L, 2, "the request runs on another driver");
+  for (;;) {
+    long t = -1;
+    double left;
+    rc = curl_multi_perform(drv->multi, &drv->running);
+    if (rc != CURLM_OK) return push_multi_error(L, rc);
+    finish_transfers(L, drv);
+    if (req->state != REQUEST_RUNNING) break;
+    left = until - now_ms();
+    if (left <= 0 || req->paused) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    rc = curl_multi_timeout(drv->multi, &t);
+    if (rc != CURLM_OK) return push_multi_error(L, rc);
+    if (t < 0 || (double)t > left) t = (long)left + 1;
+    if (t > 0) {
+      rc = curl_multi_poll(drv->multi, NULL, 0, (int)t, NULL);
+      if (rc != CURLM_OK) return push_multi_error(L, rc);
+    }
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* Finishes an action: the array of finished requests, then running count. */
 static int push_action_result(lua_State *L, geoservices_driver *drv, CURLMcode rc) {
   if (rc != CURLM_OK) {
@@ -326,6 +385,144 @@ static int l_poll(lua_State *L) {
   return 1;
 }
 
+/* A driver of core.drive's table and whether it failed. */
+typedef struct {
+  geoservices_driver *drv;
+  int key;      /* stack index of the driver userdata (its key in the table) */
+  CURLMcode rc; /* the first multi error, or CURLM_OK */
+} drive_entry;
+
+#define DRIVE_INLINE 16 /* drivers and sockets handled without an allocation */
+
+static void drive_action(lua_State *L, drive_entry *e, curl_socket_t fd, int mask) {
+  CURLMcode rc;
+  if (e->rc != CURLM_OK || !e->drv->multi) return;
+  rc = curl_multi_socket_action(e->drv->multi, fd, mask, &e->drv->running);
+  if (rc != CURLM_OK) {
+    e->drv->watch_oom = 0;
+    e->rc = rc;
+    return;
+  }
+  finish_transfers(L, e->drv);
+}
+
+/* core.drive(drivers, timeout_ms) -> true[, failures] | nil, message
+ * One turn of a scheduler over every driver that is a key of the table
+ * `drivers`, through the socket API: waits up to timeout_ms (or less, as
+ * their libcurl timers ask) in one poll(2) over all their sockets, runs
+ * curl_multi_socket_action for each ready socket and for each due timer,
+ * and finishes the transfers that ended (their requests leave "running").
+ * What Scheduler:fds/:timeout/:action/:action_timeout do for a host loop,
+ * without a Lua table per socket and per event. `failures` lists, for the
+ * drivers that failed as a whole, {driver, message, code, ...} (a closed
+ * driver has code "closed"). nil, message when poll(2) itself fails. */
+static int l_drive(lua_State *L) {
+  drive_entry inline_entries[DRIVE_INLINE], *entries = inline_entries;
+  struct pollfd inline_pfd[DRIVE_INLINE], *pfd = inline_pfd;
+  int inline_owner[DRIVE_INLINE], *owner = inline_owner;
+  lua_Integer timeout_ms = luaL_checkinteger(L, 2);
+  int n = 0, cap = DRIVE_INLINE, nfd = 0, fdcap = DRIVE_INLINE, i, rc, failures = 0, listed = 0, top;
+  size_t w;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (timeout_ms < 0) timeout_ms = 0;
+  if (timeout_ms > 0x7fffffff) timeout_ms = 0x7fffffff;
+  /* the drivers stay on the stack (anchored) while libcurl runs */
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    geoservices_driver *drv;
+    lua_pop(L, 1);
+    drv = (geoservices_driver *)luaL_testudata(L, -1, GEOSERVICES_DRIVER_MT);
+    if (!drv) return luaL_error(L, "core.drive: the table's keys must be drivers");
+    if (n == cap) {
+      drive_entry *grown;
+      cap *= 2;
+      grown = (drive_entry *)lua_newuserdatauv(L, (size_t)cap * sizeof(*grown), 0);
+      memcpy(grown, entries, (size_t)n * sizeof(*grown));
+      entries = grown;
+      lua_insert(L, -2); /* below the key lua_next needs on top */
+    }
+    luaL_checkstack(L, 4, NULL);
+    lua_pushvalue(L, -1);
+    lua_insert(L, -2); /* a copy stays below the key */
+    entries[n].drv = drv;
+    entries[n].key = lua_gettop(L) - 1;
+    entries[n].rc = CURLM_OK;
+    n++;
+  }
+  /* the shortest libcurl timer, and the sockets to watch */
+  for (i = 0; i < n; i++) {
+    geoservices_driver *drv = entries[i].drv;
+    long t = -1;
+    if (!drv->multi) continue;
+    if (curl_multi_timeout(drv->multi, &t) != CURLM_OK) t = 0;
+    if (t >= 0 && t < timeout_ms) timeout_ms = t;
+    for (w = 0; w < drv->nwatch; w++) {
+      if (nfd == fdcap) {
+        struct pollfd *grown_pfd;
+        int *grown_owner;
+        fdcap *= 2;
+        grown_pfd = (struct pollfd *)lua_newuserdatauv(L, (size_t)fdcap * sizeof(*grown_pfd), 0);
+        grown_owner = (int *)lua_newuserdatauv(L, (size_t)fdcap * sizeof(*grown_owner), 0);
+        memcpy(grown_pfd, pfd, (size_t)nfd * sizeof(*grown_pfd));
+        memcpy(grown_owner, owner, (size_t)nfd * sizeof(*grown_owner));
+        pfd = grown_pfd;
+        owner = grown_owner;
+      }
+      pfd[nfd].fd = (int)drv->watch[w].fd;
+      pfd[nfd].events = (short)((drv->watch[w].what & CURL_POLL_IN ? POLLIN : 0) |
+                                (drv->watch[w].what & CURL_POLL_OUT ? POLLOUT : 0));
+      pfd[nfd].revents = 0;
+      owner[nfd] = i;
+      nfd++;
+    }
+  }
+  rc = nfd == 0 && timeout_ms == 0 ? 0 : poll(pfd, (nfds_t)nfd, (int)timeout_ms);
+  if (rc < 0 && errno != EINTR) {
+    int e = errno;
+    luaL_pushfail(L);
+    lua_pushstring(L, strerror(e));
+    return 2;
+  }
+  for (i = 0; rc > 0 && i < nfd; i++) {
+    int mask = 0;
+    if (!pfd[i].revents) continue;
+    if (pfd[i].revents & (POLLIN | POLLHUP)) mask |= CURL_CSELECT_IN;
+    if (pfd[i].revents & POLLOUT) mask |= CURL_CSELECT_OUT;
+    if (pfd[i].revents & (POLLERR | POLLNVAL)) mask |= CURL_CSELECT_ERR;
+    drive_action(L, &entries[owner[i]], (curl_socket_t)pfd[i].fd, mask);
+  }
+  /* then the timers that are due (also the first kick after an add) */
+  for (i = 0; i < n; i++) {
+    long t = -1;
+    if (!entries[i].drv->multi || entries[i].rc != CURLM_OK) continue;
+    if (curl_multi_timeout(entries[i].drv->multi, &t) == CURLM_OK && t == 0)
+      drive_action(L, &entries[i], CURL_SOCKET_TIMEOUT, 0);
+  }
+  lua_pushboolean(L, 1);
+  top = lua_gettop(L);
+  for (i = 0; i < n; i++) {
+    int closed = !entries[i].drv->multi;
+    if (!closed && entries[i].rc == CURLM_OK) continue;
+    if (!listed) {
+      lua_newtable(L);
+      listed = 1;
+    }
+    lua_pushvalue(L, entries[i].key);
+    lua_rawseti(L, top + 1, ++failures);
+    if (closed) {
+      lua_pushliteral(L, "the client was closed while the request was in flight");
+      lua_rawseti(L, top + 1, ++failures);
+      lua_pushliteral(L, "closed");
+    } else {
+      lua_pushstring(L, curl_multi_strerror(entries[i].rc));
+      lua_rawseti(L, top + 1, ++failures);
+      lua_pushfstring(L, "multi_%d", (int)entries[i].rc);
+    }
+    lua_rawseti(L, top + 1, ++failures);
+  }
+  return listed ? 2 : 1;
+}
+
 /* timeout() -> milliseconds the caller may wait before calling step(), or
  * nil when libcurl has no timer set. */
 static int l_driver_timeout(lua_State *L) {
@@ -374,6 +571,7 @@ void geoservices_open_driver(lua_State *L) {
     {"add", l_driver_add},
     {"remove", l_driver_remove},
     {"step", l_driver_step},
+    {"wait", l_driver_wait},
     {"fds", l_driver_fds},
     {"action", l_driver_action},
     {"action_timeout", l_driver_action_timeout},
@@ -395,4 +593,6 @@ void geoservices_open_driver(lua_State *L) {
   lua_setfield(L, -2, "driver");
   lua_pushcfunction(L, l_poll);
   lua_setfield(L, -2, "poll");
+  lua_pushcfunction(L, l_drive);
+  lua_setfield(L, -2, "drive");
 }

@@ -247,9 +247,25 @@ function Scheduler:__tostring()
   return ("geoservices.Scheduler (%d tasks)"):format(self.ntasks)
 end
 
+-- The ready queue holds pairs: a task, then the values its resume passes
+-- (shared constants for the usual "true" and nothing, so a wake-up
+-- allocates nothing).
+local RESUME_TRUE = { n = 1, true }
+local RESUME_NONE = { n = 0 }
+
 function Scheduler:_enqueue(task, ...)
   task.state = "ready"
-  self.ready[#self.ready + 1] = { task, pack(...) }
+  local queue = self.ready
+  local n = #queue
+  queue[n + 1] = task
+  local count = select("#", ...)
+  if count == 0 then
+    queue[n + 2] = RESUME_NONE
+  elseif count == 1 and (...) == true then
+    queue[n + 2] = RESUME_TRUE
+  else
+    queue[n + 2] = pack(...)
+  end
 end
 
 --- Starts fn(...) as a task of this scheduler; returns its handle. The task
@@ -286,7 +302,7 @@ function Scheduler:_finish(task, results, err)
     task.results = results
   end
   for _, waiter in ipairs(task.waiters) do
-    if waiter.state == "waiting" and waiter.wait and waiter.wait[1] == "join" then
+    if waiter.state == "waiting" and waiter.wait == "join" then
       waiter.wait = nil
       self:_enqueue(waiter, true)
     end
@@ -294,19 +310,22 @@ function Scheduler:_finish(task, results, err)
   task.waiters = {}
 end
 
+-- What a waiting task waits on: task.wait is "request" (task.wait_driver,
+-- task.wait_req), "sleep" or "join"; nil when it waits on nothing.
+
 -- Takes a task out of whatever it waits on (for cancel).
 function Scheduler:_unwait(task)
-  local wait = task.wait
-  task.wait = nil
+  local wait, driver, req = task.wait, task.wait_driver, task.wait_req
+  task.wait, task.wait_driver, task.wait_req = nil, nil, nil
   if not wait then return end
-  if wait[1] == "request" then
-    local set = self.waiting[wait[2]]
-    if set and set[wait[3]] then
-      await_end(wait[2])
-      set[wait[3]] = nil
-      if next(set) == nil then self.waiting[wait[2]] = nil end
+  if wait == "request" then
+    local set = self.waiting[driver]
+    if set and set[req] then
+      await_end(driver)
+      set[req] = nil
+      if next(set) == nil then self.waiting[driver] = nil end
     end
-  elseif wait[1] == "sleep" then
+  elseif wait == "sleep" then
     self.timers[task] = nil
   end -- a join: _finish skips waiters that no longer wait
 end
@@ -321,16 +340,16 @@ function Scheduler:_wait(task, kind, a, b)
     end
     set[b] = task
     await_start(a)
-    task.wait = { "request", a, b }
+    task.wait, task.wait_driver, task.wait_req = "request", a, b
   elseif kind == "sleep" then
     self.timers[task] = a
-    task.wait = { "sleep" }
+    task.wait = "sleep"
   elseif kind == "join" then
     if a.state == "done" then
       self:_enqueue(task, true)
     else
       a.waiters[#a.waiters + 1] = task
-      task.wait = { "join" }
+      task.wait = "join"
     end
   else -- "yield": let the others run, then continue
     self:_enqueue(task, true)
@@ -345,23 +364,28 @@ function Scheduler:_resume(task, args)
   end
   task.started = true
   task.state = "running"
-  local res = pack(coroutine.resume(task.co, unpack(args, 1, args.n)))
-  if not res[1] then
-    local e = res[2]
+  if args.n == 1 then return self:_resumed(task, coroutine.resume(task.co, args[1])) end
+  return self:_resumed(task, coroutine.resume(task.co, unpack(args, 1, args.n)))
+end
+
+-- What a resume returned, taken as arguments (no table for the usual yield).
+function Scheduler:_resumed(task, ok, first, ...)
+  if not ok then
+    local e = first
     local trace = debug.traceback(task.co, tostring(e))
     coroutine.close(task.co) -- closes its pending <close> variables (requests)
     if not errors.is(e) then e = errors.new("task", tostring(e), { value = e, traceback = trace }) end
-    task.raised = res[2]
+    task.raised = first
     self:_finish(task, nil, e)
   elseif coroutine.status(task.co) == "dead" then
-    self:_finish(task, pack(unpack(res, 2, res.n)))
-  elseif res[2] == WAIT then
-    self:_wait(task, res[3], res[4], res[5])
+    self:_finish(task, pack(first, ...))
+  elseif first == WAIT then
+    self:_wait(task, ...)
   elseif self.passthrough and coroutine.isyieldable() then
     -- A user yield at the task's top level goes up to whoever resumed
     -- geoservices.run (multi-level, as in cqueues); what comes back goes
     -- back to the task.
-    self:_enqueue(task, coroutine.yield(unpack(res, 2, res.n)))
+    self:_enqueue(task, coroutine.yield(first, ...))
   else
     self:_enqueue(task) -- nobody to hand it to: a plain cooperative yield
   end
@@ -373,9 +397,9 @@ function Scheduler:_run_ready()
   local queue = self.ready
   if #queue == 0 then return end
   self.ready = {}
-  for _, item in ipairs(queue) do
-    local task = item[1]
-    if task.state == "ready" then self:_resume(task, item[2]) end
+  for i = 1, #queue, 2 do
+    local task = queue[i]
+    if task.state == "ready" then self:_resume(task, queue[i + 1]) end
   end
 end
 
@@ -385,10 +409,10 @@ function Scheduler:_sweep(driver)
   local set = self.waiting[driver]
   if not set then return end
   for req, task in pairs(set) do
-    if req:state() ~= "running" or req:has_records() then
+    if req:ready() then
       set[req] = nil
       await_end(driver)
-      task.wait = nil
+      task.wait, task.wait_driver, task.wait_req = nil, nil, nil
       self:_enqueue(task, true)
     end
   end
@@ -401,7 +425,7 @@ function Scheduler:_fail_driver(driver, msg, code)
   self.waiting[driver] = nil
   for _, task in pairs(set or {}) do
     await_end(driver)
-    task.wait = nil
+    task.wait, task.wait_driver, task.wait_req = nil, nil, nil
     self:_enqueue(task, nil, msg, code)
   end
 end
@@ -473,8 +497,8 @@ end
 -- After driving: wake finished requests and due timers, run what is ready.
 function Scheduler:_after()
   for driver in pairs(self.waiting) do self:_sweep(driver) end
-  self:_wake_timers()
-  self:_run_ready()
+  if next(self.timers) then self:_wake_timers() end
+  if self.ready[1] then self:_run_ready() end
 end
 
 local function drive(self, driver, fd, events)
@@ -512,24 +536,28 @@ function Scheduler:action_timeout()
 end
 
 -- Waits up to `cap_ms` for sockets or timers, drives the drivers, then
--- resumes the tasks that can go on.
+-- resumes the tasks that can go on. The socket work is core.drive's: one
+-- poll(2) over every waited-on driver's sockets, their actions and due
+-- timers, in C (the host-loop methods above do the same in steps).
 function Scheduler:_wait_and_drive(cap_ms)
-  local wait = self:timeout()
-  if wait == nil then
-    if next(self.waiting) == nil and self.ntasks > 0 and #self.ready == 0 and next(self.timers) == nil then
-      error("geoservices: deadlock: every task is waiting for another task", 0)
+  local wait = cap_ms
+  if #self.ready > 0 then
+    wait = 0
+  elseif next(self.timers) then
+    local t = now()
+    for _, at in pairs(self.timers) do
+      local ms = math.max(0, math.ceil((at - t) * 1000))
+      if ms < wait then wait = ms end
     end
-    wait = MAX_WAIT_MS
+  elseif next(self.waiting) == nil and self.ntasks > 0 then
+    error("geoservices: deadlock: every task is waiting for another task", 0)
   end
-  wait = math.min(wait, cap_ms)
-  local fds = self:fds()
-  local events, msg = core.poll(fds, wait)
-  if not events then error("geoservices: poll failed: " .. tostring(msg), 0) end
-  for _, ev in ipairs(events) do
-    local driver = self.fd_owner[ev.fd]
-    if driver and not driver:closed() then drive(self, driver, ev.fd, ev.events) end
+  local ok, failures = core.drive(self.waiting, wait)
+  if not ok then error("geoservices: poll failed: " .. tostring(failures), 0) end
+  if failures then
+    for i = 1, #failures, 3 do self:_fail_driver(failures[i], failures[i + 1], failures[i + 2]) end
   end
-  self:action_timeout() -- then the drivers whose timers are due, and the tasks that can go on
+  self:_after()
 end
 
 --- One turn: runs the ready tasks, waits up to `timeout_ms` (default 0, so
@@ -552,11 +580,11 @@ end
 -- @raise when no task is left before pred is true, on a deadlock, or when poll(2) fails
 function Scheduler:loop(pred)
   pred = pred or function() return self.ntasks == 0 end
+  self:_after()
   while true do
-    self:_after()
     if pred() then return end
     if self.ntasks == 0 then error("geoservices: nothing left to run", 0) end
-    self:_wait_and_drive(MAX_WAIT_MS)
+    self:_wait_and_drive(MAX_WAIT_MS) -- ends with _after
   end
 end
 
@@ -618,6 +646,13 @@ function loop.await(driver, req, progress)
     end
   end
   if not awaited[driver] then -- nobody else drives it: libcurl's own poll
+    if not progress then -- the whole wait in C, back here only every BLOCKING_WAIT_MS
+      while true do
+        local done, msg, code = driver:wait(req, BLOCKING_WAIT_MS)
+        if done then return true end
+        if done == nil then return nil, msg, code end
+      end
+    end
     while req:state() == "running" do
       -- drain first: it resumes a transfer paused for a full record tape,
       -- and libcurl's timeout is then 0 instead of a useless wait
