@@ -354,17 +354,19 @@ password_file = %s
                                                      "--poll-interval", "0.05" },
         { ORG_ADMIN_PASSWORD = ORG_PASSWORD, ORG_ADMIN_ANSWER = "x" })
       assert.equal(130, r.exit, r.output)
+      -- without a token of its own, following means signing in as the administrator configure creates
       assert.truthy(r.output:find("interrupted; the configuration of the organization keeps running on the server: "
-        .. "follow it with `geoservices --url " .. emu.url .. " configure --attach`", 1, true), r.output)
+        .. "follow it with `geoservices --url " .. emu.url .. " --username siteadmin configure --attach`", 1, true),
+        r.output)
       assert.falsy(r.output:find("traceback", 1, true))
       assert.falsy(r.output:find("loop.lua", 1, true))
     end)
 
     it("configure --json: the last line is still the result event", function()
       emu:control("configure", { stage_seconds = 0.5 })
-      local r = ctrl_c('"event":"stage"', { "--url", emu.url, "--json", "configure", org_params_file(dir),
-                                            "--poll-interval", "0.05" },
-        { ORG_ADMIN_PASSWORD = ORG_PASSWORD, ORG_ADMIN_ANSWER = "x" })
+      local r = ctrl_c('"event":"stage"', { "--url", emu.url, "--token-env", "ADMIN_TOKEN", "--json", "configure",
+                                            org_params_file(dir), "--poll-interval", "0.05" },
+        { ORG_ADMIN_PASSWORD = ORG_PASSWORD, ORG_ADMIN_ANSWER = "x", ADMIN_TOKEN = "admin-token" })
       assert.equal(130, r.exit, r.output)
       local last
       for line in r.output:gmatch("[^\r\n]+") do
@@ -372,7 +374,7 @@ password_file = %s
       end
       assert.same({ "result", 130, true, "the configuration of the organization" },
         { last.event, last.exit, last.interrupted, last.running })
-      assert.equal("geoservices --url " .. emu.url .. " configure --attach", last.follow)
+      assert.equal("geoservices --url " .. emu.url .. " --token-env ADMIN_TOKEN configure --attach", last.follow)
     end)
 
     it("sync --async: exit 130 and how to follow the job still running", function()

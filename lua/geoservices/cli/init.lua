@@ -292,12 +292,25 @@ local function default_env()
            stderr_tty = tty(2) }
 end
 
--- The start of a command that reaches the same server and profile: what an
+-- The start of a command that reaches the same server, profile and token
+-- the same way (never a secret itself: a --token value is left out): what an
 -- interrupted command prints for following what it left running.
 function cli.follow_prefix(args)
   local parts = { "geoservices" }
-  if args.profile then parts[#parts + 1] = "--profile " .. args.profile end
-  if args.url then parts[#parts + 1] = "--url " .. args.url end
+  local function add(flag, value)
+    if value ~= nil and value ~= false then parts[#parts + 1] = value == true and flag or (flag .. " " .. value) end
+  end
+  add("--profile", args.profile)
+  add("--url", args.url)
+  if args.admin_path and args.admin_path ~= "admin" then add("--admin-path", args.admin_path) end
+  if args.token_env ~= "GEOSERVICES_TOKEN" then add("--token-env", args.token_env) end
+  if args.token_file ~= "-" then add("--token-file", args.token_file) end
+  add("--username", args.username)
+  if args.password_file ~= "-" then add("--password-file", args.password_file) end
+  add("--token-endpoint", args.token_endpoint)
+  add("--bearer", args.bearer)
+  add("--ca-file", args.ca_file)
+  add("--insecure", args.insecure)
   return table.concat(parts, " ")
 end
 

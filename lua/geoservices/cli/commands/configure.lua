@@ -77,9 +77,13 @@ end
 
 -- From here on, an interrupted command leaves the configuration running on
 -- the server: Ctrl-C says so, and how to follow it.
-local function following(out)
+-- `admin`: the administrator configure creates, when the command has no
+-- token of its own: once configured the root resource needs one, so
+-- following the configuration means signing in as that administrator.
+local function following(out, admin)
   out:server_work{ what = "the configuration of the organization",
-                   follow = (out.follow_prefix or "geoservices") .. " configure --attach" }
+                   follow = (out.follow_prefix or "geoservices") .. (admin and (" --username " .. admin) or "")
+                     .. " configure --attach" }
 end
 
 -- The server's own words about the configuration, when they change.
@@ -168,7 +172,7 @@ return function(args, out, client, env)
   if ok then ok, secret_err = fill_secret(params, "securityQuestionAns", args.answer_env, "Security answer", env) end
   if not ok then return output.fail(out, secret_err, { command = "configure" }) end
   -- sent: whatever happens next (an answer lost, Ctrl-C), the server may be configuring
-  following(out)
+  following(out, not client.has_token and type(params.username) == "string" and params.username or nil)
   local root, op = client:configure(params, { wait = false })
   if not root then
     if not (type(op) == "table" and op.ambiguous) then out:server_work(nil) end
