@@ -214,11 +214,70 @@ function client.new(opts, class)
 end
 
 --- A client made by @{new}: connection settings, the token provider and one
--- driver of the C core (connections are reused across calls).
+-- driver of the C core (connections are reused across calls). Its first
+-- methods below are the operations (the `geoservices` façade gives them to
+-- every client it makes); the rest is the plumbing they share.
 -- Fields (read only): `url`, `admin_path`, `timeout`, `has_token`,
 -- `token_provider` (booleans), `token_user` (the user of generated tokens),
 -- `bearer`, `retry_policy`, `driver`.
 -- @type Client
+
+--- getServicesById: the definitions of services by id, in the order asked;
+-- `list.missing` names the ids the server did not return
+-- (geoservices.services.get_services_by_id).
+-- @function Client:get_services_by_id
+-- @param ids an array of ids, or one comma-separated string
+-- @tparam[opt] table opts `timeout`
+-- @return the list of service definitions (each prints as one line), or nil, err
+
+--- notebooks/snapshots/list: the snapshots of a notebook item
+-- (geoservices.services.list_snapshots).
+-- @function Client:list_snapshots
+-- @string item_id the notebook item's id
+-- @tparam[opt] table opts `timeout`
+-- @return `{snapshots =, total =, status =}` (each entry prints as one line), or nil, err
+
+--- Synchronizes a replica state file, with optional edits; the new
+-- generations are saved only once the whole result arrived (geoservices.sync.sync).
+-- @function Client:sync
+-- @param replica a state file path or an opened replica (geoservices.replica)
+-- @param[opt] edits an edits builder (geoservices.edits), a 2.1 edits table or a JSON text
+-- @tparam[opt] table opts `params` (async, syncDirection, transportType...), `output`, `on_change`,
+--   `on_status`, `on_progress`, `timeout`...
+-- @return the result (prints as a summary), or nil, err
+
+--- synchronizeReplica with the parameters given as they are (geoservices.sync.synchronize_replica).
+-- @function Client:synchronize_replica
+-- @string service the feature service's name
+-- @tparam table params the parameters (replicaID, replicaServerGen or syncLayers, edits...)
+-- @tparam[opt] table opts as for @{Client:sync}
+-- @return the result, or nil, err
+
+--- Re-attaches to an async synchronization job saved with `op:to_json()`
+-- (geoservices.sync.resume_sync).
+-- @function Client:resume_sync
+-- @string text the saved operation
+-- @return the operation (call `:wait()`), or nil, err
+
+--- configure: creates the organization and waits until it is ready,
+-- reporting its stages (geoservices.configure.configure). A site without an
+-- organization needs no token; a client without one follows the
+-- configuration as the administrator it creates.
+-- @function Client:configure
+-- @tparam table params the parameters (username, password, email, licenseFile, volumesConfig...)
+-- @tparam[opt] table opts `wait`, `dry_run`, `on_stage`, `on_message`, `poll_interval`, `timeout`...
+-- @return the ready root resource (prints as a summary), or nil, err
+
+--- The organization root resource as it is now (geoservices.configure.status).
+-- @function Client:configure_status
+-- @tparam[opt] table opts `request_timeout`
+-- @return the root resource (prints as a summary), or nil, err
+
+--- Follows a configuration already running without sending configure again
+-- (geoservices.configure.wait_configured).
+-- @function Client:wait_configured
+-- @tparam[opt] table opts as for @{Client:configure}
+-- @return the ready root resource, or nil, err
 
 -- One line: address, admin path, whether a token is set, timeout; never the token.
 function Client:__tostring()
