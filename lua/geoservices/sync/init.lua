@@ -120,6 +120,8 @@ local function fetch_result_file(client, url, sink, ctx)
   end
   return sink.fields, tmp
 end
+-- createReplica (geoservices.sync.create) fetches its result file the same way.
+sync.fetch_result_file = fetch_result_file
 
 -- Writes an embedded result to ctx.output (atomically): the same document a
 -- URL result file holds.
@@ -471,6 +473,11 @@ local function sync_locked(self, r, edits, opts)
   end
   local resolved
   local attempt = r.attempt
+  if attempt and not attempt.status_url and #(attempt.edits or {}) == 0 then
+    -- an async sync without edits that never got its job's address: nothing to resolve
+    r:clear_attempt()
+    attempt = nil
+  end
   if attempt and not attempt.status_url and opts.resend and edits ~= nil then
     -- the caller re-sends the interrupted attempt's edits itself: one
     -- request carries both, reconciled as a re-send
@@ -493,12 +500,14 @@ local function sync_locked(self, r, edits, opts)
   call_opts.params = nil
   call_opts.on_done = advance_replica(r, params)
   call_opts.replica_path = r.path
-  local journaling = type(params.edits) == "table"
+  -- edits, and any async job (its changes are downloaded once it ends),
+  -- are journaled: durable before anything is sent; the job's address as
+  -- soon as it is known
+  local journaling = type(params.edits) == "table" or params.async == true
   if journaling then
-    -- durable before anything is sent; the job's address as soon as it is known
     call_opts.on_send = function(fields)
-      return r:begin_attempt(fields.edits, { syncDirection = params.syncDirection,
-                                             transportType = params.transportType })
+      return r:begin_attempt(type(fields.edits) == "table" and fields.edits or json.array(),
+                             { syncDirection = params.syncDirection, transportType = params.transportType })
     end
     call_opts.on_job = function(op) return r:attempt_job(op.status_url) end
   end
