@@ -241,7 +241,7 @@ end
 -- generations are saved only once the whole result arrived (geoservices.sync.sync).
 -- @function Client:sync
 -- @param replica a state file path or an opened replica (geoservices.replica)
--- @param[opt] edits an edits builder (geoservices.edits), a 2.1 edits table or a JSON text
+-- @param[opt] edits an edits builder (geoservices.edits), an edits table or a JSON text
 -- @tparam[opt] table opts `params` (async, syncDirection, transportType...), `output`, `on_change`,
 --   `on_status`, `on_progress`, `timeout`...
 -- @return the result (prints as a summary), or nil, err

@@ -1,5 +1,5 @@
---- The two administrative read operations: getServicesById (4.3) and
--- notebooks/snapshots/list (4.4). Both validate their input before sending.
+--- The two administrative read operations: getServicesById and
+-- notebooks/snapshots/list. Both validate their input before sending.
 local errors = require "geoservices.errors"
 
 local services = {}
@@ -46,7 +46,7 @@ local function ms_date(ms)
   return os.date("!%Y-%m-%d %H:%M UTC", ms // 1000)
 end
 
--- One snapshot entry (2.10): `snapshot "Baseline" (snapshot_1700000000000.json,
+-- One snapshot entry: `snapshot "Baseline" (snapshot_1700000000000.json,
 -- created 2023-11-14 22:13 UTC, runtime ArcGIS Notebook Python 3 Standard 10.0)`.
 local Snapshot = { __name = "geoservices.Snapshot" }
 function Snapshot.__tostring(snap)
@@ -148,7 +148,7 @@ local function read_opts(opts)
   return out
 end
 
---- Service definitions (2.9) of the given ids, in the order asked
+--- Service definitions of the given ids, in the order asked
 -- (`client:get_services_by_id(ids, opts)`). A server answers without the
 -- ids it does not know: the list then has fewer entries and names them in
 -- `list.missing` (the command exits 3).
@@ -171,7 +171,7 @@ function services.get_services_by_id(self, ids, opts)
   return results.services(body.services, list)
 end
 
---- Snapshot metadata (2.10) of a notebook item (`client:list_snapshots(item_id, opts)`).
+--- Snapshot metadata of a notebook item (`client:list_snapshots(item_id, opts)`).
 -- @param self the client
 -- @string item_id the notebook item id
 -- @tparam[opt] table opts request options of client:post (timeout)

@@ -142,7 +142,7 @@ function cli.parser()
 
   local sync = command("sync", "Synchronize one or more replicas from their state files (see geoservices.replica).")
   sync:argument("state", "Replica state file (JSON).", nil, nil, "+")
-  sync:option("--edits", "Edits to upload, a JSON file (the 2.1 edits array); only with one state file.")
+  sync:option("--edits", "Edits to upload, a JSON file (the edits array); only with one state file.")
   sync:option("--direction", "syncDirection: download, upload, bidirectional or snapshot.")
     :choices{ "download", "upload", "bidirectional", "snapshot" }
   sync:option("--transport", "transportType: url or embedded.")

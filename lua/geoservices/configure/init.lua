@@ -1,5 +1,5 @@
---- configure (4.2): creates the organization, then follows its stages on the
--- root resource (2.5) until it is ready. The request is validated first
+--- configure: creates the organization, then follows its stages on the
+-- root resource until it is ready. The request is validated first
 -- (validate_configure.lua), sent as multipart/form-data with the license
 -- file streamed from disk by libcurl, and the client keeps no copy of the
 -- parameters afterwards, so no secret can leak through the operation object.
@@ -382,7 +382,7 @@ end
 -- resource and follows a configuration that started (`op.reattached`)
 -- instead of sending configure twice.
 -- @param self the client
--- @tparam table p the parameters (4.2) by their names: username, password, email, fullName,
+-- @tparam table p the parameters by their names: username, password, email, fullName,
 --   securityQuestionIdx (1..14, see @{SECURITY_QUESTIONS}), securityQuestionAns, userLicenseTypeId,
 --   licenseFile (a path, or `{filename =, data =}`), volumesConfig (see geoservices.volumes),
 --   systemArchitectureProfile; optional firstName, lastName, description, cloudConfig, logSettings,

@@ -1,4 +1,4 @@
---- Reading the organization root resource (2.5): overall state, stages,
+--- Reading the organization root resource: overall state, stages,
 -- failures and a one-line summary. Tolerant of what the spec leaves open:
 -- state names are compared case-insensitively and a state containing
 -- "fail" or "error" counts as a failure (the spec names no failure state).

@@ -1,4 +1,4 @@
---- The rules configure (4.2) applies before anything is sent. Creating an
+--- The rules configure applies before anything is sent. Creating an
 -- organization takes long and fails late, so every mistake we can see here is
 -- refused at once with `kind = "invalid"`, naming the parameter and the rule.
 -- Messages describe the rule, never the value: several values are secrets.
@@ -24,14 +24,14 @@ validate.FILE_PARAMS = { licenseFile = true, serverLicenseFile = true }
 validate.CREDENTIAL_TYPES = { "IAM-ROLE", "SYSTEM-ASSIGNED-IDENTITY", "HMAC-KEYS" }
 validate.QUESTION_COUNT = 14
 
--- The members a credential type needs in credential.secret (2.7).
+-- The members a credential type needs in credential.secret.
 local SECRET_MEMBERS = {
   ["IAM-ROLE"] = {},
   ["SYSTEM-ASSIGNED-IDENTITY"] = { "storageAccountName" },
   ["HMAC-KEYS"] = { "secretKey", "accessKey" },
 }
 
--- category <-> type pairing of a cloud service (2.7).
+-- category <-> type pairing of a cloud service.
 local CATEGORY_OF_TYPE = { objectStore = "storage", relationalStore = "databases" }
 
 local function set_of(list)
@@ -143,7 +143,7 @@ function validate.license_file(v, name)
   return fail(name, "must be a file path or a table {filename =, data =}")
 end
 
---- volumesConfig (2.6): {volumesConfig = {eight entries}} or the bare list.
+--- volumesConfig: {volumesConfig = {eight entries}} or the bare list.
 -- Returns the value in the {volumesConfig = ...} form the server expects.
 function validate.volumes(v)
   local entries = type(v) == "table" and (v.volumesConfig or (is_list(v) and v)) or nil
@@ -265,7 +265,7 @@ local function check_credential(cred, where)
   return true
 end
 
---- cloudConfig (2.7): a list of providers with their services.
+--- cloudConfig: a list of providers with their services.
 function validate.cloud(v)
   if not is_list(v) or #v == 0 then return fail("cloudConfig", "must be a non-empty list of provider objects") end
   for i, provider in ipairs(v) do
@@ -294,7 +294,7 @@ function validate.cloud(v)
   return true
 end
 
---- userManagedStores (2.8): NFS folders to register.
+--- userManagedStores: NFS folders to register.
 function validate.stores(v)
   if not is_list(v) then return fail("userManagedStores", "must be a list of folder entries") end
   for i, e in ipairs(v) do

@@ -1,5 +1,5 @@
 --- geoservices.volumes{...}: builds the volumesConfig parameter of configure
--- (2.6), eight entries, one per component, with the labels the deployment
+--, eight entries, one per component, with the labels the deployment
 -- binds persistent volumes by. Default sizes are the documented minimums.
 --
 --     geoservices.volumes{ storage_class = "managed-premium" }

@@ -1,5 +1,5 @@
 --- The edits builder: collects a replica's adds, updates and deletes per
--- layer and encodes them as the 2.1 edits array (`[]` for empty arrays,
+-- layer and encodes them as the edits array (`[]` for empty arrays,
 -- integers as integers, doubles with 17 significant digits).
 --
 --     local e = geoservices.edits()
@@ -78,7 +78,7 @@ end
 
 --- An edits builder made by @{new}; `tostring(e)` counts its edits per kind.
 -- It can be passed wherever edits are accepted (`params.edits`,
--- client:sync); it is encoded as the 2.1 array.
+-- client:sync); it is encoded as the edits array.
 -- @type Edits
 
 --- Adds a feature; gives it a new GlobalID unless it has one. The feature
@@ -190,7 +190,7 @@ function Edits:is_empty()
   return self:counts().total == 0
 end
 
---- The 2.1 edits array, with array markers so empty lists encode as `[]`.
+--- The edits array, with array markers so empty lists encode as `[]`.
 -- Layers come in the order they were first used.
 -- @treturn table `{ {id =, features = {adds =, updates =, deleteIds =}, attachments = {...}}, ... }`
 -- @raise never
@@ -211,7 +211,7 @@ function Edits:to_table()
   return out
 end
 
---- The 2.1 edits array as JSON text.
+--- The edits array as JSON text.
 -- @treturn string the JSON text
 -- @raise never
 function Edits:encode()

@@ -1,4 +1,4 @@
---- synchronizeReplica (4.1): the operation, async operations, and
+--- synchronizeReplica: the operation, async operations, and
 -- client:sync, which runs it from a replica state file and advances the
 -- generations only after the whole result has been received and parsed.
 --
@@ -233,7 +233,7 @@ end
 -- replica state file (see @{sync}).
 -- @param self the client
 -- @string service the service name, e.g. "Parcels" or "Folder/Parcels"
--- @tparam table params the interface's parameters (4.1), by their names: replicaID (required),
+-- @tparam table params the interface's parameters, by their names: replicaID (required),
 --   replicaServerGen, replicaServerSibGen, transportType ("url"/"embedded" or the prefixed names),
 --   closeReplica, returnIdsForAdds, edits (an edits builder, a 2.1 table or a JSON string),
 --   returnAttachmentsDataByUrl, async, syncDirection, syncLayers, editsUploadId, editsUploadFormat,
@@ -243,7 +243,7 @@ end
 -- @tparam[opt=true] boolean opts.wait false with `async = true`: return the job's operation at once
 -- @tparam[opt=0.5] number opts.poll_interval first seconds between job status polls (backoff x1.5 up to 5 s)
 -- @tparam[opt] number opts.timeout overall seconds: caps every request, poll and the download
--- @tparam[opt] function opts.on_status `on_status(status)` on each new job status (2.4)
+-- @tparam[opt] function opts.on_status `on_status(status)` on each new job status
 -- @tparam[opt] function opts.on_progress `on_progress(received, total)` while a result file downloads:
 --   bytes so far and the file's size (nil when the server did not announce it)
 -- @tparam[opt] function opts.on_change `on_change(layer_id, kind, record)` for each downloaded change
@@ -533,7 +533,7 @@ end
 -- moment neither loses an edit nor applies one twice.
 -- @param self the client
 -- @tparam string|geoservices.sync.replica.Replica r the replica: a state file path or an opened replica
--- @tparam[opt] geoservices.sync.edits.Edits|table|string edits an edits builder, a 2.1 edits table or a
+-- @tparam[opt] geoservices.sync.edits.Edits|table|string edits an edits builder, an edits table or a
 --   JSON text (an empty builder sends no edits)
 -- @tparam[opt] table opts the options of @{synchronize_replica}, plus:
 -- @tparam[opt] table opts.params extra or overriding parameters (transportType, syncDirection,

@@ -59,7 +59,7 @@ end
 
 --- Reads the job's status resource once (retried as a read) and keeps it in `op.status`.
 -- @tparam[opt] table opts request options of client:post (timeout)
--- @treturn[1] table the status resource (2.4): `status` ("Pending", "InProgress", "Completed",
+-- @treturn[1] table the status resource: `status` ("Pending", "InProgress", "Completed",
 --   "CompletedWithErrors", "Failed"...), `resultUrl` when done...
 -- @return[2] nil
 -- @treturn[2] table err: kind "job" with code "job_not_found" (the status resource is gone: the

@@ -1,4 +1,4 @@
---- Validation and encoding of synchronizeReplica's parameters (4.1). Every
+--- Validation and encoding of synchronizeReplica's parameters. Every
 -- rule refuses bad input before anything is sent, naming the parameter.
 -- Unknown parameters pass through unchanged, so a newer server parameter
 -- never needs a new release of this library.
@@ -98,9 +98,9 @@ local function feature_gid(f) return type(f) == "table" and type(f.attributes) =
 local function attachment_gid(a) return type(a) == "table" and a.globalId end
 local function itself(v) return v end
 
--- Structure of the 2.1 array; updates and deletes must name a GlobalID.
+-- Structure of the edits array; updates and deletes must name a GlobalID.
 local function check_edits(list)
-  if type(list) ~= "table" then return invalid("edits", "must be an array of layer entries (2.1)") end
+  if type(list) ~= "table" then return invalid("edits", "must be an array of layer entries") end
   local list_err = check_list("edits", "the list of layer entries", list)
   if list_err then return list_err end
   for i, entry in ipairs(list) do
@@ -206,11 +206,11 @@ function sync_params.encode(params, prefix)
       .. "use bidirectional or upload, or send no edits"):format(direction))
   end
 
-  -- syncLayers: per-layer generation and direction (2.2)
+  -- syncLayers: per-layer generation and direction
   local layer_dirs = {}
   if params.syncLayers ~= nil then
     if type(params.syncLayers) ~= "table" then
-      return nil, invalid("syncLayers", "must be an array of entries (2.2)")
+      return nil, invalid("syncLayers", "must be an array of entries")
     end
     local list_err = check_list("syncLayers", "the list", params.syncLayers)
     if list_err then return nil, list_err end

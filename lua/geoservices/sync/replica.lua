@@ -206,7 +206,7 @@ end
 -- state file itself changes only with the generations. A journal whose
 -- generations are no longer the state's was resolved by the save that moved
 -- them (a crash between the two writes) and is dropped on open.
--- @tparam table edits the 2.1 edits array as sent
+-- @tparam table edits the edits array as sent
 -- @tparam table params `syncDirection`, `transportType` of the attempt
 -- @treturn[1] boolean true
 -- @return[2] nil

@@ -26,7 +26,7 @@ local sync_result = {}
 -- @field transport "url" or "embedded"
 -- @field responseType the responseType the response reported
 -- @field response "edits", "edits_and_data", "replacement_data" or "no_edits" (nil when unknown)
--- @field edits the downloaded changes as a 2.1 edits array (`{ {id =, features = {adds =, updates =,
+-- @field edits the downloaded changes as an edits array (`{ {id =, features = {adds =, updates =,
 --   deleteIds =}, attachments = {...}}, ... }`); nil with opts.output or opts.on_change
 -- @field downloaded the number of downloaded changes (records)
 -- @field succeeded the number of uploaded edits the server applied

@@ -2,13 +2,13 @@
 -- extractor while the body (a response or a result file) arrives, it keeps
 -- the top-level fields, the per-edit outcomes (failed_edits, counts) and
 -- either hands each downloaded record to `on_change(layer_id, kind, record)`
--- or builds the 2.1 edits array. It does no I/O. Internal.
+-- or builds the edits array. It does no I/O. Internal.
 local core = require "geoservices.core"
 local json = require "geoservices.json"
 
 local sink_mod = {}
 
--- Where each kind of record goes in the 2.1 array, and which are edit results.
+-- Where each kind of record goes in the edits array, and which are edit results.
 local PLACE = {
   add = { "features", "adds" }, update = { "features", "updates" }, delete = { "features", "deleteIds" },
   add_result = { "features", "addResults" }, update_result = { "features", "updateResults" },
@@ -37,7 +37,7 @@ local answer_key = sink_mod.answer_key
 --- A sink for the records of a synchronization result, fed by the C core as
 -- the body arrives. It keeps the top-level fields, the per-edit outcomes
 -- (failed_edits, counts) and either hands each downloaded record to
--- `on_change(layer_id, kind, record)` or builds the 2.1 edits array.
+-- `on_change(layer_id, kind, record)` or builds the edits array.
 -- Internal.
 -- @tparam ?function on_change the receiver of downloaded records, or nil to build `edits`
 -- @tparam[opt] boolean keep_edits build `edits` even with on_change (an embedded result to save)
@@ -54,7 +54,7 @@ function sink_mod.new(on_change, keep_edits)
   return sink
 end
 
--- The 2.1 entry of a layer, created on its first record (document order).
+-- The edits entry of a layer, created on its first record (document order).
 function Sink:entry(layer)
   local e = self.entries[layer]
   if not e then
@@ -124,7 +124,7 @@ function Sink:record(kind, layer, value, key)
   end
 end
 
--- The kind of record held by each list of a decoded 2.1 entry.
+-- The kind of record held by each list of a decoded edits entry.
 local KIND_OF = {}
 for kind, place in pairs(PLACE) do KIND_OF[place[1] .. "." .. place[2]] = kind end
 

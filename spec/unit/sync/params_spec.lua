@@ -40,11 +40,11 @@ describe("sync params.encode", function()
     refused({ replicaID = R, syncDirection = 1 }, "syncDirection",
       "must be bidirectional, upload, download or snapshot, got 1")
     refused({ replicaID = R, dataFormat = "geojson" }, "dataFormat", "must be json or sqlite, got geojson")
-    refused({ replicaID = R, edits = 5 }, "edits", "must be an array of layer entries (2.1)")
+    refused({ replicaID = R, edits = 5 }, "edits", "must be an array of layer entries")
     refused({ replicaID = R, edits = { { features = {} } } }, "edits", "entry #1 needs an integer layer id")
     refused({ replicaID = R, edits = { { id = 0.5 } } }, "edits", "entry #1 needs an integer layer id")
     refused({ replicaID = R, edits = { { id = 2, features = "x" } } }, "edits", "layer 2 features must be an object")
-    refused({ replicaID = R, syncLayers = "0" }, "syncLayers", "must be an array of entries (2.2)")
+    refused({ replicaID = R, syncLayers = "0" }, "syncLayers", "must be an array of entries")
     refused({ replicaID = R, syncLayers = { { id = 1, serverGen = "9" } } }, "syncLayers",
       "entry for layer 1: serverGen must be an integer")
     refused({ replicaID = R, syncLayers = { { id = 1 } } }, "syncLayers",
