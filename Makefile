@@ -161,10 +161,18 @@ torture: deps all
 
 # Benchmarks: ratios against baselines measured in the same run (see README).
 # BENCH_SIZES="10000 100000" shortens it.
+# The rows of issue 17 gather in $(BUILD)/bench/results.tsv and are printed
+# last, each beside its target (spec/bench/summary.lua).
 bench: deps all
-	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' BENCH_DIR=$(BUILD)/bench $(LUA) spec/bench/run.lua
+	@mkdir -p $(BUILD)/bench && : > $(BUILD)/bench/results.tsv
+	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' BENCH_DIR=$(BUILD)/bench \
+	  BENCH_RESULTS=$(BUILD)/bench/results.tsv $(LUA) spec/bench/run.lua
 	@echo
 	BUILD=$(BUILD) BENCH_DIR=$(BUILD)/bench $(LUA) spec/bench/concurrency.lua
+	@echo
+	BUILD=$(BUILD) BENCH_DIR=$(BUILD)/bench BENCH_RESULTS=$(BUILD)/bench/results.tsv $(LUA) spec/bench/requests.lua
+	@echo
+	@BENCH_RESULTS=$(BUILD)/bench/results.tsv $(LUA) spec/bench/summary.lua
 
 # libFuzzer targets (clang, ASan + UBSan) over the pure C parts, each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/, the seed corpus stays as it is.

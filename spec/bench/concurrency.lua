@@ -4,9 +4,8 @@
 --     emulator with BENCH_LATENCY_MS (200) of injected latency per request:
 --     sequential wall time, concurrent wall time (one geoservices.gather),
 --     and the ratio of the concurrent time to one sync's time (target <= 2).
---  2. BENCH_REQUESTS (1000) sequential small requests over one keep-alive
---     connection: lua-geoservices against a plain C libcurl loop
---     (spec/bench/curl_loop.c) doing the same (target >= 80 % of its rate).
+-- (Sequential small requests against a plain C libcurl loop are measured by
+-- spec/bench/requests.lua.)
 -- Run from the repository root after `make`:
 --   lua5.4 spec/bench/concurrency.lua        (LUA_PATH/LUA_CPATH optional)
 local build = os.getenv("BUILD") or "build"
@@ -15,15 +14,11 @@ package.cpath = build .. "/?.so;" .. package.cpath
 
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
-local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 local fleet = require "spec.support.fleet"
 
 local REPLICAS = tonumber(os.getenv("BENCH_REPLICAS")) or 64
 local LATENCY_MS = tonumber(os.getenv("BENCH_LATENCY_MS")) or 200
-local REQUESTS = tonumber(os.getenv("BENCH_REQUESTS")) or 1000
-local DIR = os.getenv("BENCH_DIR") or (build .. "/bench")
-local PARCELS = "4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c"
 
 local now = core.monotonic
 local rows = {}
@@ -80,77 +75,7 @@ local function sync_section()
   if not ok then error(err, 0) end
 end
 
--- 2. Sequential small requests against a plain libcurl loop -------------------
-
-local function run(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  local ok = p:close()
-  if not ok then error("failed: " .. cmd .. "\n" .. out, 0) end
-  return out
-end
-
-local function rate_section()
-  os.execute("mkdir -p " .. helper.shell_quote(DIR))
-  local curl_loop = DIR .. "/curl_loop"
-  run(("${CC:-cc} -std=c99 -D_POSIX_C_SOURCE=200809L -O2 -o %s spec/bench/curl_loop.c "
-    .. "$(pkg-config --cflags --libs libcurl 2>/dev/null || echo -lcurl) 2>&1"):format(helper.shell_quote(curl_loop)))
-  local emu = helper.start_emulator()
-  local ok, err = pcall(function()
-    local url = emu.url .. "/admin/services/getServicesById"
-    local body = "f=json&token=admin-token&ids=" .. PARCELS
-
-    local function c_rate()
-      local secs, n, connects = run(("%s %s %d %s"):format(helper.shell_quote(curl_loop), helper.shell_quote(url),
-        REQUESTS, helper.shell_quote(body))):match("^(%S+) (%d+) (%d+)")
-      return tonumber(n) / tonumber(secs), tonumber(connects)
-    end
-
-    local driver = core.driver()
-    local spec = { url = url, method = "POST", body = body, content_type = "application/x-www-form-urlencoded" }
-    local function raw_once()
-      local response = assert(transport.perform(driver, spec))
-      assert(response.status == 200)
-    end
-    local client = geoservices.client{ url = emu.url, token = "admin-token" }
-    local function client_once() assert(client:get_services_by_id{ PARCELS }) end
-
-    local function lua_rate(once, in_task)
-      for _ = 1, 50 do once() end
-      local secs = timed(function()
-        if in_task then
-          geoservices.run(function() for _ = 1, REQUESTS do once() end end)
-        else
-          for _ = 1, REQUESTS do once() end
-        end
-      end)
-      return REQUESTS / secs
-    end
-
-    -- best of two rounds each, interleaved, to damp noise
-    local c, raw, api, task, connects = 0, 0, 0, 0, nil
-    for _ = 1, 2 do
-      local r
-      r, connects = c_rate()
-      c = math.max(c, r)
-      raw = math.max(raw, lua_rate(raw_once))
-      api = math.max(api, lua_rate(client_once))
-      task = math.max(task, lua_rate(client_once, true))
-    end
-    row(("%d requests, plain C libcurl loop"):format(REQUESTS), ("%.0f req/s"):format(c),
-      ("%d connection(s) opened"):format(connects))
-    row("lua-geoservices transport.perform", ("%.0f req/s"):format(raw), ("%.0f %% of C"):format(100 * raw / c))
-    row("client:get_services_by_id (decoded)", ("%.0f req/s"):format(api), ("%.0f %% of C"):format(100 * api / c))
-    row("  the same inside geoservices.run", ("%.0f req/s"):format(task), ("%.0f %% of C"):format(100 * task / c))
-    driver:close()
-    client:close()
-  end)
-  emu:stop()
-  if not ok then error(err, 0) end
-end
-
 sync_section()
-rate_section()
 
 local w1, w2 = 0, 0
 for _, r in ipairs(rows) do

@@ -1,0 +1,128 @@
+-- `make bench`, per-request overhead (issue 17): BENCH_REQUESTS (1000)
+-- sequential small requests over one keep-alive connection to the emulator,
+-- each of them through
+--   * a plain C libcurl loop (spec/bench/curl_loop.c: one easy handle,
+--     curl_easy_perform, nothing else): the baseline;
+--   * transport.perform (one core.request, the driver, the response table);
+--   * client:get_services_by_id, decoded (validation, form encoding, the
+--     retry driver, JSON decoding, result objects);
+--   * the same inside geoservices.run (the scheduler's wake-ups too).
+-- BENCH_ROUNDS (7) rounds, the four interleaved in each round so that they
+-- share the machine's noise; a row gives the median rate over the rounds
+-- and the median of the per-round ratios to the C loop of the same round.
+-- A benchmark: it prints, it never fails on speed.
+--   lua5.4 spec/bench/requests.lua        (BUILD, BENCH_DIR optional)
+local build = os.getenv("BUILD") or "build"
+package.path = "lua/?.lua;lua/?/init.lua;./?.lua;" .. package.path
+package.cpath = build .. "/?.so;" .. package.cpath
+
+local geoservices = require "geoservices"
+local core = require "geoservices.core"
+local transport = require "geoservices.net.transport"
+local helper = require "spec.helper"
+
+local REQUESTS = tonumber(os.getenv("BENCH_REQUESTS")) or 1000
+local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS")) or 7
+local DIR = os.getenv("BENCH_DIR") or (build .. "/bench")
+local PARCELS = "4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c"
+local now = core.monotonic
+
+local function run(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  local ok = p:close()
+  if not ok then error("failed: " .. cmd .. "\n" .. out, 0) end
+  return out
+end
+
+local function median(list)
+  local s = {}
+  for i, v in ipairs(list) do s[i] = v end
+  table.sort(s)
+  local n = #s
+  if n % 2 == 1 then return s[(n + 1) // 2] end
+  return (s[n // 2] + s[n // 2 + 1]) / 2
+end
+
+os.execute("mkdir -p " .. helper.shell_quote(DIR))
+local curl_loop = DIR .. "/curl_loop"
+run(("${CC:-cc} -std=c99 -D_POSIX_C_SOURCE=200809L -O2 -o %s spec/bench/curl_loop.c "
+  .. "$(pkg-config --cflags --libs libcurl 2>/dev/null || echo -lcurl) 2>&1"):format(helper.shell_quote(curl_loop)))
+
+local emu = helper.start_emulator()
+local ok, err = pcall(function()
+  local url = emu.url .. "/admin/services/getServicesById"
+  -- the same body the client sends (f=json first, then the fields, the token last)
+  local body = "f=json&serviceIDs=" .. PARCELS .. "&token=admin-token"
+
+  local connects
+  local function c_rate()
+    local secs, n, c = run(("%s %s %d %s"):format(helper.shell_quote(curl_loop), helper.shell_quote(url),
+      REQUESTS, helper.shell_quote(body))):match("^(%S+) (%d+) (%d+)")
+    connects = tonumber(c)
+    return tonumber(n) / tonumber(secs)
+  end
+
+  local driver = core.driver()
+  local spec = { url = url, method = "POST", body = body } -- the request the client sends, as the C loop does
+  local function raw_once()
+    local response = assert(transport.perform(driver, spec))
+    assert(response.status == 200)
+  end
+  local client = geoservices.client{ url = emu.url, token = "admin-token" }
+  local ids = { PARCELS }
+  local function client_once() assert(client:get_services_by_id(ids)) end
+
+  local function lua_rate(once, in_task)
+    for _ = 1, 50 do once() end -- warm: the connection, the emulator's caches
+    collectgarbage()
+    local t0 = now()
+    if in_task then
+      geoservices.run(function() for _ = 1, REQUESTS do once() end end)
+    else
+      for _ = 1, REQUESTS do once() end
+    end
+    return REQUESTS / (now() - t0)
+  end
+
+  local rates = { c = {}, raw = {}, api = {}, task = {} }
+  local ratios = { raw = {}, api = {}, task = {} }
+  for round = 1, ROUNDS do
+    local c = c_rate()
+    local r = { raw = lua_rate(raw_once), api = lua_rate(client_once), task = lua_rate(client_once, true) }
+    rates.c[round] = c
+    for k, v in pairs(r) do
+      rates[k][round] = v
+      ratios[k][round] = v / c
+    end
+  end
+
+  print(("Per-request overhead: %d sequential small POSTs (getServicesById, %s), one keep-alive connection,"
+    .. " %d rounds"):format(REQUESTS, "emulator on 127.0.0.1", ROUNDS))
+  print(("  %-40s %12s %10s %s"):format("", "median rate", "% of C", "target"))
+  print(("  %-40s %8.0f/s %10s   (%d connection(s) opened per run)"):format("plain C libcurl loop",
+    median(rates.c), "", connects))
+  local function row(name, key, target)
+    local rs = ratios[key]
+    local lo, hi = math.huge, 0
+    for _, v in ipairs(rs) do lo, hi = math.min(lo, v), math.max(hi, v) end
+    print(("  %-40s %8.0f/s %9.0f %%   %-8s (rounds %.0f-%.0f %%)"):format(name, median(rates[key]),
+      100 * median(rs), target, 100 * lo, 100 * hi))
+  end
+  row("client:get_services_by_id (decoded)", "api", ">= 90 %")
+  row("  the same inside geoservices.run", "task", ">= 85 %")
+  row("transport.perform", "raw", ">= 95 %")
+  local results = os.getenv("BENCH_RESULTS") -- the summary's rows (spec/bench/summary.lua)
+  if results then
+    local f = assert(io.open(results, "a"))
+    for _, r in ipairs{ { "requests_api", "api", ">= 90 %" }, { "requests_task", "task", ">= 85 %" },
+                        { "requests_raw", "raw", ">= 95 %" } } do
+      f:write(r[1], "\t", ("%.0f %%"):format(100 * median(ratios[r[2]])), "\t", r[3], "\n")
+    end
+    f:close()
+  end
+  driver:close()
+  client:close()
+end)
+emu:stop()
+if not ok then error(err, 0) end

@@ -1,0 +1,31 @@
+-- `make bench`, last: the rows of issue 17 measured in this run, each beside
+-- its target, from the lines spec/bench/parse.lua and spec/bench/requests.lua
+-- appended to BENCH_RESULTS (key, value, target). Prints; judges nothing.
+local path = assert(os.getenv("BENCH_RESULTS"), "BENCH_RESULTS is not set")
+local rows = {
+  { "parse_10k", "streaming parse into Lua tables vs cjson.decode + the same walk, 10k records" },
+  { "parse_100k", "the same, 100k records" },
+  { "parse_1M", "the same, 1M records" },
+  { "requests_api", "client:get_services_by_id (decoded), 1,000 requests on one connection,"
+    .. " vs a plain C libcurl loop" },
+  { "requests_task", "the same inside geoservices.run" },
+  { "requests_raw", "transport.perform vs the C loop" },
+  { "parse_rss", "peak RSS of the streaming parse, 10k to 1M" },
+}
+local got = {}
+local f = io.open(path)
+if f then
+  for line in f:lines() do
+    local key, value, target = line:match("^([^\t]+)\t([^\t]*)\t(.*)$")
+    if key then got[key] = { value, target } end
+  end
+  f:close()
+end
+local w = 0
+for _, r in ipairs(rows) do w = math.max(w, #r[2]) end
+print("Issue 17, this run:")
+print(("  %-" .. w .. "s  %-22s  %s"):format("measure", "now", "target"))
+for _, r in ipairs(rows) do
+  local g = got[r[1]]
+  print(("  %-" .. w .. "s  %-22s  %s"):format(r[2], g and g[1] or "(not measured)", g and g[2] or ""))
+end
