@@ -34,6 +34,8 @@ struct geoservices_records {
   size_t max_depth;
   int64_t entry;          /* index of the current layer entry */
   int part_is_attachments;
+  int in_layers;          /* the entries are a createReplica result's "layers", not "edits" */
+  int list_in_entry;      /* the open list is a layer entry's own features/attachments array */
   geoservices_record_kind list_kind;
   char key[KEY_MAX + 1];
   size_t key_len;
@@ -195,17 +197,33 @@ static int structural_value(geoservices_records *r, int container) {
       r->at = AT_ROOT;
       return 1;
     case AT_ROOT:
-      if (key_is(r, "edits") && container == TAPE_ARRAY) {
+      /* "edits" (2.1) of a synchronization, or the "layers" of a createReplica
+       * result (dataFormat json), whose entries hold their rows in arrays */
+      if ((key_is(r, "edits") || key_is(r, "layers")) && container == TAPE_ARRAY) {
+        r->in_layers = key_is(r, "layers");
         r->at = AT_EDITS;
         return 1;
       }
       return begin_record(r, RECORD_FIELD, -1, 1) ? -1 : 0;
     case AT_EDITS:
+      if (container != TAPE_OBJECT && r->in_layers) { /* not a layer entry ([0, 1]): skipped whole */
+        if (container) {
+          r->mode = MODE_SKIP;
+          r->sub_depth = 1;
+        }
+        return 1;
+      }
       if (container != TAPE_OBJECT) return fail(r, "each element of edits must be an object"), -1;
       r->entry++;
       r->at = AT_ENTRY;
       return 1;
     case AT_ENTRY:
+      if (r->in_layers && (key_is(r, "features") || key_is(r, "attachments")) && container == TAPE_ARRAY) {
+        r->list_kind = key_is(r, "attachments") ? RECORD_ADD_ATTACHMENT : RECORD_ADD; /* the replica's rows */
+        r->list_in_entry = 1;
+        r->at = AT_LIST;
+        return 1;
+      }
       if ((key_is(r, "features") || key_is(r, "attachments")) && container == TAPE_OBJECT) {
         r->part_is_attachments = key_is(r, "attachments");
         r->at = AT_PART;
@@ -351,7 +369,10 @@ static int end_container(geoservices_records *r) {
       r->at = AT_EDITS;
       break;
     case AT_PART: r->at = AT_ENTRY; break;
-    case AT_LIST: r->at = AT_PART; break;
+    case AT_LIST:
+      r->at = r->list_in_entry ? AT_ENTRY : AT_PART;
+      r->list_in_entry = 0;
+      break;
     default: return fail(r, "unbalanced structure");
   }
   return 0;

@@ -1,6 +1,9 @@
 /* Record extraction from a synchronization result (2.3, 2.1) as it streams
- * in. Fed any split of the document, it writes each record (a feature, an
- * attachment, a deleted GlobalID, an edit result, or a small top-level field)
+ * in, or from a createReplica result (its top-level "layers", whose entries
+ * hold their features and attachments in arrays: records "add" and
+ * "add_attachment"). Fed any split of the document, it writes each record
+ * (a feature, an attachment, a deleted GlobalID, an edit result, or a small
+ * top-level field)
  * as a compact "tape" of events into a buffer, so the Lua binding can build
  * one table per record later, outside libcurl's callbacks. Containers on the
  * tape carry their element count, so tables can be created at their final

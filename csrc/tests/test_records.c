@@ -87,6 +87,26 @@ static size_t count_records(const geoservices_buf *t, int kind) {
   return n;
 }
 
+/* Counts the layer entries (TAPE_LAYER_ID) of a tape. */
+static size_t count_layer_ids(const geoservices_buf *t) {
+  size_t p = 0, n = 0;
+  uint32_t key_len;
+  while (p < t->len) {
+    int op = (unsigned char)t->data[p++];
+    if (op == TAPE_RECORD) {
+      p += 9;
+      memcpy(&key_len, t->data + p, 4);
+      p = skip_value(t, p + 4 + key_len);
+    } else if (op == TAPE_LAYER_ID) {
+      p += 16;
+      n++;
+    } else {
+      p += 8; /* TAPE_ENTRY_END */
+    }
+  }
+  return n;
+}
+
 static const char *const fixtures[] = {
   "{\"transportType\":\"svcTransportTypeEmbedded\",\"replicaServerGen\":12,"
   "\"layerServerGens\":[{\"id\":0,\"serverGen\":3}],\"edits\":[{\"id\":0,\"features\":{"
@@ -100,6 +120,17 @@ static const char *const fixtures[] = {
   "{\"edits\":[]}",
   " { \"statusUrl\" : \"http://x/jobs/1\" } ",
   "{\"error\":{\"code\":498,\"message\":\"Invalid token.\",\"details\":[]}}",
+  /* 5: a createReplica result (dataFormat json): "layers" whose entries hold their rows in arrays */
+  "{\"replicaName\":\"crew-1\",\"replicaID\":\"{R}\",\"replicaServerGen\":1700000000123,"
+  "\"transportType\":\"svcTransportTypeEmbedded\",\"responseType\":\"svcReplicaResponseTypeData\","
+  "\"layers\":[{\"id\":0,\"name\":\"Parcels\",\"features\":[{\"attributes\":{\"OBJECTID\":1,\"GlobalID\":\"{A}\"},"
+  "\"geometry\":{\"x\":1.5,\"y\":2}},{\"attributes\":{\"OBJECTID\":2},\"geometry\":{\"paths\":[[[0,0],[1,1]]]}}],"
+  "\"attachments\":[{\"globalId\":\"{AT}\",\"parentGlobalId\":\"{A}\",\"name\":\"a.jpg\",\"size\":12}]},"
+  "{\"features\":[],\"attachments\":[],\"id\":1},{\"id\":2,\"features\":{\"adds\":[{}]}}]}",
+  /* 6: a "layers" list that is not made of layer entries: those elements are skipped */
+  "{\"layers\":[0,\"1\",[2,{\"x\":[3]}],null,{\"id\":4,\"features\":[{\"a\":1}]}],\"n\":1}",
+  /* 7: an edits entry keeps its 2.1 shape: a features array there is a layer field, not rows */
+  "{\"edits\":[{\"id\":0,\"features\":[{\"a\":1}]}],\"layers\":{\"x\":1}}",
 };
 
 int main(void) {
@@ -126,6 +157,23 @@ int main(void) {
       CHECK(count_records(&whole, RECORD_DELETE_ATTACHMENT_RESULT) == 1);
       CHECK(count_records(&whole, RECORD_LAYER_FIELD) == 1);
     }
+    if (f == 5) {
+      CHECK(count_records(&whole, RECORD_FIELD) == 5); /* replicaName, replicaID, gen, transport, response */
+      CHECK(count_records(&whole, RECORD_ADD) == 3);   /* two in layer 0's array, one in layer 2's adds */
+      CHECK(count_records(&whole, RECORD_ADD_ATTACHMENT) == 1);
+      CHECK(count_records(&whole, RECORD_LAYER_FIELD) == 1); /* name */
+      CHECK(count_layer_ids(&whole) == 3);
+    }
+    if (f == 6) {
+      CHECK(count_records(&whole, RECORD_ADD) == 1);
+      CHECK(count_records(&whole, RECORD_FIELD) == 1);
+      CHECK(count_layer_ids(&whole) == 1);
+    }
+    if (f == 7) {
+      CHECK(count_records(&whole, RECORD_ADD) == 0);
+      CHECK(count_records(&whole, RECORD_LAYER_FIELD) == 1);
+      CHECK(count_records(&whole, RECORD_FIELD) == 1); /* an object "layers" is a plain field */
+    }
     geoservices_buf_free(&whole);
   }
 
@@ -133,6 +181,8 @@ int main(void) {
     static const char *const bad[] = {
       "[1,2]", "\"x\"", "{\"edits\":[1]}", "{\"edits\":[{\"id\":1.5}]}", "{\"edits\":[{\"id\":0,\"features\":{\"adds\":[{]}}]}",
       "{\"a\":1", "{\"a\":1}}",
+      "{\"layers\":[{\"id\":0,\"features\":[{]}]}", "{\"layers\":[{\"id\":0.5,\"features\":[]}]}",
+      "{\"layers\":[{\"id\":0,\"attachments\":[1,]}]}",
     };
     size_t i;
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -159,6 +209,27 @@ int main(void) {
     CHECK(run(doc.data, 4096, &out, &max_pending) == 0);
     CHECK_MSG(max_pending < 8192, "tape held %zu bytes between consumes", max_pending);
     CHECK(count_records(&out, RECORD_ADD) == 20000);
+    geoservices_buf_free(&doc);
+    geoservices_buf_free(&out);
+  }
+
+  { /* the same for a createReplica result: its layers' feature arrays stream record by record */
+    geoservices_buf doc, out;
+    size_t i, max_pending = 0;
+    static const char head[] = "{\"replicaID\":\"{R}\",\"layers\":[{\"id\":3,\"features\":[";
+    static const char item[] = "{\"attributes\":{\"OBJECTID\":1,\"NAME\":\"abc\"},\"geometry\":{\"x\":1.5,\"y\":2.5}}";
+    geoservices_buf_init(&doc, 0);
+    geoservices_buf_init(&out, 0);
+    geoservices_buf_append(&doc, head, strlen(head));
+    for (i = 0; i < 20000; i++) {
+      if (i) geoservices_buf_putc(&doc, ',');
+      geoservices_buf_append(&doc, item, strlen(item));
+    }
+    geoservices_buf_append(&doc, "],\"attachments\":[]}]}", 21);
+    CHECK(run(doc.data, 4096, &out, &max_pending) == 0);
+    CHECK_MSG(max_pending < 8192, "tape held %zu bytes between consumes", max_pending);
+    CHECK(count_records(&out, RECORD_ADD) == 20000);
+    CHECK(count_layer_ids(&out) == 1);
     geoservices_buf_free(&doc);
     geoservices_buf_free(&out);
   }
