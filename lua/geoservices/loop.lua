@@ -29,6 +29,43 @@
 -- and with_timeout. Operations inside a task return `nil, err` with kind
 -- "cancelled" once the task is cancelled and kind "timeout" once a deadline
 -- passed; an error raised inside a task becomes an error of kind "task".
+--
+-- A concurrent batch, and the same by hand:
+--
+--     local values, errs = geoservices.gather{
+--       function() return client:sync("crew-1.json", nil, { timeout = 600 }) end,
+--       function() return client:sync("crew-2.json", nil, { timeout = 600 }) end,
+--     }
+--     geoservices.run(function()
+--       local sync = geoservices.spawn(client.sync, client, "crew-1.json")
+--       local services = client:get_services_by_id{ "4d6f..." } -- runs while the sync does
+--       geoservices.sleep(0.5)                                  -- yields, never blocks the others
+--       if too_late then sync:cancel() end
+--       local result, err = sync:join()                         -- err.kind "cancelled" if cancelled
+--     end)
+--
+-- Errors stay in their task: a task that raises does not stop the others;
+-- its join() returns `nil, err` with kind "task" (`err.value` is what was
+-- raised, `err.traceback` where). Cancel aborts the request in flight (its
+-- connection closed), ends a sleep or a join, and makes every later wait of
+-- the task fail at once, so job polling and configure's stage polling stop;
+-- a replica's state is untouched (client:sync writes it only after a whole
+-- result). An operation's `opts.timeout` (and with_timeout) becomes one
+-- absolute deadline: every request below it gets `deadline - now` as its
+-- timeout and no poll interval sleeps past it; spawned tasks inherit it.
+-- The client option `max_host_connections` caps the connections to one
+-- host; further requests queue inside libcurl. Your own coroutines work
+-- inside tasks (the scheduler's yields carry a private sentinel); inside a
+-- plain coroutine operations block, and geoservices.wrap lets them yield.
+--
+-- A host event loop (luv, an editor, a game engine) runs tasks on a
+-- scheduler and lets its own loop wait: `sched:fds()` lists the sockets to
+-- watch (`{fd =, events = "r"|"w"|"rw", id =}`; a new id for the same fd is a
+-- new socket), `sched:timeout()` says when to call `sched:action_timeout()`,
+-- and `sched:action(fd, events)` is called when a socket is ready; none of
+-- them blocks. `sched:step(0)` on every turn of the host loop is the simple
+-- alternative. examples/luv_embed.lua is a whole luv program (its test
+-- keeps a 10 ms luv timer's largest gap under 100 ms while ten syncs run).
 -- @module geoservices.loop
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"

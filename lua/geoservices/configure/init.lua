@@ -9,6 +9,53 @@
 -- `client:wait_configured(opts)`); `self` is the client. Runtime failures
 -- return `nil, err` (geoservices.errors); misuse (a parameters argument that
 -- is not a table, an unknown or mistyped option) raises.
+--
+--     local root, err = client:configure({
+--       username = "siteadmin", password = os.getenv("ORG_ADMIN_PASSWORD"),
+--       email = "siteadmin@example.com", fullName = "Site Administrator",
+--       securityQuestionIdx = 1,            -- geoservices.SECURITY_QUESTIONS[1] (1..14)
+--       securityQuestionAns = os.getenv("ORG_ADMIN_ANSWER"),
+--       userLicenseTypeId = "creatorUT",
+--       licenseFile = "/secure/license.prvc", -- a path (streamed by libcurl) or {filename =, data =}
+--       volumesConfig = geoservices.volumes{ storage_class = "managed-premium" },
+--       systemArchitectureProfile = "standard-availability",
+--     }, { poll_interval = 5, stall_after = 900,
+--          on_stage = function(stage, old) print(stage.name, old, "->", stage.state) end })
+--
+-- Refused before sending (kind "invalid", `err.parameter` names the
+-- parameter, the message gives the rule, never the value): a required
+-- parameter missing; a username shorter than 6 characters or with
+-- characters other than letters, digits and `@ _ . -`; a password shorter
+-- than 8 characters or without a letter or a digit; an email that is no
+-- address; securityQuestionIdx outside 1..14; a license file missing,
+-- unreadable, a directory or empty; volumesConfig without exactly eight
+-- entries, one per component, each with provisioningType, a size in Gi, Mi
+-- or Ti, a storageClass and string labels; a cloudConfig provider without a
+-- name, an object store without a credential, a credential type other than
+-- IAM-ROLE, SYSTEM-ASSIGNED-IDENTITY (with secret.storageAccountName) or
+-- HMAC-KEYS (with secret.secretKey and secret.accessKey), a service whose
+-- type does not match its category (objectStore with storage,
+-- relationalStore with databases) or whose connection lacks its members; an
+-- incomplete userManagedStores entry; an unknown architecture profile.
+-- Values the vendor's own tooling sends pass (`logSettings = {logLevel =
+-- ""}`, `folderPathsToRegister = {paths = {...}}`, a serverLicenseFile).
+--
+-- Waiting polls the organization root resource until its state is ready or
+-- configured (a ready document without a state counts as ready): failed
+-- ends with kind "job" (`err.stages`), an unknown state is waited on until
+-- the deadline and the timeout says so. Stages appear as they start, so
+-- progress is reported as "N of M stages seen so far" with the server's own
+-- message; on_stage is called once per transition. A few failed polls in a
+-- row are ridden over (the server's pods restart while it configures);
+-- `stall_after` fails when no stage progressed for that long.
+--
+-- configure is never sent twice: after a failure that may have reached the
+-- server it reads the root resource and follows a configuration in
+-- progress (`op.reattached`), or says it is safe to send again.
+-- client:wait_configured re-attaches after a crash or Ctrl-C. A client
+-- without a token follows its own configure by signing in as the
+-- administrator it created. No secret appears in an error, a printout or a
+-- dry run; the operation keeps no copy of the parameters.
 -- @module geoservices.configure
 local errors = require "geoservices.errors"
 local organization = require "geoservices.configure.organization"

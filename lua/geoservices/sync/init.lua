@@ -16,6 +16,36 @@
 -- that may have applied uploaded edits, `err.ambiguous` or
 -- `err.edits_applied` is true and the message says to synchronize again with
 -- `opts.resend = true`. Misuse raises.
+--
+-- Edits are never applied twice. A synchronization that carried edits and
+-- failed after it may have reached the server (response lost or reset, an
+-- unreadable body, a 5xx) is re-issued with the same edits, because
+-- re-applying them is harmless: an add carries a client-side GlobalID and a
+-- server refuses an add whose GlobalID exists (code -2147217395), a delete
+-- re-applied fails with 1019 "Object is missing", an update writes the same
+-- values again. For exactly the edits it re-sent, the client moves those
+-- failures from `result.failed_edits` to `result.already_applied` and counts
+-- them as succeeded. It is not re-issued within the call when an add has no
+-- GlobalID, with rollbackOnFailure, or after the deadline (`err.ambiguous`).
+--
+-- client:sync adds a journal and a lock. Before edits (or an async job) are
+-- sent, the attempt is written durably to `<state>.journal`, with the job's
+-- status address once it is known; it goes away with the state write that
+-- moves the generation, or when the server is known to have applied
+-- nothing. The next client:sync of that replica first resolves it:
+-- re-attaching to the job, or re-sending its edits with the reconciliation
+-- above and without rollbackOnFailure (so it converges); that result is
+-- `result.resolved`. Adds without a GlobalID are never re-sent. An OS lock
+-- on `<state>.lock` keeps a second process (or task) out: kind "busy" at
+-- once, or a wait of `opts.lock_timeout` seconds.
+--
+-- The generation moves only with the data it counts: the result file is
+-- checked while it streams (an error document with HTTP 200 is an error; a
+-- URL result promised without an address is an error), `opts.output` is
+-- written to a temporary file, fsynced and renamed before the state moves,
+-- and edits the server answered without a per-edit result are an error
+-- (`err.unanswered`; `opts.allow_unanswered` makes it `result.unanswered`).
+-- An error after the state moved says so: `err.synchronized`, `err.result`.
 -- @module geoservices.sync
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"

@@ -113,7 +113,7 @@ end
 -- GlobalID, then, for results without one, by count per layer and
 -- operation. Only meaningful when results were expected: the caller checks
 -- only embedded results, or results that carry any answer at all.
--- @tparam table sent what @{sent_edits} returned
+-- @tparam table sent what reconcile.sent_edits returned
 -- @tparam table sink the records sink (its `answered`, `anonymous`, `results`)
 -- @treturn table the unanswered edits, `{ {layer =, target =, op =, globalId =}, ... }`
 function reconcile.unanswered(sent, sink)
