@@ -17,6 +17,9 @@ local FUNCTIONS = {
   ["geoservices.services"] = { "get_services_by_id", "list_snapshots" },
   ["geoservices.sync"] = { "synchronize_replica", "sync", "resume_sync" },
   ["geoservices.sync.job"] = { "Operation:poll", "Operation:wait", "Operation:done", "Operation:to_json" },
+  ["geoservices.sync.create"] = { "create_replica", "resume_create_replica", "Result:replica_state" },
+  ["geoservices.sync.service"] = { "service_info", "layer_info", "ServiceInfo:layer", "LayerInfo:field" },
+  ["geoservices.sync.replicas"] = { "replica_info", "unregister_replica" },
   ["geoservices.configure"] = { "configure", "status", "wait_configured", "redact", "Operation:poll",
                                 "Operation:wait" },
   ["geoservices.configure.organization"] = { "key", "is_failure", "stages", "state", "failures", "current_stage",
@@ -43,6 +46,7 @@ local FUNCTIONS = {
 local TABLES = {
   ["geoservices"] = { "geoservices" },
   ["geoservices.sync.result"] = { "Result" },
+  ["geoservices.sync.create"] = { "Result" },
   ["geoservices.errors"] = { "Error" },
   ["geoservices.net.retry"] = { "DEFAULTS" },
   ["geoservices.pp"] = { "DEFAULTS" },
@@ -53,10 +57,13 @@ local TABLES = {
 
 -- Modules that must not be in the reference, and internals of public ones.
 local LEFT_OUT = { "geoservices.emulator", "geoservices.form", "geoservices.results", "geoservices.sync.params",
+                   "geoservices.sync.create_params", "geoservices.cli.watch",
                    "geoservices.net.transport", "geoservices.configure.validate" }
 local INTERNAL = { ["geoservices.sync.result"] = { "sink", "finish", "Sink:absorb" },
                    ["geoservices.loop"] = { "await" },
-                   ["geoservices.sync.job"] = { "operation", "applied_edits_error" } }
+                   ["geoservices.sync.job"] = { "operation", "applied_edits_error" },
+                   ["geoservices.sync.create"] = { "new_sink", "build", "set_generations" },
+                   ["geoservices.sync.service"] = { "check_create", "build_service_info", "url" } }
 
 local function exists(path)
   local f = io.open(path, "rb")

@@ -12,13 +12,16 @@
 local core = require "geoservices.core"
 local client = require "geoservices.client"
 local configure = require "geoservices.configure"
+local create = require "geoservices.sync.create"
 local edits = require "geoservices.sync.edits"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local loop = require "geoservices.loop"
 local pp = require "geoservices.pp"
 local replica = require "geoservices.sync.replica"
+local replicas = require "geoservices.sync.replicas"
 local services = require "geoservices.services"
+local service_meta = require "geoservices.sync.service"
 local sync = require "geoservices.sync"
 local token = require "geoservices.token"
 local volumes = require "geoservices.configure.volumes"
@@ -54,7 +57,20 @@ function Client:synchronize_replica(service, params, opts)
   return sync.synchronize_replica(self, service, params, opts)
 end
 function Client:sync(r, changes, opts) return sync.sync(self, r, changes, opts) end
-function Client:resume_sync(text) return sync.resume_sync(self, text) end
+function Client:resume_sync(text)
+  -- a saved createReplica job goes back to createReplica's own tail
+  local saved = type(text) == "string" and json.decode(text)
+  if type(saved) == "table" and saved.operation == "createReplica" then
+    return create.resume_create_replica(self, text)
+  end
+  return sync.resume_sync(self, text)
+end
+function Client:create_replica(service, params, opts) return create.create_replica(self, service, params, opts) end
+function Client:resume_create_replica(text) return create.resume_create_replica(self, text) end
+function Client:service_info(service, opts) return service_meta.service_info(self, service, opts) end
+function Client:layer_info(service, id, opts) return service_meta.layer_info(self, service, id, opts) end
+function Client:replica_info(service, id, opts) return replicas.replica_info(self, service, id, opts) end
+function Client:unregister_replica(service, id, opts) return replicas.unregister_replica(self, service, id, opts) end
 function Client:get_services_by_id(ids, opts) return services.get_services_by_id(self, ids, opts) end
 function Client:list_snapshots(item_id, opts) return services.list_snapshots(self, item_id, opts) end
 function Client:configure(params, opts) return configure.configure(self, params, opts) end
@@ -97,8 +113,9 @@ end
 --- Creates a client; see geoservices.client module for the options.
 -- @tparam table opts url (required), admin_path, token (string, function or geoservices.token provider),
 --   or username and password (tokens from generateToken), bearer, timeout, ca_file, insecure, enum_prefix, ...
--- @return the client: its methods are the four operations (get_services_by_id, list_snapshots,
---   synchronize_replica / sync / resume_sync, configure / configure_status / wait_configured)
+-- @return the client: its methods are the operations (get_services_by_id, list_snapshots,
+--   synchronize_replica / sync / resume_sync, create_replica / resume_create_replica, service_info /
+--   layer_info, replica_info / unregister_replica, configure / configure_status / wait_configured)
 -- @raise on misuse: an unknown option, a wrong type, a missing or non-http(s) url
 function geoservices.client(opts)
   return client.new(opts, Client)

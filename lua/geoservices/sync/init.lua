@@ -499,7 +499,8 @@ end
 
 local function sync_locked(self, r, edits, opts)
   if r.state.closed then
-    return nil, errors.invalid("replica", ("%s was closed by an earlier sync"):format(r.replicaID))
+    return nil, errors.invalid("replica", ("%s was %s"):format(r.replicaID,
+      r.state.unregistered and "unregistered (replica unregister)" or "closed by an earlier sync"))
   end
   local resolved
   local attempt = r.attempt

@@ -54,7 +54,8 @@ end
 function Operation:__tostring()
   local state = self.status and self.status.status or "submitted"
   return ("geoservices.SyncOperation %s/%s replica %s: %s"):format(
-    tostring(self.service), "synchronizeReplica", tostring(self.replicaID), state)
+    tostring(self.service), self.operation or "synchronizeReplica", tostring(self.replicaID or self.replicaName),
+    state)
 end
 
 --- Reads the job's status resource once (retried as a read) and keeps it in `op.status`.
@@ -75,8 +76,8 @@ function Operation:poll(opts)
       -- the server does not know the job (restarted without its state, or the
       -- job expired): say what it means for the caller
       err = errors.new("job", ("the job's status resource is gone (HTTP 404): the server no longer knows this "
-        .. "job; the replica state is unchanged, synchronize again%s"):format(
-          self.carried_edits and " with opts.resend = true (its edits may have been applied)" or ""),
+        .. "job; %s"):format(self.gone_hint or ("the replica state is unchanged, synchronize again"
+          .. (self.carried_edits and " with opts.resend = true (its edits may have been applied)" or ""))),
         { code = "job_not_found", status = 404, url = self.status_url, cause = err })
     end
     return nil, err
@@ -141,7 +142,8 @@ function Operation:wait(opts)
         for _, m in ipairs(type(status.messages) == "table" and status.messages or {}) do
           if type(m) == "table" and m.description then detail = m.description end
         end
-        return "done", nil, errors.new("job", ("synchronization job failed%s"):format(
+        return "done", nil, errors.new("job", ("%s job failed%s"):format(
+          self.operation == "createReplica" and "createReplica" or "synchronization",
           detail and (": " .. detail) or ""), { status_resource = status, url = self.status_url })
       elseif terminal then
         -- fetch at once: servers delete result files after about ten minutes
@@ -151,7 +153,8 @@ function Operation:wait(opts)
     end,
     on_deadline = function(status)
       return errors.new("timeout", ("job still %s when the deadline passed; resume it with "
-        .. "client:resume_sync(op:to_json())"):format(status and status.status or "unreachable"),
+        .. "client:%s(op:to_json())"):format(status and status.status or "unreachable",
+          self.operation == "createReplica" and "resume_create_replica" or "resume_sync"),
         { url = self.status_url, operation = self })
     end,
   }
@@ -173,6 +176,8 @@ function Operation:to_json()
     carried_edits = self.carried_edits or nil,
     reissued = self.reissued or nil, -- the submission was re-issued: reconcile "already exists"
     sent = self.reissued and self.sent or nil,
+    operation = self.operation, -- "createReplica" (nil: synchronizeReplica)
+    create = self.create,       -- a createReplica's request: replicaName, model, layers, direction
   }
 end
 
