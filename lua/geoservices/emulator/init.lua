@@ -13,11 +13,13 @@ local httpd = require "geoservices.httpd"
 local json = require "geoservices.json"
 local admin = require "geoservices.emulator.admin"
 local auth = require "geoservices.emulator.auth"
+local create = require "geoservices.emulator.create"
 local faults = require "geoservices.emulator.faults"
 local forms = require "geoservices.emulator.forms"
 local organization = require "geoservices.emulator.organization"
 local persist = require "geoservices.emulator.persist"
 local jobs = require "geoservices.emulator.jobs"
+local metadata = require "geoservices.emulator.metadata"
 local replicas = require "geoservices.emulator.replicas"
 local sync = require "geoservices.emulator.sync"
 local world = require "geoservices.emulator.world"
@@ -43,6 +45,13 @@ local SERVICE_ROUTES = {
   { pattern = "^/([%w_%-]+)/FeatureServer/jobs/([%w]+)$", name = "jobs", handler = sync.job_status },
   { pattern = "^/([%w_%-]+)/FeatureServer/replicafiles/([%w_%-]+%.json)$", name = "results",
     handler = sync.result_file },
+  -- replicas' lifecycle and the metadata they are checked against (emulator.create, emulator.metadata)
+  { pattern = "^/([%w_%-]+)/FeatureServer/createReplica$", name = "createReplica", handler = create.create_replica },
+  { pattern = "^/([%w_%-]+)/FeatureServer/replicas/([^/]+)$", name = "replicaInfo", handler = create.replica_info },
+  { pattern = "^/([%w_%-]+)/FeatureServer/unRegisterReplica$", name = "unRegisterReplica",
+    handler = create.unregister },
+  { pattern = "^/([%w_%-]+)/FeatureServer$", name = "serviceInfo", handler = metadata.service_resource },
+  { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)$", name = "layerInfo", handler = metadata.layer_resource },
   -- a server's and a portal's token services
   { pattern = "^/(tokens)/generateToken$", name = "generateToken", handler = auth.generate_token },
   { pattern = "^/(sharing)/rest/generateToken$", name = "generateToken", handler = auth.generate_token },

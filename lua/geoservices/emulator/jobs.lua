@@ -81,20 +81,23 @@ function Jobs:get(id)
   return self.by_id[id]
 end
 
---- The index of the job's current phase: 1 Pending ... 4 ExportChanges, 5 finished.
+--- The index of the job's current phase: 1 Pending ... 4 ExportChanges, 5 finished
+-- (a job with its own `phases`, such as createReplica's, counts those).
 function jobs.phase(job)
+  local progress = job.phases or PROGRESS
   local elapsed = core.monotonic() - job.started
   if elapsed < 0 then -- saved before a reboot (the monotonic clock restarted): the job starts again
     job.started, elapsed = core.monotonic(), 0
   end
-  return math.min(#PROGRESS + 1, math.floor(elapsed / job.step) + 1)
+  return math.min(#progress + 1, math.floor(elapsed / job.step) + 1)
 end
 
 --- The job's current status value.
 function jobs.status(job)
+  local progress = job.phases or PROGRESS
   local i = jobs.phase(job)
-  if i > #PROGRESS then return job.outcome, true end
-  return PROGRESS[i], false
+  if i > #progress then return job.outcome, true end
+  return progress[i], false
 end
 
 function jobs.finished(job)
@@ -109,7 +112,7 @@ function jobs.resource(job, result_url)
   for k, v in pairs(job.fields) do r[k] = v end
   r.status = status
   r.submissionTime = tostring(job.submission_ms)
-  local elapsed_steps = math.min(#PROGRESS, math.floor((core.monotonic() - job.started) / job.step))
+  local elapsed_steps = math.min(#(job.phases or PROGRESS), math.floor((core.monotonic() - job.started) / job.step))
   r.lastUpdatedTime = tostring(job.submission_ms + math.floor(elapsed_steps * job.step * 1000))
   r.resultUrl = (done and status ~= "Failed") and result_url or ""
   if done and status == "Failed" then

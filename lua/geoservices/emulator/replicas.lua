@@ -39,15 +39,28 @@ function replicas.load(data)
       layer_ids = {},
       log = {},
       replicas = {},
+      -- what the service and layer resources describe (emulator.metadata)
+      meta = { spatialReference = world.deep_copy(s.spatialReference), description = s.description,
+               syncCapabilities = world.deep_copy(s.syncCapabilities) },
     }
     for _, l in ipairs(s.layers or {}) do
-      local layer = { id = l.id, name = l.name, features = {}, attachments = {}, next_oid = 1 }
+      local meta = {}
+      for k, v in pairs(l) do
+        if k ~= "features" and k ~= "attachments" and k ~= "id" and k ~= "name" then meta[k] = world.deep_copy(v) end
+      end
+      local layer = { id = l.id, name = l.name, features = {}, attachments = {}, next_oid = 1, meta = meta }
       for _, f in ipairs(l.features or {}) do
         local attrs = world.deep_copy(f.attributes or {})
         local gid = assert(attrs.GlobalID, "data: feature without GlobalID in layer " .. tostring(l.id))
         attrs.OBJECTID = layer.next_oid
         layer.next_oid = layer.next_oid + 1
         layer.features[gid] = { attributes = attrs, geometry = world.deep_copy(f.geometry), created_gen = svc.gen }
+      end
+      for _, a in ipairs(l.attachments or {}) do -- attachments' metadata (the emulator keeps no content)
+        local gid = assert(a.globalId, "data: attachment without globalId in layer " .. tostring(l.id))
+        layer.attachments[gid] = { globalId = gid, parentGlobalId = a.parentGlobalId, contentType = a.contentType,
+                                   name = a.name, size = a.size, objectId = layer.next_oid, created_gen = svc.gen }
+        layer.next_oid = layer.next_oid + 1
       end
       svc.layers[l.id] = layer
       svc.layer_ids[#svc.layer_ids + 1] = l.id
@@ -61,6 +74,7 @@ function replicas.load(data)
         syncDirection = r.syncDirection or "bidirectional",
         layers = r.layers or svc.layer_ids,
         targetType = r.targetType or "client",
+        seed_gen = svc.gen, seed_ms = jobs.epoch_ms(), -- what its resource reports until it syncs
       }
       svc.replicas[r.replicaID] = replica
     end
@@ -251,7 +265,7 @@ end
 
 local function attachment_out(a)
   return { globalId = a.globalId, parentGlobalId = a.parentGlobalId, contentType = a.contentType,
-           name = a.name, uploadId = a.uploadId }
+           name = a.name, uploadId = a.uploadId, size = a.size }
 end
 
 -- Applies one layer's uploaded edits to `layer`, recording undo steps and log
@@ -592,12 +606,16 @@ function replicas.export(plan, imported, prefix)
   }
   if replica.model == "perLayer" then
     doc.layerServerGens = json.array()
+    replica.layer_gens = replica.layer_gens or {}
     for _, id in ipairs(replica.layers) do
       doc.layerServerGens[#doc.layerServerGens + 1] = { id = id, serverGen = gen }
+      replica.layer_gens[id] = gen
     end
   else
     doc.replicaServerGen = gen
+    replica.gen = gen
   end
+  replica.lastSyncDate = jobs.epoch_ms() -- what the replica's resource reports (emulator.create)
   if plan.flags.closeReplica then replica.closed = true end
   return doc
 end

@@ -77,6 +77,7 @@ end
 -- failed edit (or an import that raised) turns the job Failed with nothing
 -- applied. Returns true when the state changed (to be saved).
 function sync.advance(emu, job)
+  if job.kind == "createReplica" then return require("geoservices.emulator.create").advance(emu, job) end
   if job.exported then return false end
   local phase = jobs.phase(job)
   local changed = false
