@@ -45,6 +45,7 @@ local commands = {
   sync = require "geoservices.cli.commands.sync",
   emulator = require "geoservices.cli.commands.emulator",
   login = require "geoservices.cli.commands.login",
+  replica = require "geoservices.cli.commands.replica",
 }
 
 --- Exit codes of the command.
@@ -100,6 +101,10 @@ local COMMAND_EXITS = {
   login = "0 the token was generated and stored, 1 generateToken refused (wrong password...) or the token "
     .. "could not be stored, 2 bad usage (no address, no username)",
   emulator = "0 stopped, 1 could not start, 2 bad usage, 130 interrupted (Ctrl-C; nothing keeps running)",
+  replica = "0 done, 1 the request or the job failed, 2 bad usage, an invalid state file or a request the service "
+    .. "cannot take (refused before anything was sent: a sync model or direction it does not support...), "
+    .. "3 partial (the createReplica job ended CompletedWithErrors), 130 interrupted (a createReplica job keeps "
+    .. "running: follow it with replica resume)",
 }
 
 --- Builds the argument parser (lua-argparse).
@@ -177,6 +182,40 @@ function cli.parser()
   snapshots:argument("item_id", "Notebook item id.")
 
   command("status", "The organization root resource: state and stages.")
+
+  local replica = command("replica", "A replica's lifecycle: create one (createReplica) into a state file that "
+    .. "sync then synchronizes, read the server's view of it, unregister it.")
+  replica:command_target("replica_command")
+  local rcreate = replica:command("create", "createReplica: register a replica of some layers of a feature "
+    .. "service and download its data (async by default, followed until done); the state goes to OUT, the data "
+    .. "beside it (OUT without .json, plus .data.json).")
+  rcreate:argument("service", "The feature service, e.g. Parcels.")
+  rcreate:argument("out", "The new replica's state file (JSON; must not exist).")
+  rcreate:option("--layers", "Layer ids, e.g. 0,1."):args(1):count(1)
+  rcreate:option("--name", "replicaName.")
+  rcreate:option("--model", "syncModel (default perReplica, or perLayer where the service supports only that).")
+    :choices{ "perReplica", "perLayer" }
+  rcreate:option("--direction", "syncDirection of the replica.")
+    :choices{ "bidirectional", "upload", "download" }
+  rcreate:option("--transport", "transportType: url (default) or embedded."):choices{ "url", "embedded" }
+  rcreate:option("--geometry", "Extent filter: xmin,ymin,xmax,ymax (--geometry=-117.2,34.0,... when it starts "
+    .. "with a minus), or a geometry's JSON.")
+  rcreate:option("--in-sr", "The geometry's spatial reference: a wkid or its JSON.")
+  rcreate:flag("--attachments", "returnAttachments: the attachments' metadata too.")
+  rcreate:flag("--sync", "A synchronous request (real servers answer HTTP 500 to large ones).")
+  rcreate:option("--param", "Another createReplica parameter, NAME=VALUE, sent as given (repeatable).")
+    :count("*")
+  rcreate:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)
+  rcreate:option("--wait-timeout", "Overall seconds to wait for the job."):convert(tonumber)
+  local rresume = replica:command("resume", "Follow the createReplica job an interrupted create left (journaled "
+    .. "beside OUT) and keep its replica in OUT.")
+  rresume:argument("out", "The state file create was given.")
+  rresume:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)
+  rresume:option("--wait-timeout", "Overall seconds to wait for the job."):convert(tonumber)
+  replica:command("info", "The replica's resource on the server beside its local state."):argument("state",
+    "Replica state file (JSON).")
+  replica:command("unregister", "unRegisterReplica: the server forgets the replica; the state file is marked "
+    .. "closed."):argument("state", "Replica state file (JSON).")
 
   local login = command("login", "Generate a token with the server's generateToken (--username, "
     .. "--password-file or a prompt) and store it for the profile, readable only by you (0600), in "

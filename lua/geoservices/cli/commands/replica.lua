@@ -1,0 +1,318 @@
+--- `geoservices replica create|resume|info|unregister`: a replica's
+-- lifecycle on the server, kept in a replica state file (geoservices.replica)
+-- that `geoservices sync` then synchronizes.
+--
+--     geoservices replica create Parcels --layers 0,1 --name crew-1 [--model perLayer] crew-1.json
+--     geoservices replica info crew-1.json          # the local state and the server's, side by side
+--     geoservices replica unregister crew-1.json    # the server forgets it; the state is marked closed
+--     geoservices replica resume crew-1.json        # follow a createReplica job an interrupted create left
+--
+-- Where a new replica goes is one swappable table, `destination` below:
+-- today a JSON state file with the data saved beside it
+-- (`<state>.data.json`, the result file as the server wrote it).
+local core = require "geoservices.core"
+local files = require "geoservices.cli.files"
+local geoservices = require "geoservices"
+local json = require "geoservices.json"
+local output = require "geoservices.cli.output"
+local watch = require "geoservices.cli.watch"
+
+local EXIT = output.EXIT
+
+local replica_cmd = {}
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function base_of(path)
+  return (path:gsub("%.json$", ""))
+end
+
+-- The journal of a create whose job runs on the server: op:to_json(), so
+-- `replica resume OUT` follows it after an interruption or a crash.
+local function journal_path(path)
+  return base_of(path) .. ".job.json"
+end
+
+--- Where a new replica goes: the one step the store integration swaps.
+-- A destination has
+-- * `check(path)` -> nil | err: refuse before anything is sent;
+-- * `create_opts(path)` -> the create_replica options that say where the data streams
+--   (`output`, or `on_change`...);
+-- * `keep(path, result)` -> info | nil, err: once the whole result is in (the replica then
+--   exists on the server); info is `{state =, data =}`, printed and emitted;
+-- * `name(path)` -> what the lines and events call it.
+-- This one writes a replica state file (geoservices.replica) and the data beside it.
+replica_cmd.json_destination = {
+  check = function(path)
+    if exists(path) then
+      return geoservices.errors.invalid("OUT", ("%s exists: a new replica never overwrites a state file"):format(path))
+    end
+    local data = base_of(path) .. ".data.json"
+    if exists(data) then
+      return geoservices.errors.invalid("OUT", ("%s exists: a new replica's data never overwrites a file"):format(data))
+    end
+    local probe, msg = core.make_temp(path)
+    if not probe then return geoservices.errors.invalid("OUT", "must be a writable file path: " .. tostring(msg)) end
+    os.remove(probe)
+    return nil
+  end,
+  create_opts = function(path)
+    return { output = base_of(path) .. ".data.json" }
+  end,
+  keep = function(path, result)
+    local r, err = geoservices.replica(path, result:replica_state())
+    if not r then return nil, err end
+    return { state = path, data = result.output }
+  end,
+  name = function(path)
+    return files.basename(path)
+  end,
+}
+
+replica_cmd.destination = replica_cmd.json_destination
+
+-- ------------------------------------------------------------------ create
+
+local function generation_text(result)
+  if result.layerServerGens then
+    local parts = {}
+    for _, l in ipairs(result.layerServerGens) do parts[#parts + 1] = ("%s:%s"):format(l.id, tostring(l.serverGen)) end
+    return table.concat(parts, " ")
+  end
+  return tostring(result.replicaServerGen)
+end
+
+-- --param NAME=VALUE: a parameter passed through as it is (a JSON value is
+-- sent as its text, which is what the server reads).
+local function extra_params(list, params)
+  for _, item in ipairs(list or {}) do
+    local name, value = item:match("^([%w_]+)=(.*)$")
+    if not name then return geoservices.errors.invalid("--param", "must be NAME=VALUE, got " .. item) end
+    params[name] = value
+  end
+  return nil
+end
+
+-- Follows a createReplica (a new one, or a job resumed) to its end and
+-- reports it: the library call is `run(opts)`.
+local function follow(out, client, path, dest, run, poll_opts)
+  local name = dest.name(path)
+  local w = watch.new(out, client, name)
+  local kept
+  local opts = dest.create_opts(path)
+  opts.on_status, opts.on_progress, opts.on_change = w.on_status, w.on_progress, w.on_change
+  for k, v in pairs(poll_opts) do opts[k] = v end
+  opts.on_job = function(op)
+    local ok, msg = core.write_file_atomic(journal_path(path), op:to_json() .. "\n")
+    if not ok then return nil, geoservices.errors.new("io", "cannot journal the job: " .. tostring(msg)) end
+    out:server_work{ what = ("the createReplica job of %s"):format(name),
+                     follow = (out.follow_prefix or "geoservices") .. " replica resume " .. path }
+    return true
+  end
+  opts.on_done = function(result)
+    local info, err = dest.keep(path, result)
+    if not info then return nil, err end
+    kept = info
+    os.remove(journal_path(path))
+    return true
+  end
+  local ok, result, err = pcall(run, opts)
+  if ok then w.report_download(result ~= nil) end
+  w.restore()
+  if not ok then error(result, 0) end -- Ctrl-C too: main names the job still running
+  out:server_work(nil)
+  if not result then
+    if err == output.DRY_RUN then return nil end
+    if type(err) == "table" and err.kind == "job" and err.code ~= "job_not_found" then os.remove(journal_path(path)) end
+    out:error(err, { replica = path })
+    return out:result(output.exit_for(err), { command = "replica", replica = path })
+  end
+  local counts = json.object()
+  for id, c in pairs(result.counts) do counts[tostring(id)] = c end
+  if out.mode == "json" then
+    out:emit{ event = "replica", replica = path, created = true, replicaID = result.replicaID,
+              replicaName = result.replicaName, service = result.service, model = result.syncModel,
+              layers = json.array(result.layers), features = result.features, attachments = result.attachments,
+              records = result.downloaded, counts = counts, generation = result.replicaServerGen,
+              layerServerGens = result.layerServerGens, state = kept and kept.state, data = kept and kept.data,
+              partial = result.partial }
+  else
+    out:line(("%s: %s"):format(name, tostring(result)))
+    for _, id in ipairs(result.layers) do
+      local c = result.counts[id]
+      out:line(("    layer %s: %d features, %d attachments"):format(tostring(id), c.features, c.attachments))
+    end
+    if kept and kept.state then out:line("    replica state saved to " .. kept.state) end
+    if kept and kept.data then out:line("    data saved to " .. kept.data) end
+    out:line("    generation " .. generation_text(result))
+  end
+  return out:result(result.partial and EXIT.partial or EXIT.ok, { command = "replica", replica = path })
+end
+
+local function create(args, out, client)
+  local path = args.out
+  local dest = replica_cmd.destination
+  local refused = dest.check(path)
+  if refused then return output.fail(out, refused, { command = "replica" }) end
+  if exists(journal_path(path)) then
+    return output.usage_error(out, ("a createReplica job for %s is journaled in %s: follow it with `%s replica "
+      .. "resume %s`"):format(path, journal_path(path), out.follow_prefix or "geoservices", path))
+  end
+  local params = {
+    replicaName = args.name, layers = args.layers, syncModel = args.model, syncDirection = args.direction,
+    transportType = args.transport, returnAttachments = args.attachments or nil, geometry = args.geometry,
+    inSR = args.in_sr and (math.tointeger(tonumber(args.in_sr)) or args.in_sr) or nil,
+    async = args.sync and false or nil,
+  }
+  local bad = extra_params(args.param, params)
+  if bad then return output.fail(out, bad, { command = "replica" }) end
+  out:server_work{ what = ("the createReplica request of %s (the replica may be created on the server)"):format(
+                     args.name or path),
+                   follow = (out.follow_prefix or "geoservices") .. " replica create ... again, or unregister it" }
+  return follow(out, client, path, dest, function(opts)
+    return client:create_replica(args.service, params, opts)
+  end, { poll_interval = args.poll_interval, timeout = args.wait_timeout,
+          check = not args.dry_run }) -- a dry run shows createReplica itself, not the read before it
+end
+
+local function resume(args, out, client)
+  local path = args.out
+  local text = exists(journal_path(path)) and files.read(journal_path(path))
+  if not text then
+    return output.usage_error(out, ("no createReplica job is journaled for %s (%s)"):format(path, journal_path(path)))
+  end
+  local op, err = client:resume_create_replica(text)
+  if not op then return output.fail(out, err, { command = "replica" }) end
+  return follow(out, client, path, replica_cmd.destination, function(opts)
+    op.output = opts.output
+    op.on_done = opts.on_done
+    return op:wait{ poll_interval = opts.poll_interval, timeout = opts.timeout, on_status = opts.on_status,
+                    on_progress = opts.on_progress, on_change = opts.on_change }
+  end, { poll_interval = args.poll_interval, timeout = args.wait_timeout })
+end
+
+-- ------------------------------------------------------------------ info, unregister
+
+local function date_text(ms)
+  if math.type(ms) ~= "integer" or ms <= 0 then return "-" end
+  return os.date("!%Y-%m-%d %H:%M:%S UTC", ms // 1000)
+end
+
+local function local_generation(r)
+  if r.model == "perLayer" then
+    local parts = {}
+    for _, l in ipairs(r.layers or {}) do parts[#parts + 1] = ("%s:%s"):format(l.id, tostring(l.serverGen)) end
+    return table.concat(parts, " ")
+  end
+  return tostring(r.replicaServerGen)
+end
+
+local function server_generation(server)
+  if server.layerServerGens and #server.layerServerGens > 0 then
+    local parts = {}
+    for _, l in ipairs(server.layerServerGens) do parts[#parts + 1] = ("%s:%s"):format(l.id, tostring(l.serverGen)) end
+    return table.concat(parts, " ")
+  end
+  return tostring(server.replicaServerGen)
+end
+
+local function open_state(out, path)
+  local r, err = geoservices.replica(path)
+  if not r then
+    out:error(err, { replica = path })
+    return nil, out:result(EXIT.usage, { command = "replica", replica = path })
+  end
+  return r
+end
+
+local function info(args, out, client)
+  local path = args.state
+  local r, code = open_state(out, path)
+  if not r then return code end
+  local server, err = client:replica_info(r.service, r.replicaID)
+  if not server then
+    if err == output.DRY_RUN then return nil end
+    out:error(err, { replica = path })
+    return out:result(output.exit_for(err), { command = "replica", replica = path })
+  end
+  local ids = {}
+  for i, id in ipairs(server.layers) do ids[i] = tostring(id) end
+  local same = true
+  for id, gen in pairs(server.generations) do
+    local mine = r.model == "perLayer" and nil or r.replicaServerGen
+    for _, l in ipairs(r.model == "perLayer" and r.layers or {}) do
+      if l.id == id then mine = l.serverGen end
+    end
+    if mine ~= gen then same = false end
+  end
+  if out.mode == "json" then
+    local gens = json.object()
+    for id, gen in pairs(server.generations) do gens[tostring(id)] = gen end
+    out:emit{ event = "replica_info", replica = path, replicaID = r.replicaID, service = r.service,
+              ["local"] = { model = r.model, syncDirection = r.syncDirection, generation = r.replicaServerGen,
+                            layers = r.layers, closed = r.closed },
+              server = { replicaName = server.replicaName, syncModel = server.syncModel,
+                         syncDirection = server.syncDirection, layers = json.array(server.layers),
+                         generation = server.replicaServerGen, layerServerGens = server.layerServerGens,
+                         generations = gens, creationDate = server.creationDate, lastSyncDate = server.lastSyncDate,
+                         returnAttachments = server.returnAttachments, targetType = server.targetType,
+                         replicaOwner = server.replicaOwner },
+              in_step = same }
+  else
+    out:line(("%s: replica %s %s of %s"):format(files.basename(path), tostring(server.replicaName), r.replicaID,
+      r.service))
+    local rows = {
+      { "", "local", "server" },
+      { "model", tostring(r.model), tostring(server.syncModel) },
+      { "direction", tostring(r.syncDirection or "bidirectional"), tostring(server.syncDirection) },
+      { "generation", local_generation(r), server_generation(server) },
+      { "layers", "-", table.concat(ids, ",") },
+      { "attachments", "-", server.returnAttachments == nil and "-" or (server.returnAttachments and "yes" or "no") },
+      { "created", "-", date_text(server.creationDate) },
+      { "last sync", "-", date_text(server.lastSyncDate) },
+    }
+    for _, row in ipairs(rows) do out:line(("    %-12s %-24s %s"):format(row[1], row[2], row[3])) end
+    if not same then
+      out:line("    the generations differ: the server handed out a newer one than this state holds (an interrupted "
+        .. "sync?); `geoservices sync` resolves it")
+    end
+  end
+  return out:result(EXIT.ok, { command = "replica", replica = path })
+end
+
+local function unregister(args, out, client)
+  local path = args.state
+  local r, code = open_state(out, path)
+  if not r then return code end
+  local done, err = client:unregister_replica(r.service, r.replicaID)
+  if not done then
+    if err == output.DRY_RUN then return nil end
+    out:error(err, { replica = path })
+    return out:result(output.exit_for(err), { command = "replica", replica = path })
+  end
+  r.state.closed = true
+  r.state.unregistered = os.date("!%Y-%m-%dT%H:%M:%SZ")
+  local saved, save_err = r:save()
+  if out.mode == "json" then
+    out:emit{ event = "replica", replica = path, replicaID = r.replicaID, service = r.service, unregistered = true,
+              already = done.already or nil, state_saved = saved == true }
+  else
+    out:line(("%s: %s%s"):format(files.basename(path), tostring(done),
+      saved and "; the state file is marked closed" or ""))
+  end
+  if not saved then
+    out:error(save_err, { replica = path })
+    return out:result(EXIT.failed, { command = "replica", replica = path })
+  end
+  return out:result(EXIT.ok, { command = "replica", replica = path })
+end
+
+local SUBCOMMANDS = { create = create, resume = resume, info = info, unregister = unregister }
+
+return setmetatable(replica_cmd, { __call = function(_, args, out, client)
+  return SUBCOMMANDS[args.replica_command](args, out, client)
+end })
