@@ -117,7 +117,7 @@ PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/js
 $(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(LDFLAGS)
 # The store's apply path needs libsqlite3 (no Lua): its tests and fuzz target link it.
-STORE_SQL_SRC = csrc/store/apply.c
+STORE_SQL_SRC = csrc/store/apply.c csrc/store/rtree.c
 $(BUILD)/tests/test_store_%: csrc/tests/test_store_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) $(STORE_SQL_SRC) \
   | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc $(SQLITE_CFLAGS) -o $@ $< $(PURE_C_SRC) $(STORE_SQL_SRC) $(SQLITE_LIBS) $(LDFLAGS)

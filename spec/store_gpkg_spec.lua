@@ -100,6 +100,11 @@ describe("replica store GeoPackage", function()
     assert.same({ { application_id = 0x47504B47 } }, st.db:rows("PRAGMA application_id"))
     assert.same({ { user_version = 10300 } }, st.db:rows("PRAGMA user_version"))
     assert.same({ { integrity_check = "ok" } }, st.db:rows("PRAGMA integrity_check"))
+    assert.same({ { freelist_count = 0 } }, st.db:rows("PRAGMA freelist_count")) -- no garbage left behind
+    for _, t in ipairs{ "Hydrants", "Survey_marks", "Pipes", "Parcels" } do
+      assert.same({ { ["rtreecheck('rtree_" .. t .. "_geom')"] = "ok" } },
+        st.db:rows(("SELECT rtreecheck('rtree_%s_geom')"):format(t)))
+    end
   end)
 
   it("is read by ogrinfo: every layer with its geometry type, SRS and feature count", function()

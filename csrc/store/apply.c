@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "store/isotime.h"
+#include "store/rtree.h"
 
 /* ---- errors ---------------------------------------------------------------- */
 
@@ -145,6 +146,7 @@ void geoservices_store_bind_begin(geoservices_store_layer *l) {
   sqlite3_reset(l->upsert);
   sqlite3_clear_bindings(l->upsert);
   l->gid_bound = 0;
+  l->geom_bound = 0;
 }
 
 size_t geoservices_store_find_column(geoservices_store_layer *l, const char *name, size_t len, size_t position) {
@@ -249,7 +251,104 @@ int geoservices_store_bind_geometry(geoservices_store *s, geoservices_store_laye
   if (geoservices_geom_encode(&s->geom, l->srs_id, &s->blob, env))
     return fail(s, SQLITE_NOMEM, "out of memory encoding a geometry");
   extend(l->env, env);
+  l->geom_bound = !isnan(env[0]);
+  memcpy(l->geom_env, env, sizeof env);
   return bind_rc(s, sqlite3_bind_blob(l->upsert, (int)l->ncols + 1, s->blob.data, (int)s->blob.len, SQLITE_STATIC));
+}
+
+/* ---- R-trees packed in bulk (rtree.h) ------------------------------------- */
+
+static int exec_fmt(geoservices_store *s, const char *fmt, ...) {
+  va_list ap;
+  char *sql;
+  int rc;
+  va_start(ap, fmt);
+  sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  if (!sql) return fail(s, SQLITE_NOMEM, "out of memory");
+  rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "R-tree");
+  return 0;
+}
+
+/* The number of entries in the R-tree's root node (0: the tree is empty). */
+static int rtree_root_cells(geoservices_store *s, geoservices_store_layer *l, int *ncell) {
+  sqlite3_stmt *st;
+  char *sql = sqlite3_mprintf("SELECT data FROM \"%w_node\" WHERE nodeno = 1", l->rtree_name);
+  int rc;
+  if (!sql) return fail(s, SQLITE_NOMEM, "out of memory");
+  rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "R-tree");
+  *ncell = -1;
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_bytes(st, 0) >= 4) {
+    const unsigned char *d = sqlite3_column_blob(st, 0);
+    *ncell = d[2] << 8 | d[3];
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
+/* The first entry of a layer in this transaction: an empty R-tree is not
+ * written entry by entry but packed at the flush from the table itself
+ * (its rows then are exactly what the tree must hold: deleted and replaced
+ * rows are simply gone). */
+static int decide_rtree(geoservices_store *s, geoservices_store_layer *l) {
+  int ncell;
+  if (sqlite3_get_autocommit(s->db)) { /* no transaction to defer to: one insert at a time */
+    l->rtree_state = -1;
+    return 0;
+  }
+  if (rtree_root_cells(s, l, &ncell)) return -1;
+  l->rtree_state = ncell == 0 ? 1 : -1;
+  return 0;
+}
+
+/* Packs the deferred R-tree from the rows of the table, sorted by the
+ * Hilbert index of their envelopes' centres in the extent written (SQLite's
+ * sorter: temporary files, flat memory). If something else wrote to the
+ * tree meanwhile, the rows it misses are inserted one by one instead. */
+static int finish_rtree(geoservices_store *s, geoservices_store_layer *l) {
+  sqlite3_stmt *select = NULL;
+  char *sql;
+  int ncell, rc = SQLITE_OK, k;
+  l->rtree_state = 0;
+  if (rtree_root_cells(s, l, &ncell)) return -1;
+  if (ncell != 0)
+    return exec_fmt(s, "INSERT OR REPLACE INTO \"%w\" SELECT rowid, ST_MinX(\"%w\"), ST_MaxX(\"%w\"), "
+                    "ST_MinY(\"%w\"), ST_MaxY(\"%w\") FROM \"%w\" WHERE ST_MinX(\"%w\") IS NOT NULL AND "
+                    "rowid NOT IN (SELECT id FROM \"%w\")", l->rtree_name, l->geom_col, l->geom_col, l->geom_col,
+                    l->geom_col, l->table, l->geom_col, l->rtree_name);
+  sql = sqlite3_mprintf("SELECT rowid, ST_MinX(\"%w\") AS a, ST_MaxX(\"%w\") AS b, ST_MinY(\"%w\") AS c, "
+                        "ST_MaxY(\"%w\") AS d FROM \"%w\" WHERE a IS NOT NULL "
+                        "ORDER BY geoservices_hilbert(a, b, c, d, ?1, ?2, ?3, ?4)",
+                        l->geom_col, l->geom_col, l->geom_col, l->geom_col, l->table);
+  if (!sql) return fail(s, SQLITE_NOMEM, "out of memory");
+  /* the sort on files, whatever the statement journals use (SQLite refuses
+   * the switch inside a transaction only when TEMP objects exist: then the
+   * sort simply stays in memory) */
+  sqlite3_exec(s->db, "PRAGMA temp_store = FILE", NULL, NULL, NULL);
+  rc = sqlite3_prepare_v2(s->db, sql, -1, &select, NULL);
+  sqlite3_free(sql);
+  if (rc == SQLITE_OK) {
+    for (k = 0; k < 4; k++) sqlite3_bind_double(select, k + 1, isnan(l->env[0]) ? (double)(k & 1) : l->env[k]);
+    rc = geoservices_rtree_pack(s->db, l->rtree_name, select);
+  }
+  sqlite3_finalize(select);
+  sqlite3_exec(s->db, "PRAGMA temp_store = MEMORY", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "R-tree");
+  return 0;
+}
+
+/* COMMIT without the flush would leave a layer without its spatial index:
+ * the hook turns it into a ROLLBACK. */
+static int commit_hook(void *arg) {
+  const geoservices_store *s = (const geoservices_store *)arg;
+  size_t i;
+  for (i = 0; i < s->nlayers; i++)
+    if (s->layers[i]->rtree_state > 0) return 1;
+  return 0;
 }
 
 int geoservices_store_upsert(geoservices_store *s, geoservices_store_layer *l) {
@@ -262,6 +361,18 @@ int geoservices_store_upsert(geoservices_store *s, geoservices_store_layer *l) {
   sqlite3_reset(l->upsert);
   if (rc != SQLITE_DONE) return fail_sqlite(s, rc, l->table);
   l->touched = 1;
+  if (s->bulk && l->rtree && l->geom_bound) { /* the insert trigger stood aside (see apply.h) */
+    sqlite3_stmt *st;
+    int k;
+    if (l->rtree_state == 0 && decide_rtree(s, l)) return -1;
+    if (l->rtree_state > 0) return 0; /* packed at the flush */
+    st = l->rtree;
+    sqlite3_bind_int64(st, 1, sqlite3_last_insert_rowid(s->db));
+    for (k = 0; k < 4; k++) sqlite3_bind_double(st, k + 2, l->geom_env[k]);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) return fail_sqlite(s, rc, "R-tree");
+  }
   return 0;
 }
 
@@ -682,9 +793,13 @@ static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const c
 
 int geoservices_store_apply(geoservices_store *s, geoservices_store_cursor *cursor, const char *tape, size_t len,
                             geoservices_store_other_fn other, void *ctx) {
+  int rc;
   s->rc = 0;
   s->message[0] = '\0';
-  return apply_tape(s, cursor, tape, len, other, ctx, 0);
+  s->bulk = 1;
+  rc = apply_tape(s, cursor, tape, len, other, ctx, 0);
+  s->bulk = 0;
+  return rc;
 }
 
 /* ---- layers ---------------------------------------------------------------- */
@@ -695,6 +810,8 @@ static void free_layer(geoservices_store_layer *l) {
   sqlite3_finalize(l->upsert);
   sqlite3_finalize(l->remove);
   sqlite3_finalize(l->remove_oid);
+  sqlite3_finalize(l->rtree);
+  free(l->rtree_name);
   for (i = 0; i < l->ncols; i++) free(l->cols[i].name);
   free(l->cols);
   free(l->guess);
@@ -752,6 +869,23 @@ static int prepare_layer(geoservices_store *s, geoservices_store_layer *l) {
     err |= put_str(&sql, "DELETE FROM ") | put_ident(&sql, l->table) | put_str(&sql, " WHERE ") |
            put_ident(&sql, l->cols[l->oid_col].name) | put_str(&sql, " = ?1") | geoservices_buf_putc(&sql, '\0');
     if (!err) rc = sqlite3_prepare_v3(s->db, sql.data, -1, SQLITE_PREPARE_PERSISTENT, &l->remove_oid, NULL);
+  }
+  if (!err && rc == SQLITE_OK && l->geom_col) { /* the R-tree of the GeoPackage extension, if there is one */
+    geoservices_buf reg;
+    geoservices_buf_init(&reg, 0);
+    err |= put_str(&reg, "rtree_") | put_str(&reg, l->table) | put_str(&reg, "_") | put_str(&reg, l->geom_col) |
+           geoservices_buf_putc(&reg, '\0');
+    geoservices_buf_reset(&sql);
+    err |= err || put_str(&sql, "INSERT OR REPLACE INTO ") || put_ident(&sql, reg.data) ||
+           put_str(&sql, " VALUES (?1, ?2, ?3, ?4, ?5)") || geoservices_buf_putc(&sql, '\0');
+    /* no such table: the layer has no spatial index to keep */
+    if (!err && sqlite3_prepare_v3(s->db, sql.data, -1, SQLITE_PREPARE_PERSISTENT, &l->rtree, NULL) != SQLITE_OK)
+      l->rtree = NULL;
+    if (!err && l->rtree) {
+      l->rtree_name = dup(reg.data);
+      err |= !l->rtree_name;
+    }
+    geoservices_buf_free(&reg);
   }
   geoservices_buf_free(&sql);
   if (err) return fail(s, SQLITE_NOMEM, "out of memory");
@@ -835,6 +969,8 @@ int geoservices_store_flush_extents(geoservices_store *s) {
   sqlite3_stmt *st = NULL;
   size_t i;
   int rc = SQLITE_OK, k;
+  for (i = 0; i < s->nlayers; i++)
+    if (s->layers[i]->rtree_state > 0 && finish_rtree(s, s->layers[i])) return -1;
   for (i = 0; i < s->nlayers; i++) {
     geoservices_store_layer *l = s->layers[i];
     if (!l->touched) continue;
@@ -868,18 +1004,23 @@ void geoservices_store_forget_extents(geoservices_store *s) {
     geoservices_store_layer *l = s->layers[i];
     l->touched = 0;
     l->env[0] = l->env[1] = l->env[2] = l->env[3] = NAN;
+    l->rtree_state = 0;
   }
 }
 
 /* ---- SQL functions for the R-tree triggers --------------------------------- */
 
-/* ST_MinX/MaxX/MinY/MaxY(geom) (user data 0..3) and ST_IsEmpty(geom) (4). */
-static void st_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  int which = (int)(intptr_t)sqlite3_user_data(ctx), r;
+/* ST_MinX/MaxX/MinY/MaxY(geom) (which 0..3) and ST_IsEmpty(geom) (4). */
+static void st_function(sqlite3_context *ctx, sqlite3_value **argv, int which) {
+  const geoservices_store *s = (const geoservices_store *)sqlite3_user_data(ctx);
   const unsigned char *blob;
   double env[4];
   geoservices_geom g;
-  (void)argc;
+  int r;
+  if (which == 4 && s->bulk) { /* apply writes the R-tree itself: the insert trigger stands aside */
+    sqlite3_result_int(ctx, 1);
+    return;
+  }
   if (sqlite3_value_type(argv[0]) != SQLITE_BLOB) {
     sqlite3_result_null(ctx);
     return;
@@ -894,8 +1035,21 @@ static void st_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   else sqlite3_result_double(ctx, env[which]);
 }
 
+#define ST_FUNCTION(name, which)                                                  \
+  static void name(sqlite3_context *ctx, int argc, sqlite3_value **argv) {       \
+    (void)argc;                                                                  \
+    st_function(ctx, argv, which);                                               \
+  }
+ST_FUNCTION(st_minx, 0)
+ST_FUNCTION(st_maxx, 1)
+ST_FUNCTION(st_miny, 2)
+ST_FUNCTION(st_maxy, 3)
+ST_FUNCTION(st_isempty, 4)
+
 int geoservices_store_init(geoservices_store *s, sqlite3 *db) {
   static const char *const names[] = {"ST_MinX", "ST_MaxX", "ST_MinY", "ST_MaxY", "ST_IsEmpty"};
+  static void (*const fns[])(sqlite3_context *, int, sqlite3_value **) = {st_minx, st_maxx, st_miny, st_maxy,
+                                                                            st_isempty};
   int i, rc;
   memset(s, 0, sizeof *s);
   s->db = db;
@@ -905,9 +1059,16 @@ int geoservices_store_init(geoservices_store *s, sqlite3 *db) {
   geoservices_buf_init(&s->bytes, 0);
   for (i = 0; i < 5; i++) {
     rc = sqlite3_create_function_v2(db, names[i], 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
-                                    (void *)(intptr_t)i, st_function, NULL, NULL, NULL);
+                                    s, fns[i], NULL, NULL, NULL);
     if (rc != SQLITE_OK) return fail_sqlite(s, rc, names[i]);
   }
+  rc = geoservices_rtree_register(db);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "geoservices_hilbert");
+  sqlite3_commit_hook(db, commit_hook, s);
+  /* statement journals (each REPLACE with its triggers opens one) in memory,
+   * not in a temporary file each: a third of an update's time otherwise */
+  rc = sqlite3_exec(db, "PRAGMA temp_store = MEMORY", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "PRAGMA temp_store");
   /* REPLACE deletes the row it replaces; its R-tree entry goes with it only
    * when the delete trigger fires, which needs recursive triggers */
   rc = sqlite3_exec(db, "PRAGMA recursive_triggers = ON", NULL, NULL, NULL);

@@ -22,7 +22,17 @@
  * dates are epoch milliseconds in Esri JSON and DATETIME text in the file;
  * GlobalIDs and GUIDs are written as "{UPPERCASE}" whatever their spelling.
  * Also registers the SQL functions the GeoPackage R-tree triggers call
- * (ST_MinX, ST_MaxX, ST_MinY, ST_MaxY, ST_IsEmpty). No lua.h. */
+ * (ST_MinX, ST_MaxX, ST_MinY, ST_MaxY, ST_IsEmpty). The R-tree: outside
+ * apply the standard triggers keep it (local edits, other tools); inside
+ * apply the store writes each entry itself from the envelope it has just
+ * computed, and its ST_IsEmpty answers 1 so that the insert trigger stays
+ * out of the way (the delete trigger still removes what REPLACE deletes).
+ * When a layer's R-tree is empty when an apply first writes to it (a
+ * store's first download, a snapshot's replacement data), nothing is
+ * written to it during the apply: at the flush it is packed in bulk from
+ * the table's rows (store/rtree.h); a commit hook refuses a COMMIT that
+ * would skip that flush. The connection keeps statement journals in memory
+ * (PRAGMA temp_store = MEMORY). No lua.h. */
 #ifndef GEOSERVICES_STORE_APPLY_H
 #define GEOSERVICES_STORE_APPLY_H
 
@@ -68,7 +78,12 @@ typedef struct geoservices_store_layer {
   size_t guess_cap;
   char *scratch;        /* GEOSERVICES_STORE_SCRATCH bytes per column */
   sqlite3_stmt *upsert, *remove, *remove_oid;
+  sqlite3_stmt *rtree;  /* INSERT OR REPLACE into rtree_<table>_<geom>, NULL without one */
+  char *rtree_name;     /* rtree_<table>_<geom> */
+  int rtree_state;      /* this transaction: 0 not decided, 1 packed in bulk at the flush, -1 inserted */
   int gid_bound;        /* the record being bound has its GlobalID */
+  int geom_bound;       /* ... and a non-empty geometry, of envelope geom_env */
+  double geom_env[4];
   double env[4];        /* extent of what was written since the last flush (NaN: none) */
   int touched;          /* written since the last flush */
 } geoservices_store_layer;
@@ -97,6 +112,7 @@ typedef struct geoservices_store {
   geoservices_buf pending;  /* records of a layer entry whose id has not come yet */
   geoservices_buf bytes;    /* decoded base64 of an attachment */
   uint64_t applied[RECORD_KIND_COUNT];
+  int bulk;                 /* inside apply: the R-tree is filled here, not by the triggers */
   int rc;                   /* the SQLite result code of the last failure (0: not SQLite's) */
   char message[256];
 } geoservices_store;
@@ -138,8 +154,9 @@ int geoservices_store_upsert(geoservices_store *s, geoservices_store_layer *l);
 /* Deletes the row of a GlobalID; the number of rows deleted, or -1. */
 int geoservices_store_remove(geoservices_store *s, geoservices_store_layer *l, const char *gid, size_t len);
 
-/* Writes the extents and last_change of the layers written since the last
- * flush into gpkg_contents (inside the caller's transaction). 0 or -1. */
+/* Before COMMIT, inside the caller's transaction: packs the deferred
+ * R-trees, writes the extents and last_change of the layers written since
+ * the last flush into gpkg_contents. 0 or -1. */
 int geoservices_store_flush_extents(geoservices_store *s);
 /* Forgets what was written since the last flush (after a rollback). */
 void geoservices_store_forget_extents(geoservices_store *s);

@@ -280,6 +280,81 @@ static void test_flat(void) {
   geoservices_buf_free(&doc);
 }
 
+/* An empty R-tree filled inside a transaction is packed in bulk at the
+ * flush: the module's own check passes, every row with a geometry has its
+ * entry (not those deleted or replaced meanwhile), queries find them, and
+ * the module keeps updating the packed tree afterwards. */
+static void test_bulk_rtree(void) {
+  geoservices_buf doc;
+  seen s;
+  geoservices_store_cursor c;
+  char rec[256];
+  int i, n = 20000;
+  geoservices_buf_init(&doc, 0);
+  {
+    static const char head[] = "{\"edits\": [{\"id\": 0, \"features\": {\"adds\": [";
+    geoservices_buf_append(&doc, head, strlen(head));
+  }
+  for (i = 0; i < n; i++) {
+    int k = snprintf(rec, sizeof rec,
+                     "%s{\"attributes\": {\"OBJECTID\": %d, \"GlobalID\": \"{0B7B1111-2222-4333-8444-%012d}\"},"
+                     " \"geometry\": {\"x\": %d.25, \"y\": %d.5}}",
+                     i ? "," : "", i + 1, i, (i * 7919) % 1000, (i * 104729) % 1000);
+    geoservices_buf_append(&doc, rec, (size_t)k);
+  }
+  /* the same GlobalID as feature 1 with another OBJECTID (REPLACE deletes 1),
+   * and deletes of 2 and 3 */
+  {
+    static const char tail[] = ",{\"attributes\": {\"OBJECTID\": 50000, \"GlobalID\":"
+                               " \"{0B7B1111-2222-4333-8444-000000000000}\"}, \"geometry\": {\"x\": 5000, \"y\": 5000}}"
+                               "], \"deleteIds\": [\"{0B7B1111-2222-4333-8444-000000000001}\", 3]}}]}";
+    geoservices_buf_append(&doc, tail, sizeof tail);
+  }
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  sqlite3_exec(db, "DELETE FROM pts", NULL, NULL, NULL);
+  geoservices_store_forget_extents(&store);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom") == 0);
+
+  /* a COMMIT that skips the flush is refused (it would leave no index) */
+  sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+  CHECK(apply_doc(doc.data, 65536, &s, &c) == 0);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom") == 0); /* deferred */
+  CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_CONSTRAINT);
+  CHECK(sqlite3_get_autocommit(db));
+  geoservices_store_forget_extents(&store);
+  CHECK(count("SELECT count(*) FROM pts") == 0);
+
+  memset(&c, 0, sizeof c);
+  sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+  CHECK(apply_doc(doc.data, 65536, &s, &c) == 0);
+  CHECK(geoservices_store_flush_extents(&store) == 0);
+  CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK);
+  CHECK(count("SELECT count(*) FROM pts") == n - 2);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom") == n - 2);
+  CHECK_STREQ(text("SELECT rtreecheck('rtree_pts_geom')"), "ok");
+  CHECK(count("SELECT count(*) FROM sqlite_master WHERE name LIKE 'geoservices_pending%'") == 0);
+  CHECK(count("SELECT count(*) FROM sqlite_temp_master") == 0);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom WHERE id IN (1, 2, 3)") == 0);
+  CHECK(count("SELECT id FROM rtree_pts_geom WHERE minx <= 5000 AND maxx >= 5000 AND miny <= 5000") == 50000);
+  /* every entry is found by its own box, and is its row's */
+  CHECK(count("SELECT count(*) FROM pts p WHERE NOT EXISTS (SELECT 1 FROM rtree_pts_geom r WHERE r.id = p.OBJECTID"
+              " AND r.minx <= ST_MinX(p.geom) AND r.maxx >= ST_MaxX(p.geom) AND r.miny <= ST_MinY(p.geom)"
+              " AND r.maxy >= ST_MaxY(p.geom))") == 0);
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom WHERE minx >= 100 AND maxx <= 200 AND miny >= 100 AND maxy <= 200")
+        == count("SELECT count(*) FROM pts WHERE ST_MinX(geom) >= 100 AND ST_MaxX(geom) <= 200 AND ST_MinY(geom) >= 100"
+                 " AND ST_MaxY(geom) <= 200"));
+  /* the module goes on with the packed tree: deletes and inserts one by one */
+  CHECK(sqlite3_exec(db, "DELETE FROM pts WHERE OBJECTID % 3 = 0", NULL, NULL, NULL) == SQLITE_OK);
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc("{\"edits\": [{\"id\": 0, \"features\": {\"adds\": [{\"attributes\": {\"OBJECTID\": 60000,"
+                  "\"GlobalID\": \"{0B7B1111-2222-4333-8444-999999999999}\"}, \"geometry\": {\"x\": 1, \"y\": 2}}]}}]}",
+                  0, &s, &c) == 0);
+  CHECK_STREQ(text("SELECT rtreecheck('rtree_pts_geom')"), "ok");
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom") == count("SELECT count(*) FROM pts"));
+  geoservices_buf_free(&doc);
+}
+
 static void test_guid(void) {
   char out[40];
   CHECK(geoservices_store_normalize_guid("{0b7b1111-2222-4333-8444-555566667777}", 38, out) == 38);
@@ -298,6 +373,7 @@ int main(void) {
   test_id_after_records();
   test_errors();
   test_flat();
+  test_bulk_rtree();
   teardown();
   return CHECK_DONE("test_store_apply");
 }
