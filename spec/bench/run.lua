@@ -77,3 +77,12 @@ print()
 print(("Form encoding of %s features' edits (%.1f MB of JSON):"):format(n, tonumber(bytes) / 1e6))
 print(("  C lookup-table encoder %8.3f s   pure-Lua gsub encoder %8.3f s   ratio %.1fx (target >= 20x)"):format(
   tonumber(c_time), tonumber(lua_time), tonumber(lua_time) / tonumber(c_time)))
+
+-- The replica store (issue 15): a result's records applied into a GeoPackage
+-- beside ogr2ogr converting the same features (its own table; same files).
+print()
+local store_sizes = {}
+for i, size in ipairs(sizes) do store_sizes[i] = tostring(size) end
+if not os.execute(("%s spec/bench/store.lua %s %s"):format(lua, dir, table.concat(store_sizes, " "))) then
+  error("the store benchmark failed")
+end

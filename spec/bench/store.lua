@@ -1,0 +1,89 @@
+-- The replica store row of `make bench`: records of a synchronization result
+-- applied into a store (the C fast path, one transaction) beside
+-- `ogr2ogr -f GPKG` converting the same features from an Esri JSON
+-- FeatureSet, measured in the same run, each in its own process.
+--   lua5.4 spec/bench/store.lua BENCH_DIR SIZE...
+-- Target (issue 15): at least 5x faster than ogr2ogr at 1M, peak RSS <= 64 MiB at every size.
+local core = require "geoservices.core"
+
+local dir = arg[1]
+local sizes = {}
+for i = 2, #arg do sizes[#sizes + 1] = tonumber(arg[i]) end
+local lua = os.getenv("LUA") or "lua5.4"
+
+local function run(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  local ok = p:close()
+  if not ok then error("benchmark step failed: " .. cmd .. "\n" .. out) end
+  return out
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function sync_file(n)
+  local path = ("%s/sync_%d.json"):format(dir, n)
+  if not exists(path) then run(("%s spec/bench/generate.lua %d %s"):format(lua, n, path)) end
+  return path
+end
+
+local function featureset_file(n, sync)
+  local path = ("%s/featureset_%d.json"):format(dir, n)
+  if not exists(path) then run(("%s spec/bench/store_one.lua featureset %s %s"):format(lua, sync, path)) end
+  return path
+end
+
+local function apply(sync, n)
+  local line = run(("%s spec/bench/store_one.lua apply %s %s/store_%d.gpkg"):format(lua, sync, dir, n))
+  local secs, records, rss = line:match("^apply (%S+) (%d+) (%d+)")
+  assert(secs, "unexpected output: " .. line)
+  return tonumber(secs), tonumber(records), tonumber(rss)
+end
+
+-- ogr2ogr's time and peak RSS: VmHWM only grows, so the last reading of
+-- /proc/PID/status before the process is gone is its peak (read every 20 ms).
+local function ogr2ogr(featureset, n)
+  local out = ("%s/ogr2ogr_%d.gpkg"):format(dir, n)
+  os.remove(out)
+  local log = ("%s/ogr2ogr_%d.log"):format(dir, n)
+  local t0 = core.monotonic()
+  local pid = tonumber(run(("ogr2ogr -f GPKG %s %s > %s 2>&1 & echo $!"):format(out, featureset, log)):match("%d+"))
+  local rss, drv = 0, core.driver()
+  while true do
+    local f = io.open("/proc/" .. pid .. "/status")
+    local text = f and f:read("a")
+    if f then f:close() end
+    local hwm = text and tonumber(text:match("VmHWM:%s*(%d+)"))
+    if not hwm then break end -- gone, or a zombie (no memory left to read)
+    if hwm > rss then rss = hwm end
+    drv:step(20)
+  end
+  drv:close()
+  local secs = core.monotonic() - t0
+  local count = run(("ogrinfo -so -al %s 2>&1"):format(out)):match("Feature Count: (%d+)")
+  if tonumber(count) ~= n then error(("ogr2ogr wrote %s features of %d:\n%s"):format(tostring(count), n,
+    run("cat " .. log))) end
+  return secs, rss
+end
+
+local function mib(kib) return kib / 1024 end
+
+print("Replica store: a sync result's records applied into a GeoPackage (C fast path, one transaction) "
+  .. "vs ogr2ogr -f GPKG from an Esri JSON FeatureSet of the same features")
+print(("%-9s | %9s %10s %10s | %9s %10s %10s | %7s"):format("records", "store s", "records/s", "peak RSS",
+  "ogr2ogr s", "records/s", "peak RSS", "speedup"))
+for _, n in ipairs(sizes) do
+  local sync = sync_file(n)
+  local fs = featureset_file(n, sync)
+  local s_secs, records, s_rss = apply(sync, n)
+  assert(records == n, ("the store applied %d records of %d"):format(records, n))
+  local o_secs, o_rss = ogr2ogr(fs, n)
+  print(("%-9d | %9.3f %10.0f %6.1f MiB | %9.3f %10.0f %6.1f MiB | %6.2fx"):format(n, s_secs, n / s_secs,
+    mib(s_rss), o_secs, n / o_secs, mib(o_rss), o_secs / s_secs))
+  io.stdout:flush()
+end
+print("(targets: >= 5x ogr2ogr at 1M records, store peak RSS <= 64 MiB at every size)")
