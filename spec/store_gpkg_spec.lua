@@ -275,6 +275,48 @@ describe("replica store GeoPackage", function()
     end
   end)
 
+  it("leaves no store behind a process killed while it creates one", function()
+    local big = dir .. "/big-create.json"
+    data.write_result(big, { [0] = 4000, [3] = 4000 })
+    local target = dir .. "/never.gpkg"
+    local marker = dir .. "/create.marker"
+    local child = [[
+      local core = require "geoservices.core"
+      local store = require "geoservices.store"
+      local data = require "spec.support.store_data"
+      store.create_from(arg[1], { syncModel = "perReplica" }, data.layers(), function(apply)
+        local marked = false
+        while true do -- never done: the kill comes first
+          local f = assert(io.open(arg[2], "rb"))
+          local rec = core.records()
+          for chunk in function() return f:read(8192) end do
+            assert(rec:feed(chunk))
+            assert(apply(rec))
+            if not marked then
+              marked = true
+              local m = assert(io.open(arg[3], "w"))
+              m:write("creating\n")
+              m:close()
+            end
+          end
+          f:close()
+        end
+      end)
+    ]]
+    local pid = spawn(dir, "creator.lua", child, { target, big, marker }, dir .. "/creator.log")
+    helper.wait_for("the child to start creating", function()
+      return exists(marker) or not helper.process_alive(pid)
+    end)
+    assert(helper.process_alive(pid), read_all(dir .. "/creator.log"))
+    helper.sleep(0.2)
+    os.execute("kill -9 " .. pid)
+    helper.wait_for("the child to die", function() return not helper.process_alive(pid) end)
+    assert.falsy(exists(target))
+    local st = assert(store.create_from(target, REPLICA, data.layers(), big)) -- the path is still free
+    assert.equal(4000, st:count(3))
+    st:close()
+  end)
+
   it("lets a second process wait a bounded time for the lock, then fail with kind busy", function()
     local target = dir .. "/shared.gpkg"
     assert(os.execute(("cp %s %s"):format(q(path), q(target))))
