@@ -226,6 +226,39 @@ describe("createReplica against the vendor's shapes", function()
     assert.equal(1, #requests_to(s, "/createReplica")) -- never sent twice: it may have created one
   end)
 
+  it("fails a job Completed with resultUrl \"\" and no data: nothing to keep, the replica named", function()
+    local s = serve{
+      { method = "POST", path = BASE, responses = { { json = service_doc() } } },
+      { method = "POST", path = BASE .. "/createReplica", responses = { { json = {
+        statusUrl = "{ROOT}" .. BASE .. "/jobs/j9" } } } },
+      { method = "POST", path = BASE .. "/jobs/j9", responses = { { json = {
+        status = "Completed", resultUrl = "", replicaName = "crew-1", replicaID = REPLICA,
+        transportType = "esriTransportTypeUrl", responseType = "esriReplicaResponseTypeData" } } } },
+    }
+    local result, err = geoservices.client{ url = s.url }:create_replica("Parcels", { replicaName = "crew-1",
+      layers = { 0 } }, { poll_interval = 0.01 })
+    assert.is_nil(result)
+    assert.equal("protocol", err.kind)
+    assert.equal("no_result_url", err.code)
+    assert.is_true(err.created)
+    assert.truthy(err.message:find("crew-1 " .. REPLICA .. " may exist", 1, true), err.message)
+  end)
+
+  it("refuses to follow a file:// status address, saying the replica may exist", function()
+    local s = serve{
+      { method = "POST", path = BASE, responses = { { json = service_doc() } } },
+      { method = "POST", path = BASE .. "/createReplica", responses = { { json = {
+        statusUrl = "file:///etc/passwd" } } } },
+    }
+    local _, err = geoservices.client{ url = s.url, token = "secret" }:create_replica("Parcels", { layers = { 0 },
+      replicaName = "far" })
+    assert.equal("protocol", err.kind)
+    assert.equal("refused_url", err.code)
+    assert.is_true(err.created)
+    assert.truthy(err.message:find("far may exist", 1, true), err.message)
+    assert.equal(2, #s:requests())
+  end)
+
   it("turns an error body with HTTP 200 into kind server", function()
     local s = serve{
       { method = "POST", path = BASE, responses = { { json = service_doc() } } },

@@ -22,7 +22,8 @@
 --   all, none or useFilter; a where clause of comparisons joined by AND:
 --   `FIELD op literal` with = <> != < > <= >=, `FIELD IS [NOT] NULL`, `1=1`).
 --   Later synchronizations of the replica send every change of its layers
---   (the filter is not applied to changes).
+--   (the filter is not applied to changes). inSR and replicaSR are not
+--   applied: the data stays in the service's spatial reference.
 -- * The replica resource (`replicas/{id}`) reports the generations the
 --   server last handed the replica, its layers, model, direction,
 --   attachments (as both returnsAttachments and returnAttachments), dates.

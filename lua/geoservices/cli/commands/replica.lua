@@ -170,9 +170,10 @@ local function create(args, out, client)
   }
   local bad = extra_params(args.param, params)
   if bad then return output.fail(out, bad, { command = "replica" }) end
-  out:server_work{ what = ("the createReplica request of %s (the replica may be created on the server)"):format(
-                     args.name or path),
-                   follow = (out.follow_prefix or "geoservices") .. " replica create ... again, or unregister it" }
+  -- until the job is known (on_job), an interruption leaves at most a replica the server may have made
+  out:server_work{ what = ("the createReplica request of %s (a replica%s may have been created)"):format(
+                     dest.name(path), args.name and (" named " .. args.name) or ""),
+                   follow = (out.follow_prefix or "geoservices") .. " replica create ... again" }
   return follow(out, client, path, dest, function(opts)
     return client:create_replica(args.service, params, opts)
   end, { poll_interval = args.poll_interval, timeout = args.wait_timeout,
