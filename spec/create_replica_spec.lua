@@ -197,6 +197,41 @@ describe("a replica's lifecycle against the emulator", function()
       assert.equal("all", info.layerQueries["0"].queryOption)
     end)
 
+    it("reads where clauses of comparisons joined by AND, and refuses the rest", function()
+      local function count(where)
+        local result, err = client:create_replica("Utilities", { layers = { 0 }, async = false,
+          layerQueries = { [0] = { queryOption = "useFilter", where = where } } })
+        if not result then return nil, err end
+        return result.counts[0].features
+      end
+      assert.equal(1, count("MATERIAL = 'PVC'"))
+      assert.equal(1, count("INSTALLED IS NULL"))
+      assert.equal(2, count("installed is not null"))
+      assert.equal(1, count("DIAMETER >= 8 AND MATERIAL <> 'PVC'"))
+      assert.equal(3, count("1=1"))
+      local _, err = count("DIAMETER > 6 OR MAINID = 'M-3'")
+      assert.equal("server", err.kind)
+      assert.truthy(tostring(err):find("comparisons joined by AND", 1, true), tostring(err))
+    end)
+
+    it("gives a perLayer replica that synchronizes layer by layer", function()
+      local result = assert(client:create_replica("Utilities", { replicaName = "layers", layers = { 1, 2 } },
+                                                  { poll_interval = 0.01 }))
+      local path = tmp_path() .. ".json"
+      assert(geoservices.replica(path, result:replica_state()))
+      local e = geoservices.edits()
+      e:update(2, { attributes = { GlobalID = VALVE1, TURNS = 22 } })
+      local s = assert(client:sync(path, e))
+      assert.equal(1, s.succeeded)
+      local saved = json.decode(helper.read_all(path))
+      assert.equal(2, #saved.layers)
+      assert.is_true(saved.layers[2].serverGen > result.generations[2])
+      local info = assert(client:replica_info("Utilities", result.replicaID))
+      assert.equal(saved.layers[1].serverGen, info.generations[1])
+      assert.equal(22, emu:control("state").featureServices.Utilities.layers["2"].features[VALVE1].attributes.TURNS)
+      os.remove(path)
+    end)
+
     it("saves the result file to opts.output, byte for byte, and keeps no table of it", function()
       local out = tmp_path()
       local n = 0

@@ -150,9 +150,10 @@ local function parse_where(text)
                             test = function(v) return (v == nil or v == json.null) == want_null end }
     elseif field and COMPARE[op] then
       local value
-      if literal:match("^'.*'$") then value = literal:sub(2, -2):gsub("''", "'")
+      local quoted = literal:match("^'(.*)'$")
+      if quoted and not quoted:gsub("''", ""):find("'", 1, true) then value = quoted:gsub("''", "'")
       else value = tonumber(literal) end
-      if value == nil then return nil, ("cannot read the value of %q"):format(p) end
+      if value == nil then return nil, ("the emulator reads comparisons joined by AND, not %q"):format(p) end
       local cmp = COMPARE[op]
       tests[#tests + 1] = { field = field, test = function(v)
         if type(v) ~= type(value) then return false end
