@@ -131,6 +131,22 @@ describe("core.json_decode", function()
       end
     end)
 
+    it("a stream resumes a container with elements waiting, split anywhere", function()
+      -- between feeds the waiting elements are parked; the stack must have
+      -- room again for all a container may still take when they come back
+      for _, n in ipairs{ 30, 63, 64, 65, 100 } do
+        for _, text in ipairs{ object_text(n), array_text(n), '{"a":[' .. object_text(n) .. "]}" } do
+          local want = core.json_decode(text)
+          for cut = 1, #text - 1, 3 do
+            assert.same(want, (decode_chunked(text, { cut })))
+          end
+          local pieces = {}
+          for i = 1, #text - 1 do pieces[i] = i end
+          assert.same(want, (decode_chunked(text, pieces)))
+        end
+      end
+    end)
+
     it("keeps the last value of a repeated key, before and across an early move", function()
       assert.same({ a = 3, b = 2 }, core.json_decode('{"a":1,"b":2,"a":3}'))
       local members = { '"dup":"first"' }

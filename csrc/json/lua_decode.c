@@ -241,7 +241,10 @@ static int stream_begin(lua_State *L, jsonstream_ud *u, int idx) {
     lua_State *T = lua_tothread(L, -1);
     int n = lua_gettop(T);
     lua_pop(L, 1); /* T stays anchored by the user value */
-    luaL_checkstack(L, n + LUA_MINSTACK, "JSON nested too deeply");
+    /* the innermost open container may still take up to 2 * FLUSH_AT
+     * slots of elements (its own open() reserved them in an earlier call,
+     * whose reservation ended with it); a new one reserves its own */
+    luaL_checkstack(L, n + 2 * FLUSH_AT + 8 + LUA_MINSTACK, "JSON nested too deeply");
     lua_xmove(T, L, n);
   } else {
     lua_pop(L, 1);

@@ -45,7 +45,7 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
   switch (op) {
     case TAPE_OBJECT:
       n = read_u32(p);
-      luaL_checkstack(L, 3, "record too deeply nested");
+      luaL_checkstack(L, 4, "record too deeply nested"); /* table, key, value, a cached value's copy */
       lua_createtable(L, 0, (int)n);
       for (i = 0; i < n; i++) {
         (*p)++; /* TAPE_KEY */
@@ -58,7 +58,7 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
       break;
     case TAPE_ARRAY:
       n = read_u32(p);
-      luaL_checkstack(L, 3, "record too deeply nested");
+      luaL_checkstack(L, 4, "record too deeply nested"); /* table, key, value, a cached value's copy */
       lua_createtable(L, (int)n, 0);
       for (i = 1; i <= n; i++) {
         push_value(L, p, array_mt, kc);
