@@ -257,6 +257,29 @@ describe("driver and request", function()
       d1:close()
     end)
 
+    it("core.drive handles more drivers and sockets than it keeps without allocating", function()
+      emu:reset()
+      local drivers, requests, waiting = {}, {}, {}
+      for i = 1, 40 do
+        drivers[i] = core.driver()
+        requests[i] = core.request{ url = emu.url .. "/admin/services/getServicesById", form = { { "f", "json" } } }
+        drivers[i]:add(requests[i])
+        waiting[drivers[i]] = true
+      end
+      helper.wait_for("40 requests on 40 drivers", function()
+        assert.is_true((core.drive(waiting, 50)))
+        for i = 1, 40 do
+          if requests[i]:state() ~= "done" then return false end
+        end
+        return true
+      end)
+      for i = 1, 40 do
+        assert.equal(200, assert(requests[i]:result()).status)
+        requests[i]:close()
+        drivers[i]:close()
+      end
+    end)
+
     it("reuses easy handles of closed requests without carrying their options over", function()
       emu:reset()
       local echo = emu.root .. "/_emulator/echo"

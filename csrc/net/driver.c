@@ -435,6 +435,7 @@ static int l_drive(lua_State *L) {
     if (!drv) return luaL_error(L, "core.drive: the table's keys must be drivers");
     if (n == cap) {
       drive_entry *grown;
+      luaL_checkstack(L, 2, NULL);
       cap *= 2;
       grown = (drive_entry *)lua_newuserdatauv(L, (size_t)cap * sizeof(*grown), 0);
       memcpy(grown, entries, (size_t)n * sizeof(*grown));
@@ -460,6 +461,7 @@ static int l_drive(lua_State *L) {
       if (nfd == fdcap) {
         struct pollfd *grown_pfd;
         int *grown_owner;
+        luaL_checkstack(L, 2, NULL);
         fdcap *= 2;
         grown_pfd = (struct pollfd *)lua_newuserdatauv(L, (size_t)fdcap * sizeof(*grown_pfd), 0);
         grown_owner = (int *)lua_newuserdatauv(L, (size_t)fdcap * sizeof(*grown_owner), 0);
@@ -498,6 +500,7 @@ static int l_drive(lua_State *L) {
     if (curl_multi_timeout(entries[i].drv->multi, &t) == CURLM_OK && t == 0)
       drive_action(L, &entries[i], CURL_SOCKET_TIMEOUT, 0);
   }
+  luaL_checkstack(L, 4, NULL);
   lua_pushboolean(L, 1);
   top = lua_gettop(L);
   for (i = 0; i < n; i++) {
