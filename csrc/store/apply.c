@@ -320,10 +320,10 @@ static int finish_rtree(geoservices_store *s, geoservices_store_layer *l) {
                     "ST_MinY(\"%w\"), ST_MaxY(\"%w\") FROM \"%w\" WHERE ST_MinX(\"%w\") IS NOT NULL AND "
                     "rowid NOT IN (SELECT id FROM \"%w\")", l->rtree_name, l->geom_col, l->geom_col, l->geom_col,
                     l->geom_col, l->table, l->geom_col, l->rtree_name);
-  sql = sqlite3_mprintf("SELECT rowid, ST_MinX(\"%w\") AS a, ST_MaxX(\"%w\") AS b, ST_MinY(\"%w\") AS c, "
-                        "ST_MaxY(\"%w\") AS d FROM \"%w\" WHERE a IS NOT NULL "
-                        "ORDER BY geoservices_hilbert(a, b, c, d, ?1, ?2, ?3, ?4)",
-                        l->geom_col, l->geom_col, l->geom_col, l->geom_col, l->table);
+  /* empty geometries come out with NULL bounds: the packer skips them */
+  sql = sqlite3_mprintf("SELECT rowid, ST_MinX(\"%w\"), ST_MaxX(\"%w\"), ST_MinY(\"%w\"), ST_MaxY(\"%w\") "
+                        "FROM \"%w\" WHERE \"%w\" IS NOT NULL ORDER BY geoservices_hilbert(\"%w\", ?1, ?2, ?3, ?4)",
+                        l->geom_col, l->geom_col, l->geom_col, l->geom_col, l->table, l->geom_col, l->geom_col);
   if (!sql) return fail(s, SQLITE_NOMEM, "out of memory");
   /* the sort on files, whatever the statement journals use (SQLite refuses
    * the switch inside a transaction only when TEMP objects exist: then the
@@ -1026,9 +1026,12 @@ static void st_function(sqlite3_context *ctx, sqlite3_value **argv, int which) {
     return;
   }
   blob = sqlite3_value_blob(argv[0]);
-  geoservices_geom_init(&g);
-  r = geoservices_gpkg_envelope(&g, blob, (size_t)sqlite3_value_bytes(argv[0]), env);
-  geoservices_geom_free(&g);
+  r = geoservices_gpkg_envelope(NULL, blob, (size_t)sqlite3_value_bytes(argv[0]), env);
+  if (r == -2) { /* no envelope in the header: from the points */
+    geoservices_geom_init(&g);
+    r = geoservices_gpkg_envelope(&g, blob, (size_t)sqlite3_value_bytes(argv[0]), env);
+    geoservices_geom_free(&g);
+  }
   if (r < 0) sqlite3_result_null(ctx);
   else if (which == 4) sqlite3_result_int(ctx, r == 0);
   else if (r == 0) sqlite3_result_null(ctx);

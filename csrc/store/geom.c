@@ -546,6 +546,7 @@ int geoservices_gpkg_envelope(geoservices_geom *g, const unsigned char *blob, si
   if (rd_header(&r, &srs_id, &empty, env)) return -1;
   if (empty) return 0;
   if (!isnan(env[0])) return 1;
+  if (!g) return -2;
   /* no envelope in the header (points usually): from the points */
   r.p = blob;
   if (decode(&r, g, &srs_id, NULL)) return -1;

@@ -73,7 +73,8 @@ int geoservices_geom_decode(geoservices_geom *g, const unsigned char *blob, size
 
 /* The envelope of a GeoPackage blob, from its header when it has one, else
  * from its points (g is scratch). 1 with env set, 0 for an empty geometry,
- * -1 for a blob that is not a GeoPackage geometry. */
+ * -1 for a blob that is not a GeoPackage geometry; with g NULL, -2 when the
+ * header has no envelope (the points would be needed). */
 int geoservices_gpkg_envelope(geoservices_geom *g, const unsigned char *blob, size_t len, double env[4]);
 
 /* Signed area of the ring of points [first, end) (shoelace; negative when

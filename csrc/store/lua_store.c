@@ -692,8 +692,13 @@ static int l_store_get(lua_State *L) {
   int rc = SQLITE_OK, ncols, i;
   scratch *sc;
   /* SELECT * FROM "t" WHERE "gid" = ?1, through the statement cache */
-  lua_pushfstring(L, "SELECT * FROM \"%s\" WHERE \"%s\" = ?1", l->table, l->cols[l->gid_col].name);
-  sql = lua_tostring(L, -1);
+  {
+    char *text = sqlite3_mprintf("SELECT * FROM \"%w\" WHERE \"%w\" = ?1", l->table, l->cols[l->gid_col].name);
+    if (!text) return luaL_error(L, "store: not enough memory");
+    lua_pushstring(L, text);
+    sqlite3_free(text);
+    sql = lua_tostring(L, -1);
+  }
   st = statement(u, sql, &rc);
   if (!st) return push_db_fail(L, u, rc);
   n = geoservices_store_normalize_guid(gid, len, norm);

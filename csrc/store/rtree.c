@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/geom.h"
+
 #define MAX_LEVELS 40   /* RTREE_MAX_DEPTH of the module */
 #define CELL_SIZE 24    /* 8-byte id, four 4-byte floats */
 
@@ -37,16 +39,34 @@ static uint32_t cell(double v, double lo, double hi) {
   return (uint32_t)f;
 }
 
+/* geoservices_hilbert(geom, ext_minx, ext_maxx, ext_miny, ext_maxy): the
+ * envelope from the blob's header (one parse), else the first cell. */
 static void hilbert_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  double v[8];
-  int i;
+  double e[4], env[4] = {0, 0, 0, 0};
+  int i, r = -1;
   (void)argc;
-  for (i = 0; i < 8; i++) v[i] = sqlite3_value_double(argv[i]);
-  sqlite3_result_int64(ctx, geoservices_hilbert(cell((v[0] + v[1]) / 2, v[4], v[5]), cell((v[2] + v[3]) / 2, v[6], v[7])));
+  for (i = 0; i < 4; i++) e[i] = sqlite3_value_double(argv[i + 1]);
+  if (sqlite3_value_type(argv[0]) == SQLITE_BLOB) {
+    const unsigned char *blob = sqlite3_value_blob(argv[0]);
+    size_t len = (size_t)sqlite3_value_bytes(argv[0]);
+    r = geoservices_gpkg_envelope(NULL, blob, len, env);
+    if (r == -2) { /* no envelope in the header: from the points */
+      geoservices_geom g;
+      geoservices_geom_init(&g);
+      r = geoservices_gpkg_envelope(&g, blob, len, env);
+      geoservices_geom_free(&g);
+    }
+  }
+  if (r != 1) {
+    sqlite3_result_int64(ctx, 0);
+    return;
+  }
+  sqlite3_result_int64(ctx, geoservices_hilbert(cell((env[0] + env[1]) / 2, e[0], e[1]),
+                                                cell((env[2] + env[3]) / 2, e[2], e[3])));
 }
 
 int geoservices_rtree_register(sqlite3 *db) {
-  return sqlite3_create_function_v2(db, "geoservices_hilbert", 8, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
+  return sqlite3_create_function_v2(db, "geoservices_hilbert", 5, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
                                     NULL, hilbert_function, NULL, NULL, NULL);
 }
 
@@ -221,6 +241,7 @@ int geoservices_rtree_pack(sqlite3 *db, const char *rtree, sqlite3_stmt *select)
     goto done;
   while ((rc = sqlite3_step(select)) == SQLITE_ROW) {
     float box[4];
+    if (sqlite3_column_type(select, 1) == SQLITE_NULL) continue; /* an empty geometry: no entry */
     box[0] = geoservices_rtree_down(sqlite3_column_double(select, 1));
     box[1] = geoservices_rtree_up(sqlite3_column_double(select, 2));
     box[2] = geoservices_rtree_down(sqlite3_column_double(select, 3));

@@ -21,9 +21,9 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
-/* Registers geoservices_hilbert(minx, maxx, miny, maxy, ext_minx, ext_maxx,
- * ext_miny, ext_maxy): the Hilbert index of the box's centre in the extent,
- * on a 65536 x 65536 grid. */
+/* Registers geoservices_hilbert(geom, ext_minx, ext_maxx, ext_miny,
+ * ext_maxy): the Hilbert index of the centre of a GeoPackage geometry's
+ * envelope in the extent, on a 65536 x 65536 grid (0 for no envelope). */
 int geoservices_rtree_register(sqlite3 *db);
 
 /* The 32-bit Hilbert index of cell (x, y) on a 65536 x 65536 grid. */
@@ -33,9 +33,9 @@ uint32_t geoservices_hilbert(uint32_t x, uint32_t y);
 float geoservices_rtree_down(double d);
 float geoservices_rtree_up(double d);
 
-/* Packs the rows of `select_sql` (id, minx, maxx, miny, maxy, in the order
- * to pack them) into the empty R-tree `rtree` (its name, unquoted). 0, or
- * an SQLite error code (message in db). */
+/* Packs the rows of `select` (id, minx, maxx, miny, maxy, in the order to
+ * pack them; rows with a NULL minx are skipped) into the empty R-tree
+ * `rtree` (its name, unquoted). 0, or an SQLite error code (message in db). */
 int geoservices_rtree_pack(sqlite3 *db, const char *rtree, sqlite3_stmt *select);
 
 #endif
