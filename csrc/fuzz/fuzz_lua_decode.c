@@ -6,7 +6,7 @@
  * cache) and a JsonStream fed in two pieces at an input-chosen cut must agree
  * exactly (value, array marks, or error message and offset); the records of
  * a core.records() fed whole and fed in two pieces (drained between) must
- * agree, and so must the verdicts. Any disagreement or Lua error aborts. Not
+ * agree, and so must whether they succeed. Any disagreement or Lua error aborts. Not
  * in FUZZ_TARGETS (it links the Lua library); build and run it by hand:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Icsrc -I/usr/include/lua5.4 \
  *     -D_POSIX_C_SOURCE=200809L -o build/fuzz/fuzz_lua_decode csrc/fuzz/fuzz_lua_decode.c \
@@ -60,6 +60,7 @@ static const char checker[] =
   "    return ok, e, o\n"
   "  end)\n"
   "  r:close()\n"
+  "  if not st then ok = tostring(ok):gsub('^.-:%d+: ', '') end\n" /* where drain was called */
   "  return out, st, ok, e, o\n"
   "end\n"
   "return function(s, cut)\n"
@@ -77,8 +78,11 @@ static const char checker[] =
   "  else assert(v3 == nil and e == e1 and o == o1, 'stream error differs') end\n"
   "  local a, s1, p1, x1, y1 = records(s, #s)\n"
   "  local b, s2, p2, x2, y2 = records(s, cut)\n"
-  "  assert(s1 == s2 and p1 == p2 and x1 == x2 and y1 == y2, 'records verdict differs')\n"
-  "  if s1 and p1 then assert(same(a, b), 'records differ') end\n"
+  /* a document can fail two ways (bad JSON in feed, a layer entry with records but no id in
+   * drain); which is seen first depends on where it was cut, so only success must agree */
+  "  local ok1, ok2 = (s1 and p1) or false, (s2 and p2) or false\n"
+  "  assert(ok1 == ok2, 'records verdict differs')\n"
+  "  if ok1 then assert(same(a, b) and x1 == x2 and y1 == y2, 'records differ') end\n"
   "end\n";
 
 static lua_State *state;

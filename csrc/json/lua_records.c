@@ -122,7 +122,7 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
                                        int fn_idx, int pending_idx) {
   size_t len;
   const char *tape = geoservices_records_tape(r, &len);
-  const char *p = tape, *end = tape + len;
+  const char *p = tape, *end = tape ? tape + len : tape; /* no tape yet: nothing */
   lua_Integer delivered = 0;
   int array_mt;
   key_cache kc;
