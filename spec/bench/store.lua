@@ -19,6 +19,16 @@ local function run(cmd)
   return out
 end
 
+-- Outputs carry this run's pid (another `make bench` may share the
+-- directory) and are removed once measured; inputs are built under a
+-- temporary name and renamed into place.
+local run_id
+do
+  local f = assert(io.open("/proc/self/stat"))
+  run_id = f:read("n")
+  f:close()
+end
+
 local function exists(path)
   local f = io.open(path, "rb")
   if f then f:close() end
@@ -33,12 +43,18 @@ end
 
 local function featureset_file(n, sync)
   local path = ("%s/featureset_%d.json"):format(dir, n)
-  if not exists(path) then run(("%s spec/bench/store_one.lua featureset %s %s"):format(lua, sync, path)) end
+  if not exists(path) then
+    local tmp = ("%s.%d"):format(path, run_id)
+    run(("%s spec/bench/store_one.lua featureset %s %s"):format(lua, sync, tmp))
+    assert(os.rename(tmp, path))
+  end
   return path
 end
 
 local function apply(sync, n)
-  local line = run(("%s spec/bench/store_one.lua apply %s %s/store_%d.gpkg"):format(lua, sync, dir, n))
+  local out = ("%s/store_%d.%d.gpkg"):format(dir, n, run_id)
+  local line = run(("%s spec/bench/store_one.lua apply %s %s"):format(lua, sync, out))
+  os.remove(out)
   local secs, records, rss = line:match("^apply (%S+) (%d+) (%d+)")
   assert(secs, "unexpected output: " .. line)
   return tonumber(secs), tonumber(records), tonumber(rss)
@@ -47,9 +63,9 @@ end
 -- ogr2ogr's time and peak RSS: VmHWM only grows, so the last reading of
 -- /proc/PID/status before the process is gone is its peak (read every 20 ms).
 local function ogr2ogr(featureset, n)
-  local out = ("%s/ogr2ogr_%d.gpkg"):format(dir, n)
+  local out = ("%s/ogr2ogr_%d.%d.gpkg"):format(dir, n, run_id)
   os.remove(out)
-  local log = ("%s/ogr2ogr_%d.log"):format(dir, n)
+  local log = ("%s/ogr2ogr_%d.%d.log"):format(dir, n, run_id)
   local t0 = core.monotonic()
   local pid = tonumber(run(("ogr2ogr -f GPKG %s %s > %s 2>&1 & echo $!"):format(out, featureset, log)):match("%d+"))
   local rss, drv = 0, core.driver()
@@ -67,6 +83,8 @@ local function ogr2ogr(featureset, n)
   local count = run(("ogrinfo -so -al %s 2>&1"):format(out)):match("Feature Count: (%d+)")
   if tonumber(count) ~= n then error(("ogr2ogr wrote %s features of %d:\n%s"):format(tostring(count), n,
     run("cat " .. log))) end
+  os.remove(out)
+  os.remove(log)
   return secs, rss
 end
 
