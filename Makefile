@@ -51,8 +51,13 @@ MHD_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags libmicrohttpd 2>/dev/null)
 MHD_LIBS   ?= $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 endif
 # libsqlite3: the replica store (csrc/store/) writes GeoPackages with it.
+ifdef SQLITE_INCDIR
+SQLITE_CFLAGS ?= -I$(SQLITE_INCDIR)
+SQLITE_LIBS   ?= -L$(SQLITE_LIBDIR) -lsqlite3
+else
 SQLITE_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null)
 SQLITE_LIBS   ?= $(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3)
+endif
 # _POSIX_C_SOURCE: -std=c99 hides fileno/strdup/clock_gettime otherwise.
 ALLCFLAGS   = $(WARNFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
               -DCURL_NO_OLDIES $(SANFLAGS)

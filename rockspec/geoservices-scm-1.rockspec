@@ -22,6 +22,7 @@ dependencies = {
 }
 external_dependencies = {
   CURL = { header = "curl/curl.h" },
+  SQLITE = { header = "sqlite3.h" }, -- the replica store (GeoPackage)
 }
 build = {
   type = "make",
@@ -32,6 +33,8 @@ build = {
     LUA_INCDIR = "$(LUA_INCDIR)",
     CURL_INCDIR = "$(CURL_INCDIR)",
     CURL_LIBDIR = "$(CURL_LIBDIR)",
+    SQLITE_INCDIR = "$(SQLITE_INCDIR)",
+    SQLITE_LIBDIR = "$(SQLITE_LIBDIR)",
   },
   install_target = "install", -- core.so, the modules but geoservices.emulator.*, the command
   install_variables = {
