@@ -88,6 +88,10 @@ function Client:wait_configured(opts) return configure.wait_configured(self, opt
 -- @treturn geoservices.sync.edits.Edits an empty builder: `:add`, `:update`, `:delete`, `:add_attachment`...
 -- @raise never
 geoservices.edits = edits.new
+--- The replica store (geoservices.store): `geoservices.store.create(client, path, params, opts)`,
+-- `geoservices.store.open(path)`; a store's `:sync(client)`.
+-- @field store
+geoservices.store = require "geoservices.store"
 --- A new GlobalID: a random (version 4) UUID in braces, uppercase.
 -- @function new_global_id
 -- @treturn string the GlobalID

@@ -398,11 +398,16 @@ end
 -- @return the store, or nil, err
 -- @raise on misuse
 function store.create(path, replica_info, layers_metadata, opts)
+  if type(path) == "table" and type(replica_info) == "string" then -- (client, path, params, opts)
+    return require("geoservices.store.create").create(path, replica_info, layers_metadata, opts)
+  end
   if type(path) ~= "string" then
     error("store.create: path must be a string (store.create(client, ...) is the createReplica half)", 2)
   end
   return store.create_from(path, replica_info, layers_metadata, nil, opts)
 end
+
+store._apply_file = apply_file -- geoservices.store.sync applies a result file with it
 
 --- A replica store opened by @{open} or @{create}.
 -- @type Store
@@ -901,5 +906,17 @@ function Store:end_attempt(attempt_id, outcomes)
     return true
   end)
 end
+
+--- Synchronizes the store with its replica on the server (geoservices.store.sync):
+-- upload the queued edits, download the changes, commit both in one transaction.
+-- @param client a geoservices client
+-- @tparam[opt] table opts see geoservices.store.sync
+-- @return the result, or nil, err
+function Store:sync(client, opts) return require("geoservices.store.sync").sync(self, client, opts) end
+
+--- Unregisters the replica on the server; later syncs are refused.
+-- @param client a geoservices client
+-- @return the server's outcome, or nil, err
+function Store:unregister(client, opts) return require("geoservices.store.sync").unregister(self, client, opts) end
 
 return store

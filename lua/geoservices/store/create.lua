@@ -1,0 +1,124 @@
+--- The createReplica half of the replica store:
+-- `geoservices.store.create(client, path, params, opts)` creates a replica
+-- on the server and builds a store from it.
+--
+--     local st = assert(geoservices.store.create(client, "crew-1.gpkg", {
+--       service = "Parcels", layers = { 0, 1 }, replicaName = "crew-1",
+--       syncModel = "perReplica", syncDirection = "bidirectional",
+--     }, { on_status = function(s) print(s.status) end }))
+--
+-- Steps: the service's resource (its capabilities are checked by
+-- createReplica before anything is sent), each layer's resource (fields,
+-- geometry type, spatial reference, id fields), createReplica (async by
+-- default) with its data saved to a temporary file next to the store, then
+-- geoservices.store.create_from with that file: nothing exists at `path`
+-- unless the whole store committed. When the store cannot be built after
+-- the replica was created, the replica is unregistered (best effort) and
+-- the error says so.
+-- @module geoservices.store.create
+-- @local
+local core = require "geoservices.core"
+local errors = require "geoservices.errors"
+
+local M = {}
+
+local function hex(s) return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
+
+local function file_exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local OPTS = { on_status = "function", on_progress = "function", timeout = "number", poll_interval = "number",
+               busy_timeout = "number", request_timeout = "number" }
+
+--- Creates a replica and a store holding it.
+-- @param client a geoservices client
+-- @string path the new GeoPackage (must not exist)
+-- @tparam table params `service` (required), `layers` (ids; default every layer of the service),
+--   and the createReplica parameters (replicaName, syncModel, syncDirection, geometry, layerQueries,
+--   returnAttachments, async...), passed through
+-- @tparam[opt] table opts `on_status`, `on_progress`, `timeout`, `poll_interval`, `busy_timeout`
+-- @return the open store, or nil, err (kind "invalid" with nothing sent: a file at path, a bad
+--   parameter, a capability the service lacks; or the errors of createReplica and the store)
+-- @raise on misuse
+function M.create(client, path, params, opts)
+  if type(client) ~= "table" then error("store.create: client must be a geoservices client", 3) end
+  if type(path) ~= "string" then error("store.create: path must be a string", 3) end
+  if type(params) ~= "table" then error("store.create: params must be a table", 3) end
+  opts = opts or {}
+  if type(opts) ~= "table" then error("store.create: opts must be a table", 3) end
+  for k, v in pairs(opts) do
+    if not OPTS[k] then error(("store.create: unknown option '%s'"):format(tostring(k)), 3) end
+    if type(v) ~= OPTS[k] then error(("store.create: option '%s' must be a %s"):format(k, OPTS[k]), 3) end
+  end
+  local service = params.service
+  if type(service) ~= "string" or service == "" then return nil, errors.invalid("service", "a service name") end
+  if file_exists(path) then
+    return nil, errors.new("invalid", ("path: %s exists; a store is never created over a file"):format(path),
+      { parameter = "path" })
+  end
+  local request = {}
+  for k, v in pairs(params) do
+    if k ~= "service" then request[k] = v end
+  end
+  if request.dataFormat ~= nil and request.dataFormat ~= "json" then
+    return nil, errors.invalid("dataFormat", "json (the store reads the JSON result)")
+  end
+
+  local info, err = client:service_info(service, { timeout = opts.timeout })
+  if not info then return nil, err end
+  if request.layers == nil then
+    local ids = {}
+    for _, l in ipairs(info.layers or {}) do ids[#ids + 1] = l.id end
+    for _, l in ipairs(info.tables or {}) do ids[#ids + 1] = l.id end
+    request.layers = ids
+  end
+  if type(request.layers) ~= "table" or #request.layers == 0 then
+    return nil, errors.invalid("layers", "a list of layer ids")
+  end
+  local layer_infos = {}
+  for _, id in ipairs(request.layers) do
+    if math.type(id) ~= "integer" then return nil, errors.invalid("layers", "integer layer ids") end
+    local li, lerr = client:layer_info(service, id, { timeout = opts.timeout })
+    if not li then return nil, lerr end
+    layer_infos[#layer_infos + 1] = li
+  end
+
+  local tmp = ("%s.download-%s.json"):format(path, hex(core.random_bytes(4)))
+  local result, cerr = client:create_replica(service, request, {
+    output = tmp, service_info = info, on_status = opts.on_status, on_progress = opts.on_progress,
+    timeout = opts.timeout, poll_interval = opts.poll_interval, request_timeout = opts.request_timeout,
+  })
+  if not result then
+    os.remove(tmp)
+    return nil, cerr
+  end
+  local replica_info = {
+    service = service, replicaID = result.replicaID, replicaName = result.replicaName or request.replicaName,
+    syncModel = result.syncModel, syncDirection = result.syncDirection or request.syncDirection or "bidirectional",
+    layers = result.layers, replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens,
+    returnAttachments = request.returnAttachments,
+  }
+  local store = require "geoservices.store"
+  local ok, st, serr = pcall(store.create_from, path, replica_info, layer_infos, tmp,
+                             { busy_timeout = opts.busy_timeout })
+  os.remove(tmp)
+  if not ok then serr = errors.new("io", tostring(st)) st = nil end
+  if not st then
+    local note = ""
+    if result.replicaID then
+      local gone = client:unregister_replica(service, result.replicaID, { timeout = opts.timeout })
+      note = gone and (" (replica %s was unregistered)"):format(result.replicaID)
+        or (" (replica %s exists on the server: unregister it)"):format(result.replicaID)
+    end
+    serr.message = "building the store of the new replica: " .. serr.message .. note
+    serr.replicaID = result.replicaID
+    return nil, serr
+  end
+  st.created = result
+  return st
+end
+
+return M
