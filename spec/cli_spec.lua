@@ -310,7 +310,7 @@ describe("geoservices command", function()
     it("reports download progress a few times, not on every callback of the library", function()
       -- in-process, with the library's download calling on_progress a thousand
       -- times (a slow link) before doing the real download
-      local Client = require("geoservices.client").Client
+      local Client = require("geoservices.net.client").Client
       local real = Client.download
       Client.download = function(self, url, opts)
         for i = 1, 1000 do opts.on_progress(i * 1000, 1000000) end

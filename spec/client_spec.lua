@@ -3,7 +3,7 @@
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
 
-describe("geoservices.client", function()
+describe("geoservices.net.client", function()
   it("raises on misuse of its options", function()
     assert.has_error(function() geoservices.client() end, "geoservices.client: expected an options table")
     assert.has_error(function() geoservices.client{} end,

@@ -12,7 +12,7 @@ local FUNCTIONS = {
                       "gather", "wrap", "scheduler", "with_timeout", "token" },
   ["geoservices.token"] = { "new", "is", "TokenProvider:get", "TokenProvider:due", "TokenProvider:describe",
                             "TokenProvider:reset" },
-  ["geoservices.client"] = { "new", "Client:admin_url", "Client:request_spec", "Client:post", "Client:download",
+  ["geoservices.net.client"] = { "new", "Client:admin_url", "Client:request_spec", "Client:post", "Client:download",
                              "Client:close" },
   ["geoservices.services"] = { "get_services_by_id", "list_snapshots" },
   ["geoservices.sync"] = { "synchronize_replica", "sync", "resume_sync" },

@@ -191,7 +191,7 @@ describe("#rock packaging", function()
     local ok, text = sh(("cd %s && ldoc -c rockspec/config.ld -d %s ."):format(q(helper.ROOT), q(dir)))
     assert(ok, text)
     assert.falsy(text:find("undocumented formal argument", 1, true), text)
-    for _, m in ipairs{ "geoservices", "geoservices.client", "geoservices.cli", "geoservices.pp",
+    for _, m in ipairs{ "geoservices", "geoservices.net.client", "geoservices.cli", "geoservices.pp",
                         "geoservices.errors", "geoservices.sync.replica" } do
       assert.truthy(helper.read_all(dir .. "/modules/" .. m .. ".html"), m)
     end
@@ -290,7 +290,7 @@ describe("#rock packaging", function()
     local paths = ("LUA_PATH=%s LUA_CPATH=%s"):format(
       q(tree .. "/share/lua/5.4/?.lua;" .. tree .. "/share/lua/5.4/?/init.lua;;"), q(tree .. "/lib/lua/5.4/?.so;;"))
     ok, out = sh(("cd %s && %s lua5.4 -e %s"):format(q(work), paths,
-      q('print(package.searchpath("geoservices.client", package.path))')))
+      q('print(package.searchpath("geoservices.net.client", package.path))')))
     assert(ok, out)
     assert.truthy(out:find(tree, 1, true), out)
     ok, out = sh(("cd %s && GEOSERVICES_URL=%s %s lua5.4 %s"):format(q(work), q(url), paths,

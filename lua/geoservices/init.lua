@@ -10,7 +10,7 @@
 -- unknown options) raises.
 -- @module geoservices
 local core = require "geoservices.core"
-local client = require "geoservices.client"
+local client = require "geoservices.net.client"
 local configure = require "geoservices.configure"
 local create = require "geoservices.sync.create"
 local edits = require "geoservices.sync.edits"
@@ -44,7 +44,7 @@ local geoservices = {
   pp = pp, -- geoservices.pp(value): pretty-prints any result (see geoservices.pp)
 }
 
--- The client users get: the connection (geoservices.client) plus one
+-- The client users get: the connection (geoservices.net.client) plus one
 -- method per operation, each handing the call to its operation module. The
 -- operations are written against the connection's methods only.
 local Client = setmetatable({}, { __index = client.Client })
@@ -114,7 +114,7 @@ function geoservices.replica(path, init)
   return replica.open(path, init)
 end
 
---- Creates a client; see geoservices.client module for the options.
+--- Creates a client; see the geoservices.net.client module for the options.
 -- @tparam table opts url (required), admin_path, token (string, function or geoservices.token provider),
 --   or username and password (tokens from generateToken), bearer, timeout, ca_file, insecure, enum_prefix, ...
 -- @return the client: its methods are the operations (get_services_by_id, list_snapshots,

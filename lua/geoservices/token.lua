@@ -257,7 +257,7 @@ end
 
 local function own_client(self)
   if not self.client_conn then
-    local client = require "geoservices.client"
+    local client = require "geoservices.net.client"
     local s = self.settings
     self.client_conn = client.new{ url = self.url, timeout = s.timeout, ca_file = s.ca_file, insecure = s.insecure,
                                    user_agent = s.user_agent }

@@ -8,7 +8,7 @@
 --
 -- Runtime failures are returned as `nil, err` (a geoservices.errors table);
 -- misuse (wrong option types, unknown options) raises.
--- @module geoservices.client
+-- @module geoservices.net.client
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local download = require "geoservices.net.download"
