@@ -315,6 +315,8 @@ local function resolve(st, client, rep, attempt, opts)
   return commit(st, rep, attempt.id, rows, result, file, touched, directions)
 end
 
+local UPLOADS = { bidirectional = true, upload = true }
+
 local SYNC_OPTS = { on_status = "function", on_progress = "function", timeout = "number", poll_interval = "number",
                     lock_timeout = "number", direction = "string", directions = "table", params = "table" }
 
@@ -345,7 +347,14 @@ local function sync_locked(st, client, opts)
     journal.directions = {}
     for id, dir in pairs(directions) do journal.directions[tostring(id)] = dir end
   end
-  local id, rows = st:begin_attempt{ params = journal }
+  -- the edits of layers that upload this time (a download or snapshot layer's stay queued)
+  local queue, qerr = st:pending()
+  if not queue then return nil, qerr end
+  local seqs = {}
+  for _, r in ipairs(queue) do
+    if r.attempt == nil and UPLOADS[directions[r.layer] or ""] then seqs[#seqs + 1] = r.seq end
+  end
+  local id, rows = st:begin_attempt{ params = journal, seqs = seqs }
   if not id then return nil, rows end
   if #rows > 0 then params.edits = edits_of(rows) end
   local touched, on_change = watcher(st, rows)

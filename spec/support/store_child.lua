@@ -1,0 +1,32 @@
+-- A client process for the store crash and lock specs: synchronizes one
+-- replica store and prints one JSON line with the outcome. Killed with
+-- SIGKILL at any moment by the spec that started it.
+--   lua5.4 spec/support/store_child.lua URL STORE.gpkg [sync|async|hold] [lock_timeout]
+-- "hold": holds a write transaction on the store for 2 seconds instead.
+local geoservices = require "geoservices"
+local json = require "geoservices.json"
+
+local url, path, mode, lock_timeout = arg[1], arg[2], arg[3] or "sync", tonumber(arg[4])
+local st = assert(geoservices.store.open(path))
+local client = geoservices.client{ url = url, token = "alice-token", timeout = 60 }
+io.stdout:write("started\n")
+io.stdout:flush()
+if mode == "hold" then
+  assert(st:transaction(function()
+    assert(st.db:run("UPDATE geoservices_replica SET replica_name = replica_name WHERE id = 1"))
+    io.stdout:write("holding\n")
+    io.stdout:flush()
+    geoservices.sleep(2)
+    return true
+  end))
+  os.exit(0)
+end
+local result, err = st:sync(client, {
+  params = { async = mode == "async" or nil }, poll_interval = 0.05, lock_timeout = lock_timeout, timeout = 120,
+})
+io.stdout:write(json.encode{
+  ok = result ~= nil, kind = err and err.kind, message = err and err.message,
+  uploaded = result and result.uploaded, resolved = result and result.resolved ~= nil,
+}, "\n")
+io.stdout:flush()
+os.exit(result and 0 or 1)
