@@ -29,7 +29,8 @@ local function ogr_layers(path)
   local layers = {}
   for block in (out .. "\nLayer name: "):gmatch("Layer name: (.-)\n%f[L]") do
     local name = block:match("^([^\n]+)")
-    layers[name] = { count = tonumber(block:match("Feature Count: (%d+)")), geometry = block:match("Geometry: ([^\n]+)") }
+    layers[name] = { count = tonumber(block:match("Feature Count: (%d+)")),
+                     geometry = block:match("Geometry: ([^\n]+)") }
   end
   return layers
 end
@@ -315,7 +316,7 @@ describe("replica store sync (issue 15)", function()
     local r, serr = st:sync(client)
     assert.is_nil(r)
     assert.equal("busy", serr.kind)
-    r = assert(st:sync(client, { lock_timeout = 60, poll_interval = 0.05 }))
+    assert(st:sync(client, { lock_timeout = 60, poll_interval = 0.05 }))
     wait_exit(pid)
     local child = json.decode(helper.read_all(log):match("\n(%b{})"))
     assert.is_true(child.ok)
