@@ -37,6 +37,7 @@
 local core = require "geoservices.core"
 local create_params = require "geoservices.sync.create_params"
 local errors = require "geoservices.errors"
+local options = require "geoservices.sync.options"
 local jobs = require "geoservices.sync.job"
 local json = require "geoservices.json"
 local loop = require "geoservices.loop"
@@ -302,27 +303,7 @@ local OPTION_TYPES = {
 }
 
 local function check_opts(opts, plan)
-  if type(opts) ~= "table" then error("create_replica: opts must be a table", 4) end
-  for name, kind in pairs(OPTION_TYPES) do
-    if opts[name] ~= nil and type(opts[name]) ~= kind then
-      error(("create_replica: option '%s' must be a %s, got %s"):format(name, kind, type(opts[name])), 4)
-    end
-  end
-  for _, name in ipairs{ "poll_interval", "timeout", "request_timeout" } do
-    local v = opts[name]
-    if v ~= nil and not (v > 0 and v < math.huge) then
-      return errors.invalid(name, "must be a positive number of seconds")
-    end
-  end
-  if plan.data_format == "sqlite" and not opts.output then
-    return errors.invalid("output", "is required with dataFormat = sqlite: a geodatabase is saved, not parsed")
-  end
-  if opts.output then
-    local probe, msg = core.make_temp(opts.output)
-    if not probe then return errors.invalid("output", "must be a writable file path: " .. tostring(msg)) end
-    os.remove(probe)
-  end
-  return nil
+  return options.check("create_replica", opts, OPTION_TYPES, plan.data_format)
 end
 
 -- An embedded result saved to ctx.output: the document a result file holds.

@@ -55,6 +55,7 @@ local json = require "geoservices.json"
 local loop = require "geoservices.loop"
 local reconcile = require "geoservices.sync.reconcile"
 local replica_mod = require "geoservices.sync.replica"
+local options = require "geoservices.sync.options"
 local origin = require "geoservices.net.origin"
 local response = require "geoservices.net.response"
 local retry = require "geoservices.net.retry"
@@ -86,31 +87,8 @@ local OPTION_TYPES = {
   on_send = "function", on_job = "function",
 }
 
--- Every option is checked before anything is sent: a wrong type raises
--- (misuse), a bad value is refused naming the option.
 local function check_opts(opts, params)
-  if type(opts) ~= "table" then error("synchronize_replica: opts must be a table", 4) end
-  for name, kind in pairs(OPTION_TYPES) do
-    if opts[name] ~= nil and type(opts[name]) ~= kind then
-      error(("synchronize_replica: option '%s' must be a %s, got %s"):format(name, kind, type(opts[name])), 4)
-    end
-  end
-  for _, name in ipairs{ "poll_interval", "timeout", "request_timeout", "lock_timeout" } do
-    local v = opts[name]
-    if v ~= nil and not (v > 0 and v < math.huge) then
-      return errors.invalid(name, "must be a positive number of seconds")
-    end
-  end
-  if params.dataFormat == "sqlite" and not opts.output then
-    return errors.invalid("output", "is required with dataFormat = sqlite: a geodatabase is saved, not parsed")
-  end
-  if opts.output then
-    -- the file must be writable before the server applies anything
-    local probe, msg = core.make_temp(opts.output)
-    if not probe then return errors.invalid("output", "must be a writable file path: " .. tostring(msg)) end
-    os.remove(probe)
-  end
-  return nil
+  return options.check("synchronize_replica", opts, OPTION_TYPES, params.dataFormat)
 end
 
 local function service_path(service)
