@@ -146,7 +146,7 @@ function cli.parser()
   end
 
   local sync = command("sync", "Synchronize one or more replicas from their state files (see geoservices.replica).")
-  sync:argument("state", "Replica state file (JSON).", nil, nil, "+")
+  sync:argument("state", "Replica state file (JSON) or replica store (.gpkg).", nil, nil, "+")
   sync:option("--edits", "Edits to upload, a JSON file (the edits array); only with one state file.")
   sync:option("--direction", "syncDirection: download, upload, bidirectional or snapshot.")
     :choices{ "download", "upload", "bidirectional", "snapshot" }
@@ -190,7 +190,8 @@ function cli.parser()
     .. "service and download its data (async by default, followed until done); the state goes to OUT, the data "
     .. "beside it (OUT without .json, plus .data.json).")
   rcreate:argument("service", "The feature service, e.g. Parcels.")
-  rcreate:argument("out", "The new replica's state file (JSON; must not exist).")
+  rcreate:argument("out", "The new replica's state file (JSON; must not exist), or a replica store (OUT.gpkg: a "
+    .. "GeoPackage holding the data, its generations and the local edits).")
   rcreate:option("--layers", "Layer ids, e.g. 0,1."):args(1):count(1)
   rcreate:option("--name", "replicaName.")
   rcreate:option("--model", "syncModel (default perReplica, or perLayer where the service supports only that).")
@@ -213,9 +214,11 @@ function cli.parser()
   rresume:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)
   rresume:option("--wait-timeout", "Overall seconds to wait for the job."):convert(tonumber)
   replica:command("info", "The replica's resource on the server beside its local state."):argument("state",
-    "Replica state file (JSON).")
+    "Replica state file (JSON) or replica store (.gpkg).")
   replica:command("unregister", "unRegisterReplica: the server forgets the replica; the state file is marked "
-    .. "closed."):argument("state", "Replica state file (JSON).")
+    .. "closed."):argument("state", "Replica state file (JSON) or replica store (.gpkg).")
+  replica:command("failed", "The local edits of a replica store the server rejected, with its code and "
+    .. "description."):argument("state", "Replica store (.gpkg).")
 
   local login = command("login", "Generate a token with the server's generateToken (--username, "
     .. "--password-file or a prompt) and store it for the profile, readable only by you (0600), in "

@@ -33,6 +33,29 @@ end
 local OPTS = { on_status = "function", on_progress = "function", timeout = "number", poll_interval = "number",
                busy_timeout = "number", request_timeout = "number" }
 
+--- The layers' resources (`{service}/FeatureServer/{id}`), in order.
+-- @return the list, or nil, err
+function M.layer_infos(client, service, ids, opts)
+  local infos = {}
+  for _, id in ipairs(ids) do
+    local li, err = client:layer_info(service, id, { timeout = opts and opts.timeout })
+    if not li then return nil, err end
+    infos[#infos + 1] = li
+  end
+  return infos
+end
+
+--- The replica_info of store.create_from for a createReplica result.
+function M.replica_info(result, request)
+  request = request or {}
+  return {
+    service = result.service, replicaID = result.replicaID, replicaName = result.replicaName or request.replicaName,
+    syncModel = result.syncModel, syncDirection = result.syncDirection or request.syncDirection or "bidirectional",
+    layers = result.layers, replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens,
+    returnAttachments = request.returnAttachments,
+  }
+end
+
 --- Creates a replica and a store holding it.
 -- @param client a geoservices client
 -- @string path the new GeoPackage (must not exist)
@@ -78,13 +101,11 @@ function M.create(client, path, params, opts)
   if type(request.layers) ~= "table" or #request.layers == 0 then
     return nil, errors.invalid("layers", "a list of layer ids")
   end
-  local layer_infos = {}
   for _, id in ipairs(request.layers) do
     if math.type(id) ~= "integer" then return nil, errors.invalid("layers", "integer layer ids") end
-    local li, lerr = client:layer_info(service, id, { timeout = opts.timeout })
-    if not li then return nil, lerr end
-    layer_infos[#layer_infos + 1] = li
   end
+  local layer_infos, lerr = M.layer_infos(client, service, request.layers, opts)
+  if not layer_infos then return nil, lerr end
 
   local tmp = ("%s.download-%s.json"):format(path, hex(core.random_bytes(4)))
   local result, cerr = client:create_replica(service, request, {
@@ -95,12 +116,7 @@ function M.create(client, path, params, opts)
     os.remove(tmp)
     return nil, cerr
   end
-  local replica_info = {
-    service = service, replicaID = result.replicaID, replicaName = result.replicaName or request.replicaName,
-    syncModel = result.syncModel, syncDirection = result.syncDirection or request.syncDirection or "bidirectional",
-    layers = result.layers, replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens,
-    returnAttachments = request.returnAttachments,
-  }
+  local replica_info = M.replica_info(result, request)
   local store = require "geoservices.store"
   local ok, st, serr = pcall(store.create_from, path, replica_info, layer_infos, tmp,
                              { busy_timeout = opts.busy_timeout })

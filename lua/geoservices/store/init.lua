@@ -398,7 +398,7 @@ end
 -- @return the store, or nil, err
 -- @raise on misuse
 function store.create(path, replica_info, layers_metadata, opts)
-  if type(path) == "table" and type(replica_info) == "string" then -- (client, path, params, opts)
+  if type(path) == "table" and type(path.create_replica) == "function" then -- (client, path, params, opts)
     return require("geoservices.store.create").create(path, replica_info, layers_metadata, opts)
   end
   if type(path) ~= "string" then

@@ -73,7 +73,44 @@ replica_cmd.json_destination = {
   end,
 }
 
+-- This one builds a replica store (geoservices.store, a GeoPackage) at OUT:
+-- the data streams to a temporary file beside it, then the store is built
+-- from it in one transaction (nothing at OUT unless it committed).
+replica_cmd.gpkg_destination = {
+  check = function(path)
+    if exists(path) then
+      return geoservices.errors.invalid("OUT", ("%s exists: a new replica never overwrites a store"):format(path))
+    end
+    local probe, msg = core.make_temp(path)
+    if not probe then return geoservices.errors.invalid("OUT", "must be a writable file path: " .. tostring(msg)) end
+    os.remove(probe)
+    return nil
+  end,
+  create_opts = function(path)
+    return { output = path .. ".download.json" }
+  end,
+  keep = function(path, result, client)
+    local builder = require "geoservices.store.create"
+    local infos, err = builder.layer_infos(client, result.service, result.layers)
+    local st
+    if infos then st, err = geoservices.store.create_from(path, builder.replica_info(result), infos, result.output) end
+    os.remove(result.output)
+    result.output = nil -- in the store now
+    if not st then return nil, err end
+    st:close()
+    return { state = path }
+  end,
+  name = function(path)
+    return files.basename(path)
+  end,
+}
+
 replica_cmd.destination = replica_cmd.json_destination
+
+local function destination_of(path)
+  if path:match("%.gpkg$") then return replica_cmd.gpkg_destination end
+  return replica_cmd.destination
+end
 
 -- ------------------------------------------------------------------ create
 
@@ -114,7 +151,7 @@ local function follow(out, client, path, dest, run, poll_opts)
     return true
   end
   opts.on_done = function(result)
-    local info, err = dest.keep(path, result)
+    local info, err = dest.keep(path, result, client)
     if not info then return nil, err end
     kept = info
     os.remove(journal_path(path))
@@ -146,7 +183,10 @@ local function follow(out, client, path, dest, run, poll_opts)
       local c = result.counts[id]
       out:line(("    layer %s: %d features, %d attachments"):format(tostring(id), c.features, c.attachments))
     end
-    if kept and kept.state then out:line("    replica state saved to " .. kept.state) end
+    if kept and kept.state then
+      out:line((path:match("%.gpkg$") and "    replica store (GeoPackage) saved to " or "    replica state saved to ")
+        .. kept.state)
+    end
     if kept and kept.data then out:line("    data saved to " .. kept.data) end
     out:line("    generation " .. generation_text(result))
   end
@@ -155,7 +195,7 @@ end
 
 local function create(args, out, client)
   local path = args.out
-  local dest = replica_cmd.destination
+  local dest = destination_of(path)
   local refused = dest.check(path)
   if refused then return output.fail(out, refused, { command = "replica" }) end
   if exists(journal_path(path)) then
@@ -188,7 +228,7 @@ local function resume(args, out, client)
   end
   local op, err = client:resume_create_replica(text)
   if not op then return output.fail(out, err, { command = "replica" }) end
-  return follow(out, client, path, replica_cmd.destination, function(opts)
+  return follow(out, client, path, destination_of(path), function(opts)
     op.output = opts.output
     op.on_done = opts.on_done
     return op:wait{ poll_interval = opts.poll_interval, timeout = opts.timeout, on_status = opts.on_status,
@@ -221,8 +261,28 @@ local function server_generation(server)
   return tostring(server.replicaServerGen)
 end
 
+-- A store's local state in the shape of a replica state file's, and the store.
+local function open_store(path)
+  local st, err = geoservices.store.open(path)
+  if not st then return nil, err end
+  local rep
+  rep, err = st:replica()
+  if not rep then
+    st:close()
+    return nil, err
+  end
+  local pending, failed = st:pending(), st:failed()
+  local r = { service = rep.service, replicaID = rep.replicaID, model = rep.syncModel,
+              syncDirection = rep.syncDirection, replicaServerGen = rep.replicaServerGen,
+              layers = rep.syncModel == "perLayer" and rep.layerServerGens or nil,
+              closed = type(rep.info) == "table" and rep.info.unregistered or nil,
+              pending = pending and #pending, failed = failed and #failed, store = st }
+  return r
+end
+
 local function open_state(out, path)
-  local r, err = geoservices.replica(path)
+  local r, err
+  if path:match("%.gpkg$") then r, err = open_store(path) else r, err = geoservices.replica(path) end
   if not r then
     out:error(err, { replica = path })
     return nil, out:result(EXIT.usage, { command = "replica", replica = path })
@@ -235,6 +295,7 @@ local function info(args, out, client)
   local r, code = open_state(out, path)
   if not r then return code end
   local server, err = client:replica_info(r.service, r.replicaID)
+  if r.store then r.store:close() end
   if not server then
     if err == output.DRY_RUN then return nil end
     out:error(err, { replica = path })
@@ -255,7 +316,7 @@ local function info(args, out, client)
     for id, gen in pairs(server.generations) do gens[tostring(id)] = gen end
     out:emit{ event = "replica_info", replica = path, replicaID = r.replicaID, service = r.service,
               ["local"] = { model = r.model, syncDirection = r.syncDirection, generation = r.replicaServerGen,
-                            layers = r.layers, closed = r.closed },
+                            layers = r.layers, closed = r.closed, pending = r.pending, failed = r.failed },
               server = { replicaName = server.replicaName, syncModel = server.syncModel,
                          syncDirection = server.syncDirection, layers = json.array(server.layers),
                          generation = server.replicaServerGen, layerServerGens = server.layerServerGens,
@@ -276,6 +337,11 @@ local function info(args, out, client)
       { "created", "-", date_text(server.creationDate) },
       { "last sync", "-", date_text(server.lastSyncDate) },
     }
+    if r.store then
+      rows[#rows + 1] = { "pending", tostring(r.pending) .. " local edits", "-" }
+      rows[#rows + 1] = { "failed", tostring(r.failed) .. " rejected edits", "-" }
+      rows[#rows + 1] = { "closed", r.closed and "unregistered" or "no", "-" }
+    end
     for _, row in ipairs(rows) do out:line(("    %-12s %-24s %s"):format(row[1], row[2], row[3])) end
     if not same then
       out:line("    the generations differ: the server handed out a newer one than this state holds (an interrupted "
@@ -289,21 +355,30 @@ local function unregister(args, out, client)
   local path = args.state
   local r, code = open_state(out, path)
   if not r then return code end
-  local done, err = client:unregister_replica(r.service, r.replicaID)
+  local done, err
+  if r.store then
+    done, err = r.store:unregister(client)
+    r.store:close()
+  else
+    done, err = client:unregister_replica(r.service, r.replicaID)
+  end
   if not done then
     if err == output.DRY_RUN then return nil end
     out:error(err, { replica = path })
     return out:result(output.exit_for(err), { command = "replica", replica = path })
   end
-  r.state.closed = true
-  r.state.unregistered = os.date("!%Y-%m-%dT%H:%M:%SZ")
-  local saved, save_err = r:save()
+  local saved, save_err = true, nil
+  if not r.store then
+    r.state.closed = true
+    r.state.unregistered = os.date("!%Y-%m-%dT%H:%M:%SZ")
+    saved, save_err = r:save()
+  end
   if out.mode == "json" then
     out:emit{ event = "replica", replica = path, replicaID = r.replicaID, service = r.service, unregistered = true,
               already = done.already or nil, state_saved = saved == true }
   else
     out:line(("%s: %s%s"):format(files.basename(path), tostring(done),
-      saved and "; the state file is marked closed" or ""))
+      r.store and "; the store is marked unregistered" or saved and "; the state file is marked closed" or ""))
   end
   if not saved then
     out:error(save_err, { replica = path })
@@ -312,7 +387,31 @@ local function unregister(args, out, client)
   return out:result(EXIT.ok, { command = "replica", replica = path })
 end
 
-local SUBCOMMANDS = { create = create, resume = resume, info = info, unregister = unregister }
+-- The local edits a store's server rejected, with its code and description.
+local function failed(args, out)
+  local path = args.state
+  local st, err = geoservices.store.open(path, { readonly = true })
+  if not st then return output.fail(out, err, { command = "replica" }) end
+  local list
+  list, err = st:failed()
+  st:close()
+  if not list then return output.fail(out, err, { command = "replica" }) end
+  if out.mode == "json" then
+    for _, f in ipairs(list) do
+      out:emit{ event = "failed_edit", replica = path, seq = f.seq, op = f.op, layer = f.layer,
+                globalId = f.globalId, code = f.code, description = f.description, failed = f.failed }
+    end
+  else
+    out:line(("%s: %d rejected local edit%s"):format(files.basename(path), #list, #list == 1 and "" or "s"))
+    for _, f in ipairs(list) do
+      out:line(("    %s of %s in layer %s: %s (code %s, %s)"):format(f.op, tostring(f.globalId), tostring(f.layer),
+        tostring(f.description), tostring(f.code), tostring(f.failed)))
+    end
+  end
+  return out:result(EXIT.ok, { command = "replica", replica = path, failed = #list })
+end
+
+local SUBCOMMANDS = { create = create, resume = resume, info = info, unregister = unregister, failed = failed }
 
 return setmetatable(replica_cmd, { __call = function(_, args, out, client)
   return SUBCOMMANDS[args.replica_command](args, out, client)

@@ -119,7 +119,32 @@ local function default_output(path, replica)
   return ("%s.changes-from-%s.json"):format(path:gsub("%.json$", ""), from)
 end
 
+-- A replica store (STORE.gpkg): its own queue is the edits, the changes go into it.
+local function sync_store(args, out, client, path, edits_text)
+  local name = files.basename(path)
+  if edits_text then
+    return nil, geoservices.errors.invalid("--edits", "a store uploads its own queued edits"), EXIT.usage
+  end
+  local st, err = geoservices.store.open(path)
+  if not st then return nil, err, EXIT.usage end
+  local watch = sync_watch(out, client, name)
+  local opts = { params = { transportType = args.transport, async = args.async or nil },
+                 direction = args.direction, poll_interval = args.poll_interval, timeout = args.wait_timeout,
+                 on_status = watch.on_status, on_progress = watch.on_progress, lock_timeout = args.lock_timeout }
+  out:server_work{ what = ("the synchronization of %s (its edits may have reached it)"):format(name),
+                   follow = (out.follow_prefix or "geoservices") .. " sync " .. path }
+  local ok, result, sync_err = pcall(st.sync, st, client, opts)
+  st:close()
+  if ok then watch.report_download(result ~= nil) end
+  watch.restore()
+  if not ok then error(result, 0) end
+  out:server_work(nil)
+  if not result then return nil, sync_err end
+  return result
+end
+
 local function sync_one(args, out, client, path, edits_text, output_path)
+  if path:match("%.gpkg$") then return sync_store(args, out, client, path, edits_text) end
   local name = files.basename(path)
   local replica, err = geoservices.replica(path)
   if not replica then return nil, err, EXIT.usage end
@@ -183,7 +208,8 @@ return function(args, out, client)
         out:emit{ event = "replica", replica = path, replicaID = result.replicaID, uploaded = result.succeeded,
                   failed = failed, downloaded = result.downloaded, records = result.downloaded,
                   generation = result.replicaServerGen, layerServerGens = result.layerServerGens,
-                  output = output_path, partial = result.partial or failed > 0 }
+                  output = output_path, partial = result.partial or failed > 0, applied = result.applied,
+                  overwritten = result.overwritten and #result.overwritten or nil }
         for _, f in ipairs(result.failed_edits) do
           local ev = { event = "failed_edit", replica = path }
           for k, v in pairs(f) do ev[k] = v end
@@ -195,7 +221,10 @@ return function(args, out, client)
           out:line(("    failed %s of %s %s in layer %s: %s (code %s)"):format(f.op, f.target, tostring(f.globalId),
             tostring(f.layer), tostring(f.description), tostring(f.code)))
         end
-        if output_path then out:line("    downloaded changes saved to " .. output_path)
+        if result.applied then
+          out:line(("    %d downloaded changes applied to the store, %d local edits uploaded, %d overwritten by "
+            .. "the server's state"):format(result.applied, result.uploaded or 0, #(result.overwritten or {})))
+        elseif output_path then out:line("    downloaded changes saved to " .. output_path)
         else
           out:line(("    %d downloaded changes discarded (--discard)"):format(result.downloaded or 0))
         end
