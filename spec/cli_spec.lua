@@ -17,41 +17,11 @@ local TOKEN = "admin-token"
 local PASSWORD = "Cli-Pa55word-SECRET"
 local ANSWER = "CLI-ANSWER-SECRET"
 
-local function tmp_dir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. q(d)))
-  return d
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local tmp_dir, write = helper.tmp_dir, helper.write_file
 
 -- Runs the command the way the installed launcher does; returns
 -- {code, out, err}. `env` adds environment variables (tty off by default).
-local function run(args, env)
-  local out, err = os.tmpname(), os.tmpname()
-  local vars = { GEOSERVICES_TTY = "0", LUA_PATH = package.path, LUA_CPATH = package.cpath }
-  for k, v in pairs(env or {}) do vars[k] = v end
-  local assigns = {}
-  for k, v in pairs(vars) do
-    if v ~= false then assigns[#assigns + 1] = k .. "=" .. q(v) end
-  end
-  table.sort(assigns)
-  local quoted = {}
-  for i, a in ipairs(args) do quoted[i] = q(a) end
-  local cmd = ("cd %s && env -u GEOSERVICES_URL -u GEOSERVICES_TOKEN %s lua5.4 -e %s /dev/null %s >%s 2>%s </dev/null")
-    :format(q(helper.ROOT), table.concat(assigns, " "), q('os.exit(require("geoservices.cli").main(arg))'),
-      table.concat(quoted, " "), q(out), q(err))
-  local _, _, code = os.execute(cmd)
-  local r = { code = code, out = helper.read_all(out), err = helper.read_all(err) }
-  os.remove(out)
-  os.remove(err)
-  return r
-end
+local run = helper.run_cli
 
 -- The JSON lines of an output, decoded; asserts that every line is JSON.
 local function events(text)

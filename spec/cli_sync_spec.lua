@@ -6,32 +6,7 @@ local helper = require "spec.helper"
 local q = helper.shell_quote
 local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"
 
-local function tmp_dir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. q(d)))
-  return d
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
-local function run(args)
-  local out, err = os.tmpname(), os.tmpname()
-  local quoted = {}
-  for i, a in ipairs(args) do quoted[i] = q(a) end
-  local cmd = ("cd %s && env -u GEOSERVICES_TOKEN GEOSERVICES_TTY=0 LUA_PATH=%s LUA_CPATH=%s lua5.4 -e %s /dev/null "
-    .. "%s >%s 2>%s </dev/null"):format(q(helper.ROOT), q(package.path), q(package.cpath),
-      q('os.exit(require("geoservices.cli").main(arg))'), table.concat(quoted, " "), q(out), q(err))
-  local _, _, code = os.execute(cmd)
-  local r = { code = code, out = helper.read_all(out), err = helper.read_all(err) }
-  os.remove(out)
-  os.remove(err)
-  return r
-end
+local tmp_dir, write, run = helper.tmp_dir, helper.write_file, helper.run_cli
 
 describe("geoservices sync keeps every downloaded change", function()
   local emu, dir, state

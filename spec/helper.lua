@@ -64,6 +64,46 @@ function helper.wait_for(what, pred, timeout)
   end
 end
 
+--- A new empty directory under /tmp (the caller removes it).
+function helper.tmp_dir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p " .. shell_quote(d)))
+  return d
+end
+
+--- Writes `text` to `path`, replacing it.
+function helper.write_file(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+--- Runs the `geoservices` command the way the installed launcher does, as a
+-- real process with this process's module paths and no terminal; returns
+-- `{code =, out =, err =}`. `env` adds environment variables.
+function helper.run_cli(args, env)
+  local out, err = os.tmpname(), os.tmpname()
+  local vars = { GEOSERVICES_TTY = "0", LUA_PATH = package.path, LUA_CPATH = package.cpath }
+  for k, v in pairs(env or {}) do vars[k] = v end
+  local assigns = {}
+  for k, v in pairs(vars) do
+    if v ~= false then assigns[#assigns + 1] = k .. "=" .. shell_quote(v) end
+  end
+  table.sort(assigns)
+  local quoted = {}
+  for i, a in ipairs(args) do quoted[i] = shell_quote(a) end
+  local cmd = ("cd %s && env -u GEOSERVICES_URL -u GEOSERVICES_TOKEN %s lua5.4 -e %s /dev/null %s >%s 2>%s </dev/null")
+    :format(shell_quote(helper.ROOT), table.concat(assigns, " "),
+      shell_quote('os.exit(require("geoservices.cli").main(arg))'), table.concat(quoted, " "), shell_quote(out),
+      shell_quote(err))
+  local _, _, code = os.execute(cmd)
+  local r = { code = code, out = read_all(out), err = read_all(err) }
+  os.remove(out)
+  os.remove(err)
+  return r
+end
+
 local Emulator = {}
 Emulator.__index = Emulator
 

@@ -10,18 +10,7 @@ local helper = require "spec.helper"
 local q = helper.shell_quote
 local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"
 
-local function tmp_dir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. q(d)))
-  return d
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local tmp_dir, write = helper.tmp_dir, helper.write_file
 
 -- Starts spec/support/sync_child.lua in the background; returns its pid and output file.
 local function child(url, state, edits_path, mode, lock_timeout)
