@@ -219,7 +219,7 @@ emulator: deps all
 
 # Start the emulator on a free port, run the tour against it, stop it by PID.
 demo: deps all
-	@LUA='$(LUA)' BUILD='$(BUILD)' DATA='$(DATA)' sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua examples/configure_org.lua \
+	@LUA='$(LUA)' BUILD='$(BUILD)' DATA='$(DATA)' sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua examples/configure_org.lua examples/store_tour.lua \
 	  examples/cli_tour.sh
 
 # A command: rockspec/geoservices.launcher running MODULE's main(arg).

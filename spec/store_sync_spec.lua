@@ -217,12 +217,13 @@ describe("replica store sync (issue 15)", function()
     assert.equal(1, #r.overwritten)
     assert.is_true(r.overwritten[1].sent)
     -- the CLI shows them
-    local out, ok = run(("LUA_PATH=%s LUA_CPATH=%s lua5.4 bin/geoservices replica failed %s"):format(
-      q(package.path), q(package.cpath), q(b.path)))
-    if io.open("bin/geoservices") then
-      assert(ok, out)
-      assert.matches("1019", out)
-    end
+    local out, ok = run(("LUA_PATH=%s LUA_CPATH=%s lua5.4 -e %s /dev/null --url %s --json replica failed %s"):format(
+      q(package.path), q(package.cpath), q('os.exit(require("geoservices.cli").main(arg))'), q(emu.url), q(b.path)))
+    assert(ok, out)
+    local ev = json.decode(out:match("^[^\n]+"))
+    assert.equal("failed_edit", ev.event)
+    assert.equal(1019, ev.code)
+    assert.equal(gid, ev.globalId)
     a:close()
     b:close()
   end)
