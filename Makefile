@@ -159,10 +159,13 @@ test: deps
 
 # The crash torture of client:sync: RUNS client processes killed with SIGKILL
 # at random (and the emulator in a share of them), then the tally; exit 1 on
-# any duplicated, lost or skipped change. `make test` runs 15 (spec/torture_spec.lua).
+# any duplicated, lost or skipped change. `make test` runs 15 (spec/torture_spec.lua). Then the
+# replica store's mode (store:sync killed likewise; RUNS/4 runs).
 RUNS ?= 200
 torture: deps all
 	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' $(LUA) spec/torture/run.lua $(RUNS)
+	LUA_PATH='lua/?.lua;lua/?/init.lua;./?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' $(LUA) spec/torture/run.lua \
+	  $$(( $(RUNS) / 4 )) $$(date +%s) store
 
 # Benchmarks: ratios against baselines measured in the same run (see README).
 # BENCH_SIZES="10000 100000" shortens it.

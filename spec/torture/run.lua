@@ -11,7 +11,11 @@
 -- every add of A exactly once.
 --
 --   lua5.4 spec/torture/run.lua [RUNS] [SEED]        (env LUA_PATH/LUA_CPATH as for the specs)
+--   lua5.4 spec/torture/run.lua RUNS SEED store      (the replica store: spec/torture/store.lua)
 -- Prints the tally; exits 1 when anything was duplicated or lost.
+if arg[3] == "store" then -- the store mode: spec/torture/store.lua
+  return dofile("spec/torture/store.lua")
+end
 local core = require "geoservices.core"
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
