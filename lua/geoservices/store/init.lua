@@ -916,6 +916,7 @@ function Store:sync(client, opts) return require("geoservices.store.sync").sync(
 
 --- Unregisters the replica on the server; later syncs are refused.
 -- @param client a geoservices client
+-- @tparam[opt] table opts `timeout` (seconds)
 -- @return the server's outcome, or nil, err
 function Store:unregister(client, opts) return require("geoservices.store.sync").unregister(self, client, opts) end
 
