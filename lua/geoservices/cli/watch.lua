@@ -3,7 +3,7 @@
 -- elsewhere), polls, the result file's download (bytes as they arrive
 -- through the library's on_progress: a bar on a terminal, a line or a
 -- `download` event per tenth of the file elsewhere) and the records parsed.
--- Used by `replica create`; it observes the client (Client:observe), it
+-- Used by `sync` and `replica create`; it observes the client (Client:observe), it
 -- never replaces a method.
 local core = require "geoservices.core"
 local output = require "geoservices.cli.output"

@@ -1,10 +1,10 @@
 --- `geoservices sync STATE...`: synchronizes replicas from their state
--- files, following each on the display (job status, the download's bytes,
--- records) through the client's observer and the operation's callbacks.
-local core = require "geoservices.core"
+-- files or stores, following each on the display (job status, the
+-- download's bytes, records) through cli/watch.lua.
 local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
 local output = require "geoservices.cli.output"
+local watch_mod = require "geoservices.cli.watch"
 
 local EXIT = output.EXIT
 
@@ -15,93 +15,6 @@ local function generation_text(result)
     return table.concat(parts, " ")
   end
   return tostring(result.replicaServerGen)
-end
-
--- Bytes between two download progress reports when the size is unknown; with
--- a known size there is one report per tenth of it.
-local PROGRESS_STEP = 4 * 1024 * 1024
-
--- Follows one synchronization on the display: job status changes, polls
--- (spinner ticks), the result download (bytes as they arrive, through the
--- library's on_progress) and parsed records.
-local function sync_watch(out, client, name)
-  local w = { status = "sending", records = nil, bytes = 0, tick = 0, frame = 0, started = core.monotonic() }
-  local last_draw = 0
-  local function draw(force)
-    if out.mode ~= "tty" then return end
-    local now = core.monotonic()
-    if not force and now - last_draw < 0.1 then return end
-    last_draw = now
-    if w.downloading then
-      w.frame = w.frame + 1 -- moves the marker when the size is unknown
-      out:live(("%s %s %s"):format(name, "downloading",
-        output.progress_bar(w.bytes, w.total, w.records, w.frame, nil, true)))
-    else
-      local spinner = output.SPINNER[w.tick % #output.SPINNER + 1]
-      out:live(("%s %s %s %.1f s"):format(spinner, name, w.status, now - w.started))
-    end
-  end
-  -- Every request of this client ticks the spinner; a GET is the result
-  -- file's download (the client's observer tells, nothing is replaced).
-  w.stop_observing = client:observe(function(event)
-    if event.type ~= "request" then return nil end
-    if event.method == "GET" then w.downloading = true else w.tick = w.tick + 1 end
-    draw(true)
-    return nil
-  end)
-  -- Bytes of the result file as they arrive (total: nil when unknown). The
-  -- terminal bar is redrawn at most ten times a second; elsewhere a report
-  -- goes out only when the download enters a new tenth of its size (or a
-  -- new PROGRESS_STEP bytes), never for the end, which the download event
-  -- above reports once the file is complete.
-  local last_report
-  w.on_progress = function(received, total)
-    w.downloading = true
-    w.bytes, w.total = received, total
-    if out.mode == "tty" then return draw(false) end
-    if total and received >= total then return end
-    local report = total and total > 0 and ("%d/%d"):format(10 * received // total, total)
-      or tostring(received // PROGRESS_STEP)
-    if report == last_report then return end
-    last_report = report
-    local percent = total and total > 0 and 100 * received // total or nil
-    if out.mode == "json" then
-      out:emit{ event = "download", replica = name, done = false, bytes = received, total = total,
-                percent = percent, records = w.records }
-    else
-      out:line(("%s: downloading %s%s%s"):format(name, output.human_bytes(received),
-        total and (" of %s (%d%%)"):format(output.human_bytes(total), percent) or "",
-        w.records and (", %d records"):format(w.records) or ""))
-    end
-  end
-  w.on_status = function(status)
-    w.status = status.status
-    if out.mode == "json" then
-      out:emit{ event = "job", replica = name, status = status.status }
-    elseif out.mode == "lines" then
-      out:line(("%s: job %s"):format(name, tostring(status.status)))
-    else
-      draw(true)
-    end
-  end
-  w.on_change = function()
-    w.records = (w.records or 0) + 1
-    draw(false)
-  end
-  w.restore = function()
-    w.stop_observing()
-    out:clear_live()
-  end
-  -- The download's end, once: bytes of the whole file and its announced size.
-  w.report_download = function(ok)
-    if not w.downloading then return end
-    draw(true)
-    if out.mode == "json" then
-      out:emit{ event = "download", replica = name, ok = ok, done = true,
-                bytes = w.bytes > 0 and w.bytes or nil, total = w.total }
-    end
-  end
-  return w
 end
 
 -- Where the downloaded changes go without --output: beside the state, named
@@ -127,7 +40,7 @@ local function sync_store(args, out, client, path, edits_text)
   end
   local st, err = geoservices.store.open(path)
   if not st then return nil, err, EXIT.usage end
-  local watch = sync_watch(out, client, name)
+  local watch = watch_mod.new(out, client, name)
   local opts = { params = { transportType = args.transport, async = args.async or nil },
                  direction = args.direction, poll_interval = args.poll_interval, timeout = args.wait_timeout,
                  on_status = watch.on_status, on_progress = watch.on_progress, lock_timeout = args.lock_timeout }
@@ -150,7 +63,7 @@ local function sync_one(args, out, client, path, edits_text, output_path)
   if not replica then return nil, err, EXIT.usage end
   if not output_path and not args.discard then output_path = default_output(path, replica) end
   local params = { syncDirection = args.direction, transportType = args.transport, async = args.async or nil }
-  local watch = sync_watch(out, client, name)
+  local watch = watch_mod.new(out, client, name)
   local opts = { params = params, poll_interval = args.poll_interval, timeout = args.wait_timeout,
                  on_status = watch.on_status, on_progress = watch.on_progress, on_change = watch.on_change,
                  output = output_path, resend = args.resend or nil, lock_timeout = args.lock_timeout }
