@@ -19,4 +19,18 @@ describe("crash torture (short)", function()
     assert.truthy(tally:find("duplicates 0, lost 0, skipped by B 0, downloaded twice by B 0", 1, true), tally)
     assert.truthy(tally:find("runs 15,", 1, true), tally)
   end)
+
+  it("kills store syncs at random; every add ends in both stores and on the server exactly once", function()
+    local out = os.tmpname()
+    local cmd = ("cd %s && LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/torture/run.lua 8 %d store > %s 2>&1"):format(
+      q(helper.ROOT), q(package.path), q(package.cpath), os.time(), q(out))
+    local ok = os.execute(cmd)
+    local text = helper.read_all(out) or ""
+    os.remove(out)
+    assert.is_true(ok == true, text)
+    local tally = text:match("store torture seed [^\n]+")
+    assert.truthy(tally, text)
+    assert.truthy(tally:find(": 8 runs,", 1, true), tally)
+    assert.truthy(tally:find(", 0 problems", 1, true), tally)
+  end)
 end)

@@ -42,7 +42,7 @@ for run = 1, RUNS do
     .. "echo $!"):format(q(package.path), q(package.cpath), q(emu.url), q(dir .. "/a.gpkg"),
     math.random() < 0.5 and "async" or "sync", q(log))):read("a")
   local pid = assert(tonumber(out:match("%d+")))
-  helper.sleep(math.random() * 0.4)
+  helper.sleep(math.random() * 0.2) -- a store sync here takes 0.1 to 0.3 s, the process start included
   if helper.process_alive(pid) then tally.killed = tally.killed + 1 else tally.exited = tally.exited + 1 end
   os.execute("kill -9 " .. pid .. " 2>/dev/null")
   helper.wait_for("child exit", function() return not helper.process_alive(pid) end, 30)
