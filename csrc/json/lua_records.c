@@ -86,6 +86,15 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
   }
 }
 
+void geoservices_records_push_tape_value(lua_State *L, const char **p, int array_mt) {
+  key_cache kc;
+  array_mt = lua_absindex(L, array_mt);
+  kc.c = geoservices_strcache_open(L);
+  kc.table_idx = lua_gettop(L);
+  push_value(L, p, array_mt, &kc);
+  lua_remove(L, kc.table_idx);
+}
+
 /* Calls fn(kind, layer_id, value, key) for the record on the stack top area:
  * expects [kind, value, key] pushed by the caller at the top. */
 static void deliver(lua_State *L, int fn_idx, const geoservices_replay_state *st, int has_layer) {

@@ -38,6 +38,10 @@ lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx);
  * records wait for their layer id. Returns the number of records. */
 lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geoservices_replay_state *st,
                                        int fn_idx, int pending_idx);
+/* Pushes the tape value at *p as Lua, as the replay does (tables at their
+ * final size, arrays with the array metatable at array_mt, short strings
+ * from the state's cache) and moves *p past it. */
+void geoservices_records_push_tape_value(lua_State *L, const char **p, int array_mt);
 /* Pushes nil, "invalid JSON at byte N: ...", N for the extractor's error. */
 int geoservices_push_records_error(lua_State *L, geoservices_records *r);
 /* Reads {max_depth=, max_value_bytes=} at idx (nil allowed). */

@@ -766,64 +766,6 @@ static int l_store_remove(lua_State *L) {
 
 /* ---- the fast path ------------------------------------------------------------ */
 
-static uint32_t tape_u32(const char **p) {
-  uint32_t v;
-  memcpy(&v, *p, sizeof v);
-  *p += sizeof v;
-  return v;
-}
-
-/* Pushes the tape value at *p as Lua (as the Records replay does). */
-static void push_tape_value(lua_State *L, const char **p, int array_mt) {
-  int op = (unsigned char)*(*p)++;
-  uint32_t n, i, len;
-  int64_t iv;
-  double d;
-  luaL_checkstack(L, 4, "store: record too deeply nested");
-  switch (op) {
-    case TAPE_OBJECT:
-      n = tape_u32(p);
-      lua_createtable(L, 0, (int)n);
-      for (i = 0; i < n; i++) {
-        (*p)++; /* TAPE_KEY */
-        len = tape_u32(p);
-        lua_pushlstring(L, *p, len);
-        *p += len;
-        push_tape_value(L, p, array_mt);
-        lua_rawset(L, -3);
-      }
-      break;
-    case TAPE_ARRAY:
-      n = tape_u32(p);
-      lua_createtable(L, (int)n, 0);
-      for (i = 1; i <= n; i++) {
-        push_tape_value(L, p, array_mt);
-        lua_rawseti(L, -2, (lua_Integer)i);
-      }
-      lua_pushvalue(L, array_mt);
-      lua_setmetatable(L, -2);
-      break;
-    case TAPE_STRING:
-      len = tape_u32(p);
-      lua_pushlstring(L, *p, len);
-      *p += len;
-      break;
-    case TAPE_INTEGER:
-      memcpy(&iv, *p, sizeof iv);
-      *p += sizeof iv;
-      lua_pushinteger(L, (lua_Integer)iv);
-      break;
-    case TAPE_DOUBLE:
-      memcpy(&d, *p, sizeof d);
-      *p += sizeof d;
-      lua_pushnumber(L, (lua_Number)d);
-      break;
-    case TAPE_TRUE: lua_pushboolean(L, 1); break;
-    case TAPE_FALSE: lua_pushboolean(L, 0); break;
-    default: lua_pushlightuserdata(L, NULL); break;
-  }
-}
-
 typedef struct apply_ctx {
   lua_State *L;
   int fn;        /* stack index of the receiver, 0 for none */
@@ -843,7 +785,7 @@ static int deliver_other(void *ctxp, int kind, int has_layer, int64_t layer, con
   lua_pushstring(L, kind == GEOSERVICES_STORE_LAYER ? "layer" : geoservices_record_kind_names[kind]);
   if (has_layer) lua_pushinteger(L, (lua_Integer)layer);
   else lua_pushnil(L);
-  if (value) push_tape_value(L, &value, ctx->array_mt);
+  if (value) geoservices_records_push_tape_value(L, &value, ctx->array_mt);
   else lua_pushnil(L);
   if (key_len) lua_pushlstring(L, key, key_len);
   else lua_pushnil(L);
