@@ -9,19 +9,6 @@
 #include "json/lua_records.h"
 #include "json/strcache.h"
 
-static int64_t read_i64(const char **p) {
-  int64_t v;
-  memcpy(&v, *p, sizeof v);
-  *p += sizeof v;
-  return v;
-}
-
-static uint32_t read_u32(const char **p) {
-  uint32_t v;
-  memcpy(&v, *p, sizeof v);
-  *p += sizeof v;
-  return v;
-}
 
 /* The state's string cache (json/strcache.h) during a replay: keys, and
  * short values (names, codes, flags repeat; a longer value is mostly an id
@@ -44,12 +31,12 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
   double d;
   switch (op) {
     case TAPE_OBJECT:
-      n = read_u32(p);
+      n = geoservices_tape_u32(p);
       luaL_checkstack(L, 4, "record too deeply nested"); /* table, key, value, a cached value's copy */
       lua_createtable(L, 0, (int)n);
       for (i = 0; i < n; i++) {
         (*p)++; /* TAPE_KEY */
-        len = read_u32(p);
+        len = geoservices_tape_u32(p);
         push_key(L, kc, *p, len);
         *p += len;
         push_value(L, p, array_mt, kc);
@@ -57,7 +44,7 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
       }
       break;
     case TAPE_ARRAY:
-      n = read_u32(p);
+      n = geoservices_tape_u32(p);
       luaL_checkstack(L, 4, "record too deeply nested"); /* table, key, value, a cached value's copy */
       lua_createtable(L, (int)n, 0);
       for (i = 1; i <= n; i++) {
@@ -68,12 +55,12 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
       lua_setmetatable(L, -2);
       break;
     case TAPE_STRING:
-      len = read_u32(p);
+      len = geoservices_tape_u32(p);
       geoservices_strcache_push(L, kc->c, kc->table_idx, *p, len, VALUE_CACHE_MAXLEN);
       *p += len;
       break;
     case TAPE_INTEGER:
-      lua_pushinteger(L, (lua_Integer)read_i64(p));
+      lua_pushinteger(L, (lua_Integer)geoservices_tape_i64(p));
       break;
     case TAPE_DOUBLE:
       memcpy(&d, *p, sizeof d);
@@ -145,8 +132,8 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
     int op = (unsigned char)*p++;
     if (op == TAPE_RECORD) {
       int kind = (unsigned char)*p++;
-      int64_t entry = read_i64(&p);
-      uint32_t key_len = read_u32(&p);
+      int64_t entry = geoservices_tape_i64(&p);
+      uint32_t key_len = geoservices_tape_u32(&p);
       const char *key = p;
       p += key_len;
       push_key(L, &kc, geoservices_record_kind_names[kind], (uint32_t)strlen(geoservices_record_kind_names[kind]));
@@ -167,8 +154,8 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
         lua_rawseti(L, pending_idx, (lua_Integer)lua_rawlen(L, pending_idx) + 1);
       }
     } else if (op == TAPE_LAYER_ID) {
-      st->id_entry = read_i64(&p);
-      st->layer_id = read_i64(&p);
+      st->id_entry = geoservices_tape_i64(&p);
+      st->layer_id = geoservices_tape_i64(&p);
       st->has_id = 1;
       /* "layer" announces the entry (even one without records), then its records */
       lua_pushliteral(L, "layer");
@@ -177,7 +164,7 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
       deliver(L, fn_idx, st, 1);
       flush_pending(L, fn_idx, pending_idx, st);
     } else if (op == TAPE_ENTRY_END) {
-      int64_t entry = read_i64(&p);
+      int64_t entry = geoservices_tape_i64(&p);
       if (lua_rawlen(L, pending_idx) > 0 && !(st->has_id && st->id_entry == entry))
         luaL_error(L, "a layer entry of edits has records but no integer id");
     } else {

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "buf.h"
 #include "json/jsonstream.h"
@@ -46,6 +47,29 @@ enum {
   TAPE_FALSE,
   TAPE_NULL
 };
+
+/* Readers of the tape's native-endian integers and doubles: each moves *p
+ * past what it read (the binding and the store's apply path share them). */
+static inline uint32_t geoservices_tape_u32(const char **p) {
+  uint32_t v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+static inline int64_t geoservices_tape_i64(const char **p) {
+  int64_t v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
+
+static inline double geoservices_tape_f64(const char **p) {
+  double v;
+  memcpy(&v, *p, sizeof v);
+  *p += sizeof v;
+  return v;
+}
 
 typedef struct geoservices_records geoservices_records;
 

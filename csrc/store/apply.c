@@ -26,26 +26,6 @@ static int fail_sqlite(geoservices_store *s, int rc, const char *what) {
 
 /* ---- the tape -------------------------------------------------------------- */
 
-static uint32_t rd_u32(const char **p) {
-  uint32_t v;
-  memcpy(&v, *p, sizeof v);
-  *p += sizeof v;
-  return v;
-}
-
-static int64_t rd_i64(const char **p) {
-  int64_t v;
-  memcpy(&v, *p, sizeof v);
-  *p += sizeof v;
-  return v;
-}
-
-static double rd_f64(const char **p) {
-  double v;
-  memcpy(&v, *p, sizeof v);
-  *p += sizeof v;
-  return v;
-}
 
 const char *geoservices_store_tape_skip(const char *p) {
   /* containers are walked with a count of values still to skip, no recursion */
@@ -55,13 +35,13 @@ const char *geoservices_store_tape_skip(const char *p) {
     left--;
     switch (op) {
       case TAPE_OBJECT: {
-        uint32_t n = rd_u32(&p);
+        uint32_t n = geoservices_tape_u32(&p);
         left += 2 * (uint64_t)n; /* keys and values */
         break;
       }
-      case TAPE_ARRAY: left += rd_u32(&p); break;
+      case TAPE_ARRAY: left += geoservices_tape_u32(&p); break;
       case TAPE_KEY:
-      case TAPE_STRING: p += rd_u32(&p); break;
+      case TAPE_STRING: p += geoservices_tape_u32(&p); break;
       case TAPE_INTEGER:
       case TAPE_DOUBLE: p += 8; break;
       default: break; /* true, false, null */
@@ -92,12 +72,12 @@ static int tape_number(const char **p, double *d) {
   int op = (unsigned char)**p;
   if (op == TAPE_INTEGER) {
     (*p)++;
-    *d = (double)rd_i64(p);
+    *d = (double)geoservices_tape_i64(p);
     return 1;
   }
   if (op == TAPE_DOUBLE) {
     (*p)++;
-    *d = rd_f64(p);
+    *d = geoservices_tape_f64(p);
     return 1;
   }
   *p = geoservices_store_tape_skip(*p);
@@ -405,15 +385,15 @@ static int bind_tape_value(geoservices_store *s, geoservices_store_layer *l, siz
   switch (op) {
     case TAPE_STRING:
       (*p)++;
-      len = rd_u32(p);
+      len = geoservices_tape_u32(p);
       *p += len;
       return geoservices_store_bind_text(s, l, col, *p - len, len);
     case TAPE_INTEGER:
       (*p)++;
-      return geoservices_store_bind_integer(s, l, col, rd_i64(p));
+      return geoservices_store_bind_integer(s, l, col, geoservices_tape_i64(p));
     case TAPE_DOUBLE:
       (*p)++;
-      return geoservices_store_bind_double(s, l, col, rd_f64(p));
+      return geoservices_store_bind_double(s, l, col, geoservices_tape_f64(p));
     case TAPE_TRUE:
     case TAPE_FALSE:
       (*p)++;
@@ -434,7 +414,7 @@ static int tape_coordinate(geoservices_store *s, const char **p) {
     return 0;
   }
   (*p)++;
-  n = rd_u32(p);
+  n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
     if (i < 2) ok &= tape_number(p, &xy[i]);
     else *p = geoservices_store_tape_skip(*p);
@@ -452,14 +432,14 @@ static int tape_parts(geoservices_store *s, const char **p) {
     return 0;
   }
   (*p)++;
-  n = rd_u32(p);
+  n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
     if ((unsigned char)**p != TAPE_ARRAY) {
       *p = geoservices_store_tape_skip(*p);
       continue;
     }
     (*p)++;
-    m = rd_u32(p);
+    m = geoservices_tape_u32(p);
     if (geoservices_geom_part(&s->geom)) return fail(s, SQLITE_NOMEM, "out of memory");
     for (j = 0; j < m; j++)
       if (tape_coordinate(s, p)) return -1;
@@ -475,11 +455,11 @@ static int tape_geometry(geoservices_store *s, const char **p) {
   int has_xy = 0;
   geoservices_geom_reset(&s->geom, GEOM_NONE);
   (*p)++; /* TAPE_OBJECT */
-  n = rd_u32(p);
+  n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
     const char *key;
     (*p)++; /* TAPE_KEY */
-    len = rd_u32(p);
+    len = geoservices_tape_u32(p);
     key = *p;
     *p += len;
     if (key_is(key, len, "x")) {
@@ -494,7 +474,7 @@ static int tape_geometry(geoservices_store *s, const char **p) {
         continue;
       }
       (*p)++;
-      m = rd_u32(p);
+      m = geoservices_tape_u32(p);
       for (j = 0; j < m; j++)
         if (tape_coordinate(s, p)) return -1;
     } else if (key_is(key, len, "paths")) {
@@ -519,26 +499,26 @@ static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const
   uint32_t n, i, len, m, j;
   if ((unsigned char)**p != TAPE_OBJECT) return fail(s, 0, "a feature of layer %lld is not an object", (long long)l->id);
   (*p)++;
-  n = rd_u32(p);
+  n = geoservices_tape_u32(p);
   geoservices_store_bind_begin(l);
   geoservices_geom_reset(&s->geom, GEOM_NONE);
   for (i = 0; i < n; i++) {
     const char *key;
     int op;
     (*p)++; /* TAPE_KEY */
-    len = rd_u32(p);
+    len = geoservices_tape_u32(p);
     key = *p;
     *p += len;
     op = (unsigned char)**p;
     if (op == TAPE_OBJECT && key_is(key, len, "attributes")) {
       (*p)++;
-      m = rd_u32(p);
+      m = geoservices_tape_u32(p);
       for (j = 0; j < m; j++) {
         const char *name;
         uint32_t name_len;
         size_t col;
         (*p)++; /* TAPE_KEY */
-        name_len = rd_u32(p);
+        name_len = geoservices_tape_u32(p);
         name = *p;
         *p += name_len;
         col = geoservices_store_find_column(l, name, name_len, j);
@@ -559,14 +539,14 @@ static int apply_delete(geoservices_store *s, geoservices_store_layer *l, const 
   uint32_t len;
   if (op == TAPE_STRING) {
     (*p)++;
-    len = rd_u32(p);
+    len = geoservices_tape_u32(p);
     *p += len;
     return geoservices_store_remove(s, l, *p - len, len) < 0 ? -1 : 0;
   }
   if (op == TAPE_INTEGER && l->remove_oid) { /* an OBJECTID, from a server that sends them */
     int rc;
     (*p)++;
-    rc = sqlite3_bind_int64(l->remove_oid, 1, rd_i64(p));
+    rc = sqlite3_bind_int64(l->remove_oid, 1, geoservices_tape_i64(p));
     if (rc != SQLITE_OK) return fail_sqlite(s, rc, "bind");
     return remove_with(s, l, l->remove_oid) < 0 ? -1 : 0;
   }
@@ -636,12 +616,12 @@ static int apply_attachment(geoservices_store *s, int64_t layer, const char **p)
   sqlite3_clear_bindings(s->att_upsert);
   sqlite3_bind_int64(s->att_upsert, 2, layer);
   (*p)++;
-  n = rd_u32(p);
+  n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
     const char *key;
     int param = 0, k, op;
     (*p)++;
-    len = rd_u32(p);
+    len = geoservices_tape_u32(p);
     key = *p;
     *p += len;
     for (k = 0; k < (int)(sizeof names / sizeof names[0]); k++)
@@ -655,7 +635,7 @@ static int apply_attachment(geoservices_store *s, int64_t layer, const char **p)
     (*p)++;
     if (op == TAPE_STRING) {
       const char *v;
-      len = rd_u32(p);
+      len = geoservices_tape_u32(p);
       v = *p;
       *p += len;
       if (param == 1) {
@@ -672,10 +652,10 @@ static int apply_attachment(geoservices_store *s, int64_t layer, const char **p)
         rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
       }
     } else if (op == TAPE_INTEGER) {
-      rc = sqlite3_bind_int64(s->att_upsert, param, rd_i64(p));
+      rc = sqlite3_bind_int64(s->att_upsert, param, geoservices_tape_i64(p));
       rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
     } else {
-      rc = sqlite3_bind_double(s->att_upsert, param, rd_f64(p));
+      rc = sqlite3_bind_double(s->att_upsert, param, geoservices_tape_f64(p));
       rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
     }
     if (rc) return -1;
@@ -696,7 +676,7 @@ static int apply_attachment_delete(geoservices_store *s, int64_t layer, const ch
     return fail(s, 0, "a deleted attachment id of layer %lld is not a GlobalID", (long long)layer);
   if (prepare(s, ATT_REMOVE, &s->att_remove)) return -1;
   (*p)++;
-  len = rd_u32(p);
+  len = geoservices_tape_u32(p);
   n = geoservices_store_normalize_guid(*p, len, text);
   rc = n ? sqlite3_bind_text(s->att_remove, 1, text, (int)n, SQLITE_STATIC)
          : sqlite3_bind_text(s->att_remove, 1, *p, (int)len, SQLITE_STATIC);
@@ -750,8 +730,8 @@ static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const c
     int op = (unsigned char)*p++;
     if (op == TAPE_RECORD) {
       int kind = (unsigned char)*p++;
-      int64_t entry = rd_i64(&p);
-      uint32_t key_len = rd_u32(&p);
+      int64_t entry = geoservices_tape_i64(&p);
+      uint32_t key_len = geoservices_tape_u32(&p);
       const char *key = p;
       p += key_len;
       if (kind >= RECORD_KIND_COUNT) return fail(s, 0, "corrupt record tape (kind %d)", kind);
@@ -769,8 +749,8 @@ static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const c
       }
       if (rc) return rc;
     } else if (op == TAPE_LAYER_ID && !replaying) {
-      c->id_entry = rd_i64(&p);
-      c->layer_id = rd_i64(&p);
+      c->id_entry = geoservices_tape_i64(&p);
+      c->layer_id = geoservices_tape_i64(&p);
       c->has_id = 1;
       if (other && (rc = other(ctx, GEOSERVICES_STORE_LAYER, 1, c->layer_id, NULL, NULL, 0)) != 0) return rc;
       if (s->pending.len) {
@@ -779,7 +759,7 @@ static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const c
         if (rc) return rc;
       }
     } else if (op == TAPE_ENTRY_END && !replaying) {
-      int64_t entry = rd_i64(&p);
+      int64_t entry = geoservices_tape_i64(&p);
       if (s->pending.len && !(c->has_id && c->id_entry == entry)) {
         geoservices_buf_reset(&s->pending);
         return fail(s, 0, "a layer entry of edits has records but no integer id");
