@@ -267,7 +267,12 @@ describe("replica store GeoPackage", function()
       for id, n in pairs(COUNTS) do assert.equal(n, st:count(id)) end
       assert.same({ { integrity_check = "ok" } }, st.db:rows("PRAGMA integrity_check"))
       st:close()
-      assert.falsy(exists(target .. "-journal"))
+      -- no hot journal is left: the reader rolled it back and removed it, or the
+      -- child died before the journal's first sync (its header still zero:
+      -- not hot, and the database file not yet touched), which SQLite leaves
+      -- for the next writer
+      local journal = exists(target .. "-journal") and read_all(target .. "-journal")
+      assert.truthy(not journal or journal:sub(1, 8) == ("\0"):rep(8), "round " .. round .. ": a hot journal left")
       assert.equal(#before, #read_all(target), "round " .. round)
       assert.truthy(before == read_all(target), "round " .. round .. ": the file is byte for byte as it was")
       local layers = ogr_summary(target)
