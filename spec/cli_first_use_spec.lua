@@ -57,23 +57,9 @@ local function run(args, env, stdin)
   return r
 end
 
-local function events(text)
-  local list = {}
-  for line in text:gmatch("[^\n]+") do
-    local ev = json.decode(line)
-    assert(type(ev) == "table" and ev.event, "not a JSON event line: " .. line)
-    list[#list + 1] = ev
-  end
-  return list
-end
+local events = helper.events
 
-local function find(list, name)
-  local found = {}
-  for _, ev in ipairs(list) do
-    if ev.event == name then found[#found + 1] = ev end
-  end
-  return found
-end
+local find = helper.find_events
 
 local function mode_of(path)
   local p = io.popen("stat -c %a " .. q(path))

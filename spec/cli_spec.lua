@@ -24,23 +24,9 @@ local tmp_dir, write = helper.tmp_dir, helper.write_file
 local run = helper.run_cli
 
 -- The JSON lines of an output, decoded; asserts that every line is JSON.
-local function events(text)
-  local list = {}
-  for line in text:gmatch("[^\n]+") do
-    local ev = json.decode(line)
-    assert(type(ev) == "table" and ev.event, "not a JSON event line: " .. line)
-    list[#list + 1] = ev
-  end
-  return list
-end
+local events = helper.events
 
-local function find(list, name)
-  local found = {}
-  for _, ev in ipairs(list) do
-    if ev.event == name then found[#found + 1] = ev end
-  end
-  return found
-end
+local find = helper.find_events
 
 describe("geoservices command", function()
   local emu, common

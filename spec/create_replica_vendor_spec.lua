@@ -71,24 +71,11 @@ local function form_of(body)
   return out
 end
 
-local function rss_kib()
-  local f = assert(io.open("/proc/self/status"))
-  local text = f:read("a")
-  f:close()
-  return tonumber(text:match("VmRSS:%s+(%d+)"))
-end
+local rss_kib = helper.rss_kib
 
 describe("createReplica against the vendor's shapes", function()
-  local servers = {}
-  local function serve(routes)
-    local s = helper.start_scripted{ routes = routes }
-    servers[#servers + 1] = s
-    return s
-  end
-  after_each(function()
-    for _, s in ipairs(servers) do s:stop() end
-    servers = {}
-  end)
+  local serve, stop_all = helper.scripted_servers()
+  after_each(stop_all)
   local function requests_to(s, suffix)
     local out = {}
     for _, r in ipairs(s:requests()) do

@@ -104,6 +104,48 @@ function helper.run_cli(args, env)
   return r
 end
 
+--- This process's resident memory, KiB (for the specs that check memory stays flat).
+function helper.rss_kib()
+  local text = read_all("/proc/self/status")
+  return tonumber(text:match("VmRSS:%s+(%d+)"))
+end
+
+--- The JSON lines of a `--json` output, decoded; raises on a line that is not an event.
+function helper.events(text)
+  local list = {}
+  for line in text:gmatch("[^\n]+") do
+    local ev = json.decode(line)
+    assert(type(ev) == "table" and ev.event, "not a JSON event line: " .. line)
+    list[#list + 1] = ev
+  end
+  return list
+end
+
+--- The events of one name, in order.
+function helper.find_events(list, name)
+  local found = {}
+  for _, ev in ipairs(list) do
+    if ev.event == name then found[#found + 1] = ev end
+  end
+  return found
+end
+
+--- For a describe block: `serve(routes)` starts a scripted server (see
+-- helper.start_scripted) and `stop_all()` (an after_each) stops every one it started.
+function helper.scripted_servers()
+  local servers = {}
+  local function serve(routes)
+    local s = helper.start_scripted{ routes = routes }
+    servers[#servers + 1] = s
+    return s
+  end
+  local function stop_all()
+    for _, s in ipairs(servers) do s:stop() end
+    servers = {}
+  end
+  return serve, stop_all
+end
+
 local Emulator = {}
 Emulator.__index = Emulator
 

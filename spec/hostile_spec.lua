@@ -31,24 +31,11 @@ local function url_response(url)
                     replicaID = REPLICA, replicaServerGen = 9, URL = url } }
 end
 
-local function rss_kib()
-  local f = assert(io.open("/proc/self/status"))
-  local text = f:read("a")
-  f:close()
-  return tonumber(text:match("VmRSS:%s+(%d+)"))
-end
+local rss_kib = helper.rss_kib
 
 describe("a hostile or broken server", function()
-  local servers = {}
-  local function serve(routes)
-    local s = helper.start_scripted{ routes = routes }
-    servers[#servers + 1] = s
-    return s
-  end
-  after_each(function()
-    for _, s in ipairs(servers) do s:stop() end
-    servers = {}
-  end)
+  local serve, stop_all = helper.scripted_servers()
+  after_each(stop_all)
 
   describe("downloaded changes are never lost", function()
     it("a result file that is a JSON error body with HTTP 200 is an error; the state is byte-identical", function()

@@ -94,16 +94,8 @@ local function form_of(body)
 end
 
 describe("the vendor's published payloads", function()
-  local servers = {}
-  local function serve(routes)
-    local s = helper.start_scripted{ routes = routes }
-    servers[#servers + 1] = s
-    return s
-  end
-  after_each(function()
-    for _, s in ipairs(servers) do s:stop() end
-    servers = {}
-  end)
+  local serve, stop_all = helper.scripted_servers()
+  after_each(stop_all)
 
   describe("both error dialects", function()
     it("refreshes the token once on {status: error, messages: [Token Expired.], code: 498} with HTTP 200", function()
