@@ -60,7 +60,7 @@ SQLITE_LIBS   ?= $(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqli
 endif
 # _POSIX_C_SOURCE: -std=c99 hides fileno/strdup/clock_gettime otherwise.
 ALLCFLAGS   = $(WARNFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
-              -DCURL_NO_OLDIES $(SANFLAGS)
+              -DCURL_NO_OLDIES -pthread $(SANFLAGS)
 
 CORE_SRC   = csrc/core.c csrc/class.c csrc/buf.c csrc/sys.c \
              $(sort $(wildcard csrc/net/*.c)) $(sort $(wildcard csrc/json/*.c)) \
@@ -118,6 +118,7 @@ $(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
 	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
 
 PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/records.c \
+             csrc/json/parse_worker.c \
              csrc/store/geom.c csrc/store/isotime.c
 $(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(LDFLAGS)
@@ -191,7 +192,7 @@ fuzz: deps
 	@mkdir -p $(BUILD)/fuzz
 	@for t in $(FUZZ_TARGETS); do \
 	  $(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icsrc \
-	    -D_POSIX_C_SOURCE=200809L -o $(BUILD)/fuzz/fuzz_$$t csrc/fuzz/fuzz_$$t.c $(PURE_C_SRC) \
+	    -D_POSIX_C_SOURCE=200809L -pthread -o $(BUILD)/fuzz/fuzz_$$t csrc/fuzz/fuzz_$$t.c $(PURE_C_SRC) \
 	    $(STORE_SQL_SRC) $(SQLITE_CFLAGS) $(SQLITE_LIBS) || exit 1; \
 	  mkdir -p $(BUILD)/fuzz/corpus_$$t; \
 	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \

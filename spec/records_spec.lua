@@ -13,11 +13,20 @@ local DOC = [[{"transportType":"svcTransportTypeEmbedded","replicaServerGen":12,
 "error":{"code":-2147217395,"description":"exists"}}]},"attachments":{"adds":[{"globalId":"{AT}"}]}},
 {"features":{"updates":[{"attributes":{"OBJECTID":2}}]},"id":5}],"tail":true}]]
 
-local function collect(doc, step)
-  local rec = core.records()
+-- Threads of this process now (Linux): the worker shows as a second one.
+local function threads()
+  local f = assert(io.open("/proc/self/status"))
+  local n = tonumber(f:read("a"):match("Threads:%s*(%d+)"))
+  f:close()
+  return n
+end
+
+local function collect(doc, step, opts, seen)
+  local rec = core.records(opts)
   local out = {}
   local function take(kind, layer, value, key)
     out[#out + 1] = { kind = kind, layer = layer, value = value, key = key }
+    if seen and #out % 5000 == 0 then seen.threads = math.max(seen.threads or 0, threads()) end
   end
   for i = 1, #doc, step do
     assert(rec:feed(doc:sub(i, i + step - 1)))
@@ -58,7 +67,66 @@ describe("record extractor", function()
     local expected = json.encode(collect(DOC, #DOC))
     for step = 1, 64 do
       assert.equal(expected, json.encode(collect(DOC, step)), "step " .. step)
+      -- parsed on a worker thread from the second piece on
+      assert.equal(expected, json.encode(collect(DOC, step, { worker_after = 1 })), "worker, step " .. step)
     end
+  end)
+
+  -- A large document is parsed on a worker thread while the caller builds
+  -- tables (core.records{worker_after =}): the same records, the same errors.
+  local function big_doc(n, tail)
+    local items = {}
+    for i = 1, n do
+      items[i] = ('{"attributes":{"OBJECTID":%d,"GlobalID":"{%08d-0000-4000-8000-000000000000}","N":"Z\\u00fcrich",'
+        .. '"V":%d.25},"geometry":{"x":-117.%d,"y":34.5}}'):format(i, i, i, i)
+    end
+    return '{"replicaServerGen":7,"edits":[{"id":3,"features":{"adds":[' .. table.concat(items, ",") .. "]"
+      .. (tail or "") .. "}}]}"
+  end
+
+  it("parses a large document on a worker thread into the same records, in order", function()
+    local doc = big_doc(20000) -- 2.3 MB: past the default threshold
+    local expected = collect(doc, #doc, { worker_after = false }) -- one feed, this thread
+    for _, opts in ipairs{ {}, { worker_after = 1 }, { worker_after = 1000000 } } do
+      local seen = {}
+      local out = collect(doc, 65536, opts, seen)
+      assert.equal(2, seen.threads) -- this one and the worker
+      assert.equal(#expected, #out)
+      assert.equal(20000 + 2, #out) -- the adds, the layer, the gen field
+      for i = 1, #out, 997 do assert.same(expected[i], out[i]) end
+      assert.same(expected[#out], out[#out])
+    end
+  end)
+
+  it("reports a parse error found on the worker with the message and offset of this thread's", function()
+    local doc = big_doc(20000, ',"x":[1,2,}')
+    local function fail_with(opts)
+      local rec = core.records(opts)
+      local delivered, ok, msg, offset = 0, true, nil, nil
+      local function count(kind) if kind == "add" then delivered = delivered + 1 end end
+      for i = 1, #doc, 65536 do
+        ok, msg, offset = rec:feed(doc:sub(i, i + 65535))
+        if not ok then break end
+        rec:drain(count)
+      end
+      if ok then ok, msg, offset = rec:finish() end
+      rec:drain(count)
+      rec:close()
+      return ok, msg, offset, delivered
+    end
+    local ok1, msg1, off1, n1 = fail_with{ worker_after = false }
+    local ok2, msg2, off2, n2 = fail_with{ worker_after = 1 }
+    assert.is_nil(ok1)
+    assert.is_nil(ok2)
+    assert.equal(msg1, msg2)
+    assert.equal(off1, off2)
+    assert.equal(doc:find(",}", 1, true) + 1, off1)
+    assert.equal(20000, n1)
+    assert.equal(20000, n2) -- every record before the error still arrives
+  end)
+
+  it("refuses a worker_after below 1", function()
+    assert.has_error(function() core.records{ worker_after = 0 } end)
   end)
 
   it("never mistakes one key for another of the same length (the replay's key cache)", function()

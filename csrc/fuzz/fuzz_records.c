@@ -1,6 +1,7 @@
 /* libFuzzer target: the record extractor, fed in two pieces with consumes in
  * between, must produce a well-formed tape (walked here) or an error, never a
- * crash, and the same verdict as a single feed. */
+ * crash, and the same verdict as a single feed; with the second piece
+ * parsed on a worker thread, the same tape and verdict too. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,27 +70,45 @@ static void walk(const char *t, size_t len) {
   if (p != len) abort();
 }
 
-static int run(const uint8_t *data, size_t size, size_t split) {
+/* worker_after 0: this thread; 1: the second piece on a worker. The tape
+ * of a successful run is appended to out. */
+static int run(const uint8_t *data, size_t size, size_t split, size_t worker_after, geoservices_buf *out) {
   geoservices_json_limits lim = {64, 1 << 16};
   geoservices_records *r = geoservices_records_new(&lim);
   size_t len;
   const char *tape;
   int rc;
   if (!r) abort();
+  geoservices_records_set_worker_after(r, worker_after);
   rc = geoservices_records_feed(r, (const char *)data, split);
   tape = geoservices_records_tape(r, &len);
   walk(tape, len);
+  geoservices_buf_append(out, tape, len);
   geoservices_records_consume(r);
   if (rc == 0) rc = geoservices_records_feed(r, (const char *)data + split, size - split);
   if (rc == 0) rc = geoservices_records_finish(r);
   tape = geoservices_records_tape(r, &len);
   if (rc == 0) walk(tape, len);
+  geoservices_buf_append(out, tape, len);
   geoservices_records_free(r);
   return rc;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t at = size ? data[size - 1] % (size + 1) : 0;
-  if ((run(data, size, size) == 0) != (run(data, size, at) == 0)) abort();
+  geoservices_buf whole, split, worker;
+  int rc_whole, rc_split, rc_worker;
+  geoservices_buf_init(&whole, 0);
+  geoservices_buf_init(&split, 0);
+  geoservices_buf_init(&worker, 0);
+  rc_whole = run(data, size, size, 0, &whole);
+  rc_split = run(data, size, at, 0, &split);
+  rc_worker = run(data, size, at, 1, &worker);
+  if ((rc_whole == 0) != (rc_split == 0)) abort();
+  if (rc_worker != rc_split) abort();
+  if (rc_split == 0 && (split.len != worker.len || memcmp(split.data, worker.data, split.len) != 0)) abort();
+  geoservices_buf_free(&whole);
+  geoservices_buf_free(&split);
+  geoservices_buf_free(&worker);
   return 0;
 }

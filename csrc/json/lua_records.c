@@ -229,11 +229,24 @@ void geoservices_read_json_limits(lua_State *L, int idx, geoservices_json_limits
   lua_pop(L, 2);
 }
 
-/* records([{max_depth=, max_value_bytes=}]) -> Records */
+/* records([{max_depth=, max_value_bytes=, worker_after=}]) -> Records.
+ * worker_after: bytes fed before parsing moves to a worker thread (false:
+ * never; the default is GEOSERVICES_RECORDS_WORKER_AFTER). */
 static int l_records_new(lua_State *L) {
   geoservices_json_limits lim;
   records_ud *u;
+  size_t worker_after = GEOSERVICES_RECORDS_WORKER_AFTER;
   geoservices_read_json_limits(L, 1, &lim);
+  if (lua_istable(L, 1)) {
+    lua_getfield(L, 1, "worker_after");
+    if (lua_isboolean(L, -1) && !lua_toboolean(L, -1)) worker_after = 0;
+    else if (!lua_isnil(L, -1)) {
+      lua_Integer n = luaL_checkinteger(L, -1);
+      luaL_argcheck(L, n >= 1, 1, "worker_after must be at least 1 (false: never)");
+      worker_after = (size_t)n;
+    }
+    lua_pop(L, 1);
+  }
   u = (records_ud *)lua_newuserdatauv(L, sizeof *u, 1);
   memset(u, 0, sizeof *u);
   luaL_setmetatable(L, GEOSERVICES_RECORDS_MT);
@@ -241,6 +254,7 @@ static int l_records_new(lua_State *L) {
   lua_setiuservalue(L, -2, 1); /* records waiting for their layer id */
   u->records = geoservices_records_new(&lim);
   if (!u->records) return luaL_error(L, "records: not enough memory");
+  geoservices_records_set_worker_after(u->records, worker_after);
   return 1;
 }
 

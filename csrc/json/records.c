@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json/parse_worker.h"
+
 const char *const geoservices_record_kind_names[RECORD_KIND_COUNT] = {
   "field", "layer_field",
   "add", "update", "delete",
@@ -41,6 +43,17 @@ struct geoservices_records {
   size_t key_len;
   size_t full_key_len;
   const char *error;      /* structural error message (parser errors come from jsonstream) */
+  /* Parsing on a worker thread (parse_worker.h), once more than
+   * worker_after bytes were fed: the worker owns the parser and the tape
+   * above and moves each span's complete records to `ready` (under its
+   * lock); the caller replays `out`, swapped with `ready` when empty. */
+  geoservices_parse_worker *worker;
+  size_t worker_after;    /* 0: never */
+  size_t fed;
+  int threaded;           /* a worker ran: the caller reads `out`, not the tape */
+  geoservices_buf ready, out;
+  size_t published_partial; /* tape bytes of the record still open, as of the last publish */
+  int publish_failed;     /* `ready` could not grow: parsing stops with ENOMEM */
 };
 
 /* ---- tape writing ------------------------------------------------------- */
@@ -395,7 +408,10 @@ geoservices_records *geoservices_records_new(const geoservices_json_limits *limi
   r->max_depth = limits && limits->max_depth ? limits->max_depth : GEOSERVICES_JSON_DEFAULT_DEPTH;
   r->parser = geoservices_jsonstream_new(&handlers, r, limits);
   geoservices_buf_init(&r->tape, 0);
+  geoservices_buf_init(&r->ready, 0);
+  geoservices_buf_init(&r->out, 0);
   r->entry = -1;
+  r->worker_after = GEOSERVICES_RECORDS_WORKER_AFTER;
   if (!r->parser) {
     geoservices_records_free(r);
     return NULL;
@@ -403,38 +419,26 @@ geoservices_records *geoservices_records_new(const geoservices_json_limits *limi
   return r;
 }
 
+void geoservices_records_set_worker_after(geoservices_records *r, size_t bytes) {
+  r->worker_after = bytes;
+}
+
 void geoservices_records_free(geoservices_records *r) {
   if (!r) return;
+  geoservices_parse_worker_stop(r->worker);
   if (r->parser) geoservices_jsonstream_free(r->parser);
   free(r->count_at);
   free(r->counts);
   free(r->is_array);
   geoservices_buf_free(&r->tape);
+  geoservices_buf_free(&r->ready);
+  geoservices_buf_free(&r->out);
   free(r);
 }
 
-int geoservices_records_feed(geoservices_records *r, const char *chunk, size_t len) {
-  return geoservices_jsonstream_feed(r->parser, chunk, len);
-}
-
-int geoservices_records_finish(geoservices_records *r) {
-  return geoservices_jsonstream_finish(r->parser);
-}
-
-const char *geoservices_records_error(const geoservices_records *r) {
-  return r->error ? r->error : geoservices_jsonstream_error(r->parser);
-}
-
-size_t geoservices_records_offset(const geoservices_records *r) {
-  return geoservices_jsonstream_offset(r->parser);
-}
-
-const char *geoservices_records_tape(const geoservices_records *r, size_t *len) {
-  *len = r->complete;
-  return r->tape.data;
-}
-
-void geoservices_records_consume(geoservices_records *r) {
+/* Drops the complete part of the extractor's own tape (the partial record
+ * moves to its start). */
+static void consume_tape(geoservices_records *r) {
   size_t rest = r->tape.len - r->complete, i;
   if (r->complete == 0) return;
   if (rest) memmove(r->tape.data, r->tape.data + r->complete, rest);
@@ -445,6 +449,118 @@ void geoservices_records_consume(geoservices_records *r) {
   r->complete = 0;
 }
 
-size_t geoservices_records_pending(const geoservices_records *r) {
-  return r->tape.len;
+/* ---- parsing on the worker thread ----------------------------------------- */
+
+static int worker_parse(void *ctx, const char *bytes, size_t n) {
+  geoservices_records *r = ctx;
+  if (r->publish_failed) return GEOSERVICES_JSON_ENOMEM;
+  return geoservices_jsonstream_feed(r->parser, bytes, n);
+}
+
+/* Under the worker's lock: the span's complete records go to `ready`. */
+static void worker_publish(void *ctx) {
+  geoservices_records *r = ctx;
+  if (r->complete > 0) {
+    if (geoservices_buf_append(&r->ready, r->tape.data, r->complete) != 0) {
+      /* the next span fails with ENOMEM, or finish() does */
+      r->error = "out of memory";
+      r->publish_failed = 1;
+      return;
+    }
+    consume_tape(r);
+  }
+  r->published_partial = r->tape.len;
+}
+
+static void start_worker(geoservices_records *r) {
+  if (!r->threaded) {
+    /* what was parsed here and not consumed yet is read from `out` from now on */
+    if (geoservices_buf_append(&r->out, r->tape.data, r->complete) != 0) {
+      r->worker_after = 0; /* no memory to hand over: parse here, as before */
+      return;
+    }
+    consume_tape(r);
+    r->threaded = 1;
+  }
+  r->worker = geoservices_parse_worker_start(GEOSERVICES_RECORDS_WORKER_RING, worker_parse, worker_publish, r);
+  if (!r->worker) r->worker_after = 0; /* no thread to be had: parse here, publishing as the worker would */
+}
+
+/* Stops the worker once the document ended or failed: its state is final. */
+static int end_worker(geoservices_records *r, int rc) {
+  geoservices_parse_worker_stop(r->worker);
+  r->worker = NULL;
+  r->worker_after = 0;
+  return rc;
+}
+
+int geoservices_records_feed(geoservices_records *r, const char *chunk, size_t len) {
+  int rc;
+  if (r->publish_failed) return GEOSERVICES_JSON_ENOMEM;
+  if (!r->worker && r->worker_after && r->fed >= r->worker_after && !r->error) start_worker(r);
+  r->fed += len;
+  if (r->worker) {
+    rc = geoservices_parse_worker_write(r->worker, chunk, len);
+    return rc != 0 ? end_worker(r, rc) : 0;
+  }
+  rc = geoservices_jsonstream_feed(r->parser, chunk, len);
+  if (r->threaded) worker_publish(r);
+  return r->publish_failed ? GEOSERVICES_JSON_ENOMEM : rc;
+}
+
+int geoservices_records_finish(geoservices_records *r) {
+  int rc;
+  if (r->worker) {
+    rc = geoservices_parse_worker_wait(r->worker);
+    end_worker(r, rc);
+    if (rc != 0) return rc;
+  }
+  if (r->publish_failed) return GEOSERVICES_JSON_ENOMEM;
+  rc = geoservices_jsonstream_finish(r->parser);
+  if (r->threaded) worker_publish(r);
+  return r->publish_failed ? GEOSERVICES_JSON_ENOMEM : rc;
+}
+
+const char *geoservices_records_error(const geoservices_records *r) {
+  return r->error ? r->error : geoservices_jsonstream_error(r->parser);
+}
+
+size_t geoservices_records_offset(const geoservices_records *r) {
+  return geoservices_jsonstream_offset(r->parser);
+}
+
+const char *geoservices_records_tape(geoservices_records *r, size_t *len) {
+  if (!r->threaded) {
+    *len = r->complete;
+    return r->tape.data;
+  }
+  if (r->out.len == 0) {
+    geoservices_buf swap;
+    if (r->worker) geoservices_parse_worker_lock(r->worker);
+    swap = r->out;
+    r->out = r->ready;
+    r->ready = swap;
+    if (r->worker) geoservices_parse_worker_unlock(r->worker);
+  }
+  *len = r->out.len;
+  return r->out.data;
+}
+
+void geoservices_records_consume(geoservices_records *r) {
+  if (r->threaded) r->out.len = 0;
+  else consume_tape(r);
+}
+
+size_t geoservices_records_pending(geoservices_records *r) {
+  size_t n;
+  if (!r->threaded) return r->tape.len;
+  n = r->out.len;
+  if (r->worker) {
+    geoservices_parse_worker_lock(r->worker);
+    n += r->ready.len + r->published_partial;
+    geoservices_parse_worker_unlock(r->worker);
+  } else {
+    n += r->ready.len + r->tape.len;
+  }
+  return n;
 }

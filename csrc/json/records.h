@@ -75,17 +75,32 @@ typedef struct geoservices_records geoservices_records;
 
 /* NULL on OOM. limits may be NULL (defaults of jsonstream). */
 geoservices_records *geoservices_records_new(const geoservices_json_limits *limits);
+/* Once this many bytes were fed, later feeds are parsed on a worker thread
+ * (json/parse_worker.h) while the caller replays the tape: feed() then
+ * copies and returns at once, reporting a parse error by a later feed() or
+ * by finish() (with the same message and offset). The tape is the same.
+ * A document fed whole in one call is parsed in the caller's thread. */
+#define GEOSERVICES_RECORDS_WORKER_AFTER ((size_t)128 * 1024)
+/* The worker's ring: fed bytes wait there (at most this much) to be parsed. */
+#define GEOSERVICES_RECORDS_WORKER_RING ((size_t)1024 * 1024)
+/* Sets that threshold (0: never use a worker). Before the first feed. */
+void geoservices_records_set_worker_after(geoservices_records *r, size_t bytes);
 void geoservices_records_free(geoservices_records *r);
-/* 0, or a jsonstream error code (GEOSERVICES_JSON_E*). */
+/* 0, or a jsonstream error code (GEOSERVICES_JSON_E*); with a worker, the
+ * error of bytes fed before. */
 int geoservices_records_feed(geoservices_records *r, const char *chunk, size_t len);
 int geoservices_records_finish(geoservices_records *r);
+/* The error's message and offset: read them once feed() or finish() failed
+ * (or finish() succeeded), when no worker is parsing any more. */
 const char *geoservices_records_error(const geoservices_records *r);
 size_t geoservices_records_offset(const geoservices_records *r);
 /* The complete part of the tape: [data, data + *len). */
-const char *geoservices_records_tape(const geoservices_records *r, size_t *len);
+const char *geoservices_records_tape(geoservices_records *r, size_t *len);
 /* Drops the complete part of the tape once it was consumed. */
 void geoservices_records_consume(geoservices_records *r);
-/* Bytes currently held by the tape (complete and partial). */
-size_t geoservices_records_pending(const geoservices_records *r);
+/* Bytes currently held by the tape (complete and partial). With a worker,
+ * fed bytes not parsed yet are not counted: its ring bounds them (a feed
+ * waits while the ring is full). */
+size_t geoservices_records_pending(geoservices_records *r);
 
 #endif

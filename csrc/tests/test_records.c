@@ -1,11 +1,16 @@
 /* Unit tests of the record extractor: the same tape for every split of a
- * document, records of every kind, structural errors, flat memory. */
+ * document, records of every kind, structural errors, flat memory; each
+ * once parsing in the caller's thread and once on a worker thread. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
 #include "check.h"
 #include "json/records.h"
+
+/* 0: parse in the caller's thread; else the worker takes over after this
+ * many bytes (1: from the second feed on). */
+static size_t worker_after;
 
 /* Feeds doc in pieces of `step` bytes (0 = whole), consuming the tape after
  * each feed into `out`. Returns the feed/finish status. */
@@ -15,6 +20,7 @@ static int run(const char *doc, size_t step, geoservices_buf *out, size_t *max_p
   int rc = 0;
   const char *tape;
   if (!r) return -1;
+  geoservices_records_set_worker_after(r, worker_after);
   if (step == 0) step = len ? len : 1;
   while (pos < len && rc == 0) {
     size_t n = len - pos < step ? len - pos : step;
@@ -133,7 +139,18 @@ static const char *const fixtures[] = {
   "{\"edits\":[{\"id\":0,\"features\":[{\"a\":1}]}],\"layers\":{\"x\":1}}",
 };
 
-int main(void) {
+/* What may wait between two consumes: one record's tape, and with a worker
+ * the bytes in its ring and the spans parsed since. */
+static size_t pending_bound(void) {
+  return worker_after ? 3 * GEOSERVICES_RECORDS_WORKER_RING : 8192;
+}
+
+/* Enough records that a document is several times that bound. */
+static size_t flat_items(void) {
+  return worker_after ? 150000 : 20000;
+}
+
+static void run_all(void) {
   size_t f, step;
   for (f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
     geoservices_buf whole;
@@ -201,14 +218,14 @@ int main(void) {
     geoservices_buf_init(&doc, 0);
     geoservices_buf_init(&out, 0);
     geoservices_buf_append(&doc, head, strlen(head));
-    for (i = 0; i < 20000; i++) {
+    for (i = 0; i < flat_items(); i++) {
       if (i) geoservices_buf_putc(&doc, ',');
       geoservices_buf_append(&doc, item, strlen(item));
     }
     geoservices_buf_append(&doc, "]}}]}", 5);
     CHECK(run(doc.data, 4096, &out, &max_pending) == 0);
-    CHECK_MSG(max_pending < 8192, "tape held %zu bytes between consumes", max_pending);
-    CHECK(count_records(&out, RECORD_ADD) == 20000);
+    CHECK_MSG(max_pending < pending_bound(), "tape held %zu bytes between consumes", max_pending);
+    CHECK(count_records(&out, RECORD_ADD) == flat_items());
     geoservices_buf_free(&doc);
     geoservices_buf_free(&out);
   }
@@ -221,17 +238,123 @@ int main(void) {
     geoservices_buf_init(&doc, 0);
     geoservices_buf_init(&out, 0);
     geoservices_buf_append(&doc, head, strlen(head));
-    for (i = 0; i < 20000; i++) {
+    for (i = 0; i < flat_items(); i++) {
       if (i) geoservices_buf_putc(&doc, ',');
       geoservices_buf_append(&doc, item, strlen(item));
     }
     geoservices_buf_append(&doc, "],\"attachments\":[]}]}", 21);
     CHECK(run(doc.data, 4096, &out, &max_pending) == 0);
-    CHECK_MSG(max_pending < 8192, "tape held %zu bytes between consumes", max_pending);
-    CHECK(count_records(&out, RECORD_ADD) == 20000);
+    CHECK_MSG(max_pending < pending_bound(), "tape held %zu bytes between consumes", max_pending);
+    CHECK(count_records(&out, RECORD_ADD) == flat_items());
     CHECK(count_layer_ids(&out) == 1);
     geoservices_buf_free(&doc);
     geoservices_buf_free(&out);
+  }
+}
+
+/* A document of `n` records, the last of them broken at its end when `broken`. */
+static void big_doc(geoservices_buf *doc, size_t n, int broken) {
+  static const char head[] = "{\"edits\":[{\"id\":0,\"features\":{\"adds\":[";
+  static const char item[] = "{\"attributes\":{\"OBJECTID\":1,\"NAME\":\"abc\"},\"geometry\":{\"x\":1.5,\"y\":2.5}}";
+  size_t i;
+  geoservices_buf_append(doc, head, strlen(head));
+  for (i = 0; i < n; i++) {
+    if (i) geoservices_buf_putc(doc, ',');
+    geoservices_buf_append(doc, item, strlen(item));
+  }
+  if (broken) geoservices_buf_append(doc, ",{\"attributes\":{\"A\":tru}}", 26);
+  geoservices_buf_append(doc, "]}}]}", 6); /* with its NUL: doc->data is a C string */
+}
+
+/* Feeds doc in 4 KiB pieces, draining as it goes; returns the status and
+ * the error's message and offset. */
+static int run_error(const geoservices_buf *doc, size_t after, char *msg, size_t msg_len, size_t *offset,
+                     size_t *adds) {
+  geoservices_records *r = geoservices_records_new(NULL);
+  geoservices_buf out;
+  size_t pos = 0, len = strlen(doc->data), tape_len;
+  const char *tape;
+  int rc = 0;
+  geoservices_buf_init(&out, 0);
+  geoservices_records_set_worker_after(r, after);
+  while (pos < len && rc == 0) {
+    size_t n = len - pos < 4096 ? len - pos : 4096;
+    rc = geoservices_records_feed(r, doc->data + pos, n);
+    pos += n;
+    tape = geoservices_records_tape(r, &tape_len);
+    geoservices_buf_append(&out, tape, tape_len);
+    geoservices_records_consume(r);
+  }
+  if (rc == 0) rc = geoservices_records_finish(r);
+  tape = geoservices_records_tape(r, &tape_len);
+  geoservices_buf_append(&out, tape, tape_len);
+  snprintf(msg, msg_len, "%s", geoservices_records_error(r));
+  *offset = geoservices_records_offset(r);
+  *adds = count_records(&out, RECORD_ADD);
+  geoservices_records_free(r);
+  geoservices_buf_free(&out);
+  return rc;
+}
+
+int main(void) {
+  worker_after = 0;
+  run_all();
+  worker_after = 1;
+  run_all();
+
+  { /* a worker reports a parse error with the same code, message and offset,
+     * and hands over every record before it */
+    geoservices_buf doc;
+    char msg_sync[256], msg_worker[256];
+    size_t off_sync, off_worker, adds_sync, adds_worker;
+    int rc_sync, rc_worker;
+    geoservices_buf_init(&doc, 0);
+    big_doc(&doc, 30000, 1);
+    rc_sync = run_error(&doc, 0, msg_sync, sizeof msg_sync, &off_sync, &adds_sync);
+    rc_worker = run_error(&doc, 1, msg_worker, sizeof msg_worker, &off_worker, &adds_worker);
+    CHECK(rc_sync == GEOSERVICES_JSON_ESYNTAX);
+    CHECK(rc_worker == rc_sync);
+    CHECK_MSG(strcmp(msg_sync, msg_worker) == 0, "'%s' vs '%s'", msg_sync, msg_worker);
+    CHECK_MSG(off_sync == off_worker && off_sync == (size_t)(strstr(doc.data, "tru}") + 3 - doc.data),
+              "offsets %zu, %zu", off_sync, off_worker);
+    CHECK_MSG(adds_sync == 30000 && adds_worker == 30000, "records before the error: %zu, %zu", adds_sync,
+              adds_worker);
+    geoservices_buf_free(&doc);
+  }
+
+  { /* freed while its worker is still parsing: no hang, nothing leaks (valgrind) */
+    geoservices_buf doc;
+    geoservices_records *r = geoservices_records_new(NULL);
+    size_t pos = 0, len;
+    geoservices_buf_init(&doc, 0);
+    big_doc(&doc, 50000, 0);
+    len = strlen(doc.data);
+    geoservices_records_set_worker_after(r, 1);
+    while (pos < len) {
+      size_t n = len - pos < 65536 ? len - pos : 65536;
+      CHECK(geoservices_records_feed(r, doc.data + pos, n) == 0);
+      pos += n;
+    }
+    geoservices_records_free(r);
+    geoservices_buf_free(&doc);
+  }
+
+  { /* the default: a small document never starts a worker, a large one does,
+     * and both give the tape of a single feed */
+    geoservices_buf doc, whole, pieces;
+    size_t pending_seen = 0;
+    geoservices_buf_init(&doc, 0);
+    geoservices_buf_init(&whole, 0);
+    geoservices_buf_init(&pieces, 0);
+    big_doc(&doc, 20000, 0);
+    worker_after = GEOSERVICES_RECORDS_WORKER_AFTER;
+    CHECK(run(doc.data, 0, &whole, NULL) == 0);
+    CHECK(run(doc.data, 65536, &pieces, &pending_seen) == 0);
+    CHECK(pieces.len == whole.len && memcmp(pieces.data, whole.data, whole.len) == 0);
+    CHECK(count_records(&whole, RECORD_ADD) == 20000);
+    geoservices_buf_free(&doc);
+    geoservices_buf_free(&whole);
+    geoservices_buf_free(&pieces);
   }
   return CHECK_DONE("test_records");
 }
