@@ -5,6 +5,7 @@
 #include "json/parse_worker.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,7 @@ geoservices_parse_worker *geoservices_parse_worker_start(size_t capacity, geoser
                                                          geoservices_publish_fn publish, void *ctx) {
   geoservices_parse_worker *w;
   pthread_attr_t attr;
+  sigset_t all, old;
   int started;
   if (capacity == 0) return NULL;
   w = calloc(1, sizeof *w);
@@ -85,7 +87,12 @@ geoservices_parse_worker *geoservices_parse_worker_start(size_t capacity, geoser
   if (pthread_cond_init(&w->progress, NULL) != 0) goto no_progress;
   if (pthread_attr_init(&attr) != 0) goto no_thread;
   pthread_attr_setstacksize(&attr, STACK_BYTES); /* a hint: the default stack serves too */
+  /* the thread starts with every signal blocked: Ctrl-C and the like stay
+   * with the caller's thread, whose poll() they must interrupt */
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   started = pthread_create(&w->thread, &attr, run, w) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   if (started) return w;
 no_thread:
