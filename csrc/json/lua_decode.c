@@ -12,6 +12,7 @@
 #include "class.h"
 #include "common.h"
 #include "json/jsonstream.h"
+#include "json/lua_decode.h"
 #include "json/strcache.h"
 
 /* An open container. Its elements wait on the Lua stack above its own slot
@@ -39,6 +40,7 @@ typedef struct jsonstream_ud {
   int busy;    /* set during feed/finish; still set if a Lua error escaped */
   frame *frames; /* per open container */
   size_t depth, cap;
+  geoservices_buf held; /* geoservices_json_decode_buf: the bytes, its own while it decodes */
 } jsonstream_ud;
 
 /* Moves the waiting elements of f into its table (creating it, at their
@@ -218,6 +220,7 @@ static jsonstream_ud *new_jsonstream(lua_State *L, const geoservices_json_limits
 }
 
 static void release(jsonstream_ud *u) {
+  geoservices_buf_free(&u->held); /* bytes taken and not given back: an error was raised */
   geoservices_jsonstream_free(u->parser);
   u->parser = NULL;
   free(u->frames);
@@ -317,6 +320,37 @@ static int l_json_decode(lua_State *L) {
   }
   release(u); /* the value stays on the stack */
   return 1;
+}
+
+/* Decodes the bytes of b (see lua_decode.h). They are the decoder's while
+ * it runs: a Lua error raised meanwhile (out of memory) frees them with the
+ * decoder's userdata, and whatever happens to b's owner during the decode
+ * (a finalizer closing it) cannot free them under the parser. */
+int geoservices_json_decode_buf(lua_State *L, geoservices_buf *b, size_t max_depth) {
+  geoservices_json_limits lim;
+  jsonstream_ud *u;
+  int top = lua_gettop(L), base, rc, i;
+  lim.max_depth = max_depth;
+  lim.max_value_bytes = 0;
+  luaL_checkstack(L, 8, NULL);
+  u = new_jsonstream(L, &lim); /* top + 1; __gc frees the parser (and the bytes) if we raise */
+  u->held = *b;
+  geoservices_buf_init(b, b->limit);
+  base = stream_begin(L, u, top + 1);
+  rc = geoservices_jsonstream_feed(u->parser, u->held.data ? u->held.data : "", u->held.len);
+  if (!rc) rc = geoservices_jsonstream_finish(u->parser);
+  if (rc) {
+    lua_settop(L, base);
+    rc = push_error(L, u, rc);
+  } else {
+    rc = 1; /* the value, on top */
+  }
+  *b = u->held; /* given back */
+  geoservices_buf_init(&u->held, 0);
+  release(u);
+  for (i = 1; i <= rc; i++) lua_copy(L, -rc - 1 + i, top + i); /* the results in place of the decoder's slots */
+  lua_settop(L, top + rc);
+  return rc;
 }
 
 static int l_jsonstream_new(lua_State *L) {

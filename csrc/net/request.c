@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "class.h"
+#include "json/lua_decode.h"
 #include "net/request.h"
 
 static const char *const state_names[] = {"closed", "ready", "running", "done"};
@@ -444,10 +445,22 @@ static void configure(lua_State *L, geoservices_request *req, int idx) {
   set_body(L, req, idx, &method);
 }
 
+/* User values: 1 the Records (records mode), 2 the depth limit of the json
+ * option (0: the default), nil without it. */
+#define UV_RECORDS 1
+#define UV_JSON 2
+
+/* core.request(opts): opts are url (required), method, form | body |
+ * multipart, headers, content_type, timeout_ms, connect_timeout_ms, ca_file,
+ * insecure, user_agent, max_response_bytes, discard, save_to, records, and
+ * json (with max_json_depth): result() decodes a body that is JSON straight
+ * from the response buffer and gives its value as `json` instead of `body`
+ * (a body that is not JSON, or none, comes as `body`), in a lean result
+ * with only what a decoded answer needs: status, headers, bytes. */
 static int l_request_new(lua_State *L) {
   geoservices_request *req;
   luaL_checktype(L, 1, LUA_TTABLE);
-  req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 1); /* 1: the Records, in records mode */
+  req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 2);
   memset(req, 0, sizeof(*req));
   req->state = REQUEST_CLOSED;
   req->ref = LUA_NOREF;
@@ -464,9 +477,16 @@ static int l_request_new(lua_State *L) {
   if (!lua_isnil(L, -1)) {
     req->records = geoservices_check_records(L, -1);
     if (!req->records->records) return luaL_error(L, "request option 'records': the Records is closed");
-    lua_setiuservalue(L, -2, 1); /* keeps it alive as long as this request */
+    lua_setiuservalue(L, -2, UV_RECORDS); /* keeps it alive as long as this request */
   } else {
     lua_pop(L, 1);
+  }
+  if (opt_boolean(L, 1, "json")) {
+    lua_Integer depth = opt_integer(L, 1, "max_json_depth", 0);
+    if (req->records || req->save_fd >= 0 || req->discard)
+      return luaL_error(L, "request option 'json' excludes 'records', 'save_to' and 'discard'");
+    lua_pushinteger(L, depth);
+    lua_setiuservalue(L, -2, UV_JSON);
   }
   return 1;
 }
@@ -537,7 +557,27 @@ static void push_headers(lua_State *L, const geoservices_buf *raw) {
   }
 }
 
-/* result() -> {status=, headers=, body=, url=, connects=, seconds=}
+/* The json option: sets `json` in the result table at the top to the
+ * decoded body and returns 1; returns 0 (nothing set) for an empty body or
+ * one that is not JSON (the caller then gives the body as it is, and the Lua
+ * side tells why). The body is decoded where it lies, not copied into a Lua
+ * string first. */
+static int push_json(lua_State *L, geoservices_request *req, lua_Integer depth) {
+  int n;
+  if (req->response_body.len == 0) return 0;
+  n = geoservices_json_decode_buf(L, &req->response_body, (size_t)depth);
+  /* closed meanwhile (by a finalizer): the bytes came back to no owner */
+  if (req->state == REQUEST_CLOSED) geoservices_buf_free(&req->response_body);
+  if (n != 1) {
+    lua_pop(L, n);
+    return 0;
+  }
+  lua_setfield(L, -2, "json");
+  return 1;
+}
+
+/* result() -> {status=, headers=, body=, url=, connects=, seconds=, bytes=}
+ *          with the json option {status=, headers=, json= | body=, bytes=}
  *          or nil, message, code for a transfer failure (not for HTTP errors). */
 static int l_request_result(lua_State *L) {
   geoservices_request *req = check_open_request(L, 1);
@@ -568,6 +608,23 @@ static int l_request_result(lua_State *L) {
     return 3;
   }
   curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (lua_getiuservalue(L, 1, UV_JSON) == LUA_TNUMBER) { /* the json option: a lean result */
+    lua_Integer depth = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, status);
+    lua_setfield(L, -2, "status");
+    if (!push_json(L, req, depth)) {
+      lua_pushlstring(L, req->response_body.data ? req->response_body.data : "", req->response_body.len);
+      lua_setfield(L, -2, "body");
+    }
+    push_headers(L, &req->response_headers);
+    lua_setfield(L, -2, "headers");
+    lua_pushinteger(L, (lua_Integer)req->received);
+    lua_setfield(L, -2, "bytes");
+    return 1;
+  }
+  lua_pop(L, 1);
   curl_easy_getinfo(req->easy, CURLINFO_NUM_CONNECTS, &connects);
   curl_easy_getinfo(req->easy, CURLINFO_TOTAL_TIME, &seconds);
   curl_easy_getinfo(req->easy, CURLINFO_EFFECTIVE_URL, &url);
@@ -604,7 +661,7 @@ static int l_request_drain(lua_State *L) {
   lua_Integer n;
   luaL_checktype(L, 2, LUA_TFUNCTION);
   if (!req->records) return luaL_error(L, "request: drain() needs a request created with a records option");
-  lua_getiuservalue(L, 1, 1);
+  lua_getiuservalue(L, 1, UV_RECORDS);
   n = geoservices_records_drain(L, -1, 2);
   lua_pop(L, 1);
   if (req->paused && req->easy) {

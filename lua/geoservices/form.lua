@@ -18,21 +18,42 @@ local function form_value(name, value)
   error(("parameter '%s': cannot send a %s"):format(name, t), 3)
 end
 
+-- The usual first pair, shared: the pairs are only read (by the C encoder,
+-- describe, multipart parts).
+local F_JSON = { "f", "json" }
+
 --- Returns an array of {name, value} pairs with `f = "json"` first and the
 -- other parameters in sorted order (stable requests are easier to debug).
--- `token`, when given, is added last; it is never part of a URL.
+-- `token`, when given, is added last; it is never part of a URL. The pairs
+-- are read only (the first one may be shared by every form).
 function params.to_form(fields, token)
-  local names = {}
+  -- most requests carry one or two parameters: the first name needs no
+  -- list and no sort
+  local first, names, n = nil, nil, 0
   for name, value in pairs(fields) do
     if type(name) ~= "string" then error("parameter names must be strings, got " .. type(name), 2) end
-    if value ~= nil and name ~= "f" and name ~= "token" then names[#names + 1] = name end
+    if value ~= nil and name ~= "f" and name ~= "token" then
+      n = n + 1
+      if n == 1 then
+        first = name
+      elseif n == 2 then
+        names = { first, name }
+      else
+        names[n] = name
+      end
+    end
   end
+  local f = fields.f and { "f", fields.f } or F_JSON
+  local last = token and { "token", token } or nil
+  if n == 0 then return { f, last } end
+  if n == 1 then return { f, { first, form_value(first, fields[first]) }, last } end
   table.sort(names)
-  local form = { { "f", fields.f or "json" } }
-  for _, name in ipairs(names) do
-    form[#form + 1] = { name, form_value(name, fields[name]) }
+  local form = { f }
+  for i = 1, n do
+    local name = names[i]
+    form[i + 1] = { name, form_value(name, fields[name]) }
   end
-  if token then form[#form + 1] = { "token", token } end
+  form[n + 2] = last
   return form
 end
 

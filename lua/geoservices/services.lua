@@ -75,16 +75,29 @@ end
 -- `asked`: the ids requested; those the server did not return go to
 -- list.missing, in the order asked.
 function results.services(list, asked)
-  local returned = {}
-  for _, s in ipairs(list) do
+  asked = asked or {}
+  -- the usual answer: every id asked, in the order asked, spelled the same
+  -- way; then nothing is missing and no set of returned ids is needed
+  local same, n = true, 0
+  for i, s in ipairs(list) do
+    n = i
     if type(s) == "table" then
       setmetatable(s, Service)
-      if s.id ~= nil then returned[tostring(s.id):lower()] = true end
+      if same and s.id ~= asked[i] then same = false end
+    else
+      same = false
     end
   end
+  same = same and n == #asked
   local missing = {}
-  for _, id in ipairs(asked or {}) do
-    if not returned[id:lower()] then missing[#missing + 1] = id end
+  if not same then
+    local returned = {}
+    for _, s in ipairs(list) do
+      if type(s) == "table" and s.id ~= nil then returned[tostring(s.id):lower()] = true end
+    end
+    for _, id in ipairs(asked) do
+      if not returned[id:lower()] then missing[#missing + 1] = id end
+    end
   end
   rawset(list, "missing", missing)
   return setmetatable(list, ServiceList)
@@ -142,9 +155,13 @@ local function service_ids(ids)
 end
 
 -- Both operations only read: they are retried as reads (geoservices.net.retry).
+-- (Client:post never writes to its opts, so one table serves every call
+-- without options.)
+local READ = { retry = "read" }
 local function read_opts(opts)
+  if opts == nil then return READ end
   local out = { retry = "read" }
-  for k, v in pairs(opts or {}) do out[k] = v end
+  for k, v in pairs(opts) do out[k] = v end
   return out
 end
 
@@ -163,7 +180,8 @@ function services.get_services_by_id(self, ids, opts)
   local list, err = service_ids(ids)
   if not list then return nil, err end
   local url = self:admin_url("services/getServicesById")
-  local body, post_err = self:post(url, { serviceIDs = table.concat(list, ",") }, read_opts(opts))
+  local body, post_err = self:post(url, { serviceIDs = list[2] and table.concat(list, ",") or list[1] },
+                                   read_opts(opts))
   if not body then return nil, post_err end
   if type(body.services) ~= "table" then
     return nil, errors.new("protocol", "response has no 'services' array", { url = url })

@@ -293,8 +293,20 @@ end
 -- @treturn string the address
 -- @raise when path is not a string
 function Client:admin_url(path)
-  if self.admin_path == "" then return self.url .. "/" .. path end
-  return self.url .. "/" .. self.admin_path .. (path ~= "" and ("/" .. path) or "")
+  -- the last answer is kept: an operation asks for the same address again
+  -- and again, and each new one is a string to allocate
+  if path == self._admin_path_last and self.url == self._admin_base and self.admin_path == self._admin_context then
+    return self._admin_url_last
+  end
+  local url
+  if self.admin_path == "" then
+    url = self.url .. "/" .. path
+  else
+    url = self.url .. "/" .. self.admin_path .. (path ~= "" and ("/" .. path) or "")
+  end
+  self._admin_path_last, self._admin_base, self._admin_context, self._admin_url_last = path, self.url,
+    self.admin_path, url
+  return url
 end
 
 --- Adds an observer of this client's requests: `fn(event)` is called with
@@ -351,6 +363,89 @@ function Client:request_spec(url, method, deadline)
   return transport.spec(self.conn, url, method, deadline)
 end
 
+-- Client:post's parts below are plain functions of the call's values, not
+-- closures made per call: a call that succeeds at once (most) allocates
+-- none of them.
+local NO_OPTS = {}
+
+-- The token of one request of Client:post: `source` is the call's opts.token
+-- (a function, false for none, "optional", or nil for the client's), sent
+-- only to the client's own origin. Returns the token or nil, or nil, err;
+-- with "optional", a failure to get the client's token gives nil, nil, err.
+local function post_token(self, source, own_origin, refresh)
+  if source == false or not own_origin then return nil end
+  if type(source) == "function" then return source(refresh) end
+  local t, e = self._token(refresh)
+  if e and source == "optional" then return nil, nil, e end
+  return t, e
+end
+
+-- The "request" event of a POST, built only when someone observes.
+local function describe_post(self, fields, opts, sent_token)
+  local d = form.describe(fields, opts.files, opts.multipart, sent_token and not self.bearer)
+  if sent_token and self.bearer then d.headers = { "Authorization: Bearer " .. redact.MARK } end
+  return d
+end
+
+-- One attempt of Client:post. Returns what an attempt of retry.run returns
+-- ("done", decoded | "failed", err, retry_after | "fatal", err), then whether
+-- a token went with the request and, with opts.token "optional", why none
+-- could (or nil).
+local function post_attempt(self, url, fields, opts, deadline, source, own_origin, info)
+  local token, token_err, why_none = post_token(self, source, own_origin, false)
+  if token_err then return "fatal", token_err, nil, false, why_none end
+  local sent_token = token ~= nil
+  local conn = self.conn
+  local spec = transport.spec(conn, url, "POST", deadline)
+  -- a generated token bound to a referer is valid only with that Referer
+  local referer = type(source) ~= "function" and self.referer or nil
+  if token and (self.bearer or referer) then
+    spec.headers = spec.headers or {}
+    if self.bearer then spec.headers[#spec.headers + 1] = "Authorization: Bearer " .. token end
+    if referer then spec.headers[#spec.headers + 1] = "Referer: " .. referer end
+  end
+  local pairs_ = form.to_form(fields, not self.bearer and token or nil)
+  if opts.multipart then
+    local parts = {}
+    for i, pair in ipairs(pairs_) do parts[i] = { name = pair[1], value = form.text(pair[2]) } end
+    for _, part in ipairs(opts.files or {}) do parts[#parts + 1] = part end
+    spec.multipart = parts
+  else
+    spec.form = pairs_
+  end
+  info.attempts = info.attempts + 1
+  -- a fresh record sink per attempt; the top-level fields are kept here
+  -- to tell an error body from a result
+  local sink = opts.records and opts.records()
+  local top, deliver
+  if sink then
+    spec.records = sink.records
+    top = {}
+    local to_sink = sink.deliver
+    deliver = function(kind, layer, value, key)
+      if kind == "field" then top[key] = value end
+      return to_sink(kind, layer, value, key)
+    end
+  else
+    -- held whole, and decoded by the C core straight from its buffer
+    spec.max_response_bytes = conn.max_held_bytes
+    spec.json, spec.max_json_depth = true, self.max_json_depth
+  end
+  local resp, msg, code = transport.send(conn, spec, deliver, nil, describe_post, self, fields, opts, sent_token)
+  if not resp then
+    local err = transport.failure(msg, code, url)
+    return code == "refused" and "fatal" or "failed", err, nil, sent_token, why_none
+  end
+  local decoded, err
+  if sink then
+    decoded, err = response.streamed(resp, url, sink.records, deliver, top, self.max_json_depth)
+  else
+    decoded, err = response.decode(resp, url, self.max_json_depth)
+  end
+  if decoded then return "done", decoded, nil, sent_token, why_none end
+  return "failed", err, retry.parse_retry_after(resp.headers["retry-after"]), sent_token, why_none
+end
+
 --- POSTs `fields` (plus f=json and the token) form-encoded to `url` and
 -- returns the decoded JSON object. Every operation goes through here: the
 -- retry policy (geoservices.net.retry) and the one-time token refresh on code
@@ -385,12 +480,9 @@ end
 -- @treturn[2] table how the call went, as above
 -- @raise when a field cannot be sent (a function, a userdata) or its name is not a string
 function Client:post(url, fields, opts)
-  opts = opts or {}
+  opts = opts or NO_OPTS
   local deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout))
-  local mode = opts.retry or "once"
-  local refreshed = false
   local info = { attempts = 0, ambiguous = opts.ambiguous == true }
-  local conn = self.conn
   -- credentials go only to the client's own origin (scheme, host, port)
   -- (the answer for the last address is kept: parsing two URLs with patterns
   -- cost a small request about 2 µs, and a client posts to the same address
@@ -404,74 +496,28 @@ function Client:post(url, fields, opts)
   end
   local source = opts.token
   if source == nil and not self.has_token then source = false end
-  local optional_err -- "optional": why no token went with the request
-  local function get_token(refresh)
-    if source == false or not own_origin then return nil end
-    if type(source) == "function" then return source(refresh) end
-    local t, e = self._token(refresh)
-    if e and source == "optional" then optional_err = e; return nil end
-    return t, e
-  end
-  local sent_token = false
-  local function describe() -- the "request" event, built only when someone observes
-    local d = form.describe(fields, opts.files, opts.multipart, sent_token and not self.bearer)
-    if sent_token and self.bearer then d.headers = { "Authorization: Bearer " .. redact.MARK } end
-    return d
-  end
+  -- The first attempt needs no retry machinery: most calls end here.
+  local outcome, value, retry_after, sent_token, optional_err =
+    post_attempt(self, url, fields, opts, deadline, source, own_origin, info)
+  if outcome == "done" then return value, nil, info end
 
-  local function attempt()
-    local token, token_err = get_token(false)
-    if token_err then return "fatal", token_err end
-    sent_token = token ~= nil
-    local spec = transport.spec(conn, url, "POST", deadline)
-    -- a generated token bound to a referer is valid only with that Referer
-    local referer = type(source) ~= "function" and self.referer or nil
-    if token and (self.bearer or referer) then
-      spec.headers = spec.headers or {}
-      if self.bearer then spec.headers[#spec.headers + 1] = "Authorization: Bearer " .. token end
-      if referer then spec.headers[#spec.headers + 1] = "Referer: " .. referer end
-    end
-    local pairs_ = form.to_form(fields, not self.bearer and token or nil)
-    if opts.multipart then
-      local parts = {}
-      for i, pair in ipairs(pairs_) do parts[i] = { name = pair[1], value = form.text(pair[2]) } end
-      for _, part in ipairs(opts.files or {}) do parts[#parts + 1] = part end
-      spec.multipart = parts
-    else
-      spec.form = pairs_
-    end
-    info.attempts = info.attempts + 1
-    -- a fresh record sink per attempt; the top-level fields are kept here
-    -- to tell an error body from a result
-    local sink = opts.records and opts.records()
-    local top, deliver
-    if not sink then spec.max_response_bytes = conn.max_held_bytes end
-    if sink then
-      spec.records = sink.records
-      top = {}
-      local to_sink = sink.deliver
-      deliver = function(kind, layer, value, key)
-        if kind == "field" then top[key] = value end
-        return to_sink(kind, layer, value, key)
-      end
-    end
-    local resp, msg, code = transport.send(conn, spec, deliver, nil, describe)
-    if not resp then
-      local err = transport.failure(msg, code, url)
-      return code == "refused" and "fatal" or "failed", err
-    end
-    local decoded, err
-    if sink then
-      decoded, err = response.streamed(resp, url, sink.records, deliver, top, self.max_json_depth)
-    else
-      decoded, err = response.decode(resp, url, self.max_json_depth)
-    end
-    if decoded then return "done", decoded end
-    return "failed", err, retry.parse_retry_after(resp.headers["retry-after"])
-  end
-
+  local conn = self.conn
+  local mode = opts.retry or "once"
+  local refreshed = false
+  local first = true
   local decoded, err = retry.run{
-    policy = self.retry_policy, deadline = deadline, attempt = attempt, sleep = conn.sleep,
+    policy = self.retry_policy, deadline = deadline, sleep = conn.sleep,
+    attempt = function()
+      if first then -- the attempt made above
+        first = false
+        return outcome, value, retry_after
+      end
+      local why_none
+      outcome, value, retry_after, sent_token, why_none =
+        post_attempt(self, url, fields, opts, deadline, source, own_origin, info)
+      optional_err = why_none or optional_err
+      return outcome, value, retry_after
+    end,
     on_retry = function(e, delay, attempts)
       if conn.observed() then
         conn.notify{ type = "retry", url = url, error = e, delay = delay, attempt = attempts }
@@ -485,7 +531,8 @@ function Client:post(url, fields, opts)
       local refreshable = type(source) == "function" or (source ~= false and self.token_provider)
       if e.kind == "auth" and e.code == 498 and sent_token and refreshable and not refreshed then
         refreshed = true
-        local _, refresh_err = get_token(true)
+        local _, refresh_err, why_none = post_token(self, source, own_origin, true)
+        optional_err = why_none or optional_err
         if refresh_err then return "fatal", refresh_err end
         return "again"
       end

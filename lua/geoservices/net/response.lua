@@ -60,17 +60,20 @@ function response.error_of(fields, status, url)
 end
 
 --- A whole response body: its decoded JSON object, or nil, err.
--- @tparam table resp the C core's response (`status`, `headers`, `body`)
+-- @tparam table resp the C core's response (`status`, `headers`, and `body`, or `json`: the body
+--   already decoded by a request made with the `json` option, which gives a body that is not JSON
+--   as `body`)
 -- @string url the address
--- @tparam[opt] number max_depth nesting limit
+-- @tparam[opt] number max_depth nesting limit (the same as the request's when it decoded the body)
 -- @treturn[1] table the decoded object
 -- @return[2] nil
 -- @treturn[2] table err: kind "server", "auth", "http" or "protocol"
 function response.decode(resp, url, max_depth)
   local status, body = resp.status, resp.body
-  local decoded, msg, offset
-  if body ~= "" then decoded, msg, offset = json.decode(body, { max_depth = max_depth }) end
-  local carried = type(decoded) == "table" and not json.is_array(decoded) and response.error_of(decoded, status, url)
+  local decoded, msg, offset = resp.json, nil, nil
+  if decoded == nil and body ~= "" then decoded, msg, offset = json.decode(body, { max_depth = max_depth }) end
+  local object = type(decoded) == "table" and not json.is_array(decoded)
+  local carried = object and response.error_of(decoded, status, url)
   if carried then return nil, carried end
   if status >= 300 then
     local kind = (status == 401 or status == 403) and "auth" or "http"
@@ -83,7 +86,7 @@ function response.decode(resp, url, max_depth)
     return nil, errors.new("protocol", ("invalid JSON response (%s, %d bytes) at byte %s: %s"):format(
       ctype, #body, tostring(offset), tostring(msg)), { status = status, url = url, offset = offset })
   end
-  if type(decoded) ~= "table" or json.is_array(decoded) then
+  if not object then
     local got = type(decoded) == "table" and "an array" or type(decoded)
     return nil, errors.new("protocol", "expected a JSON object, got " .. got, { status = status, url = url })
   end

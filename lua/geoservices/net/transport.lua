@@ -96,11 +96,12 @@ end
 -- @tparam table spec the request options
 -- @tparam ?function on_records records receiver (see perform)
 -- @tparam ?function on_progress progress receiver (see perform)
--- @tparam[opt] function describe `describe()` -> the "request" event's fields
+-- @tparam[opt] function describe `describe(...)` -> the "request" event's fields
+-- @param ... describe's arguments
 -- @return as @{perform}; nil, err, "refused" when an observer refused the request
-function transport.send(conn, spec, on_records, on_progress, describe)
+function transport.send(conn, spec, on_records, on_progress, describe, ...)
   if conn.observed() then
-    local event = describe and describe() or {}
+    local event = describe and describe(...) or {}
     event.type, event.method, event.url = "request", spec.method, spec.url
     local refusal = conn.notify(event)
     if refusal ~= nil then return nil, refusal, "refused" end
