@@ -133,11 +133,19 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata) {
  * multi handles either way. One pool per state, in the registry. */
 #define POOL_MAX 8
 
+/* A closed request's buffers are kept the same way, emptied, for the next
+ * request: its body, its answer and the answer's headers would otherwise
+ * be a malloc and a free of a few KB each per request (libcurl's own 16 KB
+ * buffer comes on top), and glibc pays for such sizes with consolidations. */
+#define SPARE_MAX ((size_t)64 << 10) /* a larger buffer is freed, not kept */
+enum { SPARE_REQUEST_BODY, SPARE_RESPONSE_BODY, SPARE_RESPONSE_HEADERS, SPARES };
+
 typedef struct easy_pool {
   CURL *idle[POOL_MAX];
   int n;
   int closed;      /* its __gc ran (the state is closing): handles are cleaned up */
   char agent[128]; /* the default User-Agent, formatted once */
+  geoservices_buf spare[SPARES]; /* data NULL: none kept */
 } easy_pool;
 
 static const char pool_key = 0; /* its registry key is this variable's address */
@@ -150,14 +158,12 @@ static easy_pool *get_pool(lua_State *L) {
   return pool;
 }
 
-static CURL *pool_take(lua_State *L) {
-  easy_pool *pool = get_pool(L);
+static CURL *pool_take(easy_pool *pool) {
   if (pool && !pool->closed && pool->n > 0) return pool->idle[--pool->n];
   return curl_easy_init();
 }
 
-static void pool_give(lua_State *L, CURL *easy) {
-  easy_pool *pool = get_pool(L);
+static void pool_give(easy_pool *pool, CURL *easy) {
   if (pool && !pool->closed && pool->n < POOL_MAX) {
     curl_easy_reset(easy);
     pool->idle[pool->n++] = easy;
@@ -166,9 +172,33 @@ static void pool_give(lua_State *L, CURL *easy) {
   }
 }
 
+/* The buffer of a new request: a kept one if there is one, else none yet. */
+static void pool_take_buf(easy_pool *pool, int which, geoservices_buf *b, size_t limit) {
+  if (pool && !pool->closed && pool->spare[which].data) {
+    *b = pool->spare[which];
+    geoservices_buf_init(&pool->spare[which], 0);
+  } else {
+    geoservices_buf_init(b, 0);
+  }
+  b->limit = limit;
+}
+
+/* A closed request's buffer: kept, emptied, when there is room; else freed. */
+static void pool_give_buf(easy_pool *pool, int which, geoservices_buf *b) {
+  if (pool && !pool->closed && !pool->spare[which].data && b->data && b->cap <= SPARE_MAX) {
+    pool->spare[which] = *b;
+    pool->spare[which].len = 0;
+    geoservices_buf_init(b, 0);
+  } else {
+    geoservices_buf_free(b);
+  }
+}
+
 static int l_pool_gc(lua_State *L) {
   easy_pool *pool = (easy_pool *)lua_touserdata(L, 1);
+  int i;
   while (pool->n > 0) curl_easy_cleanup(pool->idle[--pool->n]);
+  for (i = 0; i < SPARES; i++) geoservices_buf_free(&pool->spare[i]);
   pool->closed = 1;
   return 0;
 }
@@ -192,11 +222,12 @@ static void open_pool(lua_State *L) {
 }
 
 static void release_resources(lua_State *L, geoservices_request *req) {
+  easy_pool *pool = get_pool(L);
   if (req->easy) {
     if (req->mime) {
       curl_easy_cleanup(req->easy); /* a multipart handle is not kept: its mime is freed below */
     } else {
-      pool_give(L, req->easy);
+      pool_give(pool, req->easy);
     }
   }
   req->easy = NULL;
@@ -204,9 +235,10 @@ static void release_resources(lua_State *L, geoservices_request *req) {
   req->mime = NULL;
   curl_slist_free_all(req->header_list);
   req->header_list = NULL;
-  geoservices_buf_free(&req->request_body);
-  geoservices_buf_free(&req->response_body);
-  geoservices_buf_free(&req->response_headers);
+  /* libcurl no longer points into them (the handle was reset or cleaned up) */
+  pool_give_buf(pool, SPARE_REQUEST_BODY, &req->request_body);
+  pool_give_buf(pool, SPARE_RESPONSE_BODY, &req->response_body);
+  pool_give_buf(pool, SPARE_RESPONSE_HEADERS, &req->response_headers);
   req->records = NULL; /* not ours: the Records userdata frees itself */
   if (req->save_fd >= 0) close(req->save_fd);
   req->save_fd = -1;
@@ -459,6 +491,7 @@ static void configure(lua_State *L, geoservices_request *req, int idx) {
  * with only what a decoded answer needs: status, headers, bytes. */
 static int l_request_new(lua_State *L) {
   geoservices_request *req;
+  easy_pool *pool;
   luaL_checktype(L, 1, LUA_TTABLE);
   req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 2);
   memset(req, 0, sizeof(*req));
@@ -469,9 +502,13 @@ static int l_request_new(lua_State *L) {
   geoservices_buf_init(&req->response_body, 0);
   geoservices_buf_init(&req->response_headers, 1 << 20);
   luaL_setmetatable(L, GEOSERVICES_REQUEST_MT);
-  req->easy = pool_take(L);
+  pool = get_pool(L);
+  req->easy = pool_take(pool);
   if (!req->easy) return luaL_error(L, "request: curl_easy_init failed");
   req->state = REQUEST_READY; /* from here on __gc releases what configure acquires */
+  pool_take_buf(pool, SPARE_REQUEST_BODY, &req->request_body, 0);
+  pool_take_buf(pool, SPARE_RESPONSE_BODY, &req->response_body, 0);
+  pool_take_buf(pool, SPARE_RESPONSE_HEADERS, &req->response_headers, 1 << 20);
   configure(L, req, 1);
   lua_getfield(L, 1, "records");
   if (!lua_isnil(L, -1)) {
