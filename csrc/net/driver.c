@@ -198,17 +198,20 @@ static int l_driver_step(lua_State *L) {
   return 2;
 }
 
-/* Reads finished transfers like drain_finished, without building a list. */
-static void finish_transfers(lua_State *L, geoservices_driver *drv) {
+/* Reads finished transfers like drain_finished, without building a list;
+ * returns how many finished. */
+static int finish_transfers(lua_State *L, geoservices_driver *drv) {
   CURLMsg *msg;
-  int left;
+  int left, n = 0;
   while ((msg = curl_multi_info_read(drv->multi, &left))) {
     geoservices_request *req = NULL;
     if (msg->msg != CURLMSG_DONE) continue;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&req);
     if (!req || req->ref == LUA_NOREF) continue;
     geoservices_request_finished(L, req, msg->data.result);
+    n++;
   }
+  return n;
 }
 
 static double now_ms(void) {
@@ -394,38 +397,98 @@ typedef struct {
 
 #define DRIVE_INLINE 16 /* drivers and sockets handled without an allocation */
 
-static void drive_action(lua_State *L, drive_entry *e, curl_socket_t fd, int mask) {
+/* Runs one action of a driver; returns how many of its transfers finished. */
+static int drive_action(lua_State *L, drive_entry *e, curl_socket_t fd, int mask) {
   CURLMcode rc;
-  if (e->rc != CURLM_OK || !e->drv->multi) return;
+  if (e->rc != CURLM_OK || !e->drv->multi) return 0;
   rc = curl_multi_socket_action(e->drv->multi, fd, mask, &e->drv->running);
   if (rc != CURLM_OK) {
     e->drv->watch_oom = 0;
     e->rc = rc;
-    return;
+    return 0;
   }
-  finish_transfers(L, e->drv);
+  return finish_transfers(L, e->drv);
+}
+
+/* True when a request of the driver has something for its task although it
+ * still runs: records to drain, or a transfer paused until they are (what
+ * request:ready() tells, for the requests still attached). */
+static int has_ready_records(const geoservices_driver *drv) {
+  const geoservices_request *r;
+  for (r = drv->attached; r; r = r->next) {
+    size_t complete = 0;
+    if (r->paused) return 1;
+    if (r->records && r->records->records) {
+      geoservices_records_tape(r->records->records, &complete);
+      if (complete > 0) return 1;
+    }
+  }
+  return 0;
+}
+
+/* The sockets of the drivers to poll, in arrays that grow as Lua userdata
+ * (freed by the collector if anything raises). */
+typedef struct {
+  struct pollfd *pfd;
+  int *owner; /* index of the entry each socket belongs to */
+  int n, cap;
+} drive_fds;
+
+static void collect_fds(lua_State *L, drive_entry *entries, int n, drive_fds *fds) {
+  int i;
+  size_t w;
+  fds->n = 0;
+  for (i = 0; i < n; i++) {
+    geoservices_driver *drv = entries[i].drv;
+    if (!drv->multi || entries[i].rc != CURLM_OK) continue;
+    for (w = 0; w < drv->nwatch; w++) {
+      if (fds->n == fds->cap) {
+        struct pollfd *grown_pfd;
+        int *grown_owner;
+        luaL_checkstack(L, 2, NULL);
+        fds->cap *= 2;
+        grown_pfd = (struct pollfd *)lua_newuserdatauv(L, (size_t)fds->cap * sizeof(*grown_pfd), 0);
+        grown_owner = (int *)lua_newuserdatauv(L, (size_t)fds->cap * sizeof(*grown_owner), 0);
+        memcpy(grown_pfd, fds->pfd, (size_t)fds->n * sizeof(*grown_pfd));
+        memcpy(grown_owner, fds->owner, (size_t)fds->n * sizeof(*grown_owner));
+        fds->pfd = grown_pfd;
+        fds->owner = grown_owner;
+      }
+      fds->pfd[fds->n].fd = (int)drv->watch[w].fd;
+      fds->pfd[fds->n].events = (short)((drv->watch[w].what & CURL_POLL_IN ? POLLIN : 0) |
+                                        (drv->watch[w].what & CURL_POLL_OUT ? POLLOUT : 0));
+      fds->pfd[fds->n].revents = 0;
+      fds->owner[fds->n] = i;
+      fds->n++;
+    }
+  }
 }
 
 /* core.drive(drivers, timeout_ms) -> true[, failures] | nil, message
- * One turn of a scheduler over every driver that is a key of the table
- * `drivers`, through the socket API: waits up to timeout_ms (or less, as
- * their libcurl timers ask) in one poll(2) over all their sockets, runs
- * curl_multi_socket_action for each ready socket and for each due timer,
- * and finishes the transfers that ended (their requests leave "running").
+ * A scheduler's wait over every driver that is a key of the table `drivers`,
+ * through the socket API: poll(2) over all their sockets (never longer than
+ * their libcurl timers ask), curl_multi_socket_action for each ready socket
+ * and each due timer, again and again, until a transfer finished (its
+ * request leaves "running"), a request has records for its task, a driver
+ * failed, poll(2) was interrupted, or timeout_ms passed; with timeout_ms 0,
+ * one turn that never waits. So Lua wakes only when a task can go on, not
+ * for every step of a transfer (sending a request, then its answer).
  * What Scheduler:fds/:timeout/:action/:action_timeout do for a host loop,
  * without a Lua table per socket and per event. `failures` lists, for the
  * drivers that failed as a whole, {driver, message, code, ...} (a closed
  * driver has code "closed"). nil, message when poll(2) itself fails. */
 static int l_drive(lua_State *L) {
   drive_entry inline_entries[DRIVE_INLINE], *entries = inline_entries;
-  struct pollfd inline_pfd[DRIVE_INLINE], *pfd = inline_pfd;
-  int inline_owner[DRIVE_INLINE], *owner = inline_owner;
+  struct pollfd inline_pfd[DRIVE_INLINE];
+  int inline_owner[DRIVE_INLINE];
+  drive_fds fds;
   lua_Integer timeout_ms = luaL_checkinteger(L, 2);
-  int n = 0, cap = DRIVE_INLINE, nfd = 0, fdcap = DRIVE_INLINE, i, rc, failures = 0, listed = 0, top;
-  size_t w;
+  int n = 0, cap = DRIVE_INLINE, i, rc, failures = 0, listed = 0, top;
+  double until;
   luaL_checktype(L, 1, LUA_TTABLE);
   if (timeout_ms < 0) timeout_ms = 0;
   if (timeout_ms > 0x7fffffff) timeout_ms = 0x7fffffff;
+  until = now_ms() + (double)timeout_ms;
   /* the drivers stay on the stack (anchored) while libcurl runs */
   lua_pushnil(L);
   while (lua_next(L, 1)) {
@@ -450,55 +513,48 @@ static int l_drive(lua_State *L) {
     entries[n].rc = CURLM_OK;
     n++;
   }
-  /* the shortest libcurl timer, and the sockets to watch */
-  for (i = 0; i < n; i++) {
-    geoservices_driver *drv = entries[i].drv;
-    long t = -1;
-    if (!drv->multi) continue;
-    if (curl_multi_timeout(drv->multi, &t) != CURLM_OK) t = 0;
-    if (t >= 0 && t < timeout_ms) timeout_ms = t;
-    for (w = 0; w < drv->nwatch; w++) {
-      if (nfd == fdcap) {
-        struct pollfd *grown_pfd;
-        int *grown_owner;
-        luaL_checkstack(L, 2, NULL);
-        fdcap *= 2;
-        grown_pfd = (struct pollfd *)lua_newuserdatauv(L, (size_t)fdcap * sizeof(*grown_pfd), 0);
-        grown_owner = (int *)lua_newuserdatauv(L, (size_t)fdcap * sizeof(*grown_owner), 0);
-        memcpy(grown_pfd, pfd, (size_t)nfd * sizeof(*grown_pfd));
-        memcpy(grown_owner, owner, (size_t)nfd * sizeof(*grown_owner));
-        pfd = grown_pfd;
-        owner = grown_owner;
-      }
-      pfd[nfd].fd = (int)drv->watch[w].fd;
-      pfd[nfd].events = (short)((drv->watch[w].what & CURL_POLL_IN ? POLLIN : 0) |
-                                (drv->watch[w].what & CURL_POLL_OUT ? POLLOUT : 0));
-      pfd[nfd].revents = 0;
-      owner[nfd] = i;
-      nfd++;
+  fds.pfd = inline_pfd;
+  fds.owner = inline_owner;
+  fds.cap = DRIVE_INLINE;
+  for (;;) {
+    int finished = 0, stop = 0;
+    long wait = timeout_ms;
+    /* the shortest libcurl timer, and the sockets to watch */
+    for (i = 0; i < n; i++) {
+      long t = -1;
+      if (!entries[i].drv->multi) continue;
+      if (curl_multi_timeout(entries[i].drv->multi, &t) != CURLM_OK) t = 0;
+      if (t >= 0 && t < wait) wait = t;
     }
-  }
-  rc = nfd == 0 && timeout_ms == 0 ? 0 : poll(pfd, (nfds_t)nfd, (int)timeout_ms);
-  if (rc < 0 && errno != EINTR) {
-    int e = errno;
-    luaL_pushfail(L);
-    lua_pushstring(L, strerror(e));
-    return 2;
-  }
-  for (i = 0; rc > 0 && i < nfd; i++) {
-    int mask = 0;
-    if (!pfd[i].revents) continue;
-    if (pfd[i].revents & (POLLIN | POLLHUP)) mask |= CURL_CSELECT_IN;
-    if (pfd[i].revents & POLLOUT) mask |= CURL_CSELECT_OUT;
-    if (pfd[i].revents & (POLLERR | POLLNVAL)) mask |= CURL_CSELECT_ERR;
-    drive_action(L, &entries[owner[i]], (curl_socket_t)pfd[i].fd, mask);
-  }
-  /* then the timers that are due (also the first kick after an add) */
-  for (i = 0; i < n; i++) {
-    long t = -1;
-    if (!entries[i].drv->multi || entries[i].rc != CURLM_OK) continue;
-    if (curl_multi_timeout(entries[i].drv->multi, &t) == CURLM_OK && t == 0)
-      drive_action(L, &entries[i], CURL_SOCKET_TIMEOUT, 0);
+    collect_fds(L, entries, n, &fds);
+    rc = fds.n == 0 && wait == 0 ? 0 : poll(fds.pfd, (nfds_t)fds.n, (int)wait);
+    if (rc < 0 && errno != EINTR) {
+      int e = errno;
+      luaL_pushfail(L);
+      lua_pushstring(L, strerror(e));
+      return 2;
+    }
+    for (i = 0; rc > 0 && i < fds.n; i++) {
+      int mask = 0;
+      struct pollfd *p = &fds.pfd[i];
+      if (!p->revents) continue;
+      if (p->revents & (POLLIN | POLLHUP)) mask |= CURL_CSELECT_IN;
+      if (p->revents & POLLOUT) mask |= CURL_CSELECT_OUT;
+      if (p->revents & (POLLERR | POLLNVAL)) mask |= CURL_CSELECT_ERR;
+      finished += drive_action(L, &entries[fds.owner[i]], (curl_socket_t)p->fd, mask);
+    }
+    /* then the timers that are due (also the first kick after an add) */
+    for (i = 0; i < n; i++) {
+      long t = -1;
+      if (!entries[i].drv->multi || entries[i].rc != CURLM_OK) continue;
+      if (curl_multi_timeout(entries[i].drv->multi, &t) == CURLM_OK && t == 0)
+        finished += drive_action(L, &entries[i], CURL_SOCKET_TIMEOUT, 0);
+    }
+    for (i = 0; i < n && !stop; i++)
+      stop = !entries[i].drv->multi || entries[i].rc != CURLM_OK || has_ready_records(entries[i].drv);
+    if (finished || stop || rc < 0 || timeout_ms == 0) break;
+    timeout_ms = (lua_Integer)(until - now_ms());
+    if (timeout_ms <= 0) break;
   }
   luaL_checkstack(L, 4, NULL);
   lua_pushboolean(L, 1);

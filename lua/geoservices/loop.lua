@@ -135,6 +135,14 @@ function loop.cancelled()
   return task and task.cancelled or nil
 end
 
+-- loop.cancelled() and loop.deadline() in one look-up of the current task
+-- (the transport asks both before every request).
+function loop.limits()
+  local task = current()
+  if task then return task.cancelled, task.deadline end
+  return nil, main_ctx.deadline
+end
+
 --- Runs fn(...) with `deadline` (absolute, core.monotonic() seconds) in
 -- effect: every request made meanwhile times out by then, sleeps are cut
 -- short. A deadline only ever shrinks: an enclosing earlier one wins.
@@ -371,8 +379,9 @@ function Scheduler:_wait(task, kind, a, b)
   task.state = "waiting"
   if kind == "request" then
     local set = self.waiting[a]
-    if not set then
-      set = {}
+    if not set then -- the last set emptied is kept for this: one request after another allocates none
+      set = self.spare_set or {}
+      self.spare_set = nil
       self.waiting[a] = set
     end
     set[b] = task
@@ -429,15 +438,20 @@ function Scheduler:_resumed(task, ok, first, ...)
 end
 
 -- Resumes the tasks that are ready now (not those made ready meanwhile, so
--- a task that keeps yielding cannot starve the I/O).
+-- a task that keeps yielding cannot starve the I/O). Two queues take turns,
+-- so a wake-up allocates none.
 function Scheduler:_run_ready()
   local queue = self.ready
-  if #queue == 0 then return end
-  self.ready = {}
-  for i = 1, #queue, 2 do
-    local task = queue[i]
-    if task.state == "ready" then self:_resume(task, queue[i + 1]) end
+  local n = #queue
+  if n == 0 then return end
+  self.ready = self.spare_ready or {}
+  self.spare_ready = nil
+  for i = 1, n, 2 do
+    local task, args = queue[i], queue[i + 1]
+    queue[i], queue[i + 1] = nil, nil
+    if task.state == "ready" then self:_resume(task, args) end
   end
+  self.spare_ready = queue
 end
 
 -- Wakes the tasks whose request is no longer running, or has streamed
@@ -453,7 +467,10 @@ function Scheduler:_sweep(driver)
       self:_enqueue(task, true)
     end
   end
-  if next(set) == nil then self.waiting[driver] = nil end
+  if next(set) == nil then
+    self.waiting[driver] = nil
+    self.spare_set = set
+  end
 end
 
 -- A driver failed as a whole (closed, or a multi error): its waiters get it.

@@ -24,9 +24,8 @@ local transport = {}
 -- total)` is called while the body arrives (total is nil when the server did
 -- not announce it; inside a task only when records arrive too).
 function transport.perform(driver, spec, on_records, on_progress)
-  local cancelled = loop.cancelled()
+  local cancelled, deadline = loop.limits()
   if cancelled then return nil, cancelled.message, "cancelled" end
-  local deadline = loop.deadline()
   if deadline then
     local left_ms = math.floor((deadline - core.monotonic()) * 1000)
     if left_ms <= 0 then return nil, "the deadline passed before the request was sent", "timeout" end
