@@ -64,12 +64,58 @@ function helper.wait_for(what, pred, timeout)
   end
 end
 
---- A new empty directory under /tmp (the caller removes it).
+-- One scratch directory per process, /tmp/geoservices-spec-XXXXXX, made on
+-- first use: every path from helper.tmp_name and helper.tmp_dir is inside it,
+-- and so is whatever the product puts next to them (a state file's .lock,
+-- .journal and .results). It is removed when the Lua state closes: busted
+-- exits with os.exit(code, true), a script that returns (or raises) closes
+-- it too, so the finalizer of `scratch_guard` (anchored by this module) runs.
+-- A plain os.exit(code) skips it: scripts call os.exit(code, true).
+local SCRATCH_PREFIX = "/tmp/geoservices-spec-"
+local scratch_dir, scratch_count = nil, 0
+
+local function scratch()
+  if not scratch_dir then
+    local p = assert(io.popen("mktemp -d " .. shell_quote(SCRATCH_PREFIX .. "XXXXXX")))
+    local d = p:read("l")
+    p:close()
+    assert(d and d:sub(1, #SCRATCH_PREFIX) == SCRATCH_PREFIX, "mktemp -d failed")
+    scratch_dir = d
+  end
+  return scratch_dir
+end
+
+local scratch_guard = setmetatable({}, { __gc = function()
+  local d = scratch_dir
+  scratch_dir = nil
+  -- only ever our own directory: /tmp/geoservices-spec-<mktemp's letters>, nothing else
+  if d and d:match("^/tmp/geoservices%-spec%-[%w]+$") then os.execute("rm -rf -- " .. shell_quote(d)) end
+end })
+helper._scratch_guard = scratch_guard
+
+--- The scratch directory of this process (made on first use, removed at exit).
+function helper.scratch_dir()
+  return scratch()
+end
+
+--- A fresh path in the scratch directory, created as an empty file (as
+-- os.tmpname does); it goes with the directory, removing it is optional.
+function helper.tmp_name()
+  local d = scratch()
+  scratch_count = scratch_count + 1
+  local path = ("%s/t%05d"):format(d, scratch_count)
+  assert(io.open(path, "wb")):close()
+  return path
+end
+
+--- A new empty directory in the scratch directory; it goes with it, removing
+-- it earlier is optional.
 function helper.tmp_dir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. shell_quote(d)))
-  return d
+  local d = scratch()
+  scratch_count = scratch_count + 1
+  local path = ("%s/d%05d"):format(d, scratch_count)
+  assert(os.execute("mkdir " .. shell_quote(path)))
+  return path
 end
 
 --- Writes `text` to `path`, replacing it.
@@ -83,7 +129,7 @@ end
 -- real process with this process's module paths and no terminal; returns
 -- `{code =, out =, err =}`. `env` adds environment variables.
 function helper.run_cli(args, env)
-  local out, err = os.tmpname(), os.tmpname()
+  local out, err = helper.tmp_name(), helper.tmp_name()
   local vars = { GEOSERVICES_TTY = "0", LUA_PATH = package.path, LUA_CPATH = package.cpath }
   for k, v in pairs(env or {}) do vars[k] = v end
   local assigns = {}
@@ -154,8 +200,8 @@ Emulator.__index = Emulator
 -- pid and control helpers. opts.data: data file (default the example world).
 function helper.start_emulator(opts)
   opts = opts or {}
-  local log = os.tmpname()
-  local pidfile = os.tmpname()
+  local log = helper.tmp_name()
+  local pidfile = helper.tmp_name()
   local args = { "--port", "0", "--data", opts.data or "examples/data/world.json", "--exit-with", own_pid() }
   for _, a in ipairs(opts.args or {}) do args[#args + 1] = a end
   local quoted = {}
@@ -218,9 +264,7 @@ Scripted.__index = Scripted
 -- that file); returns a handle with `root` (http://127.0.0.1:PORT), `url`
 -- (root .. "/server"), `pid`, `requests()` (what it received) and `stop()`.
 function helper.start_scripted(script)
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. shell_quote(dir)))
+  local dir = helper.tmp_dir()
   local f = assert(io.open(dir .. "/script.json", "wb"))
   f:write(json.encode(script))
   f:close()
