@@ -203,7 +203,7 @@ describe("tokens that expire in the middle of long waits", function()
 
   it("an async sync whose token expires while the job runs completes", function()
     emu:control("settings", { job_step_ms = 700 })
-    local dir = os.tmpname()
+    local dir = helper.tmp_name()
     os.remove(dir)
     local path = dir .. ".replica.json"
     local f = assert(io.open(path, "wb"))

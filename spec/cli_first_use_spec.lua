@@ -16,12 +16,7 @@ local ALICE_PASSWORD = "alice-pass1"
 local ORG_PASSWORD = "Cli-Org-Pa55word"
 local CLI = 'os.exit(require("geoservices.cli").main(arg))'
 
-local function tmp_dir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. q(d)))
-  return d
-end
+local tmp_dir = helper.tmp_dir
 
 local function write(path, text)
   local f = assert(io.open(path, "wb"))
@@ -34,7 +29,7 @@ local config_home -- XDG_CONFIG_HOME of every run: a fresh directory, never the 
 -- Runs the command; returns {code, out, err}. `env` adds environment
 -- variables (tty off unless given), `stdin` is fed to standard input.
 local function run(args, env, stdin)
-  local out, err, input = os.tmpname(), os.tmpname(), os.tmpname()
+  local out, err, input = helper.tmp_name(), helper.tmp_name(), helper.tmp_name()
   write(input, stdin or "")
   local vars = { GEOSERVICES_TTY = "0", LUA_PATH = package.path, LUA_CPATH = package.cpath,
                  XDG_CONFIG_HOME = config_home }

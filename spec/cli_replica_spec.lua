@@ -8,15 +8,10 @@ local helper = require "spec.helper"
 
 local q = helper.shell_quote
 
-local function tmp_dir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. q(d)))
-  return d
-end
+local tmp_dir = helper.tmp_dir
 
 local function run(args)
-  local out, err = os.tmpname(), os.tmpname()
+  local out, err = helper.tmp_name(), helper.tmp_name()
   local quoted = {}
   for i, a in ipairs(args) do quoted[i] = q(a) end
   local cmd = ("cd %s && env -u GEOSERVICES_TOKEN GEOSERVICES_TTY=0 LUA_PATH=%s LUA_CPATH=%s lua5.4 -e %s /dev/null "

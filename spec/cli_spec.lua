@@ -274,7 +274,7 @@ describe("geoservices command", function()
       end
       finally(function() Client.download = real end)
       local function main(...)
-        local path = os.tmpname()
+        local path = helper.tmp_name()
         local f = assert(io.open(path, "w+b"))
         local code = cli.main(gs(...), { stdout = f, stderr = f, tty = false, stdin_tty = false,
                                          getenv = function() return nil end })
@@ -460,7 +460,7 @@ return {
 
   describe("emulator subcommand", function()
     it("starts the emulator on a free port; the other commands talk to it", function()
-      local log, pidfile = os.tmpname(), os.tmpname()
+      local log, pidfile = helper.tmp_name(), helper.tmp_name()
       assert(os.execute(("cd %s && GEOSERVICES_TTY=0 LUA_PATH=%s LUA_CPATH=%s lua5.4 -e %s /dev/null emulator "
         .. "--port 0 >%s 2>&1 & echo $! >%s"):format(q(helper.ROOT), q(package.path), q(package.cpath),
           q('os.exit(require("geoservices.cli").main(arg))'), q(log), q(pidfile))))

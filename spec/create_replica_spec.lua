@@ -12,7 +12,7 @@ local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
 local VALVE1 = "{3C5E7A90-1B2D-4F60-8A1C-000000000301}"
 
 local function tmp_path()
-  local p = os.tmpname()
+  local p = helper.tmp_name()
   os.remove(p)
   return p
 end

@@ -307,7 +307,7 @@ describe("createReplica against the vendor's shapes", function()
   end)
 
   it("streams a 20 MB result file with memory flat, never decoding it whole", function()
-    local path = os.tmpname()
+    local path = helper.tmp_name()
     local f = assert(io.open(path, "wb"))
     f:write('{"replicaName":"big","replicaID":"', REPLICA, '","replicaServerGen":', GEN,
             ',"transportType":"esriTransportTypeUrl","responseType":"esriReplicaResponseTypeData","layers":[{"id":0,',

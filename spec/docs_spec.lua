@@ -85,9 +85,9 @@ describe("API reference", function()
 
   setup(function()
     if os.execute("command -v ldoc >/dev/null 2>&1") ~= true then return end
-    dir = os.tmpname()
+    dir = helper.tmp_name()
     os.remove(dir)
-    local log = os.tmpname()
+    local log = helper.tmp_name()
     local ok = os.execute(("cd %s && ldoc -c rockspec/config.ld -d %s . >%s 2>&1"):format(q(helper.ROOT), q(dir),
       q(log)))
     output = helper.read_all(log) or ""

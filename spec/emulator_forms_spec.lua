@@ -4,9 +4,10 @@
 -- larger than part_threshold is written to its own file (path, size)
 -- instead of being kept as data.
 local forms = require "geoservices.emulator.forms"
+local helper = require "spec.helper"
 
 local function tmp_path()
-  local p = os.tmpname()
+  local p = helper.tmp_name()
   os.remove(p)
   return p
 end

@@ -20,7 +20,7 @@ local VALID = ('{"attributes":{"GlobalID":"%s","APN":"valid-add"},"geometry":{"x
 local SYNC_PATH = "/Parcels/FeatureServer/synchronizeReplica"
 
 local function tmp_path()
-  local p = os.tmpname()
+  local p = helper.tmp_name()
   os.remove(p)
   return p
 end

@@ -46,7 +46,7 @@ local function describe_outcome(result, err)
 end
 
 local function tmp_path()
-  local p = os.tmpname()
+  local p = helper.tmp_name()
   os.remove(p)
   return p
 end

@@ -95,7 +95,7 @@ describe("bodies received by the emulator", function()
   end)
 
   it("arrive as multipart/form-data with a file part streamed from disk", function()
-    local path = os.tmpname()
+    local path = helper.tmp_name()
     local f = assert(io.open(path, "wb"))
     local content = ("LICENSE-LINE\n"):rep(10000)
     f:write(content)

@@ -13,7 +13,7 @@ local SYNC = "/server/Parcels/FeatureServer/synchronizeReplica"
 local TOKEN = "s3cret-token-value"
 
 local function tmp_path()
-  local p = os.tmpname()
+  local p = helper.tmp_name()
   os.remove(p)
   return p
 end

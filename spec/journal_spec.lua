@@ -14,8 +14,8 @@ local tmp_dir, write = helper.tmp_dir, helper.write_file
 
 -- Starts spec/support/sync_child.lua in the background; returns its pid and output file.
 local function child(url, state, edits_path, mode, lock_timeout)
-  local out = os.tmpname()
-  local pidfile = os.tmpname()
+  local out = helper.tmp_name()
+  local pidfile = helper.tmp_name()
   local cmd = ("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/support/sync_child.lua %s %s %s %s %s > %s 2>&1 & "
     .. "echo $! > %s"):format(
     q(package.path), q(package.cpath), q(url), q(state), q(edits_path or "-"), q(mode or "sync"),

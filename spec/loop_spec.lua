@@ -419,7 +419,7 @@ describe("concurrent operations against the emulator", function()
   it("cancel stops a job's polling loop and leaves the replica state untouched", function()
     emu:control("settings", { job_step_ms = 60000 })
     local alice = client()
-    local path = os.tmpname()
+    local path = helper.tmp_name()
     os.remove(path)
     local r = assert(geoservices.replica(path, { service = "Parcels", replicaID = CREW2, model = "perReplica",
                                                  replicaServerGen = 1 }))
@@ -446,7 +446,7 @@ describe("concurrent operations against the emulator", function()
   it("one sync at a time per replica: a second concurrent one is refused", function()
     emu:fault{ route = "synchronizeReplica", kind = "delay", delay_ms = 100 }
     local alice = client()
-    local path = os.tmpname()
+    local path = helper.tmp_name()
     os.remove(path)
     assert(geoservices.replica(path, { service = "Parcels", replicaID = ids[1], model = "perReplica",
                                        replicaServerGen = 1 }))

@@ -101,7 +101,7 @@ describe("the emulator's organization", function()
 
   it("accepts a license larger than the emulator keeps in memory (a part spooled to disk)", function()
     emu:control("configure", { stage_seconds = 0.01 })
-    local big = os.tmpname()
+    local big = helper.tmp_name()
     local f = assert(io.open(big, "wb"))
     f:write(("LICENSE-DATA-"):rep(300000)) -- 3.9 MB, above the 1 MiB spool threshold
     f:close()

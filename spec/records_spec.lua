@@ -237,7 +237,7 @@ describe("streaming synchronization results", function()
   it("a truncated result file delivers records, then fails, and the state file does not move", function()
     local client = geoservices.client{ url = emu.url }
     seed(client, 200)
-    local path = os.tmpname()
+    local path = helper.tmp_name()
     local r = assert(geoservices.replica(path .. ".state", { service = "Parcels", replicaID = CREW1,
                                                            replicaServerGen = 1 }))
     local before = helper.read_all(r.path)

@@ -12,7 +12,7 @@ local helper = require "spec.helper"
 local q = helper.shell_quote
 
 local function sh(cmd)
-  local log = os.tmpname()
+  local log = helper.tmp_name()
   local ok = os.execute("(" .. cmd .. ") >" .. q(log) .. " 2>&1")
   local text = helper.read_all(log) or ""
   os.remove(log)
@@ -21,7 +21,7 @@ end
 
 -- Runs a shell command; returns its exit code and its output (both streams).
 local function run(cmd)
-  local log = os.tmpname()
+  local log = helper.tmp_name()
   local _, _, code = os.execute("(" .. cmd .. ") >" .. q(log) .. " 2>&1")
   local text = helper.read_all(log) or ""
   os.remove(log)
@@ -61,7 +61,7 @@ describe("emulator command line", function()
   end)
 
   it("geoservices --json emulator prints the listening event; stopped by PID", function()
-    local log, pidfile = os.tmpname(), os.tmpname()
+    local log, pidfile = helper.tmp_name(), helper.tmp_name()
     assert(os.execute(("cd %s && { env %s lua5.4 -e %s /dev/null --json emulator --port 0 --host 127.0.0.1 "
       .. "--exit-with %d >%s 2>&1 & echo $! >%s; }"):format(q(helper.ROOT), paths,
         q('os.exit(require("geoservices.cli").main(arg))'), helper.own_pid(), q(log), q(pidfile))))
@@ -94,7 +94,7 @@ describe("#rock packaging", function()
 
   setup(function()
     if not luarocks_for_54() then return end
-    work = os.tmpname()
+    work = helper.tmp_name()
     os.remove(work)
     src, tree, prefix = work .. "/src", work .. "/tree", work .. "/prefix"
     assert(os.execute("mkdir -p " .. q(src)))
@@ -120,7 +120,7 @@ describe("#rock packaging", function()
   -- "geoservices-emulator") on 127.0.0.1 and a free port; returns its url, a
   -- stop function (by PID) and the PID.
   local function start_installed_emulator(bin, env, command)
-    local log, pidfile = os.tmpname(), os.tmpname()
+    local log, pidfile = helper.tmp_name(), helper.tmp_name()
     assert(os.execute(("cd %s && { env %s %s/%s --port 0 --host 127.0.0.1 --exit-with %d >%s 2>&1 & echo $! >%s; }")
       :format(q(work), env or "", q(bin), command or "geoservices emulator", helper.own_pid(), q(log), q(pidfile))))
     local pid = helper.wait_for("pid", function() return tonumber(helper.read_all(pidfile)) end, 5)
@@ -185,7 +185,7 @@ describe("#rock packaging", function()
       pending("lua-ldoc is not installed (make deps installs it)")
       return
     end
-    local dir = os.tmpname()
+    local dir = helper.tmp_name()
     os.remove(dir)
     finally(function() os.execute("rm -rf " .. q(dir)) end)
     local ok, text = sh(("cd %s && ldoc -c rockspec/config.ld -d %s ."):format(q(helper.ROOT), q(dir)))

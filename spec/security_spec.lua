@@ -14,7 +14,7 @@ local VIEWER_REPLICA = "{5E1A0C2B-4444-4A5B-9C8D-000000000004}"
 local LICENSE = "examples/data/sample.prvc"
 
 local function tmp_dir()
-  local p = os.tmpname()
+  local p = helper.tmp_name()
   os.remove(p)
   assert(os.execute("mkdir -m 700 " .. helper.shell_quote(p)))
   return p

@@ -3,9 +3,10 @@
 -- fast path's rules (a transaction, no re-entry, errors of the receiver).
 local core = require "geoservices.core"
 local json = require "geoservices.json"
+local helper = require "spec.helper"
 
 local function tmpfile()
-  local p = os.tmpname()
+  local p = helper.tmp_name()
   os.remove(p)
   return p .. ".gpkg"
 end

@@ -74,7 +74,7 @@ describe("replica store GeoPackage", function()
   local dir, path
 
   setup(function()
-    dir = run("mktemp -d"):match("%S+")
+    dir = helper.tmp_dir()
     path = dir .. "/crew-1.gpkg"
     local result = dir .. "/first.json"
     data.write_result(result, COUNTS)

@@ -4,15 +4,11 @@
 local core = require "geoservices.core"
 local data = require "spec.support.store_data"
 local errors = require "geoservices.errors"
+local helper = require "spec.helper"
 local json = require "geoservices.json"
 local store = require "geoservices.store"
 
-local function tmpdir()
-  local p = assert(io.popen("mktemp -d"))
-  local d = p:read("l")
-  p:close()
-  return d
-end
+local tmpdir = helper.tmp_dir
 
 local function listing(dir)
   local p = assert(io.popen("ls -A " .. dir))

@@ -15,12 +15,7 @@ local function run(cmd)
   return out, ok
 end
 
-local function new_dir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. q(dir)))
-  return dir
-end
+local new_dir = helper.tmp_dir
 
 -- ogrinfo -so -al: { [layer name] = {count =, geometry =} }
 local function ogr_layers(path)

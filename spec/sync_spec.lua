@@ -11,7 +11,7 @@ local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
 local PARCEL2 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E02}"
 
 local function tmp_path()
-  local p = os.tmpname()
+  local p = helper.tmp_name()
   os.remove(p)
   return p
 end

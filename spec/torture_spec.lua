@@ -7,7 +7,7 @@ local q = helper.shell_quote
 
 describe("crash torture (short)", function()
   it("kills clients and the emulator at random; every edit ends on the server exactly once", function()
-    local out = os.tmpname()
+    local out = helper.tmp_name()
     local cmd = ("cd %s && LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/torture/run.lua 15 > %s 2>&1"):format(
       q(helper.ROOT), q(package.path), q(package.cpath), q(out))
     local ok = os.execute(cmd)
@@ -21,7 +21,7 @@ describe("crash torture (short)", function()
   end)
 
   it("kills store syncs at random; every add ends in both stores and on the server exactly once", function()
-    local out = os.tmpname()
+    local out = helper.tmp_name()
     local cmd = ("cd %s && LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/torture/run.lua 8 %d store > %s 2>&1"):format(
       q(helper.ROOT), q(package.path), q(package.cpath), os.time(), q(out))
     local ok = os.execute(cmd)

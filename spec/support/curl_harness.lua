@@ -1,6 +1,8 @@
 -- The curl harness of the httpd specs: curl command lines started in the
 -- background (their output, exit code and pid in temp files) while the test
 -- drives srv:step(); shared by spec/httpd_spec.lua and httpd_spool_spec.lua.
+local helper = require "spec.helper"
+
 local h = { WAIT = 15 } -- seconds any single wait may take before the test fails
 
 local WAIT = h.WAIT
@@ -83,9 +85,8 @@ end
 --- A fresh temporary directory (with `sub`, a subdirectory made too) and
 -- no jobs; returns the directory.
 function h.begin(sub)
-  tmpdir = os.tmpname()
-  os.remove(tmpdir)
-  assert(os.execute("mkdir -p " .. shq(sub and (tmpdir .. "/" .. sub) or tmpdir)))
+  tmpdir = helper.tmp_dir()
+  if sub then assert(os.execute("mkdir -p " .. shq(tmpdir .. "/" .. sub))) end
   jobs = {}
   return tmpdir
 end

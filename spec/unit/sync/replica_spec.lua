@@ -1,6 +1,7 @@
 -- Replica state files in a temporary directory: creation, loading, the
 -- request parameters they imply, and atomic generation updates.
 local errors = require "geoservices.errors"
+local helper = require "spec.helper"
 local json = require "geoservices.json"
 local replica = require "geoservices.sync.replica"
 
@@ -33,9 +34,7 @@ end
 describe("replica state", function()
   local dir, path
   before_each(function()
-    dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p " .. quote(dir)))
+    dir = helper.tmp_dir()
     path = dir .. "/parcels.json"
   end)
   after_each(function()
