@@ -30,9 +30,7 @@ local CREW2 = "{5E1A0C2B-2222-4A5B-9C8D-000000000002}"
 
 math.randomseed(SEED)
 
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p " .. q(dir)))
+local dir = helper.tmp_dir() -- in spec/helper.lua's scratch directory: gone when the state closes, even on an error
 
 local function write(path, text)
   local f = assert(io.open(path, "wb"))
@@ -227,4 +225,4 @@ os.execute("kill " .. emu.pid .. " 2>/dev/null")
 os.execute("rm -rf " .. q(dir))
 local ok = tally.duplicates == 0 and tally.lost == 0 and tally.skipped == 0 and tally.downloaded_twice == 0
   and not journal_left and gen_a == svc.gen and gen_b < gen_a
-os.exit(ok and 0 or 1)
+os.exit(ok and 0 or 1, true) -- closing the state removes the scratch directory

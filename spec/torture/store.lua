@@ -14,9 +14,7 @@ local RUNS = tonumber(arg[1]) or 50
 local SEED = tonumber(arg[2]) or os.time()
 math.randomseed(SEED)
 
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p " .. q(dir)))
+local dir = helper.tmp_dir() -- in spec/helper.lua's scratch directory: gone when the state closes, even on an error
 local emu = helper.start_emulator()
 emu:control("settings", { job_step_ms = 40 })
 local client = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
@@ -91,4 +89,4 @@ b:close()
 fresh:close()
 emu:stop()
 os.execute("rm -rf " .. q(dir))
-os.exit(#problems == 0 and 0 or 1)
+os.exit(#problems == 0 and 0 or 1, true) -- closing the state removes the scratch directory
