@@ -224,10 +224,13 @@ function helper.start_emulator(opts)
   return self
 end
 
---- Stops the emulator by PID (TERM, then KILL after 5 s) and waits for it.
+--- Stops the emulator by PID (INT, then KILL after 5 s) and waits for it.
+-- INT, not TERM: the emulator stops as on Ctrl-C, closing itself, so the
+-- result files it keeps without a state file (os.tmpname, /tmp/lua_XXXXXX)
+-- are removed; TERM would end it without that and leave them in /tmp.
 function Emulator:stop()
   if not self.pid then return end
-  os.execute("kill " .. self.pid .. " 2>/dev/null")
+  os.execute("kill -INT " .. self.pid .. " 2>/dev/null")
   local deadline = core.monotonic() + 5
   while process_alive(self.pid) and core.monotonic() < deadline do helper.sleep(0.02) end
   if process_alive(self.pid) then os.execute("kill -9 " .. self.pid .. " 2>/dev/null") end
