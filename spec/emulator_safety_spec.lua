@@ -570,3 +570,54 @@ describe("emulator: large request bodies", function()
     os.remove(path)
   end)
 end)
+
+-- SIGTERM is how scripts, service managers and `make demo` stop the
+-- emulator command: it stops as cleanly as on Ctrl-C, and the result files
+-- it keeps in /tmp without a state file go with it.
+describe("emulator command stopped by SIGTERM", function()
+  it("removes its temporary result files and exits with 143 (128 + SIGTERM)", function()
+    local dir = helper.tmp_dir()
+    local q = helper.shell_quote
+    assert(os.execute(("cd %s && (LUA_PATH=%s LUA_CPATH=%s lua5.4 lua/geoservices/emulator/main.lua --port 0 "
+      .. "--data examples/data/world.json > %s 2>&1 & echo $! > %s; wait $!; echo $? > %s) &"):format(
+      q(helper.ROOT), q(package.path), q(package.cpath), q(dir .. "/log"), q(dir .. "/pid"), q(dir .. "/code"))))
+    local function read(name)
+      local f = io.open(dir .. "/" .. name)
+      if not f then return nil end
+      local text = f:read("a")
+      f:close()
+      return text
+    end
+    local pid = helper.wait_for("emulator pid", function() return tonumber(read("pid")) end, 5)
+    finally(function() os.execute("kill -9 " .. pid .. " 2>/dev/null") end)
+    local url = helper.wait_for("listening line", function()
+      return (read("log") or ""):match("listening on (http://127%.0%.0%.1:%d+/server)")
+    end, 10)
+    local emu = { url = url, driver = core.driver() }
+    local status, body = sync_raw(emu, nil, { { "transportType", "esriTransportTypeUrl" } })
+    assert.equal(200, status)
+    local result = assert(transport.perform(emu.driver, { url = body.URL, timeout_ms = 10000 }))
+    assert.equal(200, result.status)
+    emu.driver:close()
+    -- the file the emulator serves it from: a /tmp/lua_* file with exactly
+    -- these bytes, made since the emulator started
+    local kept
+    local p = io.popen("find /tmp -maxdepth 1 -name 'lua_*' -type f -newer " .. q(dir .. "/pid") .. " 2>/dev/null")
+    for path in p:lines() do
+      local f = io.open(path, "rb")
+      if f and f:seek("end") == #result.body then
+        f:seek("set")
+        if f:read("a") == result.body then kept = path end
+      end
+      if f then f:close() end
+    end
+    p:close()
+    assert.is_string(kept, "the result file in /tmp")
+
+    os.execute("kill -TERM " .. pid)
+    local code = helper.wait_for("exit code", function() return tonumber(read("code")) end, 10)
+    assert.equal(143, code)
+    assert.matches("terminated; the emulator stopped", read("log"), 1, true)
+    assert.is_nil(io.open(kept), kept .. " is left behind")
+  end)
+end)

@@ -35,6 +35,9 @@
  *   ex:respond{status=200, headers={}, body="" | file="/path", fault=nil|
  *       "reset"|"reset_mid_body"|"truncate"} -> true | nil, msg, "file"
  *   ex:close(), ex:peer() -> "127.0.0.1:port"
+ *   httpd.catch_terminate(): from now on SIGTERM makes the next srv:step()
+ *       raise "terminated" (the emulator command stops as on Ctrl-C); a
+ *       program that embeds the server keeps its own SIGTERM handling
  *   httpd.decode_form_file(path [, block=64 KiB]) -> fields (name -> value) |
  *       nil, "malformed percent-escape in form field" | nil, msg, "file":
  *       an application/x-www-form-urlencoded body read from a file in blocks,
@@ -711,12 +714,32 @@ static void push_request_table(lua_State *L, req *r) {
   lua_setfield(L, -2, "headers");
 }
 
+/* Set by the SIGTERM handler of httpd.catch_terminate(). */
+static volatile sig_atomic_t terminate_requested;
+
+static void on_terminate(int sig) {
+  (void)sig;
+  terminate_requested = 1;
+}
+
+static int l_catch_terminate(lua_State *L) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_terminate;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0; /* no SA_RESTART: a select() waiting in step() returns at once */
+  if (sigaction(SIGTERM, &sa, NULL) != 0) return luaL_error(L, "catch_terminate: %s", strerror(errno));
+  return 0;
+}
+
 static int l_server_step(lua_State *L) {
   server *s = check_server(L, 1);
   lua_Integer timeout = luaL_optinteger(L, 2, 0);
   lua_Integer n = 0;
+  if (terminate_requested) return luaL_error(L, "terminated");
   lua_newtable(L);
   pump(s, timeout);
+  if (terminate_requested) return luaL_error(L, "terminated");
   while (s->qhead) {
     req *r = s->qhead;
     exchange *e = lua_newuserdatauv(L, sizeof *e, 1);
@@ -1088,5 +1111,7 @@ GEOSERVICES_API int luaopen_geoservices_httpd(lua_State *L) {
   lua_setfield(L, -2, "listen");
   lua_pushcfunction(L, l_decode_form_file);
   lua_setfield(L, -2, "decode_form_file");
+  lua_pushcfunction(L, l_catch_terminate);
+  lua_setfield(L, -2, "catch_terminate");
   return 1;
 }

@@ -8,17 +8,20 @@
 -- so every way of starting it takes the same options and prints the same
 -- start-up line, "geoservices emulator listening on <url>" (with `--json`,
 -- `{"event":"listening","url":...,"data":...}`), once it accepts connections.
--- It serves until interrupted (Ctrl-C), or until the `--exit-with` process is gone.
+-- It serves until interrupted (Ctrl-C) or terminated (SIGTERM), or until the
+-- `--exit-with` process is gone.
 -- @module geoservices.emulator.main
 local argparse = require "argparse"
 local core = require "geoservices.core"
 local emulator = require "geoservices.emulator"
+local httpd = require "geoservices.httpd"
 local json = require "geoservices.json"
 
 local M = {}
 
 local EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 M.EXIT_INTERRUPTED = 130 -- 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+M.EXIT_TERMINATED = 143 -- 128 + SIGTERM
 
 --- Parses a size: bytes, or a number with a K, M or G suffix (powers of 1024).
 -- @string text the size as given
@@ -42,7 +45,7 @@ function M.parser(prog)
     .. "notebooks/snapshots/list), serving until interrupted.")
     :add_help(false)
     :epilog("Exit codes: 0 stopped, 1 could not start (port in use, bad data file), 2 bad usage, "
-      .. "130 interrupted (Ctrl-C).")
+      .. "130 interrupted (Ctrl-C), 143 terminated (SIGTERM).")
   p:flag("-h --help", "Show this help message and exit.")
   p:option("--port", "Port; 0 picks a free one (printed on start-up).", "0"):convert(math.tointeger)
   p:option("--host", "Address to bind.", "127.0.0.1")
@@ -150,7 +153,10 @@ function M.main(args, env)
   -- With --exit-with, stop when that process is gone, so a crashed test run
   -- never leaves an emulator behind. Ctrl-C (the interpreter's "interrupted!"
   -- error) stops it with one line and exit code 130, like any interrupted
-  -- command; nothing keeps running.
+  -- command; SIGTERM (how scripts and service managers stop it) the same
+  -- way with 143; either way it closes itself (its temporary result files
+  -- go) and nothing keeps running.
+  httpd.catch_terminate()
   local exit_with = opts.exit_with
   local next_check = core.monotonic() + 1
   local ran, stopped = pcall(emu.run, emu, function()
@@ -162,13 +168,16 @@ function M.main(args, env)
   end)
   emu:close()
   if not ran then
-    if not tostring(stopped):match("interrupted!$") then error(stopped, 0) end
+    local how = tostring(stopped):match("interrupted!$") and "interrupted"
+      or tostring(stopped):match("terminated$") and "terminated"
+    if not how then error(stopped, 0) end
+    local code = how == "interrupted" and M.EXIT_INTERRUPTED or M.EXIT_TERMINATED
     if opts.json then
-      stdout:write(json.encode{ event = "result", exit = M.EXIT_INTERRUPTED, ok = false, interrupted = true }, "\n")
+      stdout:write(json.encode{ event = "result", exit = code, ok = false, [how] = true }, "\n")
       stdout:flush()
     end
-    stderr:write(prog, ": interrupted; the emulator stopped (nothing keeps running)\n")
-    return M.EXIT_INTERRUPTED
+    stderr:write(prog, ": ", how, "; the emulator stopped (nothing keeps running)\n")
+    return code
   end
   return EXIT_OK
 end
