@@ -37,6 +37,11 @@ local BODIES = {
   empty = "",
   spaces = "   ",
 }
+do -- a larger document: thousands of allocations per decode
+  local items = {}
+  for i = 1, 2000 do items[i] = ('{"id":%d,"name":"item %d","tags":["a","b"]}'):format(i, i) end
+  BODIES.large = '{"items":[' .. table.concat(items, ",") .. ']}'
+end
 
 describe("the json request option", function()
   local dir, driver
@@ -122,6 +127,83 @@ describe("the json request option", function()
     _, err = response.decode(assert(fetch("dialect_status", { json = true })), "u")
     assert.equal("server", err.kind)
     assert.equal(409, err.code)
+  end)
+
+  it("keeps each request's own depth limit, whatever was decoded before", function()
+    for _ = 1, 3 do
+      assert.is_nil(assert(fetch("object", { json = true, max_json_depth = 2 })).json)
+      assert.is_table(assert(fetch("object", { json = true })).json)
+      assert.is_nil(assert(fetch("too_deep", { json = true })).json)
+      assert.is_table(assert(fetch("too_deep", { json = true, max_json_depth = 1001 })).json)
+    end
+  end)
+
+  it("decodes again, alike, after a body that is not JSON stopped a decode half-way", function()
+    for _, name in ipairs{ "truncated", "bad_utf8", "too_deep", "trailing" } do
+      assert.is_nil(assert(fetch(name, { json = true })).json)
+      assert.same(json.decode(BODIES.object), assert(fetch("object", { json = true })).json)
+    end
+  end)
+
+  it("decodes again after a decode raised half-way (nested deeper than the Lua stack)", function()
+    -- in a process of its own: a Lua stack grown to its limit slows the
+    -- collector of the process for a while
+    local path = dir .. "/deeper_than_the_stack"
+    helper.write_file(path, nested(1100000))
+    local script = [[
+      local core = require "geoservices.core"
+      local json = require "geoservices.json"
+      local transport = require "geoservices.net.transport"
+      local deep, object, text = ...
+      local driver = core.driver()
+      for _ = 1, 2 do
+        local ok, err = pcall(transport.perform, driver, { url = deep, json = true, max_json_depth = 2000000 })
+        assert(not ok and err:find("JSON nested too deeply", 1, true), tostring(err))
+        for _, depth in ipairs{ 2000000, false } do
+          local resp = assert(transport.perform(driver, { url = object, json = true, max_json_depth = depth or nil }))
+          assert(json.encode(resp.json) == json.encode(json.decode(text)))
+        end
+      end
+      io.write("decoded again")
+    ]]
+    helper.write_file(dir .. "/deep.lua", script)
+    local cmd = ("LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s %s %s 2>&1"):format(
+      helper.shell_quote(package.path), helper.shell_quote(package.cpath), helper.shell_quote(dir .. "/deep.lua"),
+      helper.shell_quote("file://" .. path), helper.shell_quote("file://" .. dir .. "/object"),
+      helper.shell_quote(BODIES.object))
+    local p = assert(io.popen(cmd))
+    local out = p:read("a")
+    p:close()
+    os.remove(path)
+    os.remove(dir .. "/deep.lua")
+    assert.equal("decoded again", out)
+  end)
+
+  it("decodes a response inside a finalizer that runs while another one is decoded", function()
+    local inner, armed = {}, true
+    local function arm()
+      setmetatable({}, { __gc = function()
+        if not armed then return end
+        local d = core.driver()
+        local r = transport.perform(d, { url = "file://" .. dir .. "/dup_keys", json = true })
+        d:close()
+        inner[#inner + 1] = r and r.json and r.json.a or false
+        arm()
+      end })
+    end
+    collectgarbage()
+    arm()
+    -- a young collection every few KB: the finalizer runs again and again,
+    -- inside the decodes too (most of a fetch's allocations)
+    collectgarbage("generational", 1, 100)
+    for _ = 1, 20 do
+      assert.equal(2000, #assert(fetch("large", { json = true })).json.items)
+    end
+    armed = false
+    collectgarbage("incremental", 200, 100, 13)
+    collectgarbage()
+    assert.is_true(#inner >= 10, tostring(#inner))
+    for _, a in ipairs(inner) do assert.equal(2, a) end
   end)
 
   it("keeps max_response_bytes: a larger body fails before it is decoded", function()

@@ -41,6 +41,7 @@ typedef struct jsonstream_ud {
   frame *frames; /* per open container */
   size_t depth, cap;
   geoservices_buf held; /* geoservices_json_decode_buf: the bytes, its own while it decodes */
+  size_t max_depth;     /* the parser's depth limit as asked (0: the default) */
 } jsonstream_ud;
 
 /* Moves the waiting elements of f into its table (creating it, at their
@@ -209,14 +210,20 @@ static void read_limits(lua_State *L, int idx, geoservices_json_limits *lim) {
   lim->max_value_bytes = opt_size(L, idx, "max_value_bytes");
 }
 
-/* Pushes a new JsonStream (pre-closed until the parser exists). */
-static jsonstream_ud *new_jsonstream(lua_State *L, const geoservices_json_limits *lim) {
+/* Pushes a new userdata of class `mt` (pre-closed until the parser exists). */
+static jsonstream_ud *new_decoder(lua_State *L, const geoservices_json_limits *lim, const char *mt) {
   jsonstream_ud *u = lua_newuserdatauv(L, sizeof *u, 1);
   memset(u, 0, sizeof *u);
-  luaL_setmetatable(L, GEOSERVICES_JSONSTREAM_MT);
+  luaL_setmetatable(L, mt);
+  u->max_depth = lim->max_depth;
   u->parser = geoservices_jsonstream_new(&decode_handlers, u, lim);
   if (!u->parser) luaL_error(L, "not enough memory");
   return u;
+}
+
+/* Pushes a new JsonStream. */
+static jsonstream_ud *new_jsonstream(lua_State *L, const geoservices_json_limits *lim) {
+  return new_decoder(L, lim, GEOSERVICES_JSONSTREAM_MT);
 }
 
 static void release(jsonstream_ud *u) {
@@ -322,18 +329,73 @@ static int l_json_decode(lua_State *L) {
   return 1;
 }
 
-/* Decodes the bytes of b (see lua_decode.h). They are the decoder's while
- * it runs: a Lua error raised meanwhile (out of memory) frees them with the
- * decoder's userdata, and whatever happens to b's owner during the decode
- * (a finalizer closing it) cannot free them under the parser. */
-int geoservices_json_decode_buf(lua_State *L, geoservices_buf *b, size_t max_depth) {
+/* ---- the state's decoder -------------------------------------------------
+ * geoservices_json_decode_buf decodes every response with one decoder kept
+ * in the registry (its parser and frame stack live on between decodes)
+ * rather than a new JsonStream each time: a userdata, three mallocs and a
+ * finalizer less per response. While it decodes it is a to-be-closed value
+ * of the caller's stack, so a Lua error raised meanwhile (out of memory)
+ * resets it and frees the bytes it holds; a decode that starts while it is
+ * in use (from a finalizer) makes its own. */
+#define DECODER_MT "geoservices.JsonDecoder"
+
+static const char decoder_key = 0; /* its registry key is this variable's address */
+
+/* __close: back to idle (the bytes it still holds are an error's leftover). */
+static int l_decoder_reset(lua_State *L) {
+  jsonstream_ud *u = (jsonstream_ud *)luaL_checkudata(L, 1, DECODER_MT);
+  geoservices_buf_free(&u->held);
+  if (u->parser) geoservices_jsonstream_reset(u->parser);
+  u->depth = 0;
+  u->busy = 0;
+  u->L = NULL;
+  return 0;
+}
+
+/* __gc */
+static int l_decoder_gc(lua_State *L) {
+  release((jsonstream_ud *)luaL_checkudata(L, 1, DECODER_MT));
+  return 0;
+}
+
+/* Pushes the decoder to use for depth limit max_depth and returns it, with
+ * whether it is the state's: the state's when it is idle (made anew when
+ * it has another limit: one client's limit, usually the default, is asked
+ * again and again), marked to be closed; else, while it is in use, a new
+ * JsonStream. */
+static jsonstream_ud *push_decoder(lua_State *L, size_t max_depth, int *shared) {
   geoservices_json_limits lim;
-  jsonstream_ud *u;
-  int top = lua_gettop(L), base, rc, i;
+  jsonstream_ud *u = NULL;
   lim.max_depth = max_depth;
   lim.max_value_bytes = 0;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &decoder_key) == LUA_TUSERDATA) {
+    u = (jsonstream_ud *)lua_touserdata(L, -1);
+    if (u->busy || !u->parser) {
+      lua_pop(L, 1);
+      *shared = 0;
+      return new_jsonstream(L, &lim); /* __gc frees the parser (and the bytes) if we raise */
+    }
+  }
+  if (!u || u->max_depth != max_depth) {
+    lua_pop(L, 1);
+    u = new_decoder(L, &lim, DECODER_MT);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &decoder_key);
+  }
+  lua_toclose(L, -1);
+  *shared = 1;
+  return u;
+}
+
+/* Decodes the bytes of b (see lua_decode.h). They are the decoder's while
+ * it runs: a Lua error raised meanwhile (out of memory) frees them with the
+ * decoder, and whatever happens to b's owner during the decode (a
+ * finalizer closing it) cannot free them under the parser. */
+int geoservices_json_decode_buf(lua_State *L, geoservices_buf *b, size_t max_depth) {
+  jsonstream_ud *u;
+  int top = lua_gettop(L), base, rc, i, shared;
   luaL_checkstack(L, 8, NULL);
-  u = new_jsonstream(L, &lim); /* top + 1; __gc frees the parser (and the bytes) if we raise */
+  u = push_decoder(L, max_depth, &shared); /* top + 1 */
   u->held = *b;
   geoservices_buf_init(b, b->limit);
   base = stream_begin(L, u, top + 1);
@@ -347,7 +409,8 @@ int geoservices_json_decode_buf(lua_State *L, geoservices_buf *b, size_t max_dep
   }
   *b = u->held; /* given back */
   geoservices_buf_init(&u->held, 0);
-  release(u);
+  if (shared) lua_closeslot(L, top + 1); /* idle again (l_decoder_reset) */
+  else release(u);
   for (i = 1; i <= rc; i++) lua_copy(L, -rc - 1 + i, top + i); /* the results in place of the decoder's slots */
   lua_settop(L, top + rc);
   return rc;
@@ -444,6 +507,13 @@ static const luaL_Reg json_decode_funcs[] = {
 };
 
 void geoservices_open_json_decode(lua_State *L) {
+  if (luaL_newmetatable(L, DECODER_MT)) {
+    lua_pushcfunction(L, l_decoder_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_decoder_reset);
+    lua_setfield(L, -2, "__close");
+  }
+  lua_pop(L, 1);
   geoservices_new_class(L, GEOSERVICES_JSONSTREAM_MT, jsonstream_methods, jsonstream_meta);
   luaL_setfuncs(L, json_decode_funcs, 0);
 }
