@@ -92,6 +92,26 @@ describe("geoservices replica", function()
     assert.equal(4, #saved.layers)
   end)
 
+  it("into a store (OUT.gpkg) reports the store's filling after the download, and sync too", function()
+    local store = dir .. "/crew.gpkg"
+    local r = run(gs("replica", "create", "Parcels", "--layers", "0,1", "--name", "crew", "--poll-interval", "0.02",
+                     store))
+    assert.equal(0, r.code, r.out .. r.err)
+    local download = r.out:find("crew.gpkg: downloading", 1, true)
+    local filled = r.out:find("crew.gpkg: filling the store [%d.]+ %a+ of [%d.]+ %a+ %(100%%%), 4 records")
+    assert.truthy(filled, r.out)
+    assert.is_true(download == nil or download < filled, r.out)
+    r = run(gs("--json", "sync", store))
+    assert.equal(0, r.code, r.out .. r.err)
+    local fill
+    for _, e in ipairs(events(r.out)) do if e.event == "fill" then fill = e end end
+    assert.is_table(fill, r.out)
+    assert.is_true(fill.done)
+    assert.equal(100, fill.percent)
+    assert.equal(fill.total, fill.bytes)
+    assert.equal("crew.gpkg", fill.replica)
+  end)
+
   it("refuses what the service cannot do before anything is sent: exit 2, no state", function()
     local state = dir .. "/x.json"
     local r = run(gs("replica", "create", "Utilities", "--layers", "0", "--model", "perReplica", state))

@@ -132,6 +132,28 @@ describe("replica store, local half", function()
       st:close()
     end)
 
+    it("reports a result file's filling as it goes: on_fill(bytes, total, records), the last at the end", function()
+      local result = dir .. "/big.json"
+      data.write_result(result, { [0] = 12000, [3] = 3000 })
+      local f = assert(io.open(result, "rb"))
+      local size = f:seek("end")
+      f:close()
+      assert.is_true(size > 3 * 1024 * 1024) -- several of the 1 MiB steps
+      local calls = {}
+      local st = assert(store.create_from(dir .. "/filled.gpkg", REPLICA, data.layers(), result, {
+        on_fill = function(bytes, total, records) calls[#calls + 1] = { bytes, total, records } end }))
+      assert.is_true(#calls >= 4, #calls .. " reports")
+      for i, c in ipairs(calls) do
+        assert.equal(size, c[2])
+        if i > 1 then
+          assert.is_true(c[1] > calls[i - 1][1] and c[3] >= calls[i - 1][3], "bytes and records only grow")
+        end
+      end
+      assert.same({ size, size, 15000 }, calls[#calls])
+      assert.equal(12000, st:count(0))
+      st:close()
+    end)
+
     it("refuses files that are not stores", function()
       local st, err = store.open(dir .. "/none.gpkg")
       assert.is_nil(st)

@@ -2,7 +2,9 @@
 -- job status changes (a spinner on a terminal, a line or a `job` event
 -- elsewhere), polls, the result file's download (bytes as they arrive
 -- through the library's on_progress: a bar on a terminal, a line or a
--- `download` event per tenth of the file elsewhere) and the records parsed.
+-- `download` event per tenth of the file elsewhere), the records parsed,
+-- and a replica store being filled from the file (on_fill: the same way,
+-- `fill` events).
 -- Used by `sync` and `replica create`; it observes the client (Client:observe), it
 -- never replaces a method.
 local core = require "geoservices.core"
@@ -15,7 +17,7 @@ local watch = {}
 local PROGRESS_STEP = 4 * 1024 * 1024
 
 --- Starts following: returns `w` with `on_status`, `on_progress`,
--- `on_change` (give them to the operation), `report_download(ok)` (once, at
+-- `on_change`, `on_fill` (give them to the operation), `report_download(ok)` (once, at
 -- the end) and `restore()` (stops observing, clears the live line).
 -- @param out the command's output
 -- @param client the client
@@ -28,7 +30,10 @@ function watch.new(out, client, name)
     local now = core.monotonic()
     if not force and now - last_draw < 0.1 then return end
     last_draw = now
-    if w.downloading then
+    if w.filling then
+      out:live(("%s filling the store %s"):format(name, output.progress_bar(w.filled, w.fill_total, w.fill_records,
+        0, nil, true)))
+    elseif w.downloading then
       w.frame = w.frame + 1
       out:live(("%s downloading %s"):format(name, output.progress_bar(w.bytes, w.total, w.records, w.frame, nil, true)))
     else
@@ -60,6 +65,23 @@ function watch.new(out, client, name)
       out:line(("%s: downloading %s%s%s"):format(name, output.human_bytes(received),
         total and (" of %s (%d%%)"):format(output.human_bytes(total), percent) or "",
         w.records and (", %d records"):format(w.records) or ""))
+    end
+  end
+  local last_fill
+  w.on_fill = function(bytes, total, records)
+    w.filling, w.filled, w.fill_total, w.fill_records = true, bytes, total, records
+    local done = bytes >= total
+    if out.mode == "tty" then return draw(done) end
+    local tenth = total > 0 and 10 * bytes // total or 10
+    if tenth == last_fill then return end
+    last_fill = tenth
+    local percent = total > 0 and 100 * bytes // total or 100
+    if out.mode == "json" then
+      out:emit{ event = "fill", replica = name, done = done, bytes = bytes, total = total, percent = percent,
+                records = records }
+    else
+      out:line(("%s: filling the store %s of %s (%d%%), %d records"):format(name, output.human_bytes(bytes),
+        output.human_bytes(total), percent, records))
     end
   end
   w.on_status = function(status)

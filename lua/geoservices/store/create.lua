@@ -30,8 +30,8 @@ local function file_exists(path)
   return f ~= nil
 end
 
-local OPTS = { on_status = "function", on_progress = "function", timeout = "number", poll_interval = "number",
-               busy_timeout = "number", request_timeout = "number" }
+local OPTS = { on_status = "function", on_progress = "function", on_fill = "function", timeout = "number",
+               poll_interval = "number", busy_timeout = "number", request_timeout = "number" }
 
 --- The layers' resources (`{service}/FeatureServer/{id}`), in order.
 -- @return the list, or nil, err
@@ -62,7 +62,8 @@ end
 -- @tparam table params `service` (required), `layers` (ids; default every layer of the service),
 --   and the createReplica parameters (replicaName, syncModel, syncDirection, geometry, layerQueries,
 --   returnAttachments, async...), passed through
--- @tparam[opt] table opts `on_status`, `on_progress`, `timeout`, `poll_interval`, `busy_timeout`
+-- @tparam[opt] table opts `on_status`, `on_progress` (the download), `on_fill(bytes, total, records)`
+--   (the store being filled from it: see store.create_from), `timeout`, `poll_interval`, `busy_timeout`
 -- @return the open store, or nil, err (kind "invalid" with nothing sent: a file at path, a bad
 --   parameter, a capability the service lacks; or the errors of createReplica and the store)
 -- @raise on misuse
@@ -119,7 +120,7 @@ function M.create(client, path, params, opts)
   local replica_info = M.replica_info(result, request)
   local store = require "geoservices.store"
   local ok, st, serr = pcall(store.create_from, path, replica_info, layer_infos, tmp,
-                             { busy_timeout = opts.busy_timeout })
+                             { busy_timeout = opts.busy_timeout, on_fill = opts.on_fill })
   os.remove(tmp)
   if not ok then serr = errors.new("io", tostring(st)) st = nil end
   if not st then

@@ -195,12 +195,16 @@ end
 local CHUNK = 1 << 20
 
 -- Feeds a JSON result file to a records extractor chunk by chunk, applying
--- after each chunk: memory stays flat.
-local function apply_file(st, path, on_record)
+-- after each chunk: memory stays flat. `on_fill(bytes, total, records)`,
+-- when given, follows it after each chunk (bytes of the file applied so far,
+-- its size, records applied so far); its last call has bytes == total.
+local function apply_file(st, path, on_record, on_fill)
   local f, msg = io.open(path, "rb")
   if not f then return nil, errors.new("io", "cannot read the result file: " .. msg, { path = path }) end
+  local size = f:seek("end")
+  f:seek("set")
   local records = core.records()
-  local total = 0
+  local total, bytes = 0, 0
   while true do
     local chunk = f:read(CHUNK)
     if not chunk then break end
@@ -216,7 +220,8 @@ local function apply_file(st, path, on_record)
       records:close()
       return nil, err
     end
-    total = total + n
+    total, bytes = total + n, bytes + #chunk
+    if on_fill and bytes < size then on_fill(bytes, size, total) end
   end
   f:close()
   local ok, m, offset = records:finish()
@@ -227,6 +232,7 @@ local function apply_file(st, path, on_record)
   local n, err = st:apply(records, on_record)
   records:close()
   if not n then return nil, err end
+  if on_fill then on_fill(size, size, total + n) end
   return total + n
 end
 
@@ -251,7 +257,9 @@ end
 --   chunk) — apply drains the extractor into the store and returns the count, or nil, err —
 --   and returns true, or nil, err to abandon the creation
 -- @tparam[opt] table opts `busy_timeout` (seconds), `on_record(kind, layer_id, value, key)` (the
---   records the store does not apply: top-level fields, layer fields, edit results)
+--   records the store does not apply: top-level fields, layer fields, edit results),
+--   `on_fill(bytes, total, records)` (with a result file as source: after each MiB of it applied,
+--   and once at the end with bytes == total)
 -- @treturn[1] Store the store, open
 -- @return[2] nil
 -- @treturn[2] table err: "invalid" (a file at path, bad metadata), "protocol" (a bad record), "io"
@@ -341,7 +349,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     if source ~= nil then
       local n, err
       if type(source) == "string" then
-        n, err = apply_file(st, source, on_record)
+        n, err = apply_file(st, source, on_record, opts.on_fill)
       elseif type(source) == "function" then
         local ok
         ok, err = source(function(records)

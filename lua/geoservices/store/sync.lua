@@ -133,7 +133,7 @@ end
 -- The one transaction that commits a result: snapshot layers cleared, the
 -- downloaded changes applied, the generations, the attempt's outcomes, the
 -- queued edits the server's state overwrote, the log.
-local function commit(st, rep, attempt_id, rows, result, file, touched, directions)
+local function commit(st, rep, attempt_id, rows, result, file, touched, directions, on_fill)
   local failed, unanswered = {}, {}
   for _, f in ipairs(result.failed_edits or {}) do
     if f.target ~= "attachment" then failed[key(f.op, f.layer, f.globalId)] = f end
@@ -179,7 +179,7 @@ local function commit(st, rep, attempt_id, rows, result, file, touched, directio
           and math.tointeger(value.objectId) and type(value.globalId) == "string" then
           new_oids[#new_oids + 1] = { layer, normalize(value.globalId), math.tointeger(value.objectId) }
         end
-      end)
+      end, on_fill)
       if not n then return nil, aerr end
       downloaded = n
     end
@@ -312,13 +312,14 @@ local function resolve(st, client, rep, attempt, opts)
     end
   end
   local file = file_exists(tmp) and tmp or nil
-  return commit(st, rep, attempt.id, rows, result, file, touched, directions)
+  return commit(st, rep, attempt.id, rows, result, file, touched, directions, opts.on_fill)
 end
 
 local UPLOADS = { bidirectional = true, upload = true }
 
-local SYNC_OPTS = { on_status = "function", on_progress = "function", timeout = "number", poll_interval = "number",
-                    lock_timeout = "number", direction = "string", directions = "table", params = "table" }
+local SYNC_OPTS = { on_status = "function", on_progress = "function", on_fill = "function", timeout = "number",
+                    poll_interval = "number", lock_timeout = "number", direction = "string", directions = "table",
+                    params = "table" }
 
 local function sync_locked(st, client, opts)
   local rep, err = st:replica()
@@ -369,7 +370,7 @@ local function sync_locked(st, client, opts)
     return nil, err
   end
   local file = file_exists(tmp) and tmp or nil
-  result, err = commit(st, rep, id, rows, result, file, touched, directions)
+  result, err = commit(st, rep, id, rows, result, file, touched, directions, opts.on_fill)
   if result and resolved then result.resolved = resolved end
   return result, err
 end
@@ -377,7 +378,8 @@ end
 --- Synchronizes a store (`store:sync(client, opts)`).
 -- @param st the store
 -- @param client a geoservices client
--- @tparam[opt] table opts `on_status`, `on_progress`, `timeout`, `poll_interval`, `lock_timeout`
+-- @tparam[opt] table opts `on_status`, `on_progress` (the download), `on_fill(bytes, total, records)`
+--   (the result file being applied: see store.create_from), `timeout`, `poll_interval`, `lock_timeout`
 --   (seconds to wait for another sync of this store), `direction` (this sync's syncDirection),
 --   `directions` (`[layer id] = direction`, perLayer), `params` (extra synchronizeReplica
 --   parameters: async, transportType...)

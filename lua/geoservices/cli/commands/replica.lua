@@ -42,8 +42,9 @@ end
 -- * `check(path)` -> nil | err: refuse before anything is sent;
 -- * `create_opts(path)` -> the create_replica options that say where the data streams
 --   (`output`, or `on_change`...);
--- * `keep(path, result)` -> info | nil, err: once the whole result is in (the replica then
---   exists on the server); info is `{state =, data =}`, printed and emitted;
+-- * `keep(path, result, client, on_fill)` -> info | nil, err: once the whole result is in (the
+--   replica then exists on the server); info is `{state =, data =}`, printed and emitted;
+--   on_fill follows a store being filled (geoservices.store.create_from);
 -- * `name(path)` -> what the lines and events call it.
 -- This one writes a replica state file (geoservices.replica) and the data beside it.
 replica_cmd.json_destination = {
@@ -89,11 +90,14 @@ replica_cmd.gpkg_destination = {
   create_opts = function(path)
     return { output = path .. ".download.json" }
   end,
-  keep = function(path, result, client)
+  keep = function(path, result, client, on_fill)
     local builder = require "geoservices.store.create"
     local infos, err = builder.layer_infos(client, result.service, result.layers)
     local st
-    if infos then st, err = geoservices.store.create_from(path, builder.replica_info(result), infos, result.output) end
+    if infos then
+      st, err = geoservices.store.create_from(path, builder.replica_info(result), infos, result.output,
+        { on_fill = on_fill })
+    end
     os.remove(result.output)
     result.output = nil -- in the store now
     if not st then return nil, err end
@@ -151,7 +155,7 @@ local function follow(out, client, path, dest, run, poll_opts)
     return true
   end
   opts.on_done = function(result)
-    local info, err = dest.keep(path, result, client)
+    local info, err = dest.keep(path, result, client, w.on_fill)
     if not info then return nil, err end
     kept = info
     os.remove(journal_path(path))

@@ -43,7 +43,8 @@ local function sync_store(args, out, client, path, edits_text)
   local watch = watch_mod.new(out, client, name)
   local opts = { params = { transportType = args.transport, async = args.async or nil },
                  direction = args.direction, poll_interval = args.poll_interval, timeout = args.wait_timeout,
-                 on_status = watch.on_status, on_progress = watch.on_progress, lock_timeout = args.lock_timeout }
+                 on_status = watch.on_status, on_progress = watch.on_progress, on_fill = watch.on_fill,
+                 lock_timeout = args.lock_timeout }
   out:server_work{ what = ("the synchronization of %s (its edits may have reached it)"):format(name),
                    follow = (out.follow_prefix or "geoservices") .. " sync " .. path }
   local ok, result, sync_err = pcall(st.sync, st, client, opts)
