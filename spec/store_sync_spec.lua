@@ -106,13 +106,14 @@ describe("replica store sync (issue 15)", function()
   end
 
   it("refuses a perReplica store on a service without per-replica sync, sending no createReplica", function()
-    local before = emu:count("createReplica")
+    local before, layers_before = emu:count("createReplica"), emu:count("layerInfo")
     local st, err = geoservices.store.create(client, dir .. "/u.gpkg", { service = "Utilities",
       replicaName = "u", syncModel = "perReplica" })
     assert.is_nil(st)
     assert.equal("invalid", err.kind)
     assert.matches("perReplica", err.message)
     assert.equal(before, emu:count("createReplica"))
+    assert.equal(layers_before, emu:count("layerInfo")) -- refused on the service's resource alone
     assert.is_nil(io.open(dir .. "/u.gpkg"))
     -- perLayer works there, polylines and polygons included
     local u = assert(geoservices.store.create(client, dir .. "/u2.gpkg", { service = "Utilities",

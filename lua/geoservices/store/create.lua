@@ -7,8 +7,8 @@
 --       syncModel = "perReplica", syncDirection = "bidirectional",
 --     }, { on_status = function(s) print(s.status) end }))
 --
--- Steps: the service's resource (its capabilities are checked by
--- createReplica before anything is sent), each layer's resource (fields,
+-- Steps: the service's resource (the request is checked against its
+-- capabilities before anything else is read or sent), each layer's resource (fields,
 -- geometry type, spatial reference, id fields), createReplica (async by
 -- default) with its data saved to a temporary file next to the store, then
 -- geoservices.store.create_from with that file: nothing exists at `path`
@@ -18,7 +18,9 @@
 -- @module geoservices.store.create
 -- @local
 local core = require "geoservices.core"
+local create_params = require "geoservices.sync.create_params"
 local errors = require "geoservices.errors"
+local sync_create = require "geoservices.sync.create"
 
 local M = {}
 
@@ -105,6 +107,11 @@ function M.create(client, path, params, opts)
   for _, id in ipairs(request.layers) do
     if math.type(id) ~= "integer" then return nil, errors.invalid("layers", "integer layer ids") end
   end
+  -- what the service cannot do is refused now, before its layers are read
+  local fields, plan = create_params.encode(request, client.enum_prefix)
+  if not fields then return nil, plan end
+  local refused = sync_create.settle(fields, plan, info)
+  if refused then return nil, refused end
   local layer_infos, lerr = M.layer_infos(client, service, request.layers, opts)
   if not layer_infos then return nil, lerr end
 

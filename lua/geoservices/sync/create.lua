@@ -427,6 +427,23 @@ local function make_operation(client, fields)
   return jobs.operation(client, fields, finish_job)
 end
 
+--- Completes a createReplica request's plan from the service's resource
+-- (the default sync model, async unless the service cannot) and checks it
+-- against the service's capabilities.
+-- @tparam table fields the encoded parameters (geoservices.sync.create_params.encode)
+-- @tparam table plan their plan, as encode returned it
+-- @tparam ?geoservices.sync.service.ServiceInfo info the service's resource (nil: not read)
+-- @return nil, or err (kind "invalid": a capability the service lacks)
+function create.settle(fields, plan, info)
+  plan.model = plan.model or service.default_model(info)
+  fields.syncModel = plan.model
+  if plan.async == nil then
+    plan.async = not (info and info.syncCapabilities.supportsAsync == false)
+    fields.async = plan.async
+  end
+  return info and service.check_create(info, plan) or nil
+end
+
 --- Runs createReplica on a feature service (`client:create_replica(service,
 -- params, opts)`): validates the parameters, checks them against the
 -- service's capabilities, sends the request (async by default), follows the
@@ -495,16 +512,8 @@ function create.create_replica(self, name, params, opts)
       return nil, read_err
     end
   end
-  plan.model = plan.model or service.default_model(info)
-  fields.syncModel = plan.model
-  if plan.async == nil then
-    plan.async = not (info and info.syncCapabilities.supportsAsync == false)
-    fields.async = plan.async
-  end
-  if info then
-    local refused = service.check_create(info, plan)
-    if refused then return nil, refused end
-  end
+  local refused = create.settle(fields, plan, info)
+  if refused then return nil, refused end
 
   local ctx = {
     service = name, model = plan.model, layers = plan.layers, direction = plan.direction,
@@ -532,8 +541,8 @@ function create.create_replica(self, name, params, opts)
   end
   local status_url = sync_result.status_url(doc)
   if status_url then
-    local refused = origin.check_followable(status_url, self.url, "status URL")
-    if refused then return nil, with_note(refused, ctx, nil) end
+    local unfollowable = origin.check_followable(status_url, self.url, "status URL")
+    if unfollowable then return nil, with_note(unfollowable, ctx, nil) end
     local op = make_operation(self, {
       status_url = status_url, service = name, replicaName = params.replicaName, output = opts.output,
       on_change = opts.on_change, on_progress = opts.on_progress, on_done = opts.on_done,
