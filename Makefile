@@ -149,7 +149,7 @@ ctest: $(CTESTS)
 
 busted: all
 	@mkdir -p $(BUILD)
-	$(BUSTED) -o TAP $(BUSTED_FLAGS) | tee $(BUILD)/busted.tap; exit $${PIPESTATUS[0]}
+	$(BUSTED) --cpath='$(BUILD)/?.so' -o TAP $(BUSTED_FLAGS) | tee $(BUILD)/busted.tap; exit $${PIPESTATUS[0]}
 
 test: deps
 	$(MAKE) WERROR=1 all
