@@ -6,12 +6,14 @@
  * cache) and a JsonStream fed in two pieces at an input-chosen cut must agree
  * exactly (value, array marks, or error message and offset); the records of
  * a core.records() fed whole and fed in two pieces (drained between) must
- * agree, and so must whether they succeed. Any disagreement or Lua error aborts. Not
+ * agree, and so must whether they succeed, also with the second piece parsed
+ * on a worker thread (worker_after = 1). Any disagreement or Lua error aborts. Not
  * in FUZZ_TARGETS (it links the Lua library); build and run it by hand:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Icsrc -I/usr/include/lua5.4 \
  *     -D_POSIX_C_SOURCE=200809L -o build/fuzz/fuzz_lua_decode csrc/fuzz/fuzz_lua_decode.c \
  *     csrc/json/lua_decode.c csrc/json/lua_encode.c csrc/json/lua_records.c csrc/json/records.c \
- *     csrc/json/strcache.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/buf.c csrc/class.c \
+ *     csrc/json/strcache.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/parse_worker.c csrc/buf.c \
+ *     csrc/class.c -pthread \
  *     /usr/lib/x86_64-linux-gnu/liblua5.4.a -lm -ldl
  *   build/fuzz/fuzz_lua_decode -max_total_time=120 -max_len=65536 build/fuzz/corpus_lua_decode \
  *     csrc/fuzz/corpus/jsonstream csrc/fuzz/corpus/records */
@@ -48,8 +50,8 @@ static const char checker[] =
   "  for _, x in pairs(v) do if not marks(x) then return false end end\n"
   "  return true\n"
   "end\n"
-  "local function records(s, cut)\n"
-  "  local r = core.records()\n"
+  "local function records(s, cut, opts)\n"
+  "  local r = core.records(opts)\n"
   "  local out = {}\n"
   "  local function fn(kind, layer, value, key) out[#out + 1] = { kind, layer or false, value, key or false } end\n"
   "  local st, ok, e, o = pcall(function()\n"
@@ -78,11 +80,15 @@ static const char checker[] =
   "  else assert(v3 == nil and e == e1 and o == o1, 'stream error differs') end\n"
   "  local a, s1, p1, x1, y1 = records(s, #s)\n"
   "  local b, s2, p2, x2, y2 = records(s, cut)\n"
+  "  local c, s3, p3, x3, y3 = records(s, cut, { worker_after = 1 })\n"
   /* a document can fail two ways (bad JSON in feed, a layer entry with records but no id in
    * drain); which is seen first depends on where it was cut, so only success must agree */
   "  local ok1, ok2 = (s1 and p1) or false, (s2 and p2) or false\n"
   "  assert(ok1 == ok2, 'records verdict differs')\n"
   "  if ok1 then assert(same(a, b) and x1 == x2 and y1 == y2, 'records differ') end\n"
+  /* the second piece parsed on a worker thread: the same verdict and records as in this thread */
+  "  assert(((s3 and p3) or false) == ok2, 'worker verdict differs')\n"
+  "  if ok2 then assert(same(b, c) and x2 == x3 and y2 == y3, 'worker records differ') end\n"
   "end\n";
 
 static lua_State *state;
