@@ -16,25 +16,13 @@
 
 #include "class.h"
 #include "common.h"
+#include "fdio.h"
 
 static int push_errno(lua_State *L, const char *what, const char *path) {
   int e = errno;
   luaL_pushfail(L);
   lua_pushfstring(L, "%s %s: %s", what, path, strerror(e));
   return 2;
-}
-
-static int write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
 }
 
 /* write_file_atomic(path, data) -> true, or nil, message */
@@ -54,7 +42,7 @@ static int l_write_file_atomic(lua_State *L) {
   memcpy(tmp_path + path_len, ".tmpXXXXXX", sizeof ".tmpXXXXXX");
   fd = mkstemp(tmp_path);
   if (fd < 0) return push_errno(L, "cannot create a temporary file next to", path);
-  if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+  if (geoservices_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
     int e = errno;
     close(fd);
     unlink(tmp_path);

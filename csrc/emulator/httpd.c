@@ -68,6 +68,7 @@
 #include <microhttpd.h>
 
 #include "buf.h"
+#include "fdio.h"
 #include "class.h"
 #include "common.h"
 
@@ -286,19 +287,6 @@ static enum MHD_Result reply_spool_failed(req *r) {
   return reply_static(r, MHD_HTTP_INTERNAL_SERVER_ERROR, spool_failed_msg, sizeof spool_failed_msg - 1);
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Creates an empty private file "<tmpdir>/geoservices-<kind>-XXXXXX"; returns
  * its descriptor (close-on-exec) and sets *path (malloc'd), or -1 with errno. */
 static int make_temp(server *s, const char *kind, char **path) {
@@ -327,7 +315,7 @@ static int make_temp(server *s, const char *kind, char **path) {
 static int spool_start(req *r) {
   r->spool_fd = make_temp(r->srv, "body", &r->spool_path);
   if (r->spool_fd < 0) return -1;
-  if (r->body.len && write_all(r->spool_fd, r->body.data, r->body.len)) return -1;
+  if (r->body.len && geoservices_write_all(r->spool_fd, r->body.data, r->body.len)) return -1;
   geoservices_buf_free(&r->body);
   return 0;
 }
@@ -346,7 +334,7 @@ static void body_append(req *r, const char *data, size_t n) {
   }
   if (r->spool_fd < 0 && !r->spool_path && n > s->spool_threshold - r->body.len && spool_start(r))
     r->io_failed = 1;
-  else if (r->spool_fd >= 0 ? write_all(r->spool_fd, data, n)
+  else if (r->spool_fd >= 0 ? geoservices_write_all(r->spool_fd, data, n)
                             : geoservices_buf_append(&r->body, data, n))
     r->io_failed = 1;
   if (r->io_failed) {

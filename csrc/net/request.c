@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "class.h"
+#include "fdio.h"
 #include "json/lua_decode.h"
 #include "net/request.h"
 
@@ -33,17 +34,9 @@ static geoservices_request *check_open_request(lua_State *L, int idx) {
 /* save_to: a successful body goes to its file as it arrives, so a result
  * of any size is kept without being held in memory. */
 static int save_bytes(geoservices_request *req, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(req->save_fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      req->save_errno = errno;
-      return -1;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
+  if (geoservices_write_all(req->save_fd, p, n) == 0) return 0;
+  req->save_errno = errno;
+  return -1;
 }
 
 static size_t on_records_body(geoservices_request *req, char *ptr, size_t n) {
