@@ -131,19 +131,16 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
   while (p < end) {
     int op = (unsigned char)*p++;
     if (op == TAPE_RECORD) {
-      int kind = (unsigned char)*p++;
-      int64_t entry = geoservices_tape_i64(&p);
-      uint32_t key_len = geoservices_tape_u32(&p);
-      const char *key = p;
-      p += key_len;
-      push_key(L, &kc, geoservices_record_kind_names[kind], (uint32_t)strlen(geoservices_record_kind_names[kind]));
+      geoservices_tape_record h = geoservices_tape_record_header(&p);
+      const char *kind = geoservices_record_kind_names[h.kind];
+      push_key(L, &kc, kind, (uint32_t)strlen(kind));
       push_value(L, &p, array_mt, &kc);
-      if (key_len) lua_pushlstring(L, key, key_len);
+      if (h.key_len) lua_pushlstring(L, h.key, h.key_len);
       else lua_pushnil(L);
       delivered++;
-      if (entry < 0) {
+      if (h.entry < 0) {
         deliver(L, fn_idx, st, 0);
-      } else if (st->has_id && st->id_entry == entry) {
+      } else if (st->has_id && st->id_entry == h.entry) {
         deliver(L, fn_idx, st, 1);
       } else {
         lua_createtable(L, 3, 0);

@@ -71,6 +71,24 @@ static inline double geoservices_tape_f64(const char **p) {
   return v;
 }
 
+/* The header of a TAPE_RECORD, *p just past the op; moves *p to its value. */
+typedef struct geoservices_tape_record {
+  int kind;        /* geoservices_record_kind, as written (a reader checks the range) */
+  int64_t entry;   /* the layer entry, -1 at the top level */
+  const char *key; /* the member name of a field record, key_len bytes (0: none) */
+  uint32_t key_len;
+} geoservices_tape_record;
+
+static inline geoservices_tape_record geoservices_tape_record_header(const char **p) {
+  geoservices_tape_record h;
+  h.kind = (unsigned char)*(*p)++;
+  h.entry = geoservices_tape_i64(p);
+  h.key_len = geoservices_tape_u32(p);
+  h.key = *p;
+  *p += h.key_len;
+  return h;
+}
+
 typedef struct geoservices_records geoservices_records;
 
 /* NULL on OOM. limits may be NULL (defaults of jsonstream). */

@@ -729,16 +729,12 @@ static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const c
     const char *start = p;
     int op = (unsigned char)*p++;
     if (op == TAPE_RECORD) {
-      int kind = (unsigned char)*p++;
-      int64_t entry = geoservices_tape_i64(&p);
-      uint32_t key_len = geoservices_tape_u32(&p);
-      const char *key = p;
-      p += key_len;
-      if (kind >= RECORD_KIND_COUNT) return fail(s, 0, "corrupt record tape (kind %d)", kind);
-      if (entry < 0) {
-        rc = apply_record(s, kind, 0, 0, key, key_len, &p, other, ctx);
-      } else if (c->has_id && c->id_entry == entry) {
-        rc = apply_record(s, kind, 1, c->layer_id, key, key_len, &p, other, ctx);
+      geoservices_tape_record h = geoservices_tape_record_header(&p);
+      if (h.kind >= RECORD_KIND_COUNT) return fail(s, 0, "corrupt record tape (kind %d)", h.kind);
+      if (h.entry < 0) {
+        rc = apply_record(s, h.kind, 0, 0, h.key, h.key_len, &p, other, ctx);
+      } else if (c->has_id && c->id_entry == h.entry) {
+        rc = apply_record(s, h.kind, 1, c->layer_id, h.key, h.key_len, &p, other, ctx);
       } else if (replaying) {
         return fail(s, 0, "corrupt record tape (a waiting record)");
       } else { /* its layer entry's id comes later: the record waits for it */
