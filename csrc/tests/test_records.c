@@ -139,6 +139,24 @@ static const char *const fixtures[] = {
   "{\"edits\":[{\"id\":0,\"features\":[{\"a\":1}]}],\"layers\":{\"x\":1}}",
 };
 
+/* A sync result whose one layer entry holds the records. */
+#define EDITS_HEAD "{\"edits\":[{\"id\":0,\"features\":{\"adds\":["
+#define EDITS_TAIL "]}}]}"
+
+/* head, n copies of one feature separated by commas, extra, tail; with a
+ * NUL at the end (doc->data is a C string). */
+static void many_records(geoservices_buf *doc, const char *head, size_t n, const char *extra, const char *tail) {
+  static const char item[] = "{\"attributes\":{\"OBJECTID\":1,\"NAME\":\"abc\"},\"geometry\":{\"x\":1.5,\"y\":2.5}}";
+  size_t i;
+  geoservices_buf_append(doc, head, strlen(head));
+  for (i = 0; i < n; i++) {
+    if (i) geoservices_buf_putc(doc, ',');
+    geoservices_buf_append(doc, item, strlen(item));
+  }
+  geoservices_buf_append(doc, extra, strlen(extra));
+  geoservices_buf_append(doc, tail, strlen(tail) + 1);
+}
+
 /* What may wait between two consumes: one record's tape, and with a worker
  * the bytes in its ring and the spans parsed since. */
 static size_t pending_bound(void) {
@@ -210,60 +228,32 @@ static void run_all(void) {
     }
   }
 
-  { /* memory stays flat: a document of many records never holds more than one record's tape */
-    geoservices_buf doc, out;
-    size_t i, max_pending = 0;
-    static const char head[] = "{\"edits\":[{\"id\":0,\"features\":{\"adds\":[";
-    static const char item[] = "{\"attributes\":{\"OBJECTID\":1,\"NAME\":\"abc\"},\"geometry\":{\"x\":1.5,\"y\":2.5}}";
-    geoservices_buf_init(&doc, 0);
-    geoservices_buf_init(&out, 0);
-    geoservices_buf_append(&doc, head, strlen(head));
-    for (i = 0; i < flat_items(); i++) {
-      if (i) geoservices_buf_putc(&doc, ',');
-      geoservices_buf_append(&doc, item, strlen(item));
+  { /* memory stays flat: a document of many records never holds more than one record's tape,
+     * for a sync result's edits and for a createReplica result's layers alike */
+    static const char *const shapes[][2] = {
+      {EDITS_HEAD, EDITS_TAIL},
+      {"{\"replicaID\":\"{R}\",\"layers\":[{\"id\":3,\"features\":[", "],\"attachments\":[]}]}"},
+    };
+    size_t k;
+    for (k = 0; k < 2; k++) {
+      geoservices_buf doc, out;
+      size_t max_pending = 0;
+      geoservices_buf_init(&doc, 0);
+      geoservices_buf_init(&out, 0);
+      many_records(&doc, shapes[k][0], flat_items(), "", shapes[k][1]);
+      CHECK(run(doc.data, 4096, &out, &max_pending) == 0);
+      CHECK_MSG(max_pending < pending_bound(), "tape held %zu bytes between consumes", max_pending);
+      CHECK(count_records(&out, RECORD_ADD) == flat_items());
+      CHECK(count_layer_ids(&out) == 1);
+      geoservices_buf_free(&doc);
+      geoservices_buf_free(&out);
     }
-    geoservices_buf_append(&doc, "]}}]}", 5);
-    CHECK(run(doc.data, 4096, &out, &max_pending) == 0);
-    CHECK_MSG(max_pending < pending_bound(), "tape held %zu bytes between consumes", max_pending);
-    CHECK(count_records(&out, RECORD_ADD) == flat_items());
-    geoservices_buf_free(&doc);
-    geoservices_buf_free(&out);
-  }
-
-  { /* the same for a createReplica result: its layers' feature arrays stream record by record */
-    geoservices_buf doc, out;
-    size_t i, max_pending = 0;
-    static const char head[] = "{\"replicaID\":\"{R}\",\"layers\":[{\"id\":3,\"features\":[";
-    static const char item[] = "{\"attributes\":{\"OBJECTID\":1,\"NAME\":\"abc\"},\"geometry\":{\"x\":1.5,\"y\":2.5}}";
-    geoservices_buf_init(&doc, 0);
-    geoservices_buf_init(&out, 0);
-    geoservices_buf_append(&doc, head, strlen(head));
-    for (i = 0; i < flat_items(); i++) {
-      if (i) geoservices_buf_putc(&doc, ',');
-      geoservices_buf_append(&doc, item, strlen(item));
-    }
-    geoservices_buf_append(&doc, "],\"attachments\":[]}]}", 21);
-    CHECK(run(doc.data, 4096, &out, &max_pending) == 0);
-    CHECK_MSG(max_pending < pending_bound(), "tape held %zu bytes between consumes", max_pending);
-    CHECK(count_records(&out, RECORD_ADD) == flat_items());
-    CHECK(count_layer_ids(&out) == 1);
-    geoservices_buf_free(&doc);
-    geoservices_buf_free(&out);
   }
 }
 
 /* A document of `n` records, the last of them broken at its end when `broken`. */
 static void big_doc(geoservices_buf *doc, size_t n, int broken) {
-  static const char head[] = "{\"edits\":[{\"id\":0,\"features\":{\"adds\":[";
-  static const char item[] = "{\"attributes\":{\"OBJECTID\":1,\"NAME\":\"abc\"},\"geometry\":{\"x\":1.5,\"y\":2.5}}";
-  size_t i;
-  geoservices_buf_append(doc, head, strlen(head));
-  for (i = 0; i < n; i++) {
-    if (i) geoservices_buf_putc(doc, ',');
-    geoservices_buf_append(doc, item, strlen(item));
-  }
-  if (broken) geoservices_buf_append(doc, ",{\"attributes\":{\"A\":tru}}", 26);
-  geoservices_buf_append(doc, "]}}]}", 6); /* with its NUL: doc->data is a C string */
+  many_records(doc, EDITS_HEAD, n, broken ? ",{\"attributes\":{\"A\":tru}}" : "", EDITS_TAIL);
 }
 
 /* Feeds doc in 4 KiB pieces, draining as it goes; returns the status and
