@@ -16,6 +16,13 @@ local watch = {}
 -- known size there is one report per tenth of it.
 local PROGRESS_STEP = 4 * 1024 * 1024
 
+-- Which report `bytes` falls in (its tenth of total, or its PROGRESS_STEP
+-- without a total): a line or an event is written once per report.
+local function report_of(bytes, total)
+  if total and total > 0 then return ("%d/%d"):format(10 * bytes // total, total) end
+  return tostring(bytes // PROGRESS_STEP)
+end
+
 --- Starts following: returns `w` with `on_status`, `on_progress`,
 -- `on_change`, `on_fill` (give them to the operation), `report_download(ok)` (once, at
 -- the end) and `restore()` (stops observing, clears the live line).
@@ -53,8 +60,7 @@ function watch.new(out, client, name)
     w.bytes, w.total = received, total
     if out.mode == "tty" then return draw(false) end
     if total and received >= total then return end
-    local report = total and total > 0 and ("%d/%d"):format(10 * received // total, total)
-      or tostring(received // PROGRESS_STEP)
+    local report = report_of(received, total)
     if report == last_report then return end
     last_report = report
     local percent = total and total > 0 and 100 * received // total or nil
@@ -72,9 +78,9 @@ function watch.new(out, client, name)
     w.filling, w.filled, w.fill_total, w.fill_records = true, bytes, total, records
     local done = bytes >= total
     if out.mode == "tty" then return draw(done) end
-    local tenth = total > 0 and 10 * bytes // total or 10
-    if tenth == last_fill then return end
-    last_fill = tenth
+    local report = report_of(bytes, total)
+    if report == last_fill then return end
+    last_fill = report
     local percent = total > 0 and 100 * bytes // total or 100
     if out.mode == "json" then
       out:emit{ event = "fill", replica = name, done = done, bytes = bytes, total = total, percent = percent,
