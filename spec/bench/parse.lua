@@ -15,25 +15,13 @@ local clock = os.clock
 local t_start = clock() -- CPU seconds of the interpreter so far (its start-up)
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("BUILD") or "build") .. "/?.so;" .. package.cpath
+local common = require "spec.bench.common"
 
 -- children find the same modules
 local lua = ("LUA_PATH='%s' LUA_CPATH='%s' %s"):format(package.path, package.cpath, os.getenv("LUA") or "lua5.4")
 local dir = os.getenv("BENCH_DIR") or "build/bench"
 
-local function median(list)
-  local s = {}
-  for i, v in ipairs(list) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  if n % 2 == 1 then return s[(n + 1) // 2] end
-  return (s[n // 2] + s[n // 2 + 1]) / 2
-end
-
-local function min(list)
-  local m = math.huge
-  for _, v in ipairs(list) do m = math.min(m, v) end
-  return m
-end
+local median, min = common.median, common.min
 
 -- One size, in this process ---------------------------------------------------
 
@@ -44,18 +32,7 @@ local function one(path, reps)
   local require_cpu = clock() - r0
   local now = core.monotonic
 
-  -- The same walk for both sides: touch every attribute and coordinate.
-  local touched = 0
-  local function walk(record)
-    local attrs = record.attributes
-    if attrs then
-      for _, v in pairs(attrs) do
-        if v ~= nil then touched = touched + 1 end
-      end
-    end
-    local g = record.geometry
-    if g then touched = touched + (g.x and 1 or 0) + (g.y and 1 or 0) end
-  end
+  local walk = common.walk -- the same walk for both sides
 
   local records = 0
   local function on_record(kind, _, value)
@@ -132,13 +109,7 @@ end
 
 -- The table: one process per size ------------------------------------------
 
-local function run(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  local ok = p:close()
-  if not ok then error("benchmark step failed: " .. cmd .. "\n" .. out, 0) end
-  return out
-end
+local run = common.run
 
 local function file_for(n)
   local path = ("%s/sync_%d.json"):format(dir, n)

@@ -2,29 +2,14 @@
 --   lua5.4 spec/bench/parse_one.lua stream|cjson FILE
 --   lua5.4 spec/bench/parse_one.lua download|download_only URL
 -- Prints: method seconds bytes records peak_rss_kib
+local common = require "spec.bench.common"
 local core = require "geoservices.core"
 
 local method, target = arg[1], arg[2]
 
-local function peak_rss_kib()
-  local f = assert(io.open("/proc/self/status"))
-  local text = f:read("a")
-  f:close()
-  return tonumber(text:match("VmHWM:%s*(%d+)"))
-end
+local peak_rss_kib = common.peak_rss_kib
 
--- The same walk for every method: touch every attribute and coordinate.
-local touched = 0
-local function walk(record)
-  local attrs = record.attributes
-  if attrs then
-    for _, v in pairs(attrs) do
-      if v ~= nil then touched = touched + 1 end
-    end
-  end
-  local g = record.geometry
-  if g then touched = touched + (g.x and 1 or 0) + (g.y and 1 or 0) end
-end
+local walk = common.walk -- the same walk for every method
 
 local records, bytes = 0, 0
 local function on_record(kind, _, value)

@@ -16,6 +16,7 @@ local build = os.getenv("BUILD") or "build"
 package.path = "lua/?.lua;lua/?/init.lua;./?.lua;" .. package.path
 package.cpath = build .. "/?.so;" .. package.cpath
 
+local common = require "spec.bench.common"
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
 local transport = require "geoservices.net.transport"
@@ -27,22 +28,9 @@ local DIR = os.getenv("BENCH_DIR") or (build .. "/bench")
 local PARCELS = "4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c"
 local now = core.monotonic
 
-local function run(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  local ok = p:close()
-  if not ok then error("failed: " .. cmd .. "\n" .. out, 0) end
-  return out
-end
+local run = common.run
 
-local function median(list)
-  local s = {}
-  for i, v in ipairs(list) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  if n % 2 == 1 then return s[(n + 1) // 2] end
-  return (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = common.median
 
 os.execute("mkdir -p " .. helper.shell_quote(DIR))
 local curl_loop = DIR .. "/curl_loop"

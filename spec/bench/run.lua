@@ -1,6 +1,7 @@
 -- `make bench`: prints one table of measurements taken in this run. Each
 -- measurement runs in its own process so that its peak RSS is its own.
 -- A benchmark, not a test: it prints, it does not fail on speed.
+local common = require "spec.bench.common"
 local sizes = { 10000, 100000, 1000000 }
 if os.getenv("BENCH_SIZES") then
   sizes = {}
@@ -10,13 +11,7 @@ local dir = os.getenv("BENCH_DIR") or "build/bench"
 local lua = os.getenv("LUA") or "lua5.4"
 os.execute("mkdir -p " .. dir)
 
-local function run(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  local ok = p:close()
-  if not ok then error("benchmark step failed: " .. cmd .. "\n" .. out) end
-  return out
-end
+local run = common.run
 
 local function measure(method, target)
   local line = run(("%s spec/bench/parse_one.lua %s %s"):format(lua, method, target))

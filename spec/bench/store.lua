@@ -4,6 +4,7 @@
 -- FeatureSet, measured in the same run, each in its own process.
 --   lua5.4 spec/bench/store.lua BENCH_DIR SIZE...
 -- Target (issue 15): at least 5x faster than ogr2ogr at 1M, peak RSS <= 64 MiB at every size.
+local common = require "spec.bench.common"
 local core = require "geoservices.core"
 
 local dir = arg[1]
@@ -11,13 +12,7 @@ local sizes = {}
 for i = 2, #arg do sizes[#sizes + 1] = tonumber(arg[i]) end
 local lua = os.getenv("LUA") or "lua5.4"
 
-local function run(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  local ok = p:close()
-  if not ok then error("benchmark step failed: " .. cmd .. "\n" .. out) end
-  return out
-end
+local run = common.run
 
 -- Outputs carry this run's pid (another `make bench` may share the
 -- directory) and are removed once measured; inputs are built under a

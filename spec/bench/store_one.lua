@@ -7,17 +7,13 @@
 --   lua5.4 spec/bench/store_one.lua featureset SYNC_FILE OUT_JSON
 --     writes the same features as one Esri JSON FeatureSet for ogr2ogr.
 -- Prints: method seconds records peak_rss_kib
+local common = require "spec.bench.common"
 local core = require "geoservices.core"
 local json = require "geoservices.json"
 
 local method, source, target = arg[1], arg[2], arg[3]
 
-local function peak_rss_kib()
-  local f = assert(io.open("/proc/self/status"))
-  local text = f:read("a")
-  f:close()
-  return tonumber(text:match("VmHWM:%s*(%d+)"))
-end
+local peak_rss_kib = common.peak_rss_kib
 
 -- The fields spec/bench/generate.lua writes (F11..F20 on some features only).
 local function fields()
