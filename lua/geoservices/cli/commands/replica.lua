@@ -37,6 +37,18 @@ local function journal_path(path)
   return base_of(path) .. ".job.json"
 end
 
+-- The check both destinations make: OUT is new and its folder writable
+-- (a temporary file is made there and removed); `what` names what OUT holds.
+local function check_new_out(path, what)
+  if exists(path) then
+    return geoservices.errors.invalid("OUT", ("%s exists: a new replica never overwrites %s"):format(path, what))
+  end
+  local probe, msg = core.make_temp(path)
+  if not probe then return geoservices.errors.invalid("OUT", "must be a writable file path: " .. tostring(msg)) end
+  os.remove(probe)
+  return nil
+end
+
 --- Where a new replica goes: the one step the store integration swaps.
 -- A destination has
 -- * `check(path)` -> nil | err: refuse before anything is sent;
@@ -49,17 +61,11 @@ end
 -- This one writes a replica state file (geoservices.replica) and the data beside it.
 replica_cmd.json_destination = {
   check = function(path)
-    if exists(path) then
-      return geoservices.errors.invalid("OUT", ("%s exists: a new replica never overwrites a state file"):format(path))
-    end
     local data = base_of(path) .. ".data.json"
-    if exists(data) then
+    if not exists(path) and exists(data) then
       return geoservices.errors.invalid("OUT", ("%s exists: a new replica's data never overwrites a file"):format(data))
     end
-    local probe, msg = core.make_temp(path)
-    if not probe then return geoservices.errors.invalid("OUT", "must be a writable file path: " .. tostring(msg)) end
-    os.remove(probe)
-    return nil
+    return check_new_out(path, "a state file")
   end,
   create_opts = function(path)
     return { output = base_of(path) .. ".data.json" }
@@ -78,15 +84,7 @@ replica_cmd.json_destination = {
 -- the data streams to a temporary file beside it, then the store is built
 -- from it in one transaction (nothing at OUT unless it committed).
 replica_cmd.gpkg_destination = {
-  check = function(path)
-    if exists(path) then
-      return geoservices.errors.invalid("OUT", ("%s exists: a new replica never overwrites a store"):format(path))
-    end
-    local probe, msg = core.make_temp(path)
-    if not probe then return geoservices.errors.invalid("OUT", "must be a writable file path: " .. tostring(msg)) end
-    os.remove(probe)
-    return nil
-  end,
+  check = function(path) return check_new_out(path, "a store") end,
   create_opts = function(path)
     return { output = path .. ".download.json" }
   end,
