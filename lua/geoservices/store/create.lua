@@ -17,20 +17,14 @@
 -- the error says so.
 -- @module geoservices.store.create
 -- @local
-local core = require "geoservices.core"
 local create_params = require "geoservices.sync.create_params"
 local errors = require "geoservices.errors"
+local paths = require "geoservices.store.paths"
 local sync_create = require "geoservices.sync.create"
 
 local M = {}
 
-local function hex(s) return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
-
-local function file_exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local file_exists = paths.exists
 
 local OPTS = { on_status = "function", on_progress = "function", on_fill = "function", timeout = "number",
                poll_interval = "number", busy_timeout = "number", request_timeout = "number" }
@@ -115,7 +109,7 @@ function M.create(client, path, params, opts)
   local layer_infos, lerr = M.layer_infos(client, service, request.layers, opts)
   if not layer_infos then return nil, lerr end
 
-  local tmp = ("%s.download-%s.json"):format(path, hex(core.random_bytes(4)))
+  local tmp = paths.beside(path, "download", ".json")
   local result, cerr = client:create_replica(service, request, {
     output = tmp, service_info = info, on_status = opts.on_status, on_progress = opts.on_progress,
     timeout = opts.timeout, poll_interval = opts.poll_interval, request_timeout = opts.request_timeout,

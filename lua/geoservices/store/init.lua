@@ -31,6 +31,7 @@ local core = require "geoservices.core"
 local edits = require "geoservices.sync.edits"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
+local paths = require "geoservices.store.paths"
 local schema = require "geoservices.store.schema"
 
 local store = {}
@@ -184,13 +185,7 @@ local function srs_rows(specs)
   return rows
 end
 
-local function hex(s) return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
-
-local function file_exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local file_exists = paths.exists
 
 local CHUNK = 1 << 20
 
@@ -294,7 +289,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     if math.tointeger(l.id) then directions[math.tointeger(l.id)] = l.syncDirection end
   end
 
-  local tmp = ("%s.creating-%s"):format(path, hex(core.random_bytes(4)))
+  local tmp = paths.beside(path, "creating")
   local db, msg, code = core.store_open(tmp, { create = true, busy_timeout = busy_ms(opts) })
   if not db then return nil, db_error(tmp, msg, code) end
   local layers = {}

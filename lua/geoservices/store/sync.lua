@@ -23,9 +23,9 @@
 --    feature the download changed is reported in `result.overwritten`.
 -- @module geoservices.store.sync
 -- @local
-local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
+local paths = require "geoservices.store.paths"
 local reconcile = require "geoservices.sync.reconcile"
 local replica_mod = require "geoservices.sync.replica"
 local store = require "geoservices.store"
@@ -35,16 +35,10 @@ local M = {}
 
 local normalize = store.normalize_global_id
 
-local function hex(s) return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
-
-local function file_exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local file_exists = paths.exists
 
 local function temp_output(st)
-  return ("%s.sync-%s.json"):format(st.path, hex(core.random_bytes(4)))
+  return paths.beside(st.path, "sync", ".json")
 end
 
 local function key(op, layer, gid)
