@@ -125,6 +125,88 @@ describe("record extractor", function()
     assert.equal(20000, n2) -- every record before the error still arrives
   end)
 
+  describe("read(file)", function()
+    local function write(text)
+      local path = helper.tmp_name()
+      local f = assert(io.open(path, "wb"))
+      f:write(text)
+      f:close()
+      return path
+    end
+
+    -- the records of a file read with read(file, bytes), and the last read's results
+    local function read_all(path, opts, bytes)
+      local rec = core.records(opts)
+      local out, reads = {}, 0
+      local function take(kind, layer, value, key) out[#out + 1] = { kind, layer, value, key } end
+      local f = assert(io.open(path, "rb"))
+      local n, msg, offset
+      repeat
+        n, msg, offset = rec:read(f, bytes)
+        reads = reads + 1
+        rec:drain(take)
+      until not n or n == 0
+      f:close()
+      if n then n, msg, offset = rec:finish() end
+      rec:drain(take)
+      rec:close()
+      return out, n, msg, offset, reads
+    end
+
+    it("gives the records feed gives, on this thread and on the worker, in any read size", function()
+      local doc = big_doc(20000)
+      local path = write(doc)
+      local expected = collect(doc, #doc, { worker_after = false })
+      for _, case in ipairs{ { { worker_after = false }, nil }, { {}, nil }, { { worker_after = 1 }, 7 },
+                             { {}, 1 << 20 } } do
+        local out, ok, _, _, reads = read_all(path, case[1], case[2])
+        assert.is_true(ok)
+        assert.equal(#expected, #out)
+        for i = 1, #out, 997 do
+          assert.same({ expected[i].kind, expected[i].layer, expected[i].value, expected[i].key }, out[i])
+        end
+        if case[2] == 7 then assert.is_true(reads > #doc / 7) end -- it never reads more than asked
+      end
+    end)
+
+    it("returns 0 at the end of the file and reports a JSON error with feed's message and offset", function()
+      local doc = big_doc(20000, ',"x":[1,2,}')
+      local path = write(doc)
+      local rec = core.records{ worker_after = false }
+      local ok, msg, offset = rec:feed(doc)
+      if ok then ok, msg, offset = rec:finish() end
+      for _, opts in ipairs{ { worker_after = false }, { worker_after = 1 } } do
+        local out, n, m, o = read_all(path, opts)
+        assert.is_nil(n)
+        assert.equal(msg, m)
+        assert.equal(offset, o)
+        assert.equal(20000 + 2, #out) -- the records before the error: the adds, the layer, the gen field
+      end
+      assert.is_nil(ok)
+      local empty = write("")
+      local f = assert(io.open(empty, "rb"))
+      local r = core.records()
+      assert.equal(0, r:read(f))
+      f:close()
+      assert.is_nil((r:finish())) -- an empty document is not a result
+    end)
+
+    it("refuses a closed file and a size below 1, and reports a file it cannot read", function()
+      local rec = core.records()
+      local f = assert(io.open(write("{}"), "rb"))
+      assert.has_error(function() rec:read(f, 0) end, "bad argument #2 to 'read' (bytes must be at least 1)")
+      assert.has_error(function() rec:read("{}") end)
+      f:close()
+      assert.has_error(function() rec:read(f) end, "bad argument #1 to 'read' (attempt to use a closed file)")
+      local w = assert(io.open(helper.tmp_name(), "wb")) -- open for writing only: reading it fails
+      local n, msg, offset = rec:read(w)
+      w:close()
+      assert.is_nil(n)
+      assert.matches("^cannot read the file: .", msg)
+      assert.is_nil(offset) -- not a JSON error: no offset
+    end)
+  end)
+
   it("refuses a worker_after below 1", function()
     assert.has_error(function() core.records{ worker_after = 0 } end)
   end)

@@ -2,6 +2,8 @@
  * per record and calls a Lua function with it, outside any libcurl callback.
  * Used by requests in records mode (request.c) and by the standalone
  * Records class (feed strings or file chunks yourself). */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "class.h"
@@ -272,6 +274,40 @@ static int l_records_feed(lua_State *L) {
   return 1;
 }
 
+static long fill_from_file(void *ctx, char *room, size_t k) {
+  FILE *f = ctx;
+  size_t got = fread(room, 1, k, f);
+  if (got == 0 && ferror(f)) return -1;
+  return (long)got;
+}
+
+/* read(file [, bytes = 65536]) -> bytes read and fed (0 at the end of the
+ * file); fail, message, offset on a JSON error; fail, message, errno when
+ * the file cannot be read. The bytes go from the file straight to the
+ * parser (into the worker's ring once it runs): no Lua string per chunk. */
+static int l_records_read(lua_State *L) {
+  records_ud *u = check_records(L, 1);
+  luaL_Stream *file = (luaL_Stream *)luaL_checkudata(L, 2, LUA_FILEHANDLE);
+  lua_Integer max = luaL_optinteger(L, 3, 65536);
+  long n;
+  luaL_argcheck(L, file->closef != NULL, 2, "attempt to use a closed file");
+  luaL_argcheck(L, max >= 1, 3, "bytes must be at least 1");
+  if (u->failed) return geoservices_push_records_error(L, u->records);
+  if (geoservices_records_fill(u->records, fill_from_file, file->f, (size_t)max, &n) != 0) {
+    u->failed = 1;
+    return geoservices_push_records_error(L, u->records);
+  }
+  if (n < 0) {
+    int e = errno;
+    luaL_pushfail(L);
+    lua_pushfstring(L, "cannot read the file: %s", strerror(e));
+    return 2;
+  }
+  u->fed += (size_t)n;
+  lua_pushinteger(L, (lua_Integer)n);
+  return 1;
+}
+
 static int l_records_finish(lua_State *L) {
   records_ud *u = check_records(L, 1);
   if (u->failed) return geoservices_push_records_error(L, u->records);
@@ -320,6 +356,7 @@ static int l_records_tostring(lua_State *L) {
 void geoservices_open_records(lua_State *L) {
   static const luaL_Reg methods[] = {
     {"feed", l_records_feed},
+    {"read", l_records_read},
     {"finish", l_records_finish},
     {"drain", l_records_drain},
     {"pending", l_records_pending},

@@ -134,6 +134,38 @@ int geoservices_parse_worker_write(geoservices_parse_worker *w, const char *byte
   return rc;
 }
 
+int geoservices_parse_worker_fill(geoservices_parse_worker *w, geoservices_fill_fn fill, void *ctx, size_t max,
+                                  long *n) {
+  size_t room, at, k;
+  int rc;
+  *n = 0;
+  pthread_mutex_lock(&w->mu);
+  while (!w->error && w->head - w->tail == w->capacity) {
+    w->writer_waiting = 1;
+    pthread_cond_wait(&w->progress, &w->mu);
+    w->writer_waiting = 0;
+  }
+  if (w->error || max == 0) {
+    rc = w->error;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+  }
+  room = w->capacity - (w->head - w->tail);
+  at = w->head % w->capacity;
+  k = min_size(min_size(max, room), w->capacity - at);
+  /* [head, head + k) is room the worker does not read: fill it unlocked */
+  pthread_mutex_unlock(&w->mu);
+  *n = fill(ctx, w->ring + at, k);
+  pthread_mutex_lock(&w->mu);
+  if (*n > 0) {
+    w->head += (size_t)*n;
+    if (w->worker_waiting) pthread_cond_signal(&w->has_bytes);
+  }
+  rc = w->error;
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
 int geoservices_parse_worker_wait(geoservices_parse_worker *w) {
   int rc;
   pthread_mutex_lock(&w->mu);

@@ -26,6 +26,14 @@ geoservices_parse_worker *geoservices_parse_worker_start(size_t capacity, geoser
  * worker's error code (0 while parsing goes well): the error of earlier
  * bytes, which a write reports as soon as it is known. */
 int geoservices_parse_worker_write(geoservices_parse_worker *w, const char *bytes, size_t n);
+/* Fills the ring in place: waits for room, then (without the lock) calls
+ * fill(ctx, room, k) for one contiguous stretch of at most `max` bytes,
+ * which returns how many bytes it wrote there (0 at the end of its input,
+ * -1 on its own error). *n: that count. Returns the worker's error code, as
+ * write() does; the bytes filled are parsed like written ones. */
+typedef long (*geoservices_fill_fn)(void *ctx, char *room, size_t k);
+int geoservices_parse_worker_fill(geoservices_parse_worker *w, geoservices_fill_fn fill, void *ctx, size_t max,
+                                  long *n);
 /* Waits until every byte written was parsed and published; returns the
  * worker's error code. Afterwards the worker waits for bytes and touches
  * nothing of the caller's until the next write. */

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json/parse_worker.h"
 
 const char *const geoservices_record_kind_names[RECORD_KIND_COUNT] = {
   "field", "layer_field",
@@ -52,6 +51,7 @@ struct geoservices_records {
   size_t fed;
   int threaded;           /* a worker ran: the caller reads `out`, not the tape */
   geoservices_buf ready, out;
+  geoservices_buf scratch; /* fill() before the worker starts */
   size_t published_partial; /* tape bytes of the record still open, as of the last publish */
   int publish_failed;     /* `ready` could not grow: parsing stops with ENOMEM */
 };
@@ -410,6 +410,7 @@ geoservices_records *geoservices_records_new(const geoservices_json_limits *limi
   geoservices_buf_init(&r->tape, 0);
   geoservices_buf_init(&r->ready, 0);
   geoservices_buf_init(&r->out, 0);
+  geoservices_buf_init(&r->scratch, 0);
   r->entry = -1;
   r->worker_after = GEOSERVICES_RECORDS_WORKER_AFTER;
   if (!r->parser) {
@@ -433,6 +434,7 @@ void geoservices_records_free(geoservices_records *r) {
   geoservices_buf_free(&r->tape);
   geoservices_buf_free(&r->ready);
   geoservices_buf_free(&r->out);
+  geoservices_buf_free(&r->scratch);
   free(r);
 }
 
@@ -506,6 +508,24 @@ int geoservices_records_feed(geoservices_records *r, const char *chunk, size_t l
   rc = geoservices_jsonstream_feed(r->parser, chunk, len);
   if (r->threaded) worker_publish(r);
   return r->publish_failed ? GEOSERVICES_JSON_ENOMEM : rc;
+}
+
+#define FILL_SCRATCH ((size_t)64 * 1024)
+
+int geoservices_records_fill(geoservices_records *r, geoservices_fill_fn fill, void *ctx, size_t max, long *n) {
+  int rc;
+  *n = 0;
+  if (r->publish_failed) return GEOSERVICES_JSON_ENOMEM;
+  if (!r->worker && r->worker_after && r->fed >= r->worker_after && !r->error) start_worker(r);
+  if (r->worker) {
+    rc = geoservices_parse_worker_fill(r->worker, fill, ctx, max, n);
+    if (*n > 0) r->fed += (size_t)*n;
+    return rc != 0 ? end_worker(r, rc) : 0;
+  }
+  if (max > FILL_SCRATCH) max = FILL_SCRATCH;
+  if (r->scratch.cap < max && geoservices_buf_reserve(&r->scratch, max)) return GEOSERVICES_JSON_ENOMEM;
+  *n = fill(ctx, r->scratch.data, max);
+  return *n > 0 ? geoservices_records_feed(r, r->scratch.data, (size_t)*n) : 0;
 }
 
 int geoservices_records_finish(geoservices_records *r) {

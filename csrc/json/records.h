@@ -17,6 +17,7 @@
 
 #include "buf.h"
 #include "json/jsonstream.h"
+#include "json/parse_worker.h"
 
 /* Kinds of records, in the order of geoservices_record_kind_names. */
 typedef enum {
@@ -107,6 +108,11 @@ void geoservices_records_free(geoservices_records *r);
 /* 0, or a jsonstream error code (GEOSERVICES_JSON_E*); with a worker, the
  * error of bytes fed before. */
 int geoservices_records_feed(geoservices_records *r, const char *chunk, size_t len);
+/* Feeds what fill() writes (parse_worker.h): with a worker, straight into
+ * its ring; before, through a buffer of at most 64 KiB. *n: the bytes
+ * filled (0 at the end of fill's input, -1 on fill's error). Returns 0 or
+ * an error code, as feed() does. */
+int geoservices_records_fill(geoservices_records *r, geoservices_fill_fn fill, void *ctx, size_t max, long *n);
 int geoservices_records_finish(geoservices_records *r);
 /* The error's message and offset: read them once feed() or finish() failed
  * (or finish() succeeded), when no worker is parsing any more. */

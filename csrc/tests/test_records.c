@@ -11,6 +11,24 @@
 /* 0: parse in the caller's thread; else the worker takes over after this
  * many bytes (1: from the second feed on). */
 static size_t worker_after;
+/* 1: the bytes arrive through geoservices_records_fill instead of feed */
+static int use_fill;
+
+/* A fill source: hands out at most `step` bytes of a document per call. */
+typedef struct source {
+  const char *doc;
+  size_t len, pos, step;
+} source;
+
+static long fill_from(void *ctx, char *room, size_t k) {
+  source *s = ctx;
+  size_t n = s->len - s->pos;
+  if (n > k) n = k;
+  if (n > s->step) n = s->step;
+  memcpy(room, s->doc + s->pos, n);
+  s->pos += n;
+  return (long)n;
+}
 
 /* Feeds doc in pieces of `step` bytes (0 = whole), consuming the tape after
  * each feed into `out`. Returns the feed/finish status. */
@@ -22,6 +40,22 @@ static int run(const char *doc, size_t step, geoservices_buf *out, size_t *max_p
   if (!r) return -1;
   geoservices_records_set_worker_after(r, worker_after);
   if (step == 0) step = len ? len : 1;
+  if (use_fill) {
+    source src;
+    long n = 1;
+    src.doc = doc;
+    src.len = len;
+    src.pos = 0;
+    src.step = step;
+    while (n > 0 && rc == 0) {
+      rc = geoservices_records_fill(r, fill_from, &src, 4096, &n);
+      tape = geoservices_records_tape(r, &tape_len);
+      geoservices_buf_append(out, tape, tape_len);
+      if (max_pending && geoservices_records_pending(r) > *max_pending) *max_pending = geoservices_records_pending(r);
+      geoservices_records_consume(r);
+    }
+    pos = len;
+  }
   while (pos < len && rc == 0) {
     size_t n = len - pos < step ? len - pos : step;
     char *piece = malloc(n); /* exact-size copy: reads past a chunk are caught by valgrind */
@@ -291,6 +325,12 @@ int main(void) {
   run_all();
   worker_after = 1;
   run_all();
+  use_fill = 1; /* the same through fill(), on this thread and on the worker */
+  worker_after = 0;
+  run_all();
+  worker_after = 1;
+  run_all();
+  use_fill = 0;
 
   { /* a worker reports a parse error with the same code, message and offset,
      * and hands over every record before it */
