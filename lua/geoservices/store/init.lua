@@ -201,21 +201,22 @@ local function apply_file(st, path, on_record, on_fill)
   local records = core.records()
   local total, bytes = 0, 0
   while true do
-    local chunk = f:read(CHUNK)
-    if not chunk then break end
-    local ok, m, offset = records:feed(chunk)
-    if not ok then
+    -- read() takes the bytes from the file straight into the parser: no Lua string per chunk
+    local got, m, offset = records:read(f, CHUNK)
+    if not got then
       f:close()
       records:close()
+      if not offset then return nil, errors.new("io", "result file " .. path .. ": " .. m, { path = path }) end
       return nil, errors.new("protocol", "result file " .. path .. ": " .. m, { offset = offset, path = path })
     end
+    if got == 0 then break end
     local n, err = st:apply(records, on_record)
     if not n then
       f:close()
       records:close()
       return nil, err
     end
-    total, bytes = total + n, bytes + #chunk
+    total, bytes = total + n, bytes + got
     if on_fill and bytes < size then on_fill(bytes, size, total) end
   end
   f:close()
