@@ -281,14 +281,14 @@ static long fill_from_file(void *ctx, char *room, size_t k) {
   return (long)got;
 }
 
-/* read(file [, bytes = 65536]) -> bytes read and fed (0 at the end of the
+/* read(file [, bytes = 262144]) -> bytes read and fed (0 at the end of the
  * file); fail, message, offset on a JSON error; fail, message, errno when
  * the file cannot be read. The bytes go from the file straight to the
  * parser (into the worker's ring once it runs): no Lua string per chunk. */
 static int l_records_read(lua_State *L) {
   records_ud *u = check_records(L, 1);
   luaL_Stream *file = (luaL_Stream *)luaL_checkudata(L, 2, LUA_FILEHANDLE);
-  lua_Integer max = luaL_optinteger(L, 3, 65536);
+  lua_Integer max = luaL_optinteger(L, 3, 262144);
   long n;
   luaL_argcheck(L, file->closef != NULL, 2, "attempt to use a closed file");
   luaL_argcheck(L, max >= 1, 3, "bytes must be at least 1");
