@@ -1,5 +1,5 @@
 -- `make bench`, the parse comparison (issue 17): the streaming parse into
--- Lua tables (core.records(), read from the file 64 KiB at a time with
+-- Lua tables (core.records(), read from the file 256 KiB at a time with
 -- rec:read, every record walked)
 -- against cjson.decode of the whole document plus the same walk, measured
 -- inside one process for both sides alike: after the interpreter has
@@ -49,7 +49,7 @@ local function one(path, reps)
     local rec = core.records()
     bytes = 0
     while true do
-      local n = assert(rec:read(f)) -- 64 KiB from the file straight to the parser
+      local n = assert(rec:read(f)) -- 256 KiB from the file straight to the parser
       if n == 0 then break end
       bytes = bytes + n
       rec:drain(on_record)

@@ -24,7 +24,7 @@ if method == "stream" then
   local f = assert(io.open(target, "rb"))
   local rec = core.records()
   while true do
-    local n = assert(rec:read(f)) -- 64 KiB from the file straight to the parser
+    local n = assert(rec:read(f)) -- 256 KiB from the file straight to the parser
     if n == 0 then break end
     bytes = bytes + n
     rec:drain(on_record)

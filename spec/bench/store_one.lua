@@ -52,7 +52,7 @@ if method == "apply" then
   local rec = core.records()
   local applied = 0
   local ok, err = st:transaction(function(s)
-    while assert(rec:read(f)) > 0 do -- 64 KiB from the file straight to the parser
+    while assert(rec:read(f)) > 0 do -- 256 KiB from the file straight to the parser
       applied = applied + assert(s:apply(rec))
     end
     assert(rec:finish())
