@@ -1,7 +1,8 @@
 /* libFuzzer target: the record extractor, fed in two pieces with consumes in
  * between, must produce a well-formed tape (walked here) or an error, never a
  * crash, and the same verdict as a single feed; with the second piece
- * parsed on a worker thread, the same tape and verdict too. */
+ * parsed on a worker thread, the same tape and verdict too, whether it is
+ * fed or comes through fill() a few bytes at a time. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,9 +71,27 @@ static void walk(const char *t, size_t len) {
   if (p != len) abort();
 }
 
-/* worker_after 0: this thread; 1: the second piece on a worker. The tape
- * of a successful run is appended to out. */
-static int run(const uint8_t *data, size_t size, size_t split, size_t worker_after, geoservices_buf *out) {
+/* A fill() source over the second piece, at most `step` bytes a call. */
+typedef struct source {
+  const char *bytes;
+  size_t len, pos, step;
+} source;
+
+static long fill_from(void *ctx, char *room, size_t k) {
+  source *s = ctx;
+  size_t n = s->len - s->pos;
+  if (n > k) n = k;
+  if (n > s->step) n = s->step;
+  memcpy(room, s->bytes + s->pos, n);
+  s->pos += n;
+  return (long)n;
+}
+
+/* worker_after 0: this thread; 1: the second piece on a worker. fill_step
+ * 0: the second piece is fed; else it comes through fill() that many bytes
+ * at a time. The tape of a successful run is appended to out. */
+static int run(const uint8_t *data, size_t size, size_t split, size_t worker_after, size_t fill_step,
+               geoservices_buf *out) {
   geoservices_json_limits lim = {64, 1 << 16};
   geoservices_records *r = geoservices_records_new(&lim);
   size_t len;
@@ -85,7 +104,18 @@ static int run(const uint8_t *data, size_t size, size_t split, size_t worker_aft
   walk(tape, len);
   geoservices_buf_append(out, tape, len);
   geoservices_records_consume(r);
-  if (rc == 0) rc = geoservices_records_feed(r, (const char *)data + split, size - split);
+  if (rc == 0 && fill_step == 0) rc = geoservices_records_feed(r, (const char *)data + split, size - split);
+  if (rc == 0 && fill_step > 0) {
+    source src = {(const char *)data + split, size - split, 0, fill_step};
+    long n = 1;
+    while (rc == 0 && n > 0) {
+      rc = geoservices_records_fill(r, fill_from, &src, 4096, &n);
+      tape = geoservices_records_tape(r, &len);
+      walk(tape, len);
+      geoservices_buf_append(out, tape, len);
+      geoservices_records_consume(r);
+    }
+  }
   if (rc == 0) rc = geoservices_records_finish(r);
   tape = geoservices_records_tape(r, &len);
   if (rc == 0) walk(tape, len);
@@ -96,19 +126,24 @@ static int run(const uint8_t *data, size_t size, size_t split, size_t worker_aft
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t at = size ? data[size - 1] % (size + 1) : 0;
-  geoservices_buf whole, split, worker;
-  int rc_whole, rc_split, rc_worker;
+  size_t fill_step = size ? (size_t)data[0] % 13 + 1 : 1;
+  geoservices_buf whole, split, worker, filled;
+  int rc_whole, rc_split, rc_worker, rc_filled;
   geoservices_buf_init(&whole, 0);
   geoservices_buf_init(&split, 0);
   geoservices_buf_init(&worker, 0);
-  rc_whole = run(data, size, size, 0, &whole);
-  rc_split = run(data, size, at, 0, &split);
-  rc_worker = run(data, size, at, 1, &worker);
+  geoservices_buf_init(&filled, 0);
+  rc_whole = run(data, size, size, 0, 0, &whole);
+  rc_split = run(data, size, at, 0, 0, &split);
+  rc_worker = run(data, size, at, 1, 0, &worker);
+  rc_filled = run(data, size, at, 1, fill_step, &filled);
   if ((rc_whole == 0) != (rc_split == 0)) abort();
-  if (rc_worker != rc_split) abort();
+  if (rc_worker != rc_split || rc_filled != rc_split) abort();
   if (rc_split == 0 && (split.len != worker.len || memcmp(split.data, worker.data, split.len) != 0)) abort();
+  if (rc_split == 0 && (split.len != filled.len || memcmp(split.data, filled.data, split.len) != 0)) abort();
   geoservices_buf_free(&whole);
   geoservices_buf_free(&split);
   geoservices_buf_free(&worker);
+  geoservices_buf_free(&filled);
   return 0;
 }
