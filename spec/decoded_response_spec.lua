@@ -98,6 +98,18 @@ describe("the json request option", function()
     assert.equal(2, assert(fetch("dup_keys", { json = true })).json.a) -- the last one, as in Lua
   end)
 
+  it("gives the headers of a lean result as the whole result gives them, made once when first read", function()
+    for _, name in ipairs{ "object", "html", "empty" } do
+      local lean, whole = assert(fetch(name, { json = true })), assert(fetch(name))
+      assert.is_table(whole.headers, name)
+      assert.is_not_nil(next(whole.headers), name)
+      local headers = lean.headers
+      assert.same(whole.headers, headers, name)
+      assert.equal(headers, lean.headers, name)
+      assert.is_nil(lean.other, name)
+    end
+  end)
+
   it("gives a body that is not JSON (or none) as its bytes, whatever fails in it", function()
     for _, name in ipairs{ "html", "truncated", "trailing", "bad_utf8", "overlong_utf8", "lone_surrogate",
                            "too_deep", "empty", "spaces" } do

@@ -300,6 +300,40 @@ describe("driver and request", function()
       end
     end)
 
+    it("keeps a finished plain request's handle for the next without its method, body, type or timeout", function()
+      emu:reset()
+      local echo = emu.root .. "/_emulator/echo"
+      local json = require "geoservices.json"
+      local function echoed(spec)
+        local req = core.request(spec)
+        local res = assert(run(driver, req))
+        req:close() -- a plain request that finished: its handle is kept, not reset
+        return json.decode(res.body)
+      end
+      for _ = 1, 2 do
+        local got = echoed{ url = echo, body = "a=b&c=d", content_type = "text/plain", timeout_ms = 400,
+                            connect_timeout_ms = 400, headers = { "X-Only-First: yes" } }
+        assert.equal("POST", got.method)
+        assert.equal("text/plain", got.content_type)
+        assert.equal(7, got.body_length)
+        got = echoed{ url = echo }
+        assert.equal("GET", got.method)
+        assert.equal(0, got.body_length)
+        assert.is_nil(got.headers["x-only-first"])
+        assert.not_equal("text/plain", got.content_type)
+        got = echoed{ url = echo, form = { { "a", "b" } } }
+        assert.equal("POST", got.method)
+        assert.equal("application/x-www-form-urlencoded", got.content_type)
+        assert.equal("b", got.fields.a.head)
+      end
+      -- the last request's 400 ms timeout is not this one's: the answer takes a second
+      echoed{ url = echo, timeout_ms = 400 }
+      emu:fault{ route = "getServicesById", kind = "delay", delay_ms = 1000 }
+      local req = core.request{ url = emu.url .. "/admin/services/getServicesById", form = { { "f", "json" } } }
+      assert.equal(200, assert(run(driver, req, 10)).status)
+      req:close()
+    end)
+
     it("sends a User-Agent naming the library and offers gzip", function()
       local res = assert(run(driver, core.request{ url = emu.root .. "/_emulator/echo", form = { { "a", "b" } } }))
       local got = require("geoservices.json").decode(res.body)

@@ -135,6 +135,7 @@ enum { SPARE_REQUEST_BODY, SPARE_RESPONSE_BODY, SPARE_RESPONSE_HEADERS, SPARES }
 
 typedef struct easy_pool {
   CURL *idle[POOL_MAX];
+  int preset[POOL_MAX]; /* not reset: it keeps what every request sets alike (configure) */
   int n;
   int closed;      /* its __gc ran (the state is closing): handles are cleaned up */
   char agent[128]; /* the default User-Agent, formatted once */
@@ -151,14 +152,26 @@ static easy_pool *get_pool(lua_State *L) {
   return pool;
 }
 
-static CURL *pool_take(easy_pool *pool) {
-  if (pool && !pool->closed && pool->n > 0) return pool->idle[--pool->n];
+static CURL *pool_take(easy_pool *pool, int *preset) {
+  if (pool && !pool->closed && pool->n > 0) {
+    pool->n--;
+    *preset = pool->preset[pool->n];
+    return pool->idle[pool->n];
+  }
+  *preset = 0;
   return curl_easy_init();
 }
 
-static void pool_give(easy_pool *pool, CURL *easy) {
+/* keep_options: the handle's request was a plain one (no TLS options, no
+ * multipart) that finished, so the next request may keep the options that
+ * every request sets alike and set the others anew (configure) instead of
+ * paying for a reset and setting them all again: the same handle serves
+ * request after request, as an easy handle reused with curl_easy_perform
+ * does. Any other handle is reset. */
+static void pool_give(easy_pool *pool, CURL *easy, int keep_options) {
   if (pool && !pool->closed && pool->n < POOL_MAX) {
-    curl_easy_reset(easy);
+    if (!keep_options) curl_easy_reset(easy);
+    pool->preset[pool->n] = keep_options;
     pool->idle[pool->n++] = easy;
   } else {
     curl_easy_cleanup(easy);
@@ -220,7 +233,7 @@ static void release_resources(lua_State *L, geoservices_request *req) {
     if (req->mime) {
       curl_easy_cleanup(req->easy); /* a multipart handle is not kept: its mime is freed below */
     } else {
-      pool_give(pool, req->easy);
+      pool_give(pool, req->easy, req->state == REQUEST_DONE && req->result == CURLE_OK && !req->reset_handle);
     }
   }
   req->easy = NULL;
@@ -260,57 +273,137 @@ void geoservices_request_finished(lua_State *L, geoservices_request *req, CURLco
   geoservices_request_detach(L, req, REQUEST_DONE);
 }
 
-static int l_request_close(lua_State *L) {
-  geoservices_request *req = geoservices_check_request(L, 1);
-  if (req->state == REQUEST_CLOSED) return 0;
+void geoservices_request_close(lua_State *L, geoservices_request *req) {
+  if (req->state == REQUEST_CLOSED) return;
   if (req->state == REQUEST_RUNNING) geoservices_request_detach(L, req, REQUEST_CLOSED);
   release_resources(L, req);
   req->state = REQUEST_CLOSED;
+}
+
+static int l_request_close(lua_State *L) {
+  geoservices_request_close(L, geoservices_check_request(L, 1));
   return 0;
+}
+
+geoservices_request *geoservices_request_push_closed(lua_State *L) {
+  geoservices_request *req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 2);
+  memset(req, 0, sizeof(*req));
+  req->state = REQUEST_CLOSED;
+  req->ref = LUA_NOREF;
+  req->save_fd = -1;
+  luaL_setmetatable(L, GEOSERVICES_REQUEST_MT);
+  return req;
 }
 
 /* ---- construction ---------------------------------------------------- */
 
-static const char *opt_string(lua_State *L, int idx, const char *field) {
+/* The options of core.request. read_opts looks them up in one pass over the
+ * table (a lookup per name, about twenty of them, cost a small request
+ * about 4,000 instructions); each one present stays on the stack while the
+ * request is configured, so its strings stay alive. */
+enum {
+  O_URL, O_METHOD, O_CA_FILE, O_USER_AGENT, O_CONTENT_TYPE, O_TIMEOUT_MS, O_CONNECT_TIMEOUT_MS,
+  O_MAX_RESPONSE_BYTES, O_DISCARD, O_SAVE_TO, O_INSECURE, O_HEADERS, O_FORM, O_BODY, O_MULTIPART,
+  O_RECORDS, O_JSON, O_MAX_JSON_DEPTH, O_COUNT
+};
+
+static const char *const opt_names[O_COUNT] = {
+  "url", "method", "ca_file", "user_agent", "content_type", "timeout_ms", "connect_timeout_ms",
+  "max_response_bytes", "discard", "save_to", "insecure", "headers", "form", "body", "multipart",
+  "records", "json", "max_json_depth",
+};
+
+typedef struct {
+  int at[O_COUNT]; /* stack index of each option that is not nil; 0: absent */
+} request_opts;
+
+static int opt_lookup(const char *name, size_t len) {
+  int i;
+  for (i = 0; i < O_COUNT; i++)
+    if (strlen(opt_names[i]) == len && memcmp(opt_names[i], name, len) == 0) return i;
+  return -1;
+}
+
+/* Pushes the options of the table at idx that are not nil. A table with a
+ * metatable is asked name by name, as lua_getfield does (its __index may
+ * supply some); a plain one is walked once with lua_next. */
+static void read_opts(lua_State *L, int idx, request_opts *o) {
+  int i;
+  memset(o, 0, sizeof *o);
+  luaL_checkstack(L, O_COUNT + 4, NULL);
+  if (lua_getmetatable(L, idx)) {
+    lua_pop(L, 1);
+    for (i = 0; i < O_COUNT; i++) {
+      if (lua_getfield(L, idx, opt_names[i]) == LUA_TNIL) lua_pop(L, 1);
+      else o->at[i] = lua_gettop(L);
+    }
+    return;
+  }
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int which = -1;
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      size_t len;
+      const char *name = lua_tolstring(L, -2, &len);
+      which = opt_lookup(name, len);
+    }
+    if (which >= 0) {
+      lua_rotate(L, -2, 1); /* the value stays, below the key lua_next needs on top */
+      o->at[which] = lua_gettop(L) - 1;
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+}
+
+static const char *check_string(lua_State *L, int idx, const char *field) {
+  if (lua_type(L, idx) != LUA_TSTRING)
+    luaL_error(L, "request option '%s': expected string, got %s", field, luaL_typename(L, idx));
+  return lua_tostring(L, idx);
+}
+
+static const char *opt_string(lua_State *L, const request_opts *o, int which) {
+  return o->at[which] ? check_string(L, o->at[which], opt_names[which]) : NULL;
+}
+
+static lua_Integer opt_integer(lua_State *L, const request_opts *o, int which, lua_Integer def) {
+  lua_Integer v = def;
+  if (o->at[which]) {
+    int ok;
+    v = lua_tointegerx(L, o->at[which], &ok);
+    if (!ok || v < 0) luaL_error(L, "request option '%s': expected a non-negative integer", opt_names[which]);
+  }
+  return v;
+}
+
+static int opt_boolean(lua_State *L, const request_opts *o, int which) {
+  return o->at[which] && lua_toboolean(L, o->at[which]);
+}
+
+/* A multipart part's field (a string or nil). */
+static const char *part_string(lua_State *L, int idx, const char *field) {
   const char *s = NULL;
   lua_getfield(L, idx, field);
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TSTRING)
-      luaL_error(L, "request option '%s': expected string, got %s", field, luaL_typename(L, -1));
-    s = lua_tostring(L, -1);
-  }
-  lua_pop(L, 1); /* the string stays alive: it is referenced by the options table */
+  if (!lua_isnil(L, -1)) s = check_string(L, -1, field);
+  lua_pop(L, 1); /* the string stays alive: it is referenced by the part's table */
   return s;
-}
-
-static lua_Integer opt_integer(lua_State *L, int idx, const char *field, lua_Integer def) {
-  lua_Integer v = def;
-  lua_getfield(L, idx, field);
-  if (!lua_isnil(L, -1)) {
-    int ok;
-    v = lua_tointegerx(L, -1, &ok);
-    if (!ok || v < 0) luaL_error(L, "request option '%s': expected a non-negative integer", field);
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
-static int opt_boolean(lua_State *L, int idx, const char *field) {
-  int v;
-  lua_getfield(L, idx, field);
-  v = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
 }
 
 static void check_curl(lua_State *L, CURLcode rc, const char *what) {
   if (rc != CURLE_OK) luaL_error(L, "request: cannot set %s: %s", what, curl_easy_strerror(rc));
 }
 
-static void set_headers(lua_State *L, geoservices_request *req, int idx) {
+/* Pushes a copy of option `which` (nil when absent): the checks below raise
+ * about the value at -1, as they always have. */
+static int push_opt(lua_State *L, const request_opts *o, int which) {
+  if (o->at[which]) lua_pushvalue(L, o->at[which]);
+  else lua_pushnil(L);
+  return !lua_isnil(L, -1);
+}
+
+static void set_headers(lua_State *L, geoservices_request *req, const request_opts *o) {
   lua_Integer i, n;
-  lua_getfield(L, idx, "headers");
-  if (lua_isnil(L, -1)) {
+  if (!push_opt(L, o, O_HEADERS)) {
     lua_pop(L, 1);
     return;
   }
@@ -326,7 +419,6 @@ static void set_headers(lua_State *L, geoservices_request *req, int idx) {
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
-  check_curl(L, curl_easy_setopt(req->easy, CURLOPT_HTTPHEADER, req->header_list), "headers");
 }
 
 /* Parts: {name=, value=} text, {name=, file=path[, filename=, type=]} streamed
@@ -342,12 +434,12 @@ static void set_multipart(lua_State *L, geoservices_request *req, int idx) {
     size_t data_len = 0;
     CURLcode rc = CURLE_OK;
     if (lua_rawgeti(L, idx, i) != LUA_TTABLE) luaL_error(L, "request option 'multipart': part %d is not a table", (int)i);
-    name = opt_string(L, -1, "name");
-    value = opt_string(L, -1, "value");
-    file = opt_string(L, -1, "file");
-    data = opt_string(L, -1, "data");
-    filename = opt_string(L, -1, "filename");
-    type = opt_string(L, -1, "type");
+    name = part_string(L, -1, "name");
+    value = part_string(L, -1, "value");
+    file = part_string(L, -1, "file");
+    data = part_string(L, -1, "data");
+    filename = part_string(L, -1, "filename");
+    type = part_string(L, -1, "type");
     if (!name) luaL_error(L, "request option 'multipart': part %d has no name", (int)i);
     if ((value != NULL) + (file != NULL) + (data != NULL) != 1)
       luaL_error(L, "request option 'multipart': part '%s' needs exactly one of value, file, data", name);
@@ -370,17 +462,15 @@ static void set_multipart(lua_State *L, geoservices_request *req, int idx) {
   check_curl(L, curl_easy_setopt(req->easy, CURLOPT_MIMEPOST, req->mime), "multipart body");
 }
 
-static void set_body(lua_State *L, geoservices_request *req, int idx, const char **method) {
+static void set_body(lua_State *L, geoservices_request *req, const request_opts *o, const char **method) {
   int has_form, has_body, has_multipart;
-  lua_getfield(L, idx, "form");
-  has_form = !lua_isnil(L, -1);
+  has_form = push_opt(L, o, O_FORM);
   if (has_form) {
     luaL_checktype(L, -1, LUA_TTABLE);
     geoservices_form_encode_table(L, -1, &req->request_body);
   }
   lua_pop(L, 1);
-  lua_getfield(L, idx, "body");
-  has_body = !lua_isnil(L, -1);
+  has_body = push_opt(L, o, O_BODY);
   if (has_body) {
     size_t len;
     const char *s;
@@ -390,11 +480,11 @@ static void set_body(lua_State *L, geoservices_request *req, int idx, const char
     if (geoservices_buf_append(&req->request_body, s, len)) luaL_error(L, "request: not enough memory");
   }
   lua_pop(L, 1);
-  lua_getfield(L, idx, "multipart");
-  has_multipart = !lua_isnil(L, -1);
+  has_multipart = push_opt(L, o, O_MULTIPART);
   if (has_multipart) {
     luaL_checktype(L, -1, LUA_TTABLE);
     if (has_form || has_body) luaL_error(L, "request option 'multipart' excludes 'form' and 'body'");
+    req->reset_handle = 1; /* its mime goes with it: the handle is cleaned up, not kept */
     set_multipart(L, req, lua_gettop(L));
   }
   lua_pop(L, 1);
@@ -407,57 +497,71 @@ static void set_body(lua_State *L, geoservices_request *req, int idx, const char
                                    req->request_body.data ? req->request_body.data : ""), "body");
   } else if (strcmp(*method, "GET") == 0) {
     if (has_form || has_body || has_multipart) luaL_error(L, "request: a GET has no body");
-    check_curl(L, curl_easy_setopt(req->easy, CURLOPT_HTTPGET, 1L), "method");
+    if (req->preset) /* a POST's body may still be set: forget it (this also makes a POST)... */
+      check_curl(L, curl_easy_setopt(req->easy, CURLOPT_POSTFIELDS, (char *)NULL), "body");
+    check_curl(L, curl_easy_setopt(req->easy, CURLOPT_HTTPGET, 1L), "method"); /* ...and a GET again */
   } else if (strcmp(*method, "POST") != 0) {
     luaL_error(L, "request option 'method': expected GET or POST, got '%s'", *method);
   }
 }
 
-static void configure(lua_State *L, geoservices_request *req, int idx) {
+/* Sets every option of the request on its easy handle. A handle from the
+ * pool that was not reset (req->preset: its last request was a plain one
+ * that finished) keeps the options every request sets alike, and gets
+ * every other one set again, to its value or back to its default. */
+static void configure(lua_State *L, geoservices_request *req, const request_opts *o) {
   CURL *e = req->easy;
-  const char *url = opt_string(L, idx, "url");
-  const char *method = opt_string(L, idx, "method");
-  const char *ca_file = opt_string(L, idx, "ca_file");
-  const char *user_agent = opt_string(L, idx, "user_agent");
-  const char *content_type = opt_string(L, idx, "content_type");
-  lua_Integer timeout_ms = opt_integer(L, idx, "timeout_ms", 0);
-  lua_Integer connect_timeout_ms = opt_integer(L, idx, "connect_timeout_ms", 0);
+  const char *url = opt_string(L, o, O_URL);
+  const char *method = opt_string(L, o, O_METHOD);
+  const char *ca_file = opt_string(L, o, O_CA_FILE);
+  const char *user_agent = opt_string(L, o, O_USER_AGENT);
+  const char *content_type = opt_string(L, o, O_CONTENT_TYPE);
+  lua_Integer timeout_ms = opt_integer(L, o, O_TIMEOUT_MS, 0);
+  lua_Integer connect_timeout_ms = opt_integer(L, o, O_CONNECT_TIMEOUT_MS, 0);
+  int preset = req->preset;
   if (!url) luaL_error(L, "request option 'url' is required");
-  req->max_response_bytes = (size_t)opt_integer(L, idx, "max_response_bytes", 0);
-  req->discard = opt_boolean(L, idx, "discard");
+  req->max_response_bytes = (size_t)opt_integer(L, o, O_MAX_RESPONSE_BYTES, 0);
+  req->discard = opt_boolean(L, o, O_DISCARD);
   {
-    const char *save_to = opt_string(L, idx, "save_to");
+    const char *save_to = opt_string(L, o, O_SAVE_TO);
     if (save_to) {
       req->save_fd = open(save_to, O_WRONLY | O_APPEND | O_CLOEXEC);
       if (req->save_fd < 0) luaL_error(L, "request option 'save_to': cannot open %s: %s", save_to, strerror(errno));
     }
   }
   check_curl(L, curl_easy_setopt(e, CURLOPT_URL, url), "url");
-  check_curl(L, curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https,file"), "protocols");
-  check_curl(L, curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L), "nosignal");
+  if (!preset) {
+    check_curl(L, curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https,file"), "protocols");
+    check_curl(L, curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L), "nosignal");
+    check_curl(L, curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body), "write callback");
+    check_curl(L, curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header), "header callback");
+    /* "" lets libcurl offer every encoding it was built with (gzip, deflate...). */
+    check_curl(L, curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""), "accept-encoding");
+  }
   check_curl(L, curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)req), "private");
   check_curl(L, curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->errbuf), "error buffer");
-  check_curl(L, curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body), "write callback");
   check_curl(L, curl_easy_setopt(e, CURLOPT_WRITEDATA, (void *)req), "write data");
-  check_curl(L, curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header), "header callback");
   check_curl(L, curl_easy_setopt(e, CURLOPT_HEADERDATA, (void *)req), "header data");
-  /* "" lets libcurl offer every encoding it was built with (gzip, deflate...). */
-  check_curl(L, curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""), "accept-encoding");
   if (!user_agent) {
     easy_pool *pool = get_pool(L);
     user_agent = pool ? pool->agent : "lua-geoservices/" GEOSERVICES_VERSION;
   }
   check_curl(L, curl_easy_setopt(e, CURLOPT_USERAGENT, user_agent), "user agent");
-  if (timeout_ms) check_curl(L, curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms), "timeout");
-  if (connect_timeout_ms)
+  if (timeout_ms || preset) check_curl(L, curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms), "timeout");
+  if (connect_timeout_ms || preset)
     check_curl(L, curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_timeout_ms), "connect timeout");
-  /* TLS: verification stays on unless the caller explicitly opts out. */
-  if (ca_file) check_curl(L, curl_easy_setopt(e, CURLOPT_CAINFO, ca_file), "ca_file");
-  if (opt_boolean(L, idx, "insecure")) {
+  /* TLS: verification stays on unless the caller explicitly opts out. Such
+   * a handle is reset before it serves another request. */
+  if (ca_file) {
+    req->reset_handle = 1;
+    check_curl(L, curl_easy_setopt(e, CURLOPT_CAINFO, ca_file), "ca_file");
+  }
+  if (opt_boolean(L, o, O_INSECURE)) {
+    req->reset_handle = 1;
     check_curl(L, curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L), "insecure");
     check_curl(L, curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L), "insecure");
   }
-  set_headers(L, req, idx);
+  set_headers(L, req, o);
   if (content_type) {
     char line[256];
     struct curl_slist *grown;
@@ -465,9 +569,10 @@ static void configure(lua_State *L, geoservices_request *req, int idx) {
     grown = curl_slist_append(req->header_list, line);
     if (!grown) luaL_error(L, "request: not enough memory");
     req->header_list = grown;
-    check_curl(L, curl_easy_setopt(e, CURLOPT_HTTPHEADER, req->header_list), "headers");
   }
-  set_body(L, req, idx, &method);
+  if (req->header_list || preset)
+    check_curl(L, curl_easy_setopt(e, CURLOPT_HTTPHEADER, req->header_list), "headers");
+  set_body(L, req, o, &method);
 }
 
 /* User values: 1 the Records (records mode), 2 the depth limit of the json
@@ -475,18 +580,11 @@ static void configure(lua_State *L, geoservices_request *req, int idx) {
 #define UV_RECORDS 1
 #define UV_JSON 2
 
-/* core.request(opts): opts are url (required), method, form | body |
- * multipart, headers, content_type, timeout_ms, connect_timeout_ms, ca_file,
- * insecure, user_agent, max_response_bytes, discard, save_to, records, and
- * json (with max_json_depth): result() decodes a body that is JSON straight
- * from the response buffer and gives its value as `json` instead of `body`
- * (a body that is not JSON, or none, comes as `body`), in a lean result
- * with only what a decoded answer needs: status, headers, bytes. */
-static int l_request_new(lua_State *L) {
-  geoservices_request *req;
+void geoservices_request_setup(lua_State *L, geoservices_request *req, int ud, int spec) {
   easy_pool *pool;
-  luaL_checktype(L, 1, LUA_TTABLE);
-  req = (geoservices_request *)lua_newuserdatauv(L, sizeof(*req), 2);
+  request_opts o;
+  int top = lua_gettop(L);
+  luaL_checktype(L, spec, LUA_TTABLE);
   memset(req, 0, sizeof(*req));
   req->state = REQUEST_CLOSED;
   req->ref = LUA_NOREF;
@@ -494,30 +592,46 @@ static int l_request_new(lua_State *L) {
   geoservices_buf_init(&req->request_body, 0);
   geoservices_buf_init(&req->response_body, 0);
   geoservices_buf_init(&req->response_headers, 1 << 20);
-  luaL_setmetatable(L, GEOSERVICES_REQUEST_MT);
   pool = get_pool(L);
-  req->easy = pool_take(pool);
-  if (!req->easy) return luaL_error(L, "request: curl_easy_init failed");
-  req->state = REQUEST_READY; /* from here on __gc releases what configure acquires */
+  req->easy = pool_take(pool, &req->preset);
+  if (!req->easy) luaL_error(L, "request: curl_easy_init failed");
+  req->state = REQUEST_READY; /* from here on closing releases what configure acquires */
   pool_take_buf(pool, SPARE_REQUEST_BODY, &req->request_body, 0);
   pool_take_buf(pool, SPARE_RESPONSE_BODY, &req->response_body, 0);
   pool_take_buf(pool, SPARE_RESPONSE_HEADERS, &req->response_headers, 1 << 20);
-  configure(L, req, 1);
-  lua_getfield(L, 1, "records");
-  if (!lua_isnil(L, -1)) {
+  read_opts(L, spec, &o);
+  configure(L, req, &o);
+  if (push_opt(L, &o, O_RECORDS)) {
     req->records = geoservices_check_records(L, -1);
-    if (!req->records->records) return luaL_error(L, "request option 'records': the Records is closed");
-    lua_setiuservalue(L, -2, UV_RECORDS); /* keeps it alive as long as this request */
-  } else {
-    lua_pop(L, 1);
+    if (!req->records->records) luaL_error(L, "request option 'records': the Records is closed");
   }
-  if (opt_boolean(L, 1, "json")) {
-    lua_Integer depth = opt_integer(L, 1, "max_json_depth", 0);
+  lua_setiuservalue(L, ud, UV_RECORDS); /* keeps it alive as long as this request (or nil) */
+  if (opt_boolean(L, &o, O_JSON)) {
+    lua_Integer depth = opt_integer(L, &o, O_MAX_JSON_DEPTH, 0);
     if (req->records || req->save_fd >= 0 || req->discard)
-      return luaL_error(L, "request option 'json' excludes 'records', 'save_to' and 'discard'");
+      luaL_error(L, "request option 'json' excludes 'records', 'save_to' and 'discard'");
     lua_pushinteger(L, depth);
-    lua_setiuservalue(L, -2, UV_JSON);
+  } else {
+    lua_pushnil(L);
   }
+  lua_setiuservalue(L, ud, UV_JSON);
+  lua_settop(L, top);
+}
+
+/* core.request(opts): opts are url (required), method, form | body |
+ * multipart, headers, content_type, timeout_ms, connect_timeout_ms, ca_file,
+ * insecure, user_agent, max_response_bytes, discard, save_to, records, and
+ * json (with max_json_depth): result() decodes a body that is JSON straight
+ * from the response buffer and gives its value as `json` instead of `body`
+ * (a body that is not JSON, or none, comes as `body`), in a lean result
+ * with only what a decoded answer needs: status, headers (a table made on
+ * first use), bytes. */
+static int l_request_new(lua_State *L) {
+  geoservices_request *req;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  req = geoservices_request_push_closed(L);
+  geoservices_request_setup(L, req, 2, 1);
   return 1;
 }
 
@@ -547,8 +661,8 @@ static const char *error_code(const geoservices_request *req) {
   }
 }
 
-static void push_headers(lua_State *L, const geoservices_buf *raw) {
-  const char *p = raw->data, *end = raw->data + raw->len, *q;
+static void push_headers(lua_State *L, const char *data, size_t len) {
+  const char *p = data, *end = data + len, *q;
   int lines = 0;
   for (q = p; q && q < end && (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++) lines++;
   lua_createtable(L, 0, lines > 1 ? lines - 1 : 0); /* less the status line */
@@ -587,6 +701,34 @@ static void push_headers(lua_State *L, const geoservices_buf *raw) {
   }
 }
 
+/* The lean result of the json option keeps the response's header block as
+ * a string under this private key; its metatable (under lean_mt_key in the
+ * registry) makes it the `headers` table on first use. */
+static const char header_block_key = 0;
+static const char lean_mt_key = 0;
+
+/* __index of a lean result: `headers`, parsed from the kept block once. */
+static int l_lean_index(lua_State *L) {
+  size_t len;
+  const char *block;
+  if (lua_type(L, 2) != LUA_TSTRING || strcmp(lua_tostring(L, 2), "headers") != 0) return 0;
+  if (lua_rawgetp(L, 1, &header_block_key) != LUA_TSTRING) return 0;
+  block = lua_tolstring(L, -1, &len);
+  push_headers(L, block, len);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, 1, "headers"); /* no __newindex: a plain rawset, so the next look finds it */
+  return 1;
+}
+
+static void open_lean_mt(lua_State *L) {
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, l_lean_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushliteral(L, "geoservices.Response");
+  lua_setfield(L, -2, "__name");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &lean_mt_key);
+}
+
 /* The json option: sets `json` in the result table at the top to the
  * decoded body and returns 1; returns 0 (nothing set) for an empty body or
  * one that is not JSON (the caller then gives the body as it is, and the Lua
@@ -611,10 +753,14 @@ static int push_json(lua_State *L, geoservices_request *req, lua_Integer depth) 
  *          or nil, message, code for a transfer failure (not for HTTP errors). */
 static int l_request_result(lua_State *L) {
   geoservices_request *req = check_open_request(L, 1);
+  if (req->state != REQUEST_DONE) return luaL_error(L, "request: result() before the request finished");
+  return geoservices_request_push_result(L, req, 1);
+}
+
+int geoservices_request_push_result(lua_State *L, geoservices_request *req, int ud) {
   long status = 0, connects = 0;
   double seconds = 0;
   char *url = NULL;
-  if (req->state != REQUEST_DONE) return luaL_error(L, "request: result() before the request finished");
   if (req->result != CURLE_OK && !(req->records && req->records->failed && req->result == CURLE_WRITE_ERROR && !req->too_large)) {
     const char *code = error_code(req);
     char fallback[32];
@@ -638,7 +784,7 @@ static int l_request_result(lua_State *L) {
     return 3;
   }
   curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
-  if (lua_getiuservalue(L, 1, UV_JSON) == LUA_TNUMBER) { /* the json option: a lean result */
+  if (lua_getiuservalue(L, ud, UV_JSON) == LUA_TNUMBER) { /* the json option: a lean result */
     lua_Integer depth = lua_tointeger(L, -1);
     lua_pop(L, 1);
     lua_createtable(L, 0, 4);
@@ -648,10 +794,14 @@ static int l_request_result(lua_State *L) {
       lua_pushlstring(L, req->response_body.data ? req->response_body.data : "", req->response_body.len);
       lua_setfield(L, -2, "body");
     }
-    push_headers(L, &req->response_headers);
-    lua_setfield(L, -2, "headers");
+    /* the headers as one string, made a table on first use (lean_index):
+     * an answer that decodes fine never looks at them */
+    lua_pushlstring(L, req->response_headers.data ? req->response_headers.data : "", req->response_headers.len);
+    lua_rawsetp(L, -2, &header_block_key);
     lua_pushinteger(L, (lua_Integer)req->received);
     lua_setfield(L, -2, "bytes");
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &lean_mt_key);
+    lua_setmetatable(L, -2);
     return 1;
   }
   lua_pop(L, 1);
@@ -663,7 +813,7 @@ static int l_request_result(lua_State *L) {
   lua_setfield(L, -2, "status");
   lua_pushlstring(L, req->response_body.data ? req->response_body.data : "", req->response_body.len);
   lua_setfield(L, -2, "body");
-  push_headers(L, &req->response_headers);
+  push_headers(L, req->response_headers.data, req->response_headers.len);
   lua_setfield(L, -2, "headers");
   lua_pushstring(L, url ? url : "");
   lua_setfield(L, -2, "url");
@@ -771,6 +921,7 @@ void geoservices_open_request(lua_State *L) {
   };
   geoservices_new_class(L, GEOSERVICES_REQUEST_MT, methods, meta);
   open_pool(L);
+  open_lean_mt(L);
   lua_pushcfunction(L, l_request_new);
   lua_setfield(L, -2, "request");
 }

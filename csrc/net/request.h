@@ -39,6 +39,8 @@ typedef struct geoservices_request {
   int discard;                /* count the body, keep none of it (benchmarks, probes) */
   int save_fd;                /* save_to: a successful body is appended here as it arrives; -1 = none */
   int save_errno;             /* the write to save_fd failed with this errno (the transfer aborted) */
+  int preset;                 /* its easy handle came from the pool not reset (see pool_give) */
+  int reset_handle;           /* it set options a plain request never sets: reset the handle after it */
 } geoservices_request;
 
 /* A socket libcurl wants watched (host-loop mode, CURLMOPT_SOCKETFUNCTION). */
@@ -64,6 +66,17 @@ geoservices_request *geoservices_check_request(lua_State *L, int idx);
  * in `next_state`. Safe in either GC order. */
 void geoservices_request_detach(lua_State *L, geoservices_request *req,
                                 geoservices_request_state next_state);
+/* Pushes a new request userdata, closed (core.request's, before its setup). */
+geoservices_request *geoservices_request_push_closed(lua_State *L);
+/* Makes the closed request `req` (the userdata at index ud) ready to be
+ * added, from the options table at index spec (those of core.request);
+ * raises on bad options, leaving it to be closed. */
+void geoservices_request_setup(lua_State *L, geoservices_request *req, int ud, int spec);
+/* Pushes what request:result() returns for the finished request `req` (the
+ * userdata at index ud); returns the number of values. */
+int geoservices_request_push_result(lua_State *L, geoservices_request *req, int ud);
+/* Detaches and releases a request, as request:close() does. */
+void geoservices_request_close(lua_State *L, geoservices_request *req);
 /* Called by the driver when libcurl reports the transfer finished. */
 void geoservices_request_finished(lua_State *L, geoservices_request *req, CURLcode result);
 
