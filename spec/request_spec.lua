@@ -300,6 +300,41 @@ describe("driver and request", function()
       end
     end)
 
+    it("perform() makes, sends, waits for and closes a request in one call, or hands it over when slow", function()
+      emu:reset()
+      local url = emu.url .. "/admin/services/getServicesById"
+      for _ = 1, 3 do
+        local res = assert(driver:perform({ url = url, form = { { "f", "json" } }, json = true }, 5000))
+        assert.equal(200, res.status)
+        assert.is_table(res.json)
+        assert.equal(0, driver:count())
+      end
+      -- options are checked as core.request checks them, and a refused one leaves nothing behind
+      assert.has_error(function() driver:perform({ url = url, timeout_ms = "soon" }, 100) end,
+        "request option 'timeout_ms': expected a non-negative integer")
+      assert.has_error(function() driver:perform({ method = "POST" }, 100) end, "request option 'url' is required")
+      assert.equal(200, assert(driver:perform({ url = url, form = { { "f", "json" } } }, 5000)).status)
+      -- a transfer failure comes back as nil, message, code
+      local res, msg, code = driver:perform({ url = "http://127.0.0.1:1/" }, 5000)
+      assert.is_nil(res)
+      assert.is_string(msg)
+      assert.equal("couldnt_connect", code)
+      -- not finished after max_ms: false and the running request, the caller's to wait for and close
+      emu:fault{ route = "getServicesById", kind = "delay", delay_ms = 600 }
+      local t0 = core.monotonic()
+      local done, req = driver:perform({ url = url, form = { { "f", "json" } } }, 100)
+      assert.is_false(done)
+      assert.is_true(core.monotonic() - t0 < 0.5)
+      assert.equal("running", req:state())
+      -- meanwhile another perform has a request of its own
+      emu:reset()
+      assert.equal(200, assert(driver:perform({ url = url, form = { { "f", "json" } } }, 5000)).status)
+      while not driver:wait(req, 100) do end
+      assert.equal(200, assert(req:result()).status)
+      req:close()
+      assert.equal(0, driver:count())
+    end)
+
     it("keeps a finished plain request's handle for the next without its method, body, type or timeout", function()
       emu:reset()
       local echo = emu.root .. "/_emulator/echo"

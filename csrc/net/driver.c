@@ -18,6 +18,9 @@
 #include "class.h"
 #include "net/request.h"
 
+/* The driver's user value: the request perform() makes its requests with. */
+#define UV_PERFORM 1
+
 static geoservices_driver *check_driver(lua_State *L, int idx) {
   return (geoservices_driver *)luaL_checkudata(L, idx, GEOSERVICES_DRIVER_MT);
 }
@@ -98,7 +101,7 @@ static int l_driver_new(lua_State *L) {
     total = luaL_optinteger(L, -1, 0);
     lua_pop(L, 2);
   }
-  drv = (geoservices_driver *)lua_newuserdatauv(L, sizeof(*drv), 0);
+  drv = (geoservices_driver *)lua_newuserdatauv(L, sizeof(*drv), 1);
   memset(drv, 0, sizeof(*drv));
   luaL_setmetatable(L, GEOSERVICES_DRIVER_MT);
   drv->multi = curl_multi_init();
@@ -108,6 +111,29 @@ static int l_driver_new(lua_State *L) {
   if (per_host > 0) curl_multi_setopt(drv->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)per_host);
   if (total > 0) curl_multi_setopt(drv->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)total);
   return 1;
+}
+
+/* Starts the transfer of req (the userdata at index ud) on the next
+ * perform of the multi handle, anchored until it finishes. */
+static CURLMcode attach(lua_State *L, geoservices_driver *drv, geoservices_request *req, int ud) {
+  CURLMcode rc;
+  /* A finished or cancelled request may be sent again (same body): start clean. */
+  geoservices_buf_reset(&req->response_body);
+  geoservices_buf_reset(&req->response_headers);
+  req->too_large = 0;
+  req->received = 0;
+  req->errbuf[0] = '\0';
+  rc = curl_multi_add_handle(drv->multi, req->easy);
+  if (rc != CURLM_OK) return rc;
+  lua_pushvalue(L, ud);
+  req->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  req->driver = drv;
+  req->state = REQUEST_RUNNING;
+  req->prev = NULL;
+  req->next = drv->attached;
+  if (drv->attached) drv->attached->prev = req;
+  drv->attached = req;
+  return CURLM_OK;
 }
 
 /* add(request): starts the transfer on the next step(). */
@@ -120,22 +146,8 @@ static int l_driver_add(lua_State *L) {
   /* its extractor has seen part of a document: it cannot start over */
   if (req->records && (req->state == REQUEST_DONE || req->received > 0))
     return luaL_error(L, "driver:add: a records request cannot be sent again");
-  /* A finished or cancelled request may be sent again (same body): start clean. */
-  geoservices_buf_reset(&req->response_body);
-  geoservices_buf_reset(&req->response_headers);
-  req->too_large = 0;
-  req->received = 0;
-  req->errbuf[0] = '\0';
-  rc = curl_multi_add_handle(drv->multi, req->easy);
+  rc = attach(L, drv, req, 2);
   if (rc != CURLM_OK) return push_multi_error(L, rc);
-  lua_pushvalue(L, 2);
-  req->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  req->driver = drv;
-  req->state = REQUEST_RUNNING;
-  req->prev = NULL;
-  req->next = drv->attached;
-  if (drv->attached) drv->attached->prev = req;
-  drv->attached = req;
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -220,6 +232,32 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Drives the multi handle until req is no longer running, max_ms passed or
+ * the transfer paused until its records are drained (curl_multi_perform,
+ * then curl_multi_poll for as long as libcurl's own timeout allows, never
+ * past max_ms); other requests that finish meanwhile finish as in step(). */
+static CURLMcode wait_request(lua_State *L, geoservices_driver *drv, geoservices_request *req, lua_Integer max_ms) {
+  double until = now_ms() + (double)max_ms;
+  CURLMcode rc;
+  for (;;) {
+    long t = -1;
+    double left;
+    rc = curl_multi_perform(drv->multi, &drv->running);
+    if (rc != CURLM_OK) return rc;
+    finish_transfers(L, drv);
+    if (req->state != REQUEST_RUNNING) return CURLM_OK;
+    left = until - now_ms();
+    if (left <= 0 || req->paused) return CURLM_OK;
+    rc = curl_multi_timeout(drv->multi, &t);
+    if (rc != CURLM_OK) return rc;
+    if (t < 0 || (double)t > left) t = (long)left + 1;
+    if (t > 0) {
+      rc = curl_multi_poll(drv->multi, NULL, 0, (int)t, NULL);
+      if (rc != CURLM_OK) return rc;
+    }
+  }
+}
+
 /* wait(request, max_ms) -> true once the request is no longer running,
  * false when max_ms passed first (or the transfer paused until its records
  * are drained), or nil, message, code on a multi error. The blocking wait
@@ -231,32 +269,60 @@ static int l_driver_wait(lua_State *L) {
   geoservices_driver *drv = check_open_driver(L, 1);
   geoservices_request *req = geoservices_check_request(L, 2);
   lua_Integer max_ms = luaL_checkinteger(L, 3);
-  double until = now_ms() + (double)max_ms;
   CURLMcode rc;
   if (req->state == REQUEST_RUNNING && req->driver != drv)
     return luaL_argerror(L, 2, "the request runs on another driver");
-  for (;;) {
-    long t = -1;
-    double left;
-    rc = curl_multi_perform(drv->multi, &drv->running);
-    if (rc != CURLM_OK) return push_multi_error(L, rc);
-    finish_transfers(L, drv);
-    if (req->state != REQUEST_RUNNING) break;
-    left = until - now_ms();
-    if (left <= 0 || req->paused) {
-      lua_pushboolean(L, 0);
-      return 1;
-    }
-    rc = curl_multi_timeout(drv->multi, &t);
-    if (rc != CURLM_OK) return push_multi_error(L, rc);
-    if (t < 0 || (double)t > left) t = (long)left + 1;
-    if (t > 0) {
-      rc = curl_multi_poll(drv->multi, NULL, 0, (int)t, NULL);
-      if (rc != CURLM_OK) return push_multi_error(L, rc);
-    }
-  }
-  lua_pushboolean(L, 1);
+  rc = wait_request(L, drv, req, max_ms);
+  if (rc != CURLM_OK) return push_multi_error(L, rc);
+  lua_pushboolean(L, req->state != REQUEST_RUNNING);
   return 1;
+}
+
+/* perform(spec, max_ms) -> what request:result() returns | false, request
+ * | nil, message, code: the blocking request of a caller that drives this
+ * driver alone, in one call instead of core.request, add, wait, result and
+ * close (and without a new userdata: the driver keeps one for it). The
+ * request is made from spec (the options of core.request, which raise as
+ * there), sent, and waited for as wait() does for up to max_ms; once it
+ * finished, its result is returned and it is closed. When max_ms passed
+ * first, false and the running request are returned: the caller goes on
+ * waiting for it (wait()) and closes it. nil, message, code for a multi
+ * error (the request is closed). */
+static int l_driver_perform(lua_State *L) {
+  geoservices_driver *drv = check_open_driver(L, 1);
+  lua_Integer max_ms = luaL_checkinteger(L, 3);
+  geoservices_request *req = NULL;
+  CURLMcode rc;
+  int n;
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 3);
+  /* the kept request when it is idle; else (in use: a finalizer performing
+   * during a perform, or an error left it unfinished) a new one kept instead */
+  if (lua_getiuservalue(L, 1, UV_PERFORM) == LUA_TUSERDATA)
+    req = (geoservices_request *)luaL_testudata(L, -1, GEOSERVICES_REQUEST_MT);
+  if (!req || req->state != REQUEST_CLOSED) {
+    lua_pop(L, 1);
+    req = geoservices_request_push_closed(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, UV_PERFORM);
+  }
+  geoservices_request_setup(L, req, 4, 2); /* raises on bad options; the next perform closes it */
+  rc = attach(L, drv, req, 4);
+  if (rc == CURLM_OK) rc = wait_request(L, drv, req, max_ms);
+  if (rc != CURLM_OK) {
+    geoservices_request_close(L, req);
+    return push_multi_error(L, rc);
+  }
+  if (req->state == REQUEST_RUNNING) { /* max_ms passed: the caller's now */
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, UV_PERFORM);
+    lua_pushboolean(L, 0);
+    lua_pushvalue(L, 4);
+    return 2;
+  }
+  n = geoservices_request_push_result(L, req, 4);
+  geoservices_request_close(L, req);
+  return n;
 }
 
 /* Finishes an action: the array of finished requests, then running count. */
@@ -631,6 +697,7 @@ void geoservices_open_driver(lua_State *L) {
     {"remove", l_driver_remove},
     {"step", l_driver_step},
     {"wait", l_driver_wait},
+    {"perform", l_driver_perform},
     {"fds", l_driver_fds},
     {"action", l_driver_action},
     {"action_timeout", l_driver_action_timeout},

@@ -77,6 +77,8 @@ local now = core.monotonic
 
 local MAX_WAIT_MS = 1000 -- a blocking poll never sleeps longer than this
 local BLOCKING_WAIT_MS = 100
+-- A blocking wait goes back to Lua this often (the transport's too).
+loop.BLOCKING_WAIT_MS = BLOCKING_WAIT_MS
 
 -- The private sentinel: the first value of every yield the scheduler owns.
 local WAIT = setmetatable({}, {
@@ -136,11 +138,13 @@ function loop.cancelled()
 end
 
 -- loop.cancelled() and loop.deadline() in one look-up of the current task
--- (the transport asks both before every request).
-function loop.limits()
+-- (the transport asks both before every request), then whether a request on
+-- `driver` may be waited for by driving it alone (see loop.await): outside
+-- any task, when no task waits on that driver.
+function loop.limits(driver)
   local task = current()
-  if task then return task.cancelled, task.deadline end
-  return nil, main_ctx.deadline
+  if task then return task.cancelled, task.deadline, false end
+  return nil, main_ctx.deadline, not awaited[driver]
 end
 
 --- Runs fn(...) with `deadline` (absolute, core.monotonic() seconds) in

@@ -24,18 +24,31 @@ local transport = {}
 -- total)` is called while the body arrives (total is nil when the server did
 -- not announce it; inside a task only when records arrive too).
 function transport.perform(driver, spec, on_records, on_progress)
-  local cancelled, deadline = loop.limits()
+  local cancelled, deadline, alone = loop.limits(driver)
   if cancelled then return nil, cancelled.message, "cancelled" end
   if deadline then
     local left_ms = math.floor((deadline - core.monotonic()) * 1000)
     if left_ms <= 0 then return nil, "the deadline passed before the request was sent", "timeout" end
     if spec.timeout_ms == nil or spec.timeout_ms > left_ms then spec.timeout_ms = left_ms end
   end
+  local req, added
+  if alone and not on_records and not on_progress then
+    -- the usual blocking request: made, sent, waited for, its result taken
+    -- and closed in one call of the core; back here only when it is still
+    -- running after BLOCKING_WAIT_MS (then it is ours to wait for and close)
+    local resp, msg, code = driver:perform(spec, loop.BLOCKING_WAIT_MS)
+    if resp ~= false then return resp, msg, code end
+    req, added = msg, true
+  else
+    req = core.request(spec)
+  end
   -- <close>: the request is closed (and so detached from the multi handle)
   -- on every way out, including an abandoned task closed by its scheduler.
-  local req <close> = core.request(spec)
-  local ok, err, code = driver:add(req)
-  if not ok then return nil, err, code end
+  local _ <close> = req
+  if not added then
+    local ok, err, code = driver:add(req)
+    if not ok then return nil, err, code end
+  end
   local progress
   if on_records or on_progress then
     progress = function()
