@@ -115,13 +115,15 @@ function results.snapshots(list, item_id)
 end
 
 
-local function is_space(b) -- %s: space, \t, \n, \v, \f, \r
-  return b == 32 or (b ~= nil and b >= 9 and b <= 13)
-end
+local byte, find = string.byte, string.find
 
 local function trim(s)
-  -- the usual id has nothing to trim: two byte looks instead of two patterns
-  if s ~= "" and not is_space(s:byte(1)) and not is_space(s:byte(-1)) then return s end
+  -- the usual id has nothing to trim: two byte looks instead of two
+  -- patterns (%s: space, \t, \n, \v, \f, \r)
+  local first, last = byte(s, 1), byte(s, -1)
+  if first and first ~= 32 and (first < 9 or first > 13) and last ~= 32 and (last < 9 or last > 13) then
+    return s
+  end
   return (s:gsub("^%s+", ""):gsub("%s+$", ""))
 end
 
@@ -142,7 +144,7 @@ local function service_ids(ids)
       end
       id = trim(id)
       if id == "" then return nil, errors.invalid("serviceIDs", ("id #%d is empty"):format(i)) end
-      if id:find(",", 1, true) then
+      if find(id, ",", 1, true) then
         return nil, errors.invalid("serviceIDs", ("id #%d contains a comma, the list separator"):format(i))
       end
       list[#list + 1] = id

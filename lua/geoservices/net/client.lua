@@ -197,7 +197,8 @@ function client.new(opts, class)
   self.conn = {
     driver = self.driver, policy = self.retry_policy, download_chunk = self.download_chunk,
     ca_file = self.ca_file, insecure = self.insecure, user_agent = self.user_agent,
-    max_response_bytes = self.max_response_bytes,
+    max_response_bytes = self.max_response_bytes, max_json_depth = self.max_json_depth,
+    bearer = self.bearer, referer = self.referer,
     max_held_bytes = self.max_response_bytes or DEFAULT_MAX_HELD_BYTES,
     sleep = function(seconds) return transport.sleep(self.driver, seconds) end,
     observed = function() return observers[1] ~= nil end,
@@ -396,15 +397,16 @@ local function post_attempt(self, url, fields, opts, deadline, source, own_origi
   if token_err then return "fatal", token_err, nil, false, why_none end
   local sent_token = token ~= nil
   local conn = self.conn
+  local bearer = conn.bearer
   local spec = transport.spec(conn, url, "POST", deadline)
   -- a generated token bound to a referer is valid only with that Referer
-  local referer = type(source) ~= "function" and self.referer or nil
-  if token and (self.bearer or referer) then
+  local referer = type(source) ~= "function" and conn.referer or nil
+  if token and (bearer or referer) then
     spec.headers = spec.headers or {}
-    if self.bearer then spec.headers[#spec.headers + 1] = "Authorization: Bearer " .. token end
+    if bearer then spec.headers[#spec.headers + 1] = "Authorization: Bearer " .. token end
     if referer then spec.headers[#spec.headers + 1] = "Referer: " .. referer end
   end
-  local pairs_ = form.to_form(fields, not self.bearer and token or nil)
+  local pairs_ = form.to_form(fields, not bearer and token or nil)
   if opts.multipart then
     local parts = {}
     for i, pair in ipairs(pairs_) do parts[i] = { name = pair[1], value = form.text(pair[2]) } end
@@ -429,7 +431,7 @@ local function post_attempt(self, url, fields, opts, deadline, source, own_origi
   else
     -- held whole, and decoded by the C core straight from its buffer
     spec.max_response_bytes = conn.max_held_bytes
-    spec.json, spec.max_json_depth = true, self.max_json_depth
+    spec.json, spec.max_json_depth = true, conn.max_json_depth
   end
   local resp, msg, code = transport.send(conn, spec, deliver, nil, describe_post, self, fields, opts, sent_token)
   if not resp then
@@ -438,9 +440,9 @@ local function post_attempt(self, url, fields, opts, deadline, source, own_origi
   end
   local decoded, err
   if sink then
-    decoded, err = response.streamed(resp, url, sink.records, deliver, top, self.max_json_depth)
+    decoded, err = response.streamed(resp, url, sink.records, deliver, top, conn.max_json_depth)
   else
-    decoded, err = response.decode(resp, url, self.max_json_depth)
+    decoded, err = response.decode(resp, url, conn.max_json_depth)
   end
   if decoded then return "done", decoded, nil, sent_token, why_none end
   return "failed", err, retry.parse_retry_after(resp.headers["retry-after"]), sent_token, why_none

@@ -69,9 +69,13 @@ end
 -- @return[2] nil
 -- @treturn[2] table err: kind "server", "auth", "http" or "protocol"
 function response.decode(resp, url, max_depth)
-  local status, body = resp.status, resp.body
-  local decoded, msg, offset = resp.json, nil, nil
-  if decoded == nil and body ~= "" then decoded, msg, offset = json.decode(body, { max_depth = max_depth }) end
+  -- a body decoded by the core is never looked at again (a lean result has none)
+  local status, decoded = resp.status, resp.json
+  local body, msg, offset
+  if decoded == nil then
+    body = resp.body
+    if body ~= "" then decoded, msg, offset = json.decode(body, { max_depth = max_depth }) end
+  end
   local object = type(decoded) == "table" and not json.is_array(decoded)
   local carried = object and response.error_of(decoded, status, url)
   if carried then return nil, carried end

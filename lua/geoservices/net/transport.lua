@@ -88,10 +88,12 @@ end
 -- @number deadline absolute deadline (transport.now clock)
 -- @treturn table the request options
 function transport.spec(conn, url, method, deadline)
+  local timeout_ms = math.floor((deadline - core.monotonic()) * 1000)
+  if timeout_ms < 1 then timeout_ms = 1 end
   return {
     url = url,
     method = method,
-    timeout_ms = math.max(1, math.floor((deadline - core.monotonic()) * 1000)),
+    timeout_ms = timeout_ms,
     ca_file = conn.ca_file,
     insecure = conn.insecure,
     user_agent = conn.user_agent,
