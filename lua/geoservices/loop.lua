@@ -95,10 +95,7 @@ local managed = setmetatable({}, { __mode = "k" })
 -- (socket-level); on any other driver it uses the cheaper step().
 local awaited = setmetatable({}, { __mode = "k" })
 
-local function await_start(driver)
-  awaited[driver] = (awaited[driver] or 0) + 1
-end
-
+-- (Counted up in Scheduler:_wait, the one place a task starts waiting on a request.)
 local function await_end(driver)
   local n = (awaited[driver] or 1) - 1
   awaited[driver] = n > 0 and n or nil
@@ -389,7 +386,7 @@ function Scheduler:_wait(task, kind, a, b)
       self.waiting[a] = set
     end
     set[b] = task
-    await_start(a)
+    awaited[a] = (awaited[a] or 0) + 1
     task.wait, task.wait_driver, task.wait_req = "request", a, b
   elseif kind == "sleep" then
     self.timers[task] = a
@@ -420,6 +417,9 @@ end
 
 -- What a resume returned, taken as arguments (no table for the usual yield).
 function Scheduler:_resumed(task, ok, first, ...)
+  -- the usual: a wait of ours (a task never returns the sentinel: only
+  -- this module has it)
+  if first == WAIT and ok then return self:_wait(task, ...) end
   if not ok then
     local e = first
     local trace = debug.traceback(task.co, tostring(e))
@@ -429,8 +429,6 @@ function Scheduler:_resumed(task, ok, first, ...)
     self:_finish(task, nil, e)
   elseif coroutine.status(task.co) == "dead" then
     self:_finish(task, pack(first, ...))
-  elseif first == WAIT then
-    self:_wait(task, ...)
   elseif self.passthrough and coroutine.isyieldable() then
     -- A user yield at the task's top level goes up to whoever resumed
     -- geoservices.run (multi-level, as in cqueues); what comes back goes
@@ -453,7 +451,14 @@ function Scheduler:_run_ready()
   for i = 1, n, 2 do
     local task, args = queue[i], queue[i + 1]
     queue[i], queue[i + 1] = nil, nil
-    if task.state == "ready" then self:_resume(task, args) end
+    if task.state == "ready" then
+      if task.started and args == RESUME_TRUE then -- the usual wake-up: self:_resume(task, args), inline
+        task.state = "running"
+        self:_resumed(task, coroutine.resume(task.co, true))
+      else
+        self:_resume(task, args)
+      end
+    end
   end
   self.spare_ready = queue
 end
@@ -468,7 +473,11 @@ function Scheduler:_sweep(driver)
       set[req] = nil
       await_end(driver)
       task.wait, task.wait_driver, task.wait_req = nil, nil, nil
-      self:_enqueue(task, true)
+      -- self:_enqueue(task, true), inline: once per request
+      task.state = "ready"
+      local queue = self.ready
+      local n = #queue
+      queue[n + 1], queue[n + 2] = task, RESUME_TRUE
     end
   end
   if next(set) == nil then
