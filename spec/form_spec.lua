@@ -32,6 +32,17 @@ describe("form encoding", function()
     assert.equal("a=1&z=2", core.form_encode{ z = 2, a = 1 })
   end)
 
+  it("takes the fields as a flat list name, value, name, value... too", function()
+    assert.equal("a=&b=x", core.form_encode{ "a", "", "b", "x" })
+    assert.equal("f=json&ids=a%2Cb&token=t%20t", core.form_encode{ "f", "json", "ids", "a,b", "token", "t t" })
+    assert.equal("t=true&n=9007199254740993&j=%5B%5D",
+      core.form_encode{ "t", true, "n", 9007199254740993, "j", json.array() })
+    assert.has_error(function() core.form_encode{ "a", "1", "b" } end,
+      "form: a flat list of fields needs a value after every name")
+    local form = params.to_flat({ b = { 1, 2 }, a = { x = 1 }, c = json.array(), d = "s" }, "secret")
+    assert.equal("f=json&a=%7B%22x%22%3A1%7D&b=%5B1%2C2%5D&c=%5B%5D&d=s&token=secret", core.form_encode(form))
+  end)
+
   it("sends booleans as true/false, integers exactly, floats with 17 digits", function()
     assert.equal("t=true&f=false", core.form_encode{ { "t", true }, { "f", false } })
     assert.equal("n=9007199254740993", core.form_encode{ { "n", 9007199254740993 } })

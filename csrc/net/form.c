@@ -1,5 +1,7 @@
 /* Form encoding for Lua: urlencode(s), urldecode(s), form_text(v) and
- * form_encode(fields), the last also used by request bodies (request.c).
+ * form_encode(fields), the last also used by request bodies (request.c);
+ * fields are {name, value} pairs, a flat list name, value, name, value...,
+ * or a map (see geoservices_form_encode_table in net/request.h).
  * Values may be strings, numbers or booleans, or tables, which are written as
  * JSON (json/lua_encode.c) straight into the form. */
 #include <stdio.h>
@@ -80,9 +82,21 @@ static int sort_keys(lua_State *L, int idx) {
 }
 
 void geoservices_form_encode_table(lua_State *L, int idx, geoservices_buf *b) {
+  int first;
   idx = lua_absindex(L, idx);
   luaL_checktype(L, idx, LUA_TTABLE);
-  if (lua_rawgeti(L, idx, 1) == LUA_TTABLE) { /* array of {name, value} pairs */
+  first = lua_rawgeti(L, idx, 1);
+  if (first == LUA_TSTRING) { /* flat array: name, value, name, value... (no table per pair) */
+    lua_Integer i, n = (lua_Integer)lua_rawlen(L, idx);
+    lua_pop(L, 1);
+    if (n % 2) luaL_error(L, "form: a flat list of fields needs a value after every name");
+    for (i = 1; i < n; i += 2) {
+      lua_rawgeti(L, idx, i);
+      lua_rawgeti(L, idx, i + 1);
+      append_field(L, b, -2, -1);
+      lua_pop(L, 2);
+    }
+  } else if (first == LUA_TTABLE) { /* array of {name, value} pairs */
     lua_Integer i, n = (lua_Integer)lua_rawlen(L, idx);
     lua_pop(L, 1);
     for (i = 1; i <= n; i++) {

@@ -80,7 +80,9 @@ void geoservices_request_close(lua_State *L, geoservices_request *req);
 /* Called by the driver when libcurl reports the transfer finished. */
 void geoservices_request_finished(lua_State *L, geoservices_request *req, CURLcode result);
 
-/* Form encoding of a Lua table (array of {name, value} or a map) into b. */
+/* Form encoding of a Lua table into b: an array of {name, value} pairs, a
+ * flat array {name1, value1, name2, value2, ...} (its first element is a
+ * string), or a map (its fields in the order of their sorted names). */
 void geoservices_form_encode_table(lua_State *L, int idx, geoservices_buf *b);
 
 #endif

@@ -57,6 +57,42 @@ function params.to_form(fields, token)
   return form
 end
 
+--- The same form as to_form, as one flat list `{"f", f, name1, value1, ...,
+-- "token", token}` (the C encoder takes it as it is): one table instead of
+-- one per field, for a request's body (Client:post).
+function params.to_flat(fields, token)
+  local first, names, n = nil, nil, 0
+  for name, value in pairs(fields) do
+    if type(name) ~= "string" then error("parameter names must be strings, got " .. type(name), 2) end
+    if value ~= nil and name ~= "f" and name ~= "token" then
+      n = n + 1
+      if n == 1 then
+        first = name
+      elseif n == 2 then
+        names = { first, name }
+      else
+        names[n] = name
+      end
+    end
+  end
+  local f = fields.f or "json"
+  if n == 1 then -- the usual: one field
+    local value = form_value(first, fields[first])
+    if token then return { "f", f, first, value, "token", token } end
+    return { "f", f, first, value }
+  end
+  local form = { "f", f }
+  if n > 1 then
+    table.sort(names)
+    for i = 1, n do
+      local name = names[i]
+      form[2 * i + 1], form[2 * i + 2] = name, form_value(name, fields[name])
+    end
+  end
+  if token then form[2 * n + 3], form[2 * n + 4] = "token", token end
+  return form
+end
+
 --- The text a form value of to_form is sent as (what a dry run shows and a
 -- multipart part carries): tables as JSON, numbers exactly.
 function params.text(value)

@@ -62,6 +62,37 @@ describe("form.to_form", function()
   end)
 end)
 
+describe("form.to_flat", function()
+  local function flattened(pairs_)
+    local out = {}
+    for _, pair in ipairs(pairs_) do
+      out[#out + 1] = pair[1]
+      out[#out + 1] = pair[2]
+    end
+    return out
+  end
+
+  it("is to_form as one flat list, for every shape of fields", function()
+    local t = { x = 1 }
+    local special = setmetatable({ 1, 2 }, { __form = function(v) return ("%d,%d"):format(v[1], v[2]) end })
+    for _, case in ipairs{
+      { {}, nil }, { {}, "tok" }, { { a = 1 }, nil }, { { a = 1 }, "tok" }, { { f = "pjson", q = "x" }, "tok" },
+      { { a = 1, token = "from-fields" }, nil }, { { zeta = 1, alpha = "a", Beta = "b", mid = "m" }, "tok" },
+      { { s = "text", i = 9007199254740993, d = 0.1, yes = true, no = false, t = t }, nil },
+      { { gen = json.null, ids = special }, "t" }, { { only = false }, "t" },
+    } do
+      local fields, token = case[1], case[2]
+      assert.same(flattened(form.to_form(fields, token)), form.to_flat(fields, token))
+    end
+  end)
+
+  it("raises as to_form does", function()
+    assert.has_error(function() form.to_flat{ callback = print } end, "parameter 'callback': cannot send a function")
+    assert.has_error(function() form.to_flat({ a = 1, b = print }, "t") end, "parameter 'b': cannot send a function")
+    assert.has_error(function() form.to_flat{ "positional" } end, "parameter names must be strings, got number")
+  end)
+end)
+
 describe("form.text", function()
   it("gives the text each value is sent as", function()
     assert.equal("abc", form.text("abc"))

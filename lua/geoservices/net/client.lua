@@ -406,14 +406,15 @@ local function post_attempt(self, url, fields, opts, deadline, source, own_origi
     if bearer then spec.headers[#spec.headers + 1] = "Authorization: Bearer " .. token end
     if referer then spec.headers[#spec.headers + 1] = "Referer: " .. referer end
   end
-  local pairs_ = form.to_form(fields, not bearer and token or nil)
   if opts.multipart then
     local parts = {}
-    for i, pair in ipairs(pairs_) do parts[i] = { name = pair[1], value = form.text(pair[2]) } end
+    for i, pair in ipairs(form.to_form(fields, not bearer and token or nil)) do
+      parts[i] = { name = pair[1], value = form.text(pair[2]) }
+    end
     for _, part in ipairs(opts.files or {}) do parts[#parts + 1] = part end
     spec.multipart = parts
   else
-    spec.form = pairs_
+    spec.form = form.to_flat(fields, not bearer and token or nil)
   end
   info.attempts = info.attempts + 1
   -- a fresh record sink per attempt; the top-level fields are kept here
