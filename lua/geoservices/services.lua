@@ -127,29 +127,37 @@ local function trim(s)
   return (s:gsub("^%s+", ""):gsub("%s+$", ""))
 end
 
--- Accepts {"id1", "id2"} or "id1,id2"; returns the ids or nil, err.
+-- Accepts {"id1", "id2"} or "id1,id2"; returns the ids or nil, err. The
+-- list returned is only read, and only during the call: a plain list whose
+-- ids need no trimming (the usual) is returned itself rather than copied.
 local function service_ids(ids)
-  local list = {}
+  local list
   if type(ids) == "string" then
     if trim(ids) == "" then return nil, errors.invalid("serviceIDs", "at least one service id is required") end
+    list = {}
     for piece in (ids .. ","):gmatch("([^,]*),") do
       local id = trim(piece)
       if id == "" then return nil, errors.invalid("serviceIDs", "empty id in the comma-separated list") end
       list[#list + 1] = id
     end
   elseif type(ids) == "table" then
+    local n = 0
     for i, id in ipairs(ids) do
       if type(id) ~= "string" then
         return nil, errors.invalid("serviceIDs", ("id #%d must be a string, got %s"):format(i, type(id)))
       end
-      id = trim(id)
-      if id == "" then return nil, errors.invalid("serviceIDs", ("id #%d is empty"):format(i)) end
-      if find(id, ",", 1, true) then
+      local trimmed = trim(id)
+      if trimmed == "" then return nil, errors.invalid("serviceIDs", ("id #%d is empty"):format(i)) end
+      if find(trimmed, ",", 1, true) then
         return nil, errors.invalid("serviceIDs", ("id #%d contains a comma, the list separator"):format(i))
       end
-      list[#list + 1] = id
+      if trimmed ~= id and not list then list = table.move(ids, 1, i - 1, 1, {}) end -- a copy from here on
+      if list then list[i] = trimmed end
+      n = i
     end
-    if #list == 0 then return nil, errors.invalid("serviceIDs", "at least one service id is required") end
+    if n == 0 then return nil, errors.invalid("serviceIDs", "at least one service id is required") end
+    if not list and (#ids ~= n or getmetatable(ids) ~= nil) then list = table.move(ids, 1, n, 1, {}) end
+    return list or ids
   else
     error("get_services_by_id: expected a list of ids or a comma-separated string, got " .. type(ids), 3)
   end

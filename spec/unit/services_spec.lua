@@ -54,6 +54,22 @@ describe("services.get_services_by_id", function()
     assert.equal("http://h/server/admin/services/getServicesById", c.asked[1].url)
   end)
 
+  it("trims from any position on, never touching the caller's list, and reads a proxy list", function()
+    local c = client_answering({ { id = "a1" }, { id = "b2" }, { id = "c3" } })
+    local ids = { "a1", " b2", "c3 " }
+    local got = assert(services.get_services_by_id(c, ids))
+    assert.equal("a1,b2,c3", c.asked[1].fields.serviceIDs)
+    assert.same({}, got.missing)
+    assert.same({ "a1", " b2", "c3 " }, ids)
+    local proxy = setmetatable({}, { __index = { "c3", "a1" } })
+    got = assert(services.get_services_by_id(c, proxy))
+    assert.equal("c3,a1", c.asked[2].fields.serviceIDs)
+    assert.same({}, got.missing)
+    got = assert(services.get_services_by_id(c, { "a1", "x9", nil, "b2" })) -- the ids up to the first hole
+    assert.equal("a1,x9", c.asked[3].fields.serviceIDs)
+    assert.same({ "x9" }, got.missing)
+  end)
+
   it("prints the list and each service as one line", function()
     local _, list = missing_of({ "a1", "b2" }, { "a1" })
     assert.equal("1 of 2 services: S1.nil; not returned: b2", tostring(list))
