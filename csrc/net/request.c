@@ -307,10 +307,16 @@ enum {
   O_RECORDS, O_JSON, O_MAX_JSON_DEPTH, O_COUNT
 };
 
-static const char *const opt_names[O_COUNT] = {
-  "url", "method", "ca_file", "user_agent", "content_type", "timeout_ms", "connect_timeout_ms",
-  "max_response_bytes", "discard", "save_to", "insecure", "headers", "form", "body", "multipart",
-  "records", "json", "max_json_depth",
+/* Each name with its length, so that a key is told by its length first. */
+#define OPT_NAME(s) {s, sizeof(s) - 1}
+static const struct {
+  const char *name;
+  size_t len;
+} opt_names[O_COUNT] = {
+  OPT_NAME("url"), OPT_NAME("method"), OPT_NAME("ca_file"), OPT_NAME("user_agent"), OPT_NAME("content_type"),
+  OPT_NAME("timeout_ms"), OPT_NAME("connect_timeout_ms"), OPT_NAME("max_response_bytes"), OPT_NAME("discard"),
+  OPT_NAME("save_to"), OPT_NAME("insecure"), OPT_NAME("headers"), OPT_NAME("form"), OPT_NAME("body"),
+  OPT_NAME("multipart"), OPT_NAME("records"), OPT_NAME("json"), OPT_NAME("max_json_depth"),
 };
 
 typedef struct {
@@ -320,7 +326,7 @@ typedef struct {
 static int opt_lookup(const char *name, size_t len) {
   int i;
   for (i = 0; i < O_COUNT; i++)
-    if (strlen(opt_names[i]) == len && memcmp(opt_names[i], name, len) == 0) return i;
+    if (opt_names[i].len == len && memcmp(opt_names[i].name, name, len) == 0) return i;
   return -1;
 }
 
@@ -334,7 +340,7 @@ static void read_opts(lua_State *L, int idx, request_opts *o) {
   if (lua_getmetatable(L, idx)) {
     lua_pop(L, 1);
     for (i = 0; i < O_COUNT; i++) {
-      if (lua_getfield(L, idx, opt_names[i]) == LUA_TNIL) lua_pop(L, 1);
+      if (lua_getfield(L, idx, opt_names[i].name) == LUA_TNIL) lua_pop(L, 1);
       else o->at[i] = lua_gettop(L);
     }
     return;
@@ -363,7 +369,7 @@ static const char *check_string(lua_State *L, int idx, const char *field) {
 }
 
 static const char *opt_string(lua_State *L, const request_opts *o, int which) {
-  return o->at[which] ? check_string(L, o->at[which], opt_names[which]) : NULL;
+  return o->at[which] ? check_string(L, o->at[which], opt_names[which].name) : NULL;
 }
 
 static lua_Integer opt_integer(lua_State *L, const request_opts *o, int which, lua_Integer def) {
@@ -371,7 +377,7 @@ static lua_Integer opt_integer(lua_State *L, const request_opts *o, int which, l
   if (o->at[which]) {
     int ok;
     v = lua_tointegerx(L, o->at[which], &ok);
-    if (!ok || v < 0) luaL_error(L, "request option '%s': expected a non-negative integer", opt_names[which]);
+    if (!ok || v < 0) luaL_error(L, "request option '%s': expected a non-negative integer", opt_names[which].name);
   }
   return v;
 }
