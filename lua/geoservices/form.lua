@@ -22,16 +22,13 @@ end
 -- describe, multipart parts).
 local F_JSON = { "f", "json" }
 
---- Returns an array of {name, value} pairs with `f = "json"` first and the
--- other parameters in sorted order (stable requests are easier to debug).
--- `token`, when given, is added last; it is never part of a URL. The pairs
--- are read only (the first one may be shared by every form).
-function params.to_form(fields, token)
-  -- most requests carry one or two parameters: the first name needs no
-  -- list and no sort
+-- The names of the fields a form carries besides f and token: how many, the
+-- first, and (from two on) all of them unsorted. Most requests carry one or
+-- two: the first name needs no list. Raises at the form builder's caller.
+local function field_names(fields)
   local first, names, n = nil, nil, 0
   for name, value in pairs(fields) do
-    if type(name) ~= "string" then error("parameter names must be strings, got " .. type(name), 2) end
+    if type(name) ~= "string" then error("parameter names must be strings, got " .. type(name), 3) end
     if value ~= nil and name ~= "f" and name ~= "token" then
       n = n + 1
       if n == 1 then
@@ -43,6 +40,15 @@ function params.to_form(fields, token)
       end
     end
   end
+  return n, first, names
+end
+
+--- Returns an array of {name, value} pairs with `f = "json"` first and the
+-- other parameters in sorted order (stable requests are easier to debug).
+-- `token`, when given, is added last; it is never part of a URL. The pairs
+-- are read only (the first one may be shared by every form).
+function params.to_form(fields, token)
+  local n, first, names = field_names(fields)
   local f = fields.f and { "f", fields.f } or F_JSON
   local last = token and { "token", token } or nil
   if n == 0 then return { f, last } end
@@ -61,20 +67,7 @@ end
 -- "token", token}` (the C encoder takes it as it is): one table instead of
 -- one per field, for a request's body (Client:post).
 function params.to_flat(fields, token)
-  local first, names, n = nil, nil, 0
-  for name, value in pairs(fields) do
-    if type(name) ~= "string" then error("parameter names must be strings, got " .. type(name), 2) end
-    if value ~= nil and name ~= "f" and name ~= "token" then
-      n = n + 1
-      if n == 1 then
-        first = name
-      elseif n == 2 then
-        names = { first, name }
-      else
-        names[n] = name
-      end
-    end
-  end
+  local n, first, names = field_names(fields)
   local f = fields.f or "json"
   if n == 1 then -- the usual: one field
     local value = form_value(first, fields[first])
