@@ -207,6 +207,121 @@ describe("record extractor", function()
     end)
   end)
 
+  describe("read_all(file, fn)", function()
+    local function write(text)
+      local path = helper.tmp_name()
+      local f = assert(io.open(path, "wb"))
+      f:write(text)
+      f:close()
+      return path
+    end
+
+    -- the records read_all delivers, then finish's and the last drain's; and read_all's results
+    local function read_whole(path, opts, bytes)
+      local rec = core.records(opts)
+      local out = {}
+      local function take(kind, layer, value, key) out[#out + 1] = { kind, layer, value, key } end
+      local f = assert(io.open(path, "rb"))
+      local n, msg, offset = rec:read_all(f, take, bytes)
+      local during = #out
+      f:close()
+      if n then
+        assert.equal(n, rec:fed())
+        local ok, m, o = rec:finish()
+        if not ok then n, msg, offset = ok, m, o end
+      end
+      rec:drain(take)
+      rec:close()
+      return out, n, msg, offset, during
+    end
+
+    it("gives the records feed gives, on the worker and on this thread, in any read size", function()
+      local doc = big_doc(20000)
+      local path = write(doc)
+      local expected = collect(doc, #doc, { worker_after = false })
+      for _, case in ipairs{ { {}, nil }, { { worker_after = false }, nil }, { {}, 7 },
+                             { { worker_after = 1 }, 1 << 20 }, { { worker_after = false }, 1000 } } do
+        local out, n, _, _, during = read_whole(path, case[1], case[2])
+        assert.equal(#doc, n) -- every byte of the file was read and fed
+        assert.equal(#expected, #out)
+        assert.is_true(during >= #expected - 1) -- all but what the end completes came while reading
+        for i = 1, #out, 997 do
+          assert.same({ expected[i].kind, expected[i].layer, expected[i].value, expected[i].key }, out[i])
+        end
+      end
+    end)
+
+    it("reports a JSON error with feed's message and offset, after the records before it", function()
+      local doc = big_doc(20000, ',"x":[1,2,}')
+      local path = write(doc)
+      local rec = core.records{ worker_after = false }
+      local ok, msg, offset = rec:feed(doc)
+      if ok then ok, msg, offset = rec:finish() end
+      assert.is_nil(ok)
+      for _, opts in ipairs{ {}, { worker_after = false } } do
+        local out, n, m, o = read_whole(path, opts)
+        assert.is_nil(n)
+        assert.equal(msg, m)
+        assert.equal(offset, o)
+        assert.equal(20000 + 2, #out) -- the adds, the layer, the gen field
+      end
+    end)
+
+    it("reports a file it cannot read, and refuses bad arguments", function()
+      for _, opts in ipairs{ {}, { worker_after = false } } do
+        local rec = core.records(opts)
+        local w = assert(io.open(helper.tmp_name(), "wb")) -- open for writing only: reading it fails
+        local n, msg, offset = rec:read_all(w, function() end)
+        w:close()
+        assert.is_nil(n)
+        assert.matches("^cannot read the file: .", msg)
+        assert.is_nil(offset)
+      end
+      local rec = core.records()
+      local f = assert(io.open(write("{}"), "rb"))
+      assert.has_error(function() rec:read_all(f) end)
+      assert.has_error(function() rec:read_all(f, print, 0) end,
+        "bad argument #3 to 'read_all' (bytes must be at least 1)")
+      f:close()
+      assert.has_error(function() rec:read_all(f, print) end,
+        "bad argument #1 to 'read_all' (attempt to use a closed file)")
+    end)
+
+    it("passes fn's error on, and then no longer reads the file", function()
+      local path = write(big_doc(20000))
+      local rec = core.records()
+      local f = assert(io.open(path, "rb"))
+      local seen = 0
+      local ok, err = pcall(rec.read_all, rec, f, function()
+        seen = seen + 1
+        if seen == 100 then error("stop here", 0) end
+      end, 4096)
+      assert.is_false(ok)
+      assert.equal("stop here", err)
+      local at = f:seek("cur")
+      local t0 = core.monotonic()
+      while core.monotonic() - t0 < 0.05 do end -- the worker would read on meanwhile
+      assert.equal(at, f:seek("cur"))
+      assert.is_true(at < 2 * 1024 * 1024) -- it stopped long before the end
+      assert.is_true(rec:close() == nil) -- usable again: not left busy
+      f:close()
+    end)
+
+    it("refuses to let fn use the Records it is called from", function()
+      local path = write(big_doc(2000))
+      for _, use in ipairs{ function(r) r:feed("{}") end, function(r) r:drain(print) end,
+                            function(r) r:finish() end, function(r) r:close() end } do
+        local rec = core.records()
+        local f = assert(io.open(path, "rb"))
+        local ok, err = pcall(rec.read_all, rec, f, function() use(rec) end)
+        f:close()
+        assert.is_false(ok)
+        assert.matches("attempt to use a Records inside its own read_all", err, 1, true)
+        rec:close()
+      end
+    end)
+  end)
+
   it("refuses a worker_after below 1", function()
     assert.has_error(function() core.records{ worker_after = 0 } end)
   end)

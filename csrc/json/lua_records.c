@@ -186,6 +186,7 @@ geoservices_records_ud *geoservices_check_records(lua_State *L, int idx) {
 static records_ud *check_records(lua_State *L, int idx) {
   records_ud *u = geoservices_check_records(L, idx);
   if (!u->records) luaL_error(L, "attempt to use a closed Records");
+  if (u->busy) luaL_error(L, "attempt to use a Records inside its own read_all");
   return u;
 }
 
@@ -203,7 +204,8 @@ lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx) {
   lua_Integer n;
   ud_idx = lua_absindex(L, ud_idx);
   fn_idx = lua_absindex(L, fn_idx);
-  u = check_records(L, ud_idx);
+  u = geoservices_check_records(L, ud_idx);
+  if (!u->records) luaL_error(L, "attempt to use a closed Records");
   lua_getiuservalue(L, ud_idx, 1);
   n = geoservices_records_replay(L, u->records, &u->replay, fn_idx, -1);
   lua_pop(L, 1);
@@ -212,6 +214,7 @@ lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx) {
 
 static int l_records_close(lua_State *L) {
   records_ud *u = (records_ud *)luaL_checkudata(L, 1, GEOSERVICES_RECORDS_MT);
+  if (u->busy) return luaL_error(L, "attempt to use a Records inside its own read_all");
   if (u->records) geoservices_records_free(u->records);
   u->records = NULL;
   return 0;
@@ -308,6 +311,98 @@ static int l_records_read(lua_State *L) {
   return 1;
 }
 
+/* read_all's loop, in a protected call so that the worker stops reading
+ * the file before an error of fn leaves: stack ud, fn, its state. */
+typedef struct {
+  int threaded; /* the worker reads the file; else this thread does, chunk by chunk */
+  int rc;       /* a JSON error's code */
+  int read_failed, read_errno;
+  size_t max;
+  FILE *f;
+} read_all_state;
+
+static int read_all_loop(lua_State *L) {
+  read_all_state *st = (read_all_state *)lua_touserdata(L, 3);
+  records_ud *u = geoservices_check_records(L, 1);
+  if (st->threaded) {
+    unsigned long seen = 0;
+    geoservices_source_status src;
+    for (;;) {
+      st->rc = geoservices_records_await(u->records, &seen, &src);
+      geoservices_records_drain(L, 1, 2);
+      if (st->rc != 0) return 0;
+      if (src.state == GEOSERVICES_SOURCE_FAILED) {
+        st->read_failed = 1;
+        st->read_errno = src.read_errno;
+      }
+      if (src.state != GEOSERVICES_SOURCE_READING) return 0;
+    }
+  }
+  for (;;) {
+    long n;
+    st->rc = geoservices_records_fill(u->records, fill_from_file, st->f, st->max, &n);
+    if (n < 0) {
+      st->read_failed = 1;
+      st->read_errno = errno;
+    }
+    geoservices_records_drain(L, 1, 2);
+    if (st->rc != 0 || n <= 0) return 0;
+  }
+}
+
+/* read_all(file, fn [, bytes = 262144]) -> bytes read. Reads the file to
+ * its end, `bytes` at a time, and calls fn(kind, layer_id, value, key) for
+ * each record as it completes (as drain does): the reading and the parsing
+ * run on the worker thread while this one builds the records, so a large
+ * file costs this thread only its records. finish() and a last drain(fn)
+ * follow, as after read(). fail, message, offset on a JSON error (the
+ * records before it were delivered); fail, message when the file cannot be
+ * read. fn may not use this Records. */
+static int l_records_read_all(lua_State *L) {
+  records_ud *u = check_records(L, 1);
+  luaL_Stream *file = (luaL_Stream *)luaL_checkudata(L, 2, LUA_FILEHANDLE);
+  lua_Integer max = luaL_optinteger(L, 4, 262144);
+  read_all_state st;
+  size_t before;
+  int status;
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  luaL_argcheck(L, file->closef != NULL, 2, "attempt to use a closed file");
+  luaL_argcheck(L, max >= 1, 4, "bytes must be at least 1");
+  if (u->failed) return geoservices_push_records_error(L, u->records);
+  memset(&st, 0, sizeof st);
+  st.max = (size_t)max;
+  st.f = file->f;
+  before = geoservices_records_fed(u->records);
+  st.rc = geoservices_records_source(u->records, fill_from_file, file->f, st.max);
+  if (st.rc > 0) {
+    u->failed = 1;
+    return geoservices_push_records_error(L, u->records);
+  }
+  st.threaded = st.rc == 0;
+  st.rc = 0;
+  lua_pushcfunction(L, read_all_loop);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 3);
+  lua_pushlightuserdata(L, &st);
+  u->busy = 1;
+  status = lua_pcall(L, 3, 0, 0);
+  if (u->records) geoservices_records_end_source(u->records); /* the file is the caller's again */
+  u->busy = 0;
+  u->fed += geoservices_records_fed(u->records) - before;
+  if (status != LUA_OK) return lua_error(L);
+  if (st.rc != 0) {
+    u->failed = 1;
+    return geoservices_push_records_error(L, u->records);
+  }
+  if (st.read_failed) {
+    luaL_pushfail(L);
+    lua_pushfstring(L, "cannot read the file: %s", strerror(st.read_errno));
+    return 2;
+  }
+  lua_pushinteger(L, (lua_Integer)(geoservices_records_fed(u->records) - before));
+  return 1;
+}
+
 static int l_records_finish(lua_State *L) {
   records_ud *u = check_records(L, 1);
   if (u->failed) return geoservices_push_records_error(L, u->records);
@@ -321,6 +416,7 @@ static int l_records_finish(lua_State *L) {
 
 /* drain(fn) -> number of records delivered as fn(kind, layer_id, value, key) */
 static int l_records_drain(lua_State *L) {
+  check_records(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_pushinteger(L, geoservices_records_drain(L, 1, 2));
   return 1;
@@ -357,6 +453,7 @@ void geoservices_open_records(lua_State *L) {
   static const luaL_Reg methods[] = {
     {"feed", l_records_feed},
     {"read", l_records_read},
+    {"read_all", l_records_read_all},
     {"finish", l_records_finish},
     {"drain", l_records_drain},
     {"pending", l_records_pending},

@@ -24,6 +24,7 @@ typedef struct geoservices_records_ud {
   geoservices_replay_state replay;
   size_t fed;                   /* bytes fed so far: where a resumed download starts */
   int failed;                   /* feed or finish reported an error */
+  int busy;                     /* inside read_all: fn may not use it */
 } geoservices_records_ud;
 
 /* The Records userdata at idx (raises if it is not one; may be closed). */

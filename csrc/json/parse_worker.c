@@ -4,6 +4,7 @@
  * only the worker moves tail, and each copies or parses outside the lock. */
 #include "json/parse_worker.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -12,6 +13,10 @@
 /* At most this much is parsed between two publishes, so the caller gets
  * records while a large write is still being parsed. */
 #define SPAN_MAX ((size_t)64 * 1024)
+/* Reading a source, the worker runs at most this many published spans ahead
+ * of the caller (its await()s): the caller's backlog stays flat, whatever
+ * the speed of either side. */
+#define SOURCE_AHEAD 8
 /* The parser keeps its own explicit stack: the thread needs little. */
 #define STACK_BYTES ((size_t)256 * 1024)
 
@@ -26,6 +31,16 @@ struct geoservices_parse_worker {
   int worker_waiting, writer_waiting;
   int stop;
   int error;
+  /* a source the worker reads from itself (geoservices_parse_worker_source) */
+  geoservices_fill_fn source;
+  void *source_ctx;
+  size_t source_chunk;
+  int source_state;      /* GEOSERVICES_SOURCE_* */
+  int source_errno;      /* errno of the read that failed */
+  int in_source;         /* fill is running, outside the lock */
+  size_t source_bytes;   /* read from the source so far */
+  unsigned long publishes; /* spans published, so a caller can wait for the next */
+  unsigned long acked;     /* publishes the caller had seen at its last await */
   geoservices_parse_fn parse;
   geoservices_publish_fn publish;
   void *ctx;
@@ -34,6 +49,30 @@ struct geoservices_parse_worker {
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
+/* Under the lock, with the ring empty: one read of the source into the ring
+ * (the lock is let go while fill runs, so the caller can read what was
+ * published meanwhile). */
+static void read_source(geoservices_parse_worker *w) {
+  size_t at = w->head % w->capacity, k = min_size(w->capacity - at, w->source_chunk);
+  long n;
+  int e;
+  w->in_source = 1;
+  pthread_mutex_unlock(&w->mu);
+  errno = 0;
+  n = w->source(w->source_ctx, w->ring + at, k);
+  e = errno; /* this thread's: the caller's errno never sees it */
+  pthread_mutex_lock(&w->mu);
+  w->in_source = 0;
+  if (w->writer_waiting) pthread_cond_broadcast(&w->progress); /* end_source may be waiting */
+  if (n > 0) {
+    w->head += (size_t)n;
+    w->source_bytes += (size_t)n;
+    return;
+  }
+  w->source_state = n == 0 ? GEOSERVICES_SOURCE_ENDED : GEOSERVICES_SOURCE_FAILED;
+  w->source_errno = n == 0 ? 0 : e;
+}
+
 static void *run(void *arg) {
   geoservices_parse_worker *w = arg;
   pthread_mutex_lock(&w->mu);
@@ -41,6 +80,11 @@ static void *run(void *arg) {
     size_t at, span;
     int rc = 0;
     while (w->head == w->tail && !w->stop) {
+      if (w->source && w->source_state == GEOSERVICES_SOURCE_READING && !w->error &&
+          w->publishes - w->acked < SOURCE_AHEAD) {
+        read_source(w);
+        continue;
+      }
       w->worker_waiting = 1;
       pthread_cond_wait(&w->has_bytes, &w->mu);
       w->worker_waiting = 0;
@@ -55,6 +99,7 @@ static void *run(void *arg) {
       pthread_mutex_lock(&w->mu);
       if (rc) w->error = rc;
       w->publish(w->ctx);
+      w->publishes++;
     }
     w->tail += span;
     w->parsing = 0;
@@ -177,6 +222,58 @@ int geoservices_parse_worker_wait(geoservices_parse_worker *w) {
   rc = w->error;
   pthread_mutex_unlock(&w->mu);
   return rc;
+}
+
+void geoservices_parse_worker_source(geoservices_parse_worker *w, geoservices_fill_fn fill, void *ctx, size_t chunk) {
+  pthread_mutex_lock(&w->mu);
+  w->source = fill;
+  w->source_ctx = ctx;
+  w->source_chunk = chunk ? chunk : 1;
+  w->source_state = GEOSERVICES_SOURCE_READING;
+  w->source_errno = 0;
+  w->source_bytes = 0;
+  w->acked = w->publishes;
+  if (w->worker_waiting) pthread_cond_signal(&w->has_bytes);
+  pthread_mutex_unlock(&w->mu);
+}
+
+int geoservices_parse_worker_await(geoservices_parse_worker *w, unsigned long *seen, geoservices_source_status *st) {
+  int rc;
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    int drained = w->head == w->tail && !w->parsing; /* every byte read was parsed and published */
+    if (w->error || w->publishes != *seen || (w->source_state != GEOSERVICES_SOURCE_READING && drained)) break;
+    w->writer_waiting = 1;
+    pthread_cond_wait(&w->progress, &w->mu);
+    w->writer_waiting = 0;
+  }
+  *seen = w->acked = w->publishes;
+  if (w->worker_waiting) pthread_cond_signal(&w->has_bytes); /* it may wait for the caller to catch up */
+  rc = w->error;
+  st->state = w->source_state;
+  /* ended or failed counts only once what was read before is published */
+  if (st->state != GEOSERVICES_SOURCE_READING && !(w->head == w->tail && !w->parsing))
+    st->state = GEOSERVICES_SOURCE_READING;
+  st->read_errno = w->source_errno;
+  st->bytes = w->source_bytes;
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+size_t geoservices_parse_worker_end_source(geoservices_parse_worker *w) {
+  size_t bytes;
+  pthread_mutex_lock(&w->mu);
+  while (w->in_source) {
+    w->writer_waiting = 1;
+    pthread_cond_wait(&w->progress, &w->mu);
+    w->writer_waiting = 0;
+  }
+  w->source = NULL;
+  w->source_ctx = NULL;
+  if (w->source_state == GEOSERVICES_SOURCE_READING) w->source_state = GEOSERVICES_SOURCE_NONE;
+  bytes = w->source_bytes;
+  pthread_mutex_unlock(&w->mu);
+  return bytes;
 }
 
 void geoservices_parse_worker_lock(geoservices_parse_worker *w) { pthread_mutex_lock(&w->mu); }

@@ -34,6 +34,26 @@ int geoservices_parse_worker_write(geoservices_parse_worker *w, const char *byte
 typedef long (*geoservices_fill_fn)(void *ctx, char *room, size_t k);
 int geoservices_parse_worker_fill(geoservices_parse_worker *w, geoservices_fill_fn fill, void *ctx, size_t max,
                                   long *n);
+/* A source the worker reads by itself, so that reading a file costs the
+ * caller's thread nothing: once set, whenever the ring is empty the worker
+ * calls fill(ctx, room, k) (k <= chunk) on its own thread and parses what
+ * it wrote, until fill returns 0 (the end) or -1 (its error, with errno
+ * set). The caller must not write or fill meanwhile; it waits for what the
+ * worker publishes with await() and ends with end_source(). */
+enum { GEOSERVICES_SOURCE_NONE, GEOSERVICES_SOURCE_READING, GEOSERVICES_SOURCE_ENDED, GEOSERVICES_SOURCE_FAILED };
+typedef struct geoservices_source_status {
+  int state;      /* GEOSERVICES_SOURCE_*: ENDED or FAILED once all that was read is published */
+  int read_errno; /* of the failed read (FAILED) */
+  size_t bytes;   /* read from the source so far */
+} geoservices_source_status;
+void geoservices_parse_worker_source(geoservices_parse_worker *w, geoservices_fill_fn fill, void *ctx, size_t chunk);
+/* Waits until a span was published since *seen (then updated), or the
+ * source ended or failed, or parsing failed; returns the worker's error
+ * code (0 while parsing goes well) and fills *st. */
+int geoservices_parse_worker_await(geoservices_parse_worker *w, unsigned long *seen, geoservices_source_status *st);
+/* Waits until fill is not running, and has the worker never call it again
+ * (bytes already read are still parsed). Returns the bytes it read. */
+size_t geoservices_parse_worker_end_source(geoservices_parse_worker *w);
 /* Waits until every byte written was parsed and published; returns the
  * worker's error code. Afterwards the worker waits for bytes and touches
  * nothing of the caller's until the next write. */

@@ -52,6 +52,7 @@ struct geoservices_records {
   int threaded;           /* a worker ran: the caller reads `out`, not the tape */
   geoservices_buf ready, out;
   geoservices_buf scratch; /* fill() before the worker starts */
+  size_t source_fed;      /* fed when the worker began reading a source */
   size_t published_partial; /* tape bytes of the record still open, as of the last publish */
   int publish_failed;     /* `ready` could not grow: parsing stops with ENOMEM */
 };
@@ -527,6 +528,32 @@ int geoservices_records_fill(geoservices_records *r, geoservices_fill_fn fill, v
   *n = fill(ctx, r->scratch.data, max);
   return *n > 0 ? geoservices_records_feed(r, r->scratch.data, (size_t)*n) : 0;
 }
+
+int geoservices_records_source(geoservices_records *r, geoservices_fill_fn fill, void *ctx, size_t chunk) {
+  if (r->publish_failed) return GEOSERVICES_JSON_ENOMEM;
+  if (r->error) return GEOSERVICES_JSON_EABORT;
+  if (!r->worker && r->worker_after) start_worker(r);
+  if (!r->worker) return -1;
+  geoservices_parse_worker_source(r->worker, fill, ctx, chunk);
+  r->source_fed = r->fed;
+  return 0;
+}
+
+int geoservices_records_await(geoservices_records *r, unsigned long *seen, geoservices_source_status *st) {
+  int rc = geoservices_parse_worker_await(r->worker, seen, st);
+  r->fed = r->source_fed + st->bytes;
+  if (rc != 0) {
+    geoservices_records_end_source(r);
+    end_worker(r, rc); /* as a failed feed: the error is final, its message readable */
+  }
+  return rc;
+}
+
+void geoservices_records_end_source(geoservices_records *r) {
+  if (r->worker) r->fed = r->source_fed + geoservices_parse_worker_end_source(r->worker);
+}
+
+size_t geoservices_records_fed(const geoservices_records *r) { return r->fed; }
 
 int geoservices_records_finish(geoservices_records *r) {
   int rc;

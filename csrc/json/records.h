@@ -113,6 +113,20 @@ int geoservices_records_feed(geoservices_records *r, const char *chunk, size_t l
  * filled (0 at the end of fill's input, -1 on fill's error). Returns 0 or
  * an error code, as feed() does. */
 int geoservices_records_fill(geoservices_records *r, geoservices_fill_fn fill, void *ctx, size_t max, long *n);
+/* Has the worker read the rest of the document from fill (at most chunk
+ * bytes a time, parse_worker.h) while the caller replays what it publishes:
+ * await() after each replay, end_source() when done (also after a Lua
+ * error: then the worker no longer calls fill). Returns 0; -1 when no
+ * worker can run (worker_after 0, no thread): the caller then fills
+ * itself; or the error code of earlier bytes. */
+int geoservices_records_source(geoservices_records *r, geoservices_fill_fn fill, void *ctx, size_t chunk);
+/* Waits for more published records or the source's end (parse_worker.h);
+ * returns 0, or the parse error code (the worker then stopped, as after a
+ * failed feed). */
+int geoservices_records_await(geoservices_records *r, unsigned long *seen, geoservices_source_status *st);
+void geoservices_records_end_source(geoservices_records *r);
+/* Bytes fed so far, a source's included. */
+size_t geoservices_records_fed(const geoservices_records *r);
 int geoservices_records_finish(geoservices_records *r);
 /* The error's message and offset: read them once feed() or finish() failed
  * (or finish() succeeded), when no worker is parsing any more. */

@@ -11,7 +11,9 @@
 /* 0: parse in the caller's thread; else the worker takes over after this
  * many bytes (1: from the second feed on). */
 static size_t worker_after;
-/* 1: the bytes arrive through geoservices_records_fill instead of feed */
+/* 1: the bytes arrive through geoservices_records_fill instead of feed;
+ * 2: the worker reads them itself (geoservices_records_source), or, when
+ * no worker may run, fill() does */
 static int use_fill;
 
 /* A fill source: hands out at most `step` bytes of a document per call. */
@@ -47,6 +49,22 @@ static int run(const char *doc, size_t step, geoservices_buf *out, size_t *max_p
     src.len = len;
     src.pos = 0;
     src.step = step;
+    if (use_fill == 2 && geoservices_records_source(r, fill_from, &src, 4096) == 0) {
+      unsigned long seen = 0;
+      geoservices_source_status st;
+      do {
+        rc = geoservices_records_await(r, &seen, &st);
+        tape = geoservices_records_tape(r, &tape_len);
+        geoservices_buf_append(out, tape, tape_len);
+        if (max_pending && geoservices_records_pending(r) > *max_pending)
+          *max_pending = geoservices_records_pending(r);
+        geoservices_records_consume(r);
+      } while (rc == 0 && st.state == GEOSERVICES_SOURCE_READING);
+      geoservices_records_end_source(r);
+      CHECK(rc != 0 || st.state == GEOSERVICES_SOURCE_ENDED);
+      CHECK(rc != 0 || geoservices_records_fed(r) == len);
+      n = 0;
+    }
     while (n > 0 && rc == 0) {
       rc = geoservices_records_fill(r, fill_from, &src, 4096, &n);
       tape = geoservices_records_tape(r, &tape_len);
@@ -326,6 +344,11 @@ int main(void) {
   worker_after = 1;
   run_all();
   use_fill = 1; /* the same through fill(), on this thread and on the worker */
+  worker_after = 0;
+  run_all();
+  worker_after = 1;
+  run_all();
+  use_fill = 2; /* the worker reads by itself (with worker_after 0: fill() on this thread) */
   worker_after = 0;
   run_all();
   worker_after = 1;

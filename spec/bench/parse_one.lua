@@ -23,12 +23,7 @@ local t0 = core.monotonic()
 if method == "stream" then
   local f = assert(io.open(target, "rb"))
   local rec = core.records()
-  while true do
-    local n = assert(rec:read(f)) -- 256 KiB from the file straight to the parser
-    if n == 0 then break end
-    bytes = bytes + n
-    rec:drain(on_record)
-  end
+  bytes = assert(rec:read_all(f, on_record)) -- the worker reads and parses, this thread builds the records
   f:close()
   assert(rec:finish())
   rec:drain(on_record)
