@@ -239,7 +239,7 @@ describe("record extractor", function()
       local doc = big_doc(20000)
       local path = write(doc)
       local expected = collect(doc, #doc, { worker_after = false })
-      for _, case in ipairs{ { {}, nil }, { { worker_after = false }, nil }, { {}, 7 },
+      for _, case in ipairs{ { {}, nil }, { { worker_after = false }, nil }, { {}, 61 },
                              { { worker_after = 1 }, 1 << 20 }, { { worker_after = false }, 1000 } } do
         local out, n, _, _, during = read_whole(path, case[1], case[2])
         assert.equal(#doc, n) -- every byte of the file was read and fed

@@ -12,6 +12,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* the bytes each key id stood for so far in this run */
+static uint32_t seen_len[GEOSERVICES_TAPE_KEY_IDS];
+static char seen_text[GEOSERVICES_TAPE_KEY_IDS][GEOSERVICES_TAPE_KEY_ID_MAXLEN];
+
 static size_t walk_value(const char *t, size_t p, size_t end) {
   int op;
   uint32_t n, i, len;
@@ -25,9 +29,19 @@ static size_t walk_value(const char *t, size_t p, size_t end) {
       p += 4;
       for (i = 0; i < n; i++) {
         if (op == TAPE_OBJECT) {
-          if (p + 5 > end || t[p] != TAPE_KEY) abort();
-          memcpy(&len, t + p + 1, 4);
-          p += 5 + len;
+          size_t id_bytes = p < end && t[p] == TAPE_KEY_ID ? 2 : 0;
+          if (p + 5 + id_bytes > end || (t[p] != TAPE_KEY && !id_bytes)) abort();
+          memcpy(&len, t + p + 1 + id_bytes, 4);
+          if (id_bytes) { /* an id names the same bytes every time */
+            uint16_t id;
+            memcpy(&id, t + p + 1, 2);
+            if (id >= GEOSERVICES_TAPE_KEY_IDS || len == 0 || len > GEOSERVICES_TAPE_KEY_ID_MAXLEN) abort();
+            if (seen_len[id] && (seen_len[id] != len || memcmp(seen_text[id], t + p + 7, len) != 0)) abort();
+            seen_len[id] = len;
+            memcpy(seen_text[id], t + p + 7, len);
+          }
+          p += 5 + id_bytes + len;
+          if (p > end) abort();
         }
         p = walk_value(t, p, end);
       }
@@ -89,15 +103,17 @@ static long fill_from(void *ctx, char *room, size_t k) {
 
 /* worker_after 0: this thread; 1: the second piece on a worker. fill_step
  * 0: the second piece is fed; else it comes through fill() that many bytes
- * at a time. The tape of a successful run is appended to out. */
+ * at a time (from_source: called by the worker itself). The tape of a
+ * successful run is appended to out. */
 static int run(const uint8_t *data, size_t size, size_t split, size_t worker_after, size_t fill_step,
-               geoservices_buf *out) {
+               int from_source, geoservices_buf *out) {
   geoservices_json_limits lim = {64, 1 << 16};
   geoservices_records *r = geoservices_records_new(&lim);
   size_t len;
   const char *tape;
   int rc;
   if (!r) abort();
+  memset(seen_len, 0, sizeof seen_len); /* ids are the extractor's own */
   geoservices_records_set_worker_after(r, worker_after);
   rc = geoservices_records_feed(r, (const char *)data, split);
   tape = geoservices_records_tape(r, &len);
@@ -108,6 +124,20 @@ static int run(const uint8_t *data, size_t size, size_t split, size_t worker_aft
   if (rc == 0 && fill_step > 0) {
     source src = {(const char *)data + split, size - split, 0, fill_step};
     long n = 1;
+    if (from_source && geoservices_records_source(r, fill_from, &src, 4096) == 0) {
+      unsigned long seen = 0;
+      geoservices_source_status st;
+      do { /* the worker reads by itself */
+        rc = geoservices_records_await(r, &seen, &st);
+        tape = geoservices_records_tape(r, &len);
+        walk(tape, len);
+        geoservices_buf_append(out, tape, len);
+        geoservices_records_consume(r);
+      } while (rc == 0 && st.state == GEOSERVICES_SOURCE_READING);
+      geoservices_records_end_source(r);
+      if (rc == 0 && (st.state != GEOSERVICES_SOURCE_ENDED || src.pos != src.len)) abort();
+      n = 0;
+    }
     while (rc == 0 && n > 0) {
       rc = geoservices_records_fill(r, fill_from, &src, 4096, &n);
       tape = geoservices_records_tape(r, &len);
@@ -127,23 +157,27 @@ static int run(const uint8_t *data, size_t size, size_t split, size_t worker_aft
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t at = size ? data[size - 1] % (size + 1) : 0;
   size_t fill_step = size ? (size_t)data[0] % 13 + 1 : 1;
-  geoservices_buf whole, split, worker, filled;
-  int rc_whole, rc_split, rc_worker, rc_filled;
+  geoservices_buf whole, split, worker, filled, sourced;
+  int rc_whole, rc_split, rc_worker, rc_filled, rc_sourced;
   geoservices_buf_init(&whole, 0);
   geoservices_buf_init(&split, 0);
   geoservices_buf_init(&worker, 0);
   geoservices_buf_init(&filled, 0);
-  rc_whole = run(data, size, size, 0, 0, &whole);
-  rc_split = run(data, size, at, 0, 0, &split);
-  rc_worker = run(data, size, at, 1, 0, &worker);
-  rc_filled = run(data, size, at, 1, fill_step, &filled);
+  geoservices_buf_init(&sourced, 0);
+  rc_whole = run(data, size, size, 0, 0, 0, &whole);
+  rc_split = run(data, size, at, 0, 0, 0, &split);
+  rc_worker = run(data, size, at, 1, 0, 0, &worker);
+  rc_filled = run(data, size, at, 1, fill_step, 0, &filled);
+  rc_sourced = run(data, size, at, 1, fill_step, 1, &sourced);
   if ((rc_whole == 0) != (rc_split == 0)) abort();
-  if (rc_worker != rc_split || rc_filled != rc_split) abort();
+  if (rc_worker != rc_split || rc_filled != rc_split || rc_sourced != rc_split) abort();
+  if (rc_split == 0 && (split.len != sourced.len || memcmp(split.data, sourced.data, split.len) != 0)) abort();
   if (rc_split == 0 && (split.len != worker.len || memcmp(split.data, worker.data, split.len) != 0)) abort();
   if (rc_split == 0 && (split.len != filled.len || memcmp(split.data, filled.data, split.len) != 0)) abort();
   geoservices_buf_free(&whole);
   geoservices_buf_free(&split);
   geoservices_buf_free(&worker);
   geoservices_buf_free(&filled);
+  geoservices_buf_free(&sourced);
   return 0;
 }

@@ -18,7 +18,17 @@
 typedef struct {
   geoservices_strcache *c;
   int table_idx;
+  int ids_idx; /* the Records' strings: record kinds, then its key ids (TAPE_KEY_ID); or 0 */
+  int depth;   /* containers open in the value being pushed */
 } key_cache;
+
+/* Where the strings of the ids table sit: the record kinds first, then the key ids. */
+#define KIND_SLOT(kind) ((lua_Integer)(kind) + 1)
+#define KEY_ID_SLOT(id) ((lua_Integer)(id) + 1 + RECORD_KIND_COUNT)
+/* Stack room for this many nested containers is made once per replay
+ * (each holds its table, a key and a value, and a cached value's copy);
+ * deeper ones check as they open. */
+#define ROOMY_DEPTH 8
 
 #define VALUE_CACHE_MAXLEN 16
 
@@ -34,20 +44,27 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
   switch (op) {
     case TAPE_OBJECT:
       n = geoservices_tape_u32(p);
-      luaL_checkstack(L, 4, "record too deeply nested"); /* table, key, value, a cached value's copy */
+      if (++kc->depth > ROOMY_DEPTH) luaL_checkstack(L, 4, "record too deeply nested");
       lua_createtable(L, 0, (int)n);
       for (i = 0; i < n; i++) {
-        (*p)++; /* TAPE_KEY */
-        len = geoservices_tape_u32(p);
-        push_key(L, kc, *p, len);
-        *p += len;
+        int id;
+        const char *key = geoservices_tape_key_id(p, &len, &id);
+        if (id < 0 || !kc->ids_idx) {
+          push_key(L, kc, key, len);
+        } else if (lua_rawgeti(L, kc->ids_idx, KEY_ID_SLOT(id)) == LUA_TNIL) { /* the id's first use here */
+          lua_pop(L, 1);
+          push_key(L, kc, key, len);
+          lua_pushvalue(L, -1);
+          lua_rawseti(L, kc->ids_idx, KEY_ID_SLOT(id));
+        }
         push_value(L, p, array_mt, kc);
         lua_rawset(L, -3);
       }
+      kc->depth--;
       break;
     case TAPE_ARRAY:
       n = geoservices_tape_u32(p);
-      luaL_checkstack(L, 4, "record too deeply nested"); /* table, key, value, a cached value's copy */
+      if (++kc->depth > ROOMY_DEPTH) luaL_checkstack(L, 4, "record too deeply nested");
       lua_createtable(L, (int)n, 0);
       for (i = 1; i <= n; i++) {
         push_value(L, p, array_mt, kc);
@@ -55,6 +72,7 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
       }
       lua_pushvalue(L, array_mt);
       lua_setmetatable(L, -2);
+      kc->depth--;
       break;
     case TAPE_STRING:
       len = geoservices_tape_u32(p);
@@ -78,10 +96,23 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
 void geoservices_records_push_tape_value(lua_State *L, const char **p, int array_mt) {
   key_cache kc;
   array_mt = lua_absindex(L, array_mt);
+  luaL_checkstack(L, 4 * ROOMY_DEPTH + 2, "record too deeply nested");
   kc.c = geoservices_strcache_open(L);
   kc.table_idx = lua_gettop(L);
+  kc.ids_idx = 0;
+  kc.depth = 0;
   push_value(L, p, array_mt, &kc);
   lua_remove(L, kc.table_idx);
+}
+
+/* Pushes the name of a record kind (kept in the ids table: no lookup of its bytes). */
+static void push_kind(lua_State *L, key_cache *kc, int kind) {
+  if (lua_rawgeti(L, kc->ids_idx, KIND_SLOT(kind)) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_pushstring(L, geoservices_record_kind_names[kind]);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, kc->ids_idx, KIND_SLOT(kind));
+  }
 }
 
 /* Calls fn(kind, layer_id, value, key) for the record on the stack top area:
@@ -117,7 +148,7 @@ static void flush_pending(lua_State *L, int fn_idx, int pending_idx, const geose
 }
 
 lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geoservices_replay_state *st,
-                                       int fn_idx, int pending_idx) {
+                                       int fn_idx, int pending_idx, int ids_idx) {
   size_t len;
   const char *tape = geoservices_records_tape(r, &len);
   const char *p = tape, *end = tape ? tape + len : tape; /* no tape yet: nothing */
@@ -126,6 +157,10 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
   key_cache kc;
   fn_idx = lua_absindex(L, fn_idx);
   pending_idx = lua_absindex(L, pending_idx);
+  kc.ids_idx = lua_absindex(L, ids_idx);
+  kc.depth = 0;
+  /* fn, its 4 arguments, and ROOMY_DEPTH containers */
+  luaL_checkstack(L, 4 * ROOMY_DEPTH + 8, "record too deeply nested");
   kc.c = geoservices_strcache_open(L);
   kc.table_idx = lua_gettop(L);
   geoservices_push_json_array_mt(L);
@@ -134,17 +169,22 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
     int op = (unsigned char)*p++;
     if (op == TAPE_RECORD) {
       geoservices_tape_record h = geoservices_tape_record_header(&p);
-      const char *kind = geoservices_record_kind_names[h.kind];
-      push_key(L, &kc, kind, (uint32_t)strlen(kind));
-      push_value(L, &p, array_mt, &kc);
-      if (h.key_len) lua_pushlstring(L, h.key, h.key_len);
-      else lua_pushnil(L);
+      int now = h.entry < 0 || (st->has_id && st->id_entry == h.entry);
       delivered++;
-      if (h.entry < 0) {
-        deliver(L, fn_idx, st, 0);
-      } else if (st->has_id && st->id_entry == h.entry) {
-        deliver(L, fn_idx, st, 1);
+      if (now) { /* straight into the call's arguments: fn(kind, layer_id, value, key) */
+        lua_pushvalue(L, fn_idx);
+        push_kind(L, &kc, h.kind);
+        if (h.entry < 0) lua_pushnil(L);
+        else lua_pushinteger(L, (lua_Integer)st->layer_id);
+        push_value(L, &p, array_mt, &kc);
+        if (h.key_len) lua_pushlstring(L, h.key, h.key_len);
+        else lua_pushnil(L);
+        lua_call(L, 4, 0);
       } else {
+        push_kind(L, &kc, h.kind);
+        push_value(L, &p, array_mt, &kc);
+        if (h.key_len) lua_pushlstring(L, h.key, h.key_len);
+        else lua_pushnil(L);
         lua_createtable(L, 3, 0);
         lua_insert(L, -4);
         lua_rawseti(L, -4, 3);
@@ -207,8 +247,9 @@ lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx) {
   u = geoservices_check_records(L, ud_idx);
   if (!u->records) luaL_error(L, "attempt to use a closed Records");
   lua_getiuservalue(L, ud_idx, 1);
-  n = geoservices_records_replay(L, u->records, &u->replay, fn_idx, -1);
-  lua_pop(L, 1);
+  lua_getiuservalue(L, ud_idx, 2);
+  n = geoservices_records_replay(L, u->records, &u->replay, fn_idx, -2, -1);
+  lua_pop(L, 2);
   return n;
 }
 
@@ -249,11 +290,13 @@ static int l_records_new(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  u = (records_ud *)lua_newuserdatauv(L, sizeof *u, 1);
+  u = (records_ud *)lua_newuserdatauv(L, sizeof *u, 2);
   memset(u, 0, sizeof *u);
   luaL_setmetatable(L, GEOSERVICES_RECORDS_MT);
   lua_newtable(L);
   lua_setiuservalue(L, -2, 1); /* records waiting for their layer id */
+  lua_createtable(L, 48, 0);
+  lua_setiuservalue(L, -2, 2); /* Lua strings: the record kinds, then the extractor's key ids */
   u->records = geoservices_records_new(&lim);
   if (!u->records) return luaL_error(L, "records: not enough memory");
   geoservices_records_set_worker_after(u->records, worker_after);

@@ -36,9 +36,11 @@ lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx);
 
 /* Calls the function at fn_idx as fn(kind, layer_id, value, key) for every
  * complete record of the tape, then drops them. pending_idx: a table where
- * records wait for their layer id. Returns the number of records. */
+ * records wait for their layer id; ids_idx: a table of the Lua strings of
+ * the extractor's key ids (TAPE_KEY_ID), kept for its whole life. Returns
+ * the number of records. */
 lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geoservices_replay_state *st,
-                                       int fn_idx, int pending_idx);
+                                       int fn_idx, int pending_idx, int ids_idx);
 /* Pushes the tape value at *p as Lua, as the replay does (tables at their
  * final size, arrays with the array metatable at array_mt, short strings
  * from the state's cache) and moves *p past it. */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@
  * of the caller (its await()s): the caller's backlog stays flat, whatever
  * the speed of either side. */
 #define SOURCE_AHEAD 8
+#define FIRST_READ ((size_t)16 * 1024)
 /* The parser keeps its own explicit stack: the thread needs little. */
 #define STACK_BYTES ((size_t)256 * 1024)
 
@@ -53,7 +55,9 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
  * (the lock is let go while fill runs, so the caller can read what was
  * published meanwhile). */
 static void read_source(geoservices_parse_worker *w) {
-  size_t at = w->head % w->capacity, k = min_size(w->capacity - at, w->source_chunk);
+  /* a small first read: the caller gets its first records sooner */
+  size_t at = w->head % w->capacity,
+         k = min_size(min_size(w->capacity - at, w->source_chunk), w->source_bytes ? SIZE_MAX : FIRST_READ);
   long n;
   int e;
   w->in_source = 1;

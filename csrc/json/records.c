@@ -55,6 +55,12 @@ struct geoservices_records {
   size_t source_fed;      /* fed when the worker began reading a source */
   size_t published_partial; /* tape bytes of the record still open, as of the last publish */
   int publish_failed;     /* `ready` could not grow: parsing stops with ENOMEM */
+  /* Key ids (TAPE_KEY_ID), on the parsing thread: an open-addressing index
+   * of slot + 1 (0: empty) into the keys numbered so far. */
+  uint16_t key_index[2 * GEOSERVICES_TAPE_KEY_IDS];
+  uint8_t key_len_of[GEOSERVICES_TAPE_KEY_IDS];
+  char key_text[GEOSERVICES_TAPE_KEY_IDS][GEOSERVICES_TAPE_KEY_ID_MAXLEN];
+  unsigned key_count;
 };
 
 /* ---- tape writing ------------------------------------------------------- */
@@ -109,6 +115,44 @@ static int put_op8(geoservices_records *r, int op, const void *payload) {
   if (!p) return -1;
   *p = (char)op;
   memcpy(p + 1, payload, 8);
+  return 0;
+}
+
+/* The id of a key (numbering it if there is room), or -1. */
+static int key_id(geoservices_records *r, const char *s, size_t len) {
+  const unsigned char *u = (const unsigned char *)s;
+  unsigned h, mask = 2 * GEOSERVICES_TAPE_KEY_IDS - 1;
+  size_t i;
+  if (len == 0 || len > GEOSERVICES_TAPE_KEY_ID_MAXLEN) return -1;
+  h = (unsigned)len * 2654435761u;
+  for (i = 0; i < len; i++) h = (h ^ u[i]) * 16777619u;
+  for (h &= mask;; h = (h + 1) & mask) {
+    unsigned slot = r->key_index[h];
+    if (slot == 0) break;
+    slot--;
+    if (r->key_len_of[slot] == len && memcmp(r->key_text[slot], s, len) == 0) return (int)slot;
+  }
+  if (r->key_count == GEOSERVICES_TAPE_KEY_IDS) return -1; /* full: the index always keeps empty slots */
+  memcpy(r->key_text[r->key_count], s, len);
+  r->key_len_of[r->key_count] = (uint8_t)len;
+  r->key_index[h] = (uint16_t)(r->key_count + 1);
+  return (int)r->key_count++;
+}
+
+/* A member's key: TAPE_KEY_ID when it has an id, else TAPE_KEY. */
+static int put_key(geoservices_records *r, const char *s, size_t len) {
+  int id = key_id(r, s, len);
+  uint16_t id16;
+  uint32_t n32 = (uint32_t)len;
+  char *p;
+  if (id < 0) return put_bytes(r, TAPE_KEY, s, len);
+  id16 = (uint16_t)id;
+  p = tape_room(r, 1 + sizeof id16 + sizeof n32 + len);
+  if (!p) return -1;
+  *p = (char)TAPE_KEY_ID;
+  memcpy(p + 1, &id16, sizeof id16);
+  memcpy(p + 1 + sizeof id16, &n32, sizeof n32);
+  memcpy(p + 1 + sizeof id16 + sizeof n32, s, len);
   return 0;
 }
 
@@ -332,7 +376,7 @@ static int on_key(void *ctx, const char *s, size_t len) {
   if (r->mode == MODE_SKIP) return 0;
   if (r->mode == MODE_CAPTURE) {
     r->counts[r->sub_depth - 1]++; /* objects count their members */
-    if (put_bytes(r, TAPE_KEY, s, len)) return fail(r, "out of memory");
+    if (put_key(r, s, len)) return fail(r, "out of memory");
     return 0;
   }
   r->full_key_len = len;

@@ -46,8 +46,16 @@ enum {
   TAPE_DOUBLE,     /* double */
   TAPE_TRUE,
   TAPE_FALSE,
-  TAPE_NULL
+  TAPE_NULL,
+  TAPE_KEY_ID      /* u16 id, u32 length, bytes: a key the extractor numbered (the
+                    * same bytes, the same id, for the life of the extractor) */
 };
+
+/* Keys are numbered up to this many distinct ones (later ones are TAPE_KEY),
+ * each of at most this many bytes: a record's replay finds the key's Lua
+ * string by its id instead of looking its bytes up. */
+#define GEOSERVICES_TAPE_KEY_IDS 256
+#define GEOSERVICES_TAPE_KEY_ID_MAXLEN 40
 
 /* Readers of the tape's native-endian integers and doubles: each moves *p
  * past what it read (the binding and the store's apply path share them). */
@@ -70,6 +78,29 @@ static inline double geoservices_tape_f64(const char **p) {
   memcpy(&v, *p, sizeof v);
   *p += sizeof v;
   return v;
+}
+
+/* A member's key at *p (TAPE_KEY or TAPE_KEY_ID): returns its bytes and
+ * sets *len (and *id: its id, or -1) and moves *p past it. */
+static inline const char *geoservices_tape_key_id(const char **p, uint32_t *len, int *id) {
+  const char *key;
+  if ((unsigned char)*(*p)++ == TAPE_KEY_ID) {
+    uint16_t v;
+    memcpy(&v, *p, sizeof v);
+    *p += sizeof v;
+    *id = v;
+  } else {
+    *id = -1;
+  }
+  *len = geoservices_tape_u32(p);
+  key = *p;
+  *p += *len;
+  return key;
+}
+
+static inline const char *geoservices_tape_key(const char **p, uint32_t *len) {
+  int id;
+  return geoservices_tape_key_id(p, len, &id);
 }
 
 /* The header of a TAPE_RECORD, *p just past the op; moves *p to its value. */

@@ -40,6 +40,7 @@ const char *geoservices_store_tape_skip(const char *p) {
         break;
       }
       case TAPE_ARRAY: left += geoservices_tape_u32(&p); break;
+      case TAPE_KEY_ID: p += 2; /* its id, then as TAPE_KEY */ /* fall through */
       case TAPE_KEY:
       case TAPE_STRING: p += geoservices_tape_u32(&p); break;
       case TAPE_INTEGER:
@@ -457,11 +458,7 @@ static int tape_geometry(geoservices_store *s, const char **p) {
   (*p)++; /* TAPE_OBJECT */
   n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
-    const char *key;
-    (*p)++; /* TAPE_KEY */
-    len = geoservices_tape_u32(p);
-    key = *p;
-    *p += len;
+    const char *key = geoservices_tape_key(p, &len);
     if (key_is(key, len, "x")) {
       has_xy = 1;
       if (!tape_number(p, &x)) x = NAN;
@@ -503,24 +500,15 @@ static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const
   geoservices_store_bind_begin(l);
   geoservices_geom_reset(&s->geom, GEOM_NONE);
   for (i = 0; i < n; i++) {
-    const char *key;
-    int op;
-    (*p)++; /* TAPE_KEY */
-    len = geoservices_tape_u32(p);
-    key = *p;
-    *p += len;
-    op = (unsigned char)**p;
+    const char *key = geoservices_tape_key(p, &len);
+    int op = (unsigned char)**p;
     if (op == TAPE_OBJECT && key_is(key, len, "attributes")) {
       (*p)++;
       m = geoservices_tape_u32(p);
       for (j = 0; j < m; j++) {
-        const char *name;
         uint32_t name_len;
+        const char *name = geoservices_tape_key(p, &name_len);
         size_t col;
-        (*p)++; /* TAPE_KEY */
-        name_len = geoservices_tape_u32(p);
-        name = *p;
-        *p += name_len;
         col = geoservices_store_find_column(l, name, name_len, j);
         if (col == GEOSERVICES_STORE_NONE) *p = geoservices_store_tape_skip(*p); /* not a column: dropped */
         else if (bind_tape_value(s, l, col, p)) return -1;
@@ -618,12 +606,8 @@ static int apply_attachment(geoservices_store *s, int64_t layer, const char **p)
   (*p)++;
   n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
-    const char *key;
+    const char *key = geoservices_tape_key(p, &len);
     int param = 0, k, op;
-    (*p)++;
-    len = geoservices_tape_u32(p);
-    key = *p;
-    *p += len;
     for (k = 0; k < (int)(sizeof names / sizeof names[0]); k++)
       if (names[k][0] && key_is_ci(key, len, names[k])) param = k + 1;
     if (!param && key_is_ci(key, len, "attachmentId")) param = 4;

@@ -103,9 +103,10 @@ static size_t skip_value(const geoservices_buf *t, size_t p) {
       memcpy(&n, t->data + p, 4);
       p += 4;
       for (i = 0; i < n; i++) {
-        if (op == TAPE_OBJECT) { /* TAPE_KEY, length, bytes */
-          memcpy(&len, t->data + p + 1, 4);
-          p += 5 + len;
+        if (op == TAPE_OBJECT) { /* TAPE_KEY (or TAPE_KEY_ID, id), length, bytes */
+          const char *at = t->data + p;
+          geoservices_tape_key(&at, &len);
+          p = (size_t)(at - t->data);
         }
         p = skip_value(t, p);
       }
