@@ -20,6 +20,10 @@ typedef struct {
   int table_idx;
   int ids_idx; /* the Records' strings: record kinds, then its key ids (TAPE_KEY_ID); or 0 */
   int depth;   /* containers open in the value being pushed */
+  /* The ids table's first slots, copied to the stack once per replay, so a
+   * key is one lua_pushvalue: slot k at window + k - 1, when its bit is set. */
+  int window, window_n;
+  uint64_t in_window[(RECORD_KIND_COUNT + GEOSERVICES_TAPE_KEY_IDS + 63) / 64];
 } key_cache;
 
 /* Where the strings of the ids table sit: the record kinds first, then the key ids. */
@@ -29,6 +33,30 @@ typedef struct {
  * (each holds its table, a key and a value, and a cached value's copy);
  * deeper ones check as they open. */
 #define ROOMY_DEPTH 8
+
+static int window_has(const key_cache *kc, lua_Integer slot) {
+  return slot <= kc->window_n && (kc->in_window[(slot - 1) / 64] >> ((slot - 1) % 64) & 1);
+}
+
+/* Pushes the string of an ids table slot: from the window, else from the
+ * table (else nil: the caller makes it and calls keep_slot). */
+static int push_slot(lua_State *L, key_cache *kc, lua_Integer slot) {
+  if (window_has(kc, slot)) {
+    lua_pushvalue(L, kc->window + (int)slot - 1);
+    return LUA_TSTRING;
+  }
+  return lua_rawgeti(L, kc->ids_idx, slot);
+}
+
+/* Keeps the string on the top (left there) in an ids table slot. */
+static void keep_slot(lua_State *L, key_cache *kc, lua_Integer slot) {
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, kc->ids_idx, slot);
+  if (slot <= kc->window_n) {
+    lua_copy(L, -1, kc->window + (int)slot - 1);
+    kc->in_window[(slot - 1) / 64] |= (uint64_t)1 << ((slot - 1) % 64);
+  }
+}
 
 #define VALUE_CACHE_MAXLEN 16
 
@@ -51,11 +79,10 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
         const char *key = geoservices_tape_key_id(p, &len, &id);
         if (id < 0 || !kc->ids_idx) {
           push_key(L, kc, key, len);
-        } else if (lua_rawgeti(L, kc->ids_idx, KEY_ID_SLOT(id)) == LUA_TNIL) { /* the id's first use here */
+        } else if (push_slot(L, kc, KEY_ID_SLOT(id)) == LUA_TNIL) { /* the id's first use */
           lua_pop(L, 1);
           push_key(L, kc, key, len);
-          lua_pushvalue(L, -1);
-          lua_rawseti(L, kc->ids_idx, KEY_ID_SLOT(id));
+          keep_slot(L, kc, KEY_ID_SLOT(id));
         }
         push_value(L, p, array_mt, kc);
         lua_rawset(L, -3);
@@ -101,17 +128,17 @@ void geoservices_records_push_tape_value(lua_State *L, const char **p, int array
   kc.table_idx = lua_gettop(L);
   kc.ids_idx = 0;
   kc.depth = 0;
+  kc.window_n = 0;
   push_value(L, p, array_mt, &kc);
   lua_remove(L, kc.table_idx);
 }
 
 /* Pushes the name of a record kind (kept in the ids table: no lookup of its bytes). */
 static void push_kind(lua_State *L, key_cache *kc, int kind) {
-  if (lua_rawgeti(L, kc->ids_idx, KIND_SLOT(kind)) == LUA_TNIL) {
+  if (push_slot(L, kc, KIND_SLOT(kind)) == LUA_TNIL) {
     lua_pop(L, 1);
     lua_pushstring(L, geoservices_record_kind_names[kind]);
-    lua_pushvalue(L, -1);
-    lua_rawseti(L, kc->ids_idx, KIND_SLOT(kind));
+    keep_slot(L, kc, KIND_SLOT(kind));
   }
 }
 
@@ -159,8 +186,21 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
   pending_idx = lua_absindex(L, pending_idx);
   kc.ids_idx = lua_absindex(L, ids_idx);
   kc.depth = 0;
-  /* fn, its 4 arguments, and ROOMY_DEPTH containers */
-  luaL_checkstack(L, 4 * ROOMY_DEPTH + 8, "record too deeply nested");
+  if (!tape || len == 0) { /* nothing to replay: no window to build */
+    geoservices_records_consume(r);
+    return 0;
+  }
+  /* the window, fn, its 4 arguments, and ROOMY_DEPTH containers */
+  kc.window_n = (int)lua_rawlen(L, kc.ids_idx);
+  if (kc.window_n > RECORD_KIND_COUNT + GEOSERVICES_TAPE_KEY_IDS) kc.window_n = RECORD_KIND_COUNT + GEOSERVICES_TAPE_KEY_IDS;
+  luaL_checkstack(L, kc.window_n + 4 * ROOMY_DEPTH + 8, "record too deeply nested");
+  memset(kc.in_window, 0, sizeof kc.in_window);
+  kc.window = lua_gettop(L) + 1;
+  {
+    int k;
+    for (k = 1; k <= kc.window_n; k++)
+      if (lua_rawgeti(L, kc.ids_idx, k) != LUA_TNIL) kc.in_window[(k - 1) / 64] |= (uint64_t)1 << ((k - 1) % 64);
+  }
   kc.c = geoservices_strcache_open(L);
   kc.table_idx = lua_gettop(L);
   geoservices_push_json_array_mt(L);
@@ -210,7 +250,7 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
       luaL_error(L, "corrupt record tape (op %d)", op);
     }
   }
-  lua_pop(L, 2); /* the array metatable, the cache's table */
+  lua_pop(L, 2 + kc.window_n); /* the array metatable, the cache's table, the window */
   geoservices_records_consume(r);
   return delivered;
 }
@@ -295,8 +335,15 @@ static int l_records_new(lua_State *L) {
   luaL_setmetatable(L, GEOSERVICES_RECORDS_MT);
   lua_newtable(L);
   lua_setiuservalue(L, -2, 1); /* records waiting for their layer id */
-  lua_createtable(L, 48, 0);
-  lua_setiuservalue(L, -2, 2); /* Lua strings: the record kinds, then the extractor's key ids */
+  lua_createtable(L, 48, 0); /* Lua strings: the record kinds, then the extractor's key ids */
+  {
+    int k;
+    for (k = 0; k < RECORD_KIND_COUNT; k++) {
+      lua_pushstring(L, geoservices_record_kind_names[k]);
+      lua_rawseti(L, -2, KIND_SLOT(k));
+    }
+  }
+  lua_setiuservalue(L, -2, 2);
   u->records = geoservices_records_new(&lim);
   if (!u->records) return luaL_error(L, "records: not enough memory");
   geoservices_records_set_worker_after(u->records, worker_after);
