@@ -64,43 +64,12 @@ static void push_key(lua_State *L, key_cache *kc, const char *key, uint32_t len)
   geoservices_strcache_push(L, kc->c, kc->table_idx, key, len, GEOSERVICES_STRCACHE_MAXLEN);
 }
 
-/* Pushes the value at *p; tables are created at their final size. */
-static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc) {
-  int op = (unsigned char)*(*p)++;
-  uint32_t n, i, len;
+/* Pushes a scalar of the tape (op already read): inlined into the loops of
+ * the containers, where most values are scalars. */
+static inline void push_scalar(lua_State *L, int op, const char **p, key_cache *kc) {
+  uint32_t len;
   double d;
   switch (op) {
-    case TAPE_OBJECT:
-      n = geoservices_tape_u32(p);
-      if (++kc->depth > ROOMY_DEPTH) luaL_checkstack(L, 4, "record too deeply nested");
-      lua_createtable(L, 0, (int)n);
-      for (i = 0; i < n; i++) {
-        int id;
-        const char *key = geoservices_tape_key_id(p, &len, &id);
-        if (id < 0 || !kc->ids_idx) {
-          push_key(L, kc, key, len);
-        } else if (push_slot(L, kc, KEY_ID_SLOT(id)) == LUA_TNIL) { /* the id's first use */
-          lua_pop(L, 1);
-          push_key(L, kc, key, len);
-          keep_slot(L, kc, KEY_ID_SLOT(id));
-        }
-        push_value(L, p, array_mt, kc);
-        lua_rawset(L, -3);
-      }
-      kc->depth--;
-      break;
-    case TAPE_ARRAY:
-      n = geoservices_tape_u32(p);
-      if (++kc->depth > ROOMY_DEPTH) luaL_checkstack(L, 4, "record too deeply nested");
-      lua_createtable(L, (int)n, 0);
-      for (i = 1; i <= n; i++) {
-        push_value(L, p, array_mt, kc);
-        lua_rawseti(L, -2, (lua_Integer)i);
-      }
-      lua_pushvalue(L, array_mt);
-      lua_setmetatable(L, -2);
-      kc->depth--;
-      break;
     case TAPE_STRING:
       len = geoservices_tape_u32(p);
       geoservices_strcache_push(L, kc->c, kc->table_idx, *p, len, VALUE_CACHE_MAXLEN);
@@ -117,6 +86,60 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
     case TAPE_TRUE: lua_pushboolean(L, 1); break;
     case TAPE_FALSE: lua_pushboolean(L, 0); break;
     default: lua_pushlightuserdata(L, NULL); break; /* TAPE_NULL == cjson.null */
+  }
+}
+
+static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc);
+
+/* Pushes the element at *p: a scalar here, a container by push_value. */
+static inline void push_element(lua_State *L, const char **p, int array_mt, key_cache *kc) {
+  int op = (unsigned char)**p;
+  if (op == TAPE_OBJECT || op == TAPE_ARRAY) {
+    push_value(L, p, array_mt, kc);
+  } else {
+    (*p)++;
+    push_scalar(L, op, p, kc);
+  }
+}
+
+/* Pushes the value at *p; tables are created at their final size. */
+static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc) {
+  int op = (unsigned char)*(*p)++;
+  uint32_t n, i, len;
+  switch (op) {
+    case TAPE_OBJECT:
+      n = geoservices_tape_u32(p);
+      if (++kc->depth > ROOMY_DEPTH) luaL_checkstack(L, 4, "record too deeply nested");
+      lua_createtable(L, 0, (int)n);
+      for (i = 0; i < n; i++) {
+        int id;
+        const char *key = geoservices_tape_key_id(p, &len, &id);
+        if (id < 0 || !kc->ids_idx) {
+          push_key(L, kc, key, len);
+        } else if (push_slot(L, kc, KEY_ID_SLOT(id)) == LUA_TNIL) { /* the id's first use */
+          lua_pop(L, 1);
+          push_key(L, kc, key, len);
+          keep_slot(L, kc, KEY_ID_SLOT(id));
+        }
+        push_element(L, p, array_mt, kc);
+        lua_rawset(L, -3);
+      }
+      kc->depth--;
+      break;
+    case TAPE_ARRAY:
+      n = geoservices_tape_u32(p);
+      if (++kc->depth > ROOMY_DEPTH) luaL_checkstack(L, 4, "record too deeply nested");
+      lua_createtable(L, (int)n, 0);
+      for (i = 1; i <= n; i++) {
+        push_element(L, p, array_mt, kc);
+        lua_rawseti(L, -2, (lua_Integer)i);
+      }
+      lua_pushvalue(L, array_mt);
+      lua_setmetatable(L, -2);
+      kc->depth--;
+      break;
+    default:
+      push_scalar(L, op, p, kc);
   }
 }
 
