@@ -232,11 +232,60 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* The largest collector step taken while a request is in flight, in KiB
+ * of allocation it stands for. */
+#define IDLE_GC_MAX_KB 32
+
+/* Its registry key (this variable's address): a size_t, the bytes the Lua
+ * state held after its last idle step. Made when the core loads, so the
+ * step itself allocates nothing. */
+static const char idle_gc_key = 0;
+
+/* Bytes the Lua state holds (collectgarbage("count") * 1024). */
+static size_t lua_bytes(lua_State *L) {
+  return (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
+}
+
+/* The collector's work for what Lua allocated since the last idle step
+ * (mostly the previous answer's tables, now garbage), done while a request
+ * is in flight and the caller would only wait, rather than when the next
+ * allocations ask for it (while the answer is turned into tables).
+ * LUA_GCSTEP with their size adds it to the collector's debt: a step is
+ * taken only if the debt is then due, so the pause between cycles stays
+ * (shortened by that much), and the credit the step leaves keeps the
+ * allocations of the next answer from stepping again. A collector the user
+ * stopped is left alone, and none is taken inside a finalizer.
+ * The step may run finalizers: Lua code, which may use any driver (this
+ * one too), or close it. Callers call it outside libcurl's callbacks, and
+ * look at their drivers and requests again afterwards. */
+static void idle_gc_step(lua_State *L) {
+  size_t *mark, now, kb;
+  if (lua_gc(L, LUA_GCISRUNNING, 0) != 1) return; /* stopped, or -1: inside a finalizer */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &idle_gc_key) != LUA_TUSERDATA) {
+    lua_pop(L, 1);
+    return;
+  }
+  mark = (size_t *)lua_touserdata(L, -1);
+  lua_pop(L, 1); /* the registry anchors it */
+  now = lua_bytes(L);
+  kb = now > *mark ? (now - *mark + 1023) / 1024 : 0;
+  if (kb > IDLE_GC_MAX_KB) kb = IDLE_GC_MAX_KB;
+  if (kb > 0) {
+    lua_gc(L, LUA_GCSTEP, (int)kb);
+    now = lua_bytes(L);
+  }
+  *mark = now;
+}
+
 /* Drives the multi handle until req is no longer running, max_ms passed or
  * the transfer paused until its records are drained (curl_multi_perform,
  * then curl_multi_poll for as long as libcurl's own timeout allows, never
- * past max_ms); other requests that finish meanwhile finish as in step(). */
-static CURLMcode wait_request(lua_State *L, geoservices_driver *drv, geoservices_request *req, lua_Integer max_ms) {
+ * past max_ms); other requests that finish meanwhile finish as in step().
+ * With idle_gc, the first time it would wait it takes an idle collector
+ * step first (idle_gc_step); if the driver was closed meanwhile, req is no
+ * longer running. */
+static CURLMcode wait_request(lua_State *L, geoservices_driver *drv, geoservices_request *req, lua_Integer max_ms,
+                              int idle_gc) {
   double until = now_ms() + (double)max_ms;
   CURLMcode rc;
   for (;;) {
@@ -251,6 +300,11 @@ static CURLMcode wait_request(lua_State *L, geoservices_driver *drv, geoservices
     rc = curl_multi_timeout(drv->multi, &t);
     if (rc != CURLM_OK) return rc;
     if (t < 0 || (double)t > left) t = (long)left + 1;
+    if (t > 0 && idle_gc) {
+      idle_gc = 0;
+      idle_gc_step(L);
+      if (!drv->multi || req->state != REQUEST_RUNNING) return CURLM_OK;
+    }
     if (t > 0) {
       rc = curl_multi_poll(drv->multi, NULL, 0, (int)t, NULL);
       if (rc != CURLM_OK) return rc;
@@ -272,7 +326,7 @@ static int l_driver_wait(lua_State *L) {
   CURLMcode rc;
   if (req->state == REQUEST_RUNNING && req->driver != drv)
     return luaL_argerror(L, 2, "the request runs on another driver");
-  rc = wait_request(L, drv, req, max_ms);
+  rc = wait_request(L, drv, req, max_ms, 0);
   if (rc != CURLM_OK) return push_multi_error(L, rc);
   lua_pushboolean(L, req->state != REQUEST_RUNNING);
   return 1;
@@ -308,7 +362,7 @@ static int l_driver_perform(lua_State *L) {
   }
   geoservices_request_setup(L, req, 4, 2); /* raises on bad options; the next perform closes it */
   rc = attach(L, drv, req, 4);
-  if (rc == CURLM_OK) rc = wait_request(L, drv, req, max_ms);
+  if (rc == CURLM_OK) rc = wait_request(L, drv, req, max_ms, 1);
   if (rc != CURLM_OK) {
     geoservices_request_close(L, req);
     return push_multi_error(L, rc);
@@ -319,6 +373,13 @@ static int l_driver_perform(lua_State *L) {
     lua_pushboolean(L, 0);
     lua_pushvalue(L, 4);
     return 2;
+  }
+  if (req->state != REQUEST_DONE) { /* a finalizer closed the driver while it waited */
+    geoservices_request_close(L, req);
+    luaL_pushfail(L);
+    lua_pushliteral(L, "the client was closed while the request was in flight");
+    lua_pushliteral(L, "closed");
+    return 3;
   }
   n = geoservices_request_push_result(L, req, 4);
   geoservices_request_close(L, req);
@@ -492,6 +553,23 @@ static int has_ready_records(const geoservices_driver *drv) {
   return 0;
 }
 
+/* True when a driver of the entries was closed or failed, or has records
+ * for its task: core.drive returns. */
+static int must_stop(const drive_entry *entries, int n) {
+  int i;
+  for (i = 0; i < n; i++)
+    if (!entries[i].drv->multi || entries[i].rc != CURLM_OK || has_ready_records(entries[i].drv)) return 1;
+  return 0;
+}
+
+/* Transfers the entries' drivers finished so far. */
+static unsigned long finished_total(const drive_entry *entries, int n) {
+  unsigned long total = 0;
+  int i;
+  for (i = 0; i < n; i++) total += entries[i].drv->finished;
+  return total;
+}
+
 /* The sockets of the drivers to poll, in arrays that grow as Lua userdata
  * (freed by the collector if anything raises). */
 typedef struct {
@@ -549,7 +627,7 @@ static int l_drive(lua_State *L) {
   int inline_owner[DRIVE_INLINE];
   drive_fds fds;
   lua_Integer timeout_ms = luaL_checkinteger(L, 2);
-  int n = 0, cap = DRIVE_INLINE, i, rc, failures = 0, listed = 0, top;
+  int n = 0, cap = DRIVE_INLINE, i, rc, failures = 0, listed = 0, top, idle_gc = 1;
   double until;
   luaL_checktype(L, 1, LUA_TTABLE);
   if (timeout_ms < 0) timeout_ms = 0;
@@ -592,6 +670,17 @@ static int l_drive(lua_State *L) {
       if (curl_multi_timeout(entries[i].drv->multi, &t) != CURLM_OK) t = 0;
       if (t >= 0 && t < wait) wait = t;
     }
+    if (wait > 0 && idle_gc) { /* about to block: the collector's step first (idle_gc_step) */
+      unsigned long before = finished_total(entries, n);
+      int stop_before = must_stop(entries, n);
+      idle_gc = 0;
+      idle_gc_step(L);
+      /* a finalizer may have driven these drivers (or closed one) */
+      if (finished_total(entries, n) != before || (!stop_before && must_stop(entries, n))) break;
+      timeout_ms = (lua_Integer)(until - now_ms());
+      if (timeout_ms <= 0) break;
+      continue;
+    }
     collect_fds(L, entries, n, &fds);
     rc = fds.n == 0 && wait == 0 ? 0 : poll(fds.pfd, (nfds_t)fds.n, (int)wait);
     if (rc < 0 && errno != EINTR) {
@@ -616,8 +705,7 @@ static int l_drive(lua_State *L) {
       if (curl_multi_timeout(entries[i].drv->multi, &t) == CURLM_OK && t == 0)
         finished += drive_action(L, &entries[i], CURL_SOCKET_TIMEOUT, 0);
     }
-    for (i = 0; i < n && !stop; i++)
-      stop = !entries[i].drv->multi || entries[i].rc != CURLM_OK || has_ready_records(entries[i].drv);
+    stop = must_stop(entries, n);
     if (finished || stop || rc < 0 || timeout_ms == 0) break;
     timeout_ms = (lua_Integer)(until - now_ms());
     if (timeout_ms <= 0) break;
@@ -714,6 +802,8 @@ void geoservices_open_driver(lua_State *L) {
     {"__tostring", l_driver_tostring},
     {NULL, NULL},
   };
+  *(size_t *)lua_newuserdatauv(L, sizeof(size_t), 0) = 0;
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &idle_gc_key);
   geoservices_new_class(L, GEOSERVICES_DRIVER_MT, methods, meta);
   lua_pushcfunction(L, l_driver_new);
   lua_setfield(L, -2, "driver");

@@ -268,6 +268,7 @@ void geoservices_request_detach(lua_State *L, geoservices_request *req,
 
 void geoservices_request_finished(lua_State *L, geoservices_request *req, CURLcode result) {
   req->result = result;
+  if (req->driver) req->driver->finished++;
   /* ending the document (records:finish()) is the caller's: a download may
    * go on in a Range request that feeds the same Records */
   geoservices_request_detach(L, req, REQUEST_DONE);

@@ -59,6 +59,7 @@ struct geoservices_driver {
   lua_Integer watch_gen;         /* bumped whenever the watch list changes */
   lua_Integer watch_serial;      /* last id given to a watched socket */
   int watch_oom;                 /* the socket callback could not grow the list */
+  unsigned long finished;        /* transfers finished so far (a nested wait's are noticed) */
 };
 
 geoservices_request *geoservices_check_request(lua_State *L, int idx);
