@@ -236,6 +236,15 @@ static double now_ms(void) {
  * of allocation it stands for. */
 #define IDLE_GC_MAX_KB 32
 
+/* Stack slots made sure of at the idle step: about what decoding an answer
+ * of a few KB takes (the decoder asks for 134 more per open container).
+ * The collector shrinks a thread's stack to twice what it uses when it
+ * finishes a cycle; grown back here, a decode after that does not pay for
+ * the reallocation, which is also the first large allocation after the
+ * collector freed the previous answer (glibc then sorts every chunk freed
+ * since: about 75,000 instructions, once per cycle). */
+#define IDLE_STACK_SLOTS 300
+
 /* Its registry key (this variable's address): a size_t, the bytes the Lua
  * state held after its last idle step. Made when the core loads, so the
  * step itself allocates nothing. */
@@ -254,7 +263,8 @@ static size_t lua_bytes(lua_State *L) {
  * taken only if the debt is then due, so the pause between cycles stays
  * (shortened by that much), and the credit the step leaves keeps the
  * allocations of the next answer from stepping again. A collector the user
- * stopped is left alone, and none is taken inside a finalizer.
+ * stopped is left alone, and none is taken inside a finalizer. Then the
+ * stack is made sure of (IDLE_STACK_SLOTS).
  * The step may run finalizers: Lua code, which may use any driver (this
  * one too), or close it. Callers call it outside libcurl's callbacks, and
  * look at their drivers and requests again afterwards. */
@@ -275,6 +285,7 @@ static void idle_gc_step(lua_State *L) {
     now = lua_bytes(L);
   }
   *mark = now;
+  lua_checkstack(L, IDLE_STACK_SLOTS); /* a failure is the decode's to report */
 }
 
 /* Drives the multi handle until req is no longer running, max_ms passed or
