@@ -125,15 +125,14 @@ describe("record extractor", function()
     assert.equal(20000, n2) -- every record before the error still arrives
   end)
 
-  describe("read(file)", function()
-    local function write(text)
-      local path = helper.tmp_name()
-      local f = assert(io.open(path, "wb"))
-      f:write(text)
-      f:close()
-      return path
-    end
+  -- a new file holding text; its path
+  local function write(text)
+    local path = helper.tmp_name()
+    helper.write_file(path, text)
+    return path
+  end
 
+  describe("read(file)", function()
     -- the records of a file read with read(file, bytes), and the last read's results
     local function read_all(path, opts, bytes)
       local rec = core.records(opts)
@@ -208,14 +207,6 @@ describe("record extractor", function()
   end)
 
   describe("read_all(file, fn)", function()
-    local function write(text)
-      local path = helper.tmp_name()
-      local f = assert(io.open(path, "wb"))
-      f:write(text)
-      f:close()
-      return path
-    end
-
     -- the records read_all delivers, then finish's and the last drain's; and read_all's results
     local function read_whole(path, opts, bytes)
       local rec = core.records(opts)
