@@ -233,8 +233,13 @@ static double now_ms(void) {
 }
 
 /* The largest collector step taken while a request is in flight, in KiB
- * of allocation it stands for. */
+ * of allocation it stands for; and the least. A step leaves the collector
+ * a credit of about its step size (8 KiB by default) before the next one:
+ * allocations of less than half of it, added to the debt, would often not
+ * make it due at the wait, only sooner during the next call. They add up
+ * from wait to wait until they are enough. */
 #define IDLE_GC_MAX_KB 32
+#define IDLE_GC_MIN_KB 5
 
 /* Stack slots made sure of at the idle step: about what decoding an answer
  * of a few KB takes (the decoder asks for 134 more per open container).
@@ -279,13 +284,14 @@ static void idle_gc_step(lua_State *L) {
   lua_pop(L, 1); /* the registry anchors it */
   now = lua_bytes(L);
   kb = now > *mark ? (now - *mark + 1023) / 1024 : 0;
-  if (kb > IDLE_GC_MAX_KB) kb = IDLE_GC_MAX_KB;
-  if (kb > 0) {
+  if (now < *mark) { /* collected since (by allocations): counted from here */
+    *mark = now;
+  } else if (kb >= IDLE_GC_MIN_KB) { /* else too little yet: it adds up until the next wait */
+    if (kb > IDLE_GC_MAX_KB) kb = IDLE_GC_MAX_KB;
     lua_gc(L, LUA_GCSTEP, (int)kb);
-    now = lua_bytes(L);
+    *mark = lua_bytes(L);
   }
-  *mark = now;
-  lua_checkstack(L, IDLE_STACK_SLOTS); /* a failure is the decode's to report */
+  lua_checkstack(L, IDLE_STACK_SLOTS); /* after the step (it may shrink the stack); a failure is the decode's */
 }
 
 /* Drives the multi handle until req is no longer running, max_ms passed or
