@@ -16,6 +16,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static uint32_t seen_len[GEOSERVICES_TAPE_KEY_IDS];
 static char seen_text[GEOSERVICES_TAPE_KEY_IDS][GEOSERVICES_TAPE_KEY_ID_MAXLEN];
 
+/* An id (2 bytes at at) must name the same bytes every time it comes. */
+static void check_id(const char *at, uint32_t len, const char *bytes) {
+  uint16_t id;
+  memcpy(&id, at, 2);
+  if (id >= GEOSERVICES_TAPE_KEY_IDS || len == 0 || len > GEOSERVICES_TAPE_KEY_ID_MAXLEN) abort();
+  if (seen_len[id] && (seen_len[id] != len || memcmp(seen_text[id], bytes, len) != 0)) abort();
+  seen_len[id] = len;
+  memcpy(seen_text[id], bytes, len);
+}
+
 static size_t walk_value(const char *t, size_t p, size_t end) {
   int op;
   uint32_t n, i, len;
@@ -32,20 +42,19 @@ static size_t walk_value(const char *t, size_t p, size_t end) {
           size_t id_bytes = p < end && t[p] == TAPE_KEY_ID ? 2 : 0;
           if (p + 5 + id_bytes > end || (t[p] != TAPE_KEY && !id_bytes)) abort();
           memcpy(&len, t + p + 1 + id_bytes, 4);
-          if (id_bytes) { /* an id names the same bytes every time */
-            uint16_t id;
-            memcpy(&id, t + p + 1, 2);
-            if (id >= GEOSERVICES_TAPE_KEY_IDS || len == 0 || len > GEOSERVICES_TAPE_KEY_ID_MAXLEN) abort();
-            if (seen_len[id] && (seen_len[id] != len || memcmp(seen_text[id], t + p + 7, len) != 0)) abort();
-            seen_len[id] = len;
-            memcpy(seen_text[id], t + p + 7, len);
-          }
+          if (p + 5 + id_bytes + len > end) abort();
+          if (id_bytes) check_id(t + p + 1, len, t + p + 7);
           p += 5 + id_bytes + len;
-          if (p > end) abort();
         }
         p = walk_value(t, p, end);
       }
       return p;
+    case TAPE_STRING_ID: /* an id names the same bytes every time, as a key's */
+      if (p + 6 > end) abort();
+      memcpy(&len, t + p + 2, 4);
+      if (p + 6 + len > end) abort();
+      check_id(t + p, len, t + p + 6);
+      return p + 6 + len;
     case TAPE_STRING:
       if (p + 4 > end) abort();
       memcpy(&len, t + p, 4);

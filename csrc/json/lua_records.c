@@ -33,6 +33,9 @@ typedef struct {
  * (each holds its table, a key and a value, and a cached value's copy);
  * deeper ones check as they open. */
 #define ROOMY_DEPTH 8
+/* At most this many slots go to the window (the first ids: mostly keys, and
+ * the values that repeat from the first records on); later ones are looked up. */
+#define WINDOW_MAX (RECORD_KIND_COUNT + 128)
 
 static int window_has(const key_cache *kc, lua_Integer slot) {
   return slot <= kc->window_n && (kc->in_window[(slot - 1) / 64] >> ((slot - 1) % 64) & 1);
@@ -75,6 +78,21 @@ static inline void push_scalar(lua_State *L, int op, const char **p, key_cache *
       geoservices_strcache_push(L, kc->c, kc->table_idx, *p, len, VALUE_CACHE_MAXLEN);
       *p += len;
       break;
+    case TAPE_STRING_ID: {
+      uint16_t id;
+      memcpy(&id, *p, sizeof id);
+      *p += sizeof id;
+      len = geoservices_tape_u32(p);
+      if (!kc->ids_idx) {
+        geoservices_strcache_push(L, kc->c, kc->table_idx, *p, len, VALUE_CACHE_MAXLEN);
+      } else if (push_slot(L, kc, KEY_ID_SLOT(id)) == LUA_TNIL) { /* the id's first use */
+        lua_pop(L, 1);
+        geoservices_strcache_push(L, kc->c, kc->table_idx, *p, len, VALUE_CACHE_MAXLEN);
+        keep_slot(L, kc, KEY_ID_SLOT(id));
+      }
+      *p += len;
+      break;
+    }
     case TAPE_INTEGER:
       lua_pushinteger(L, (lua_Integer)geoservices_tape_i64(p));
       break;
@@ -215,7 +233,7 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
   }
   /* the window, fn, its 4 arguments, and ROOMY_DEPTH containers */
   kc.window_n = (int)lua_rawlen(L, kc.ids_idx);
-  if (kc.window_n > RECORD_KIND_COUNT + GEOSERVICES_TAPE_KEY_IDS) kc.window_n = RECORD_KIND_COUNT + GEOSERVICES_TAPE_KEY_IDS;
+  if (kc.window_n > WINDOW_MAX) kc.window_n = WINDOW_MAX;
   luaL_checkstack(L, kc.window_n + 4 * ROOMY_DEPTH + 8, "record too deeply nested");
   memset(kc.in_window, 0, sizeof kc.in_window);
   kc.window = lua_gettop(L) + 1;

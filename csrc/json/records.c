@@ -55,8 +55,8 @@ struct geoservices_records {
   size_t source_fed;      /* fed when the worker began reading a source */
   size_t published_partial; /* tape bytes of the record still open, as of the last publish */
   int publish_failed;     /* `ready` could not grow: parsing stops with ENOMEM */
-  /* Key ids (TAPE_KEY_ID), on the parsing thread: an open-addressing index
-   * of slot + 1 (0: empty) into the keys numbered so far. */
+  /* String ids (TAPE_KEY_ID, TAPE_STRING_ID), on the parsing thread: an
+   * open-addressing index of slot + 1 (0: empty) into the strings numbered so far. */
   uint16_t key_index[2 * GEOSERVICES_TAPE_KEY_IDS];
   uint8_t key_len_of[GEOSERVICES_TAPE_KEY_IDS];
   char key_text[GEOSERVICES_TAPE_KEY_IDS][GEOSERVICES_TAPE_KEY_ID_MAXLEN];
@@ -118,7 +118,7 @@ static int put_op8(geoservices_records *r, int op, const void *payload) {
   return 0;
 }
 
-/* The id of a key (numbering it if there is room), or -1. */
+/* The id of a key or short string value (numbering it if there is room), or -1. */
 static int key_id(geoservices_records *r, const char *s, size_t len) {
   const unsigned char *u = (const unsigned char *)s;
   unsigned h, mask = 2 * GEOSERVICES_TAPE_KEY_IDS - 1;
@@ -139,17 +139,19 @@ static int key_id(geoservices_records *r, const char *s, size_t len) {
   return (int)r->key_count++;
 }
 
-/* A member's key: TAPE_KEY_ID when it has an id, else TAPE_KEY. */
-static int put_key(geoservices_records *r, const char *s, size_t len) {
-  int id = key_id(r, s, len);
+/* A member's key (TAPE_KEY_ID when it has an id, else TAPE_KEY), or a
+ * string value (TAPE_STRING_ID when it is short and has an id, else
+ * TAPE_STRING). */
+static int put_string(geoservices_records *r, int is_key, const char *s, size_t len) {
+  int id = is_key || len <= GEOSERVICES_TAPE_STRING_ID_MAXLEN ? key_id(r, s, len) : -1;
   uint16_t id16;
   uint32_t n32 = (uint32_t)len;
   char *p;
-  if (id < 0) return put_bytes(r, TAPE_KEY, s, len);
+  if (id < 0) return put_bytes(r, is_key ? TAPE_KEY : TAPE_STRING, s, len);
   id16 = (uint16_t)id;
   p = tape_room(r, 1 + sizeof id16 + sizeof n32 + len);
   if (!p) return -1;
-  *p = (char)TAPE_KEY_ID;
+  *p = (char)(is_key ? TAPE_KEY_ID : TAPE_STRING_ID);
   memcpy(p + 1, &id16, sizeof id16);
   memcpy(p + 1 + sizeof id16, &n32, sizeof n32);
   memcpy(p + 1 + sizeof id16 + sizeof n32, s, len);
@@ -366,7 +368,7 @@ static int on_double(void *ctx, double value) {
 static int on_string(void *ctx, const char *s, size_t len) {
   geoservices_records *r = ctx;
   SCALAR_PROLOGUE(r);
-  if (put_bytes(r, TAPE_STRING, s, len)) return fail(r, "out of memory");
+  if (put_string(r, 0, s, len)) return fail(r, "out of memory");
   value_done(r);
   return 0;
 }
@@ -376,7 +378,7 @@ static int on_key(void *ctx, const char *s, size_t len) {
   if (r->mode == MODE_SKIP) return 0;
   if (r->mode == MODE_CAPTURE) {
     r->counts[r->sub_depth - 1]++; /* objects count their members */
-    if (put_key(r, s, len)) return fail(r, "out of memory");
+    if (put_string(r, 1, s, len)) return fail(r, "out of memory");
     return 0;
   }
   r->full_key_len = len;

@@ -47,15 +47,20 @@ enum {
   TAPE_TRUE,
   TAPE_FALSE,
   TAPE_NULL,
-  TAPE_KEY_ID      /* u16 id, u32 length, bytes: a key the extractor numbered (the
+  TAPE_KEY_ID,     /* u16 id, u32 length, bytes: a key the extractor numbered (the
                     * same bytes, the same id, for the life of the extractor) */
+  TAPE_STRING_ID   /* u16 id, u32 length, bytes: a short string value numbered so
+                    * (keys and values share the numbers) */
 };
 
-/* Keys are numbered up to this many distinct ones (later ones are TAPE_KEY),
- * each of at most this many bytes: a record's replay finds the key's Lua
- * string by its id instead of looking its bytes up. */
-#define GEOSERVICES_TAPE_KEY_IDS 256
+/* Strings are numbered up to this many distinct ones (later ones are
+ * TAPE_KEY or TAPE_STRING): keys of at most KEY_ID_MAXLEN bytes, string
+ * values of at most STRING_ID_MAXLEN (longer values are mostly ids seen
+ * once). A record's replay finds the Lua string by its id instead of
+ * looking its bytes up. */
+#define GEOSERVICES_TAPE_KEY_IDS 512
 #define GEOSERVICES_TAPE_KEY_ID_MAXLEN 40
+#define GEOSERVICES_TAPE_STRING_ID_MAXLEN 16
 
 /* Readers of the tape's native-endian integers and doubles: each moves *p
  * past what it read (the binding and the store's apply path share them). */
@@ -80,11 +85,13 @@ static inline double geoservices_tape_f64(const char **p) {
   return v;
 }
 
-/* A member's key at *p (TAPE_KEY or TAPE_KEY_ID): returns its bytes and
- * sets *len (and *id: its id, or -1) and moves *p past it. */
+/* A member's key at *p (TAPE_KEY or TAPE_KEY_ID; or a string value, which
+ * has the same layout): returns its bytes and sets *len (and *id: its id,
+ * or -1) and moves *p past it. */
 static inline const char *geoservices_tape_key_id(const char **p, uint32_t *len, int *id) {
   const char *key;
-  if ((unsigned char)*(*p)++ == TAPE_KEY_ID) {
+  int op = (unsigned char)*(*p)++;
+  if (op == TAPE_KEY_ID || op == TAPE_STRING_ID) {
     uint16_t v;
     memcpy(&v, *p, sizeof v);
     *p += sizeof v;
@@ -101,6 +108,15 @@ static inline const char *geoservices_tape_key_id(const char **p, uint32_t *len,
 static inline const char *geoservices_tape_key(const char **p, uint32_t *len) {
   int id;
   return geoservices_tape_key_id(p, len, &id);
+}
+
+static inline int geoservices_tape_is_string(int op) { return op == TAPE_STRING || op == TAPE_STRING_ID; }
+
+/* A string value at *p (TAPE_STRING or TAPE_STRING_ID, which the caller
+ * checked): returns its bytes, sets *len and moves *p past it. */
+static inline const char *geoservices_tape_string(const char **p, uint32_t *len) {
+  int id;
+  return geoservices_tape_key_id(p, len, &id); /* the same layout as a key's */
 }
 
 /* The header of a TAPE_RECORD, *p just past the op; moves *p to its value. */

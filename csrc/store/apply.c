@@ -40,7 +40,8 @@ const char *geoservices_store_tape_skip(const char *p) {
         break;
       }
       case TAPE_ARRAY: left += geoservices_tape_u32(&p); break;
-      case TAPE_KEY_ID: p += 2; /* its id, then as TAPE_KEY */ /* fall through */
+      case TAPE_KEY_ID:
+      case TAPE_STRING_ID: p += 2; /* its id, then as TAPE_KEY */ /* fall through */
       case TAPE_KEY:
       case TAPE_STRING: p += geoservices_tape_u32(&p); break;
       case TAPE_INTEGER:
@@ -385,10 +386,10 @@ static int bind_tape_value(geoservices_store *s, geoservices_store_layer *l, siz
   uint32_t len;
   switch (op) {
     case TAPE_STRING:
-      (*p)++;
-      len = geoservices_tape_u32(p);
-      *p += len;
-      return geoservices_store_bind_text(s, l, col, *p - len, len);
+    case TAPE_STRING_ID: {
+      const char *v = geoservices_tape_string(p, &len);
+      return geoservices_store_bind_text(s, l, col, v, len);
+    }
     case TAPE_INTEGER:
       (*p)++;
       return geoservices_store_bind_integer(s, l, col, geoservices_tape_i64(p));
@@ -525,11 +526,9 @@ static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const
 static int apply_delete(geoservices_store *s, geoservices_store_layer *l, const char **p) {
   int op = (unsigned char)**p;
   uint32_t len;
-  if (op == TAPE_STRING) {
-    (*p)++;
-    len = geoservices_tape_u32(p);
-    *p += len;
-    return geoservices_store_remove(s, l, *p - len, len) < 0 ? -1 : 0;
+  if (geoservices_tape_is_string(op)) {
+    const char *v = geoservices_tape_string(p, &len);
+    return geoservices_store_remove(s, l, v, len) < 0 ? -1 : 0;
   }
   if (op == TAPE_INTEGER && l->remove_oid) { /* an OBJECTID, from a server that sends them */
     int rc;
@@ -612,16 +611,12 @@ static int apply_attachment(geoservices_store *s, int64_t layer, const char **p)
       if (names[k][0] && key_is_ci(key, len, names[k])) param = k + 1;
     if (!param && key_is_ci(key, len, "attachmentId")) param = 4;
     op = (unsigned char)**p;
-    if (!param || (op != TAPE_STRING && op != TAPE_INTEGER && op != TAPE_DOUBLE)) {
+    if (!param || (!geoservices_tape_is_string(op) && op != TAPE_INTEGER && op != TAPE_DOUBLE)) {
       *p = geoservices_store_tape_skip(*p);
       continue;
     }
-    (*p)++;
-    if (op == TAPE_STRING) {
-      const char *v;
-      len = geoservices_tape_u32(p);
-      v = *p;
-      *p += len;
+    if (geoservices_tape_is_string(op)) {
+      const char *v = geoservices_tape_string(p, &len);
       if (param == 1) {
         has_gid = 1;
         rc = att_bind_guid(s, 1, v, len, gid);
@@ -636,9 +631,11 @@ static int apply_attachment(geoservices_store *s, int64_t layer, const char **p)
         rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
       }
     } else if (op == TAPE_INTEGER) {
+      (*p)++;
       rc = sqlite3_bind_int64(s->att_upsert, param, geoservices_tape_i64(p));
       rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
     } else {
+      (*p)++;
       rc = sqlite3_bind_double(s->att_upsert, param, geoservices_tape_f64(p));
       rc = rc == SQLITE_OK ? 0 : fail_sqlite(s, rc, "bind");
     }
@@ -656,15 +653,14 @@ static int apply_attachment_delete(geoservices_store *s, int64_t layer, const ch
   uint32_t len;
   size_t n;
   int rc;
-  if ((unsigned char)**p != TAPE_STRING)
+  const char *v;
+  if (!geoservices_tape_is_string((unsigned char)**p))
     return fail(s, 0, "a deleted attachment id of layer %lld is not a GlobalID", (long long)layer);
   if (prepare(s, ATT_REMOVE, &s->att_remove)) return -1;
-  (*p)++;
-  len = geoservices_tape_u32(p);
-  n = geoservices_store_normalize_guid(*p, len, text);
+  v = geoservices_tape_string(p, &len);
+  n = geoservices_store_normalize_guid(v, len, text);
   rc = n ? sqlite3_bind_text(s->att_remove, 1, text, (int)n, SQLITE_STATIC)
-         : sqlite3_bind_text(s->att_remove, 1, *p, (int)len, SQLITE_STATIC);
-  *p += len;
+         : sqlite3_bind_text(s->att_remove, 1, v, (int)len, SQLITE_STATIC);
   if (rc == SQLITE_OK) rc = sqlite3_step(s->att_remove);
   sqlite3_reset(s->att_remove);
   sqlite3_clear_bindings(s->att_remove);

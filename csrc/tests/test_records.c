@@ -114,6 +114,9 @@ static size_t skip_value(const geoservices_buf *t, size_t p) {
     case TAPE_STRING:
       memcpy(&len, t->data + p, 4);
       return p + 4 + len;
+    case TAPE_STRING_ID:
+      memcpy(&len, t->data + p + 2, 4);
+      return p + 6 + len;
     case TAPE_INTEGER:
     case TAPE_DOUBLE:
       return p + 8;

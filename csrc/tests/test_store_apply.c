@@ -152,6 +152,9 @@ static void test_adds(void) {
   CHECK(count("SELECT N FROM pts WHERE OBJECTID = 2") == 7); /* case-insensitive name, integral double */
   CHECK_STREQ(text("SELECT typeof(V) FROM pts WHERE OBJECTID = 2"), "real");
   CHECK_STREQ(text("SELECT NAME FROM pts WHERE OBJECTID = 3"), "Zo\xc3\xab \"q\"");
+  /* short strings come numbered on the tape (TAPE_STRING_ID): the same bytes land */
+  CHECK_STREQ(text("SELECT NAME FROM pts WHERE OBJECTID = 1"), "a");
+  CHECK_STREQ(text("SELECT name || ' ' || content_type FROM geoservices_attachments"), "p.jpg image/jpeg");
   /* the NaN point is an empty geometry: no R-tree entry */
   CHECK(count("SELECT count(*) FROM rtree_pts_geom") == 2);
   CHECK(count("SELECT ST_IsEmpty(geom) FROM pts WHERE OBJECTID = 2") == 1);
