@@ -242,6 +242,33 @@ describe("record extractor", function()
       end
     end)
 
+    it("continues a document begun with feed, and one split across two files", function()
+      local doc = big_doc(20000)
+      local expected = #collect(doc, #doc, { worker_after = false })
+      for _, cut in ipairs{ 1000, 300000 } do -- before and after the worker took over the feeds
+        local head, tail = doc:sub(1, cut), write(doc:sub(cut + 1))
+        for _, first_file in ipairs{ false, true } do
+          local rec, n = core.records(), 0
+          local function take() n = n + 1 end
+          if first_file then
+            local f = assert(io.open(write(head), "rb"))
+            assert.equal(cut, rec:read_all(f, take))
+            f:close()
+          else
+            assert(rec:feed(head))
+          end
+          local f = assert(io.open(tail, "rb"))
+          assert.equal(#doc - cut, rec:read_all(f, take))
+          f:close()
+          assert(rec:finish())
+          rec:drain(take)
+          assert.equal(#doc, rec:fed())
+          assert.equal(expected, n)
+          rec:close()
+        end
+      end
+    end)
+
     it("reports a JSON error with feed's message and offset, after the records before it", function()
       local doc = big_doc(20000, ',"x":[1,2,}')
       local path = write(doc)
