@@ -15,20 +15,10 @@
 /* The state's string cache (json/strcache.h) during a replay: keys, and
  * short values (names, codes, flags repeat; a longer value is mostly an id
  * seen once, which would only evict the keys). */
-typedef struct {
-  geoservices_strcache *c;
-  int table_idx;
-  int ids_idx; /* the Records' strings: record kinds, then its key ids (TAPE_KEY_ID); or 0 */
-  int depth;   /* containers open in the value being pushed */
-  /* The ids table's first slots, copied to the stack once per replay, so a
-   * key is one lua_pushvalue: slot k at window + k - 1, when its bit is set. */
-  int window, window_n;
-  uint64_t in_window[(RECORD_KIND_COUNT + GEOSERVICES_TAPE_KEY_IDS + 63) / 64];
-} key_cache;
-
-/* Where the strings of the ids table sit: the record kinds first, then the key ids. */
+/* Where the strings of the ids table sit: the record kinds first, then the
+ * extractor's string ids (TAPE_KEY_ID, TAPE_STRING_ID). */
 #define KIND_SLOT(kind) ((lua_Integer)(kind) + 1)
-#define KEY_ID_SLOT(id) ((lua_Integer)(id) + 1 + RECORD_KIND_COUNT)
+#define ID_SLOT(id) ((lua_Integer)(id) + 1 + RECORD_KIND_COUNT)
 /* Stack room for this many nested containers is made once per replay
  * (each holds its table, a key and a value, and a cached value's copy);
  * deeper ones check as they open. */
@@ -36,6 +26,17 @@ typedef struct {
 /* At most this many slots go to the window (the first ids: mostly keys, and
  * the values that repeat from the first records on); later ones are looked up. */
 #define WINDOW_MAX (RECORD_KIND_COUNT + 128)
+
+typedef struct {
+  geoservices_strcache *c;
+  int table_idx;
+  int ids_idx; /* the Records' strings: record kinds, then its string ids; or 0 */
+  int depth;   /* containers open in the value being pushed */
+  /* The ids table's first slots, copied to the stack once per replay, so a
+   * key is one lua_pushvalue: slot k at window + k - 1, when its bit is set. */
+  int window, window_n;
+  uint64_t in_window[(WINDOW_MAX + 63) / 64];
+} key_cache;
 
 static int window_has(const key_cache *kc, lua_Integer slot) {
   return slot <= kc->window_n && (kc->in_window[(slot - 1) / 64] >> ((slot - 1) % 64) & 1);
@@ -63,36 +64,32 @@ static void keep_slot(lua_State *L, key_cache *kc, lua_Integer slot) {
 
 #define VALUE_CACHE_MAXLEN 16
 
-static void push_key(lua_State *L, key_cache *kc, const char *key, uint32_t len) {
-  geoservices_strcache_push(L, kc->c, kc->table_idx, key, len, GEOSERVICES_STRCACHE_MAXLEN);
+/* Pushes the string s[0, len) the extractor numbered `id` (-1: none): from
+ * the ids table once seen, else through the state's string cache (strings
+ * of up to max_len bytes are kept there), numbered for the next time. */
+static inline void push_numbered(lua_State *L, key_cache *kc, int id, const char *s, uint32_t len, size_t max_len) {
+  if (id >= 0 && kc->ids_idx) {
+    if (push_slot(L, kc, ID_SLOT(id)) != LUA_TNIL) return;
+    lua_pop(L, 1); /* the id's first use */
+  }
+  geoservices_strcache_push(L, kc->c, kc->table_idx, s, len, max_len);
+  if (id >= 0 && kc->ids_idx) keep_slot(L, kc, ID_SLOT(id));
 }
 
-/* Pushes a scalar of the tape (op already read): inlined into the loops of
- * the containers, where most values are scalars. */
-static inline void push_scalar(lua_State *L, int op, const char **p, key_cache *kc) {
+/* Pushes the scalar at *p: inlined into the loops of the containers, where
+ * most values are scalars. */
+static inline void push_scalar(lua_State *L, const char **p, key_cache *kc) {
   uint32_t len;
   double d;
+  int op = (unsigned char)**p;
+  if (geoservices_tape_is_string(op)) {
+    int id;
+    const char *s = geoservices_tape_key_id(p, &len, &id);
+    push_numbered(L, kc, id, s, len, VALUE_CACHE_MAXLEN);
+    return;
+  }
+  (*p)++;
   switch (op) {
-    case TAPE_STRING:
-      len = geoservices_tape_u32(p);
-      geoservices_strcache_push(L, kc->c, kc->table_idx, *p, len, VALUE_CACHE_MAXLEN);
-      *p += len;
-      break;
-    case TAPE_STRING_ID: {
-      uint16_t id;
-      memcpy(&id, *p, sizeof id);
-      *p += sizeof id;
-      len = geoservices_tape_u32(p);
-      if (!kc->ids_idx) {
-        geoservices_strcache_push(L, kc->c, kc->table_idx, *p, len, VALUE_CACHE_MAXLEN);
-      } else if (push_slot(L, kc, KEY_ID_SLOT(id)) == LUA_TNIL) { /* the id's first use */
-        lua_pop(L, 1);
-        geoservices_strcache_push(L, kc->c, kc->table_idx, *p, len, VALUE_CACHE_MAXLEN);
-        keep_slot(L, kc, KEY_ID_SLOT(id));
-      }
-      *p += len;
-      break;
-    }
     case TAPE_INTEGER:
       lua_pushinteger(L, (lua_Integer)geoservices_tape_i64(p));
       break;
@@ -107,21 +104,17 @@ static inline void push_scalar(lua_State *L, int op, const char **p, key_cache *
   }
 }
 
-static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc);
+static void push_container(lua_State *L, const char **p, int array_mt, key_cache *kc);
 
-/* Pushes the element at *p: a scalar here, a container by push_value. */
-static inline void push_element(lua_State *L, const char **p, int array_mt, key_cache *kc) {
+/* Pushes the value at *p: a scalar here (no call), a container by push_container. */
+static inline void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc) {
   int op = (unsigned char)**p;
-  if (op == TAPE_OBJECT || op == TAPE_ARRAY) {
-    push_value(L, p, array_mt, kc);
-  } else {
-    (*p)++;
-    push_scalar(L, op, p, kc);
-  }
+  if (op == TAPE_OBJECT || op == TAPE_ARRAY) push_container(L, p, array_mt, kc);
+  else push_scalar(L, p, kc);
 }
 
-/* Pushes the value at *p; tables are created at their final size. */
-static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc) {
+/* Pushes the object or array at *p; tables are created at their final size. */
+static void push_container(lua_State *L, const char **p, int array_mt, key_cache *kc) {
   int op = (unsigned char)*(*p)++;
   uint32_t n, i, len;
   switch (op) {
@@ -132,14 +125,8 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
       for (i = 0; i < n; i++) {
         int id;
         const char *key = geoservices_tape_key_id(p, &len, &id);
-        if (id < 0 || !kc->ids_idx) {
-          push_key(L, kc, key, len);
-        } else if (push_slot(L, kc, KEY_ID_SLOT(id)) == LUA_TNIL) { /* the id's first use */
-          lua_pop(L, 1);
-          push_key(L, kc, key, len);
-          keep_slot(L, kc, KEY_ID_SLOT(id));
-        }
-        push_element(L, p, array_mt, kc);
+        push_numbered(L, kc, id, key, len, GEOSERVICES_STRCACHE_MAXLEN);
+        push_value(L, p, array_mt, kc);
         lua_rawset(L, -3);
       }
       kc->depth--;
@@ -149,15 +136,13 @@ static void push_value(lua_State *L, const char **p, int array_mt, key_cache *kc
       if (++kc->depth > ROOMY_DEPTH) luaL_checkstack(L, 4, "record too deeply nested");
       lua_createtable(L, (int)n, 0);
       for (i = 1; i <= n; i++) {
-        push_element(L, p, array_mt, kc);
+        push_value(L, p, array_mt, kc);
         lua_rawseti(L, -2, (lua_Integer)i);
       }
       lua_pushvalue(L, array_mt);
       lua_setmetatable(L, -2);
       kc->depth--;
       break;
-    default:
-      push_scalar(L, op, p, kc);
   }
 }
 
@@ -408,6 +393,13 @@ static int l_records_feed(lua_State *L) {
   return 1;
 }
 
+/* fail, "cannot read the file: ..." (not a JSON error: no offset). */
+static int push_read_error(lua_State *L, int e) {
+  luaL_pushfail(L);
+  lua_pushfstring(L, "cannot read the file: %s", strerror(e));
+  return 2;
+}
+
 static long fill_from_file(void *ctx, char *room, size_t k) {
   FILE *f = ctx;
   size_t got = fread(room, 1, k, f);
@@ -431,12 +423,7 @@ static int l_records_read(lua_State *L) {
     u->failed = 1;
     return geoservices_push_records_error(L, u->records);
   }
-  if (n < 0) {
-    int e = errno;
-    luaL_pushfail(L);
-    lua_pushfstring(L, "cannot read the file: %s", strerror(e));
-    return 2;
-  }
+  if (n < 0) return push_read_error(L, errno);
   u->fed += (size_t)n;
   lua_pushinteger(L, (lua_Integer)n);
   return 1;
@@ -517,7 +504,7 @@ static int l_records_read_all(lua_State *L) {
   lua_pushlightuserdata(L, &st);
   u->busy = 1;
   status = lua_pcall(L, 3, 0, 0);
-  if (u->records) geoservices_records_end_source(u->records); /* the file is the caller's again */
+  geoservices_records_end_source(u->records); /* the file is the caller's again (close refuses while busy) */
   u->busy = 0;
   u->fed += geoservices_records_fed(u->records) - before;
   if (status != LUA_OK) return lua_error(L);
@@ -525,11 +512,7 @@ static int l_records_read_all(lua_State *L) {
     u->failed = 1;
     return geoservices_push_records_error(L, u->records);
   }
-  if (st.read_failed) {
-    luaL_pushfail(L);
-    lua_pushfstring(L, "cannot read the file: %s", strerror(st.read_errno));
-    return 2;
-  }
+  if (st.read_failed) return push_read_error(L, st.read_errno);
   lua_pushinteger(L, (lua_Integer)(geoservices_records_fed(u->records) - before));
   return 1;
 }

@@ -51,6 +51,9 @@ struct geoservices_parse_worker {
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
+/* Under the lock: every byte in the ring was parsed and published. */
+static int all_published(const geoservices_parse_worker *w) { return w->head == w->tail && !w->parsing; }
+
 /* Under the lock, with the ring empty: one read of the source into the ring
  * (the lock is let go while fill runs, so the caller can read what was
  * published meanwhile). */
@@ -218,7 +221,7 @@ int geoservices_parse_worker_fill(geoservices_parse_worker *w, geoservices_fill_
 int geoservices_parse_worker_wait(geoservices_parse_worker *w) {
   int rc;
   pthread_mutex_lock(&w->mu);
-  while (w->head != w->tail || w->parsing) {
+  while (!all_published(w)) {
     w->writer_waiting = 1;
     pthread_cond_wait(&w->progress, &w->mu);
     w->writer_waiting = 0;
@@ -245,8 +248,8 @@ int geoservices_parse_worker_await(geoservices_parse_worker *w, unsigned long *s
   int rc;
   pthread_mutex_lock(&w->mu);
   for (;;) {
-    int drained = w->head == w->tail && !w->parsing; /* every byte read was parsed and published */
-    if (w->error || w->publishes != *seen || (w->source_state != GEOSERVICES_SOURCE_READING && drained)) break;
+    if (w->error || w->publishes != *seen || (w->source_state != GEOSERVICES_SOURCE_READING && all_published(w)))
+      break;
     w->writer_waiting = 1;
     pthread_cond_wait(&w->progress, &w->mu);
     w->writer_waiting = 0;
@@ -256,7 +259,7 @@ int geoservices_parse_worker_await(geoservices_parse_worker *w, unsigned long *s
   rc = w->error;
   st->state = w->source_state;
   /* ended or failed counts only once what was read before is published */
-  if (st->state != GEOSERVICES_SOURCE_READING && !(w->head == w->tail && !w->parsing))
+  if (st->state != GEOSERVICES_SOURCE_READING && !all_published(w))
     st->state = GEOSERVICES_SOURCE_READING;
   st->read_errno = w->source_errno;
   st->bytes = w->source_bytes;

@@ -57,10 +57,10 @@ struct geoservices_records {
   int publish_failed;     /* `ready` could not grow: parsing stops with ENOMEM */
   /* String ids (TAPE_KEY_ID, TAPE_STRING_ID), on the parsing thread: an
    * open-addressing index of slot + 1 (0: empty) into the strings numbered so far. */
-  uint16_t key_index[2 * GEOSERVICES_TAPE_KEY_IDS];
-  uint8_t key_len_of[GEOSERVICES_TAPE_KEY_IDS];
-  char key_text[GEOSERVICES_TAPE_KEY_IDS][GEOSERVICES_TAPE_KEY_ID_MAXLEN];
-  unsigned key_count;
+  uint16_t id_index[2 * GEOSERVICES_TAPE_STRING_IDS];
+  uint8_t id_len[GEOSERVICES_TAPE_STRING_IDS];
+  char id_text[GEOSERVICES_TAPE_STRING_IDS][GEOSERVICES_TAPE_KEY_ID_MAXLEN];
+  unsigned id_count;
 };
 
 /* ---- tape writing ------------------------------------------------------- */
@@ -96,19 +96,6 @@ static int put_i64(geoservices_records *r, int64_t v) {
   return 0;
 }
 
-/* op, u32 length, bytes in one reservation (strings and keys are most of it). */
-static int put_bytes(geoservices_records *r, int op, const char *s, size_t len) {
-  uint32_t n32 = (uint32_t)len;
-  char *p;
-  if (len > UINT32_MAX) return -1;
-  p = tape_room(r, 1 + sizeof n32 + len);
-  if (!p) return -1;
-  *p = (char)op;
-  memcpy(p + 1, &n32, sizeof n32);
-  if (len) memcpy(p + 1 + sizeof n32, s, len);
-  return 0;
-}
-
 /* op followed by an 8-byte payload (integers, doubles). */
 static int put_op8(geoservices_records *r, int op, const void *payload) {
   char *p = tape_room(r, 9);
@@ -119,42 +106,44 @@ static int put_op8(geoservices_records *r, int op, const void *payload) {
 }
 
 /* The id of a key or short string value (numbering it if there is room), or -1. */
-static int key_id(geoservices_records *r, const char *s, size_t len) {
+static int string_id(geoservices_records *r, const char *s, size_t len) {
   const unsigned char *u = (const unsigned char *)s;
-  unsigned h, mask = 2 * GEOSERVICES_TAPE_KEY_IDS - 1;
+  unsigned h, mask = 2 * GEOSERVICES_TAPE_STRING_IDS - 1;
   size_t i;
   if (len == 0 || len > GEOSERVICES_TAPE_KEY_ID_MAXLEN) return -1;
   h = (unsigned)len * 2654435761u;
   for (i = 0; i < len; i++) h = (h ^ u[i]) * 16777619u;
   for (h &= mask;; h = (h + 1) & mask) {
-    unsigned slot = r->key_index[h];
+    unsigned slot = r->id_index[h];
     if (slot == 0) break;
     slot--;
-    if (r->key_len_of[slot] == len && memcmp(r->key_text[slot], s, len) == 0) return (int)slot;
+    if (r->id_len[slot] == len && memcmp(r->id_text[slot], s, len) == 0) return (int)slot;
   }
-  if (r->key_count == GEOSERVICES_TAPE_KEY_IDS) return -1; /* full: the index always keeps empty slots */
-  memcpy(r->key_text[r->key_count], s, len);
-  r->key_len_of[r->key_count] = (uint8_t)len;
-  r->key_index[h] = (uint16_t)(r->key_count + 1);
-  return (int)r->key_count++;
+  if (r->id_count == GEOSERVICES_TAPE_STRING_IDS) return -1; /* full: the index always keeps empty slots */
+  memcpy(r->id_text[r->id_count], s, len);
+  r->id_len[r->id_count] = (uint8_t)len;
+  r->id_index[h] = (uint16_t)(r->id_count + 1);
+  return (int)r->id_count++;
 }
 
-/* A member's key (TAPE_KEY_ID when it has an id, else TAPE_KEY), or a
- * string value (TAPE_STRING_ID when it is short and has an id, else
- * TAPE_STRING). */
+/* A member's key or a string value, in one reservation (strings and keys
+ * are most of the tape): TAPE_KEY_ID / TAPE_STRING_ID and its u16 id when
+ * it has one (a key of up to KEY_ID_MAXLEN bytes, a value of up to
+ * STRING_ID_MAXLEN), else TAPE_KEY / TAPE_STRING; then u32 length, bytes. */
 static int put_string(geoservices_records *r, int is_key, const char *s, size_t len) {
-  int id = is_key || len <= GEOSERVICES_TAPE_STRING_ID_MAXLEN ? key_id(r, s, len) : -1;
-  uint16_t id16;
+  int id = is_key || len <= GEOSERVICES_TAPE_STRING_ID_MAXLEN ? string_id(r, s, len) : -1;
+  uint16_t id16 = (uint16_t)(id < 0 ? 0 : id);
+  size_t id_bytes = id < 0 ? 0 : sizeof id16;
   uint32_t n32 = (uint32_t)len;
   char *p;
-  if (id < 0) return put_bytes(r, is_key ? TAPE_KEY : TAPE_STRING, s, len);
-  id16 = (uint16_t)id;
-  p = tape_room(r, 1 + sizeof id16 + sizeof n32 + len);
+  if (len > UINT32_MAX) return -1;
+  p = tape_room(r, 1 + id_bytes + sizeof n32 + len);
   if (!p) return -1;
-  *p = (char)(is_key ? TAPE_KEY_ID : TAPE_STRING_ID);
-  memcpy(p + 1, &id16, sizeof id16);
-  memcpy(p + 1 + sizeof id16, &n32, sizeof n32);
-  memcpy(p + 1 + sizeof id16 + sizeof n32, s, len);
+  if (is_key) *p++ = (char)(id < 0 ? TAPE_KEY : TAPE_KEY_ID);
+  else *p++ = (char)(id < 0 ? TAPE_STRING : TAPE_STRING_ID);
+  if (id_bytes) memcpy(p, &id16, sizeof id16);
+  memcpy(p + id_bytes, &n32, sizeof n32);
+  if (len) memcpy(p + id_bytes + sizeof n32, s, len);
   return 0;
 }
 

@@ -58,7 +58,7 @@ enum {
  * values of at most STRING_ID_MAXLEN (longer values are mostly ids seen
  * once). A record's replay finds the Lua string by its id instead of
  * looking its bytes up. */
-#define GEOSERVICES_TAPE_KEY_IDS 512
+#define GEOSERVICES_TAPE_STRING_IDS 512
 #define GEOSERVICES_TAPE_KEY_ID_MAXLEN 40
 #define GEOSERVICES_TAPE_STRING_ID_MAXLEN 16
 
