@@ -9,18 +9,19 @@
 
 #include "buf.h"
 #include "json/records.h"
+#include "tests/fill_source.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* the bytes each key id stood for so far in this run */
-static uint32_t seen_len[GEOSERVICES_TAPE_KEY_IDS];
-static char seen_text[GEOSERVICES_TAPE_KEY_IDS][GEOSERVICES_TAPE_KEY_ID_MAXLEN];
+static uint32_t seen_len[GEOSERVICES_TAPE_STRING_IDS];
+static char seen_text[GEOSERVICES_TAPE_STRING_IDS][GEOSERVICES_TAPE_KEY_ID_MAXLEN];
 
 /* An id (2 bytes at at) must name the same bytes every time it comes. */
 static void check_id(const char *at, uint32_t len, const char *bytes) {
   uint16_t id;
   memcpy(&id, at, 2);
-  if (id >= GEOSERVICES_TAPE_KEY_IDS || len == 0 || len > GEOSERVICES_TAPE_KEY_ID_MAXLEN) abort();
+  if (id >= GEOSERVICES_TAPE_STRING_IDS || len == 0 || len > GEOSERVICES_TAPE_KEY_ID_MAXLEN) abort();
   if (seen_len[id] && (seen_len[id] != len || memcmp(seen_text[id], bytes, len) != 0)) abort();
   seen_len[id] = len;
   memcpy(seen_text[id], bytes, len);
@@ -94,22 +95,6 @@ static void walk(const char *t, size_t len) {
   if (p != len) abort();
 }
 
-/* A fill() source over the second piece, at most `step` bytes a call. */
-typedef struct source {
-  const char *bytes;
-  size_t len, pos, step;
-} source;
-
-static long fill_from(void *ctx, char *room, size_t k) {
-  source *s = ctx;
-  size_t n = s->len - s->pos;
-  if (n > k) n = k;
-  if (n > s->step) n = s->step;
-  memcpy(room, s->bytes + s->pos, n);
-  s->pos += n;
-  return (long)n;
-}
-
 /* worker_after 0: this thread; 1: the second piece on a worker. fill_step
  * 0: the second piece is fed; else it comes through fill() that many bytes
  * at a time (from_source: called by the worker itself). The tape of a
@@ -131,7 +116,7 @@ static int run(const uint8_t *data, size_t size, size_t split, size_t worker_aft
   geoservices_records_consume(r);
   if (rc == 0 && fill_step == 0) rc = geoservices_records_feed(r, (const char *)data + split, size - split);
   if (rc == 0 && fill_step > 0) {
-    source src = {(const char *)data + split, size - split, 0, fill_step};
+    fill_source src = {(const char *)data + split, size - split, 0, fill_step};
     long n = 1;
     if (from_source && geoservices_records_source(r, fill_from, &src, 4096) == 0) {
       unsigned long seen = 0;

@@ -6,6 +6,7 @@
 
 #include "buf.h"
 #include "check.h"
+#include "fill_source.h"
 #include "json/records.h"
 
 /* 0: parse in the caller's thread; else the worker takes over after this
@@ -15,22 +16,6 @@ static size_t worker_after;
  * 2: the worker reads them itself (geoservices_records_source), or, when
  * no worker may run, fill() does */
 static int use_fill;
-
-/* A fill source: hands out at most `step` bytes of a document per call. */
-typedef struct source {
-  const char *doc;
-  size_t len, pos, step;
-} source;
-
-static long fill_from(void *ctx, char *room, size_t k) {
-  source *s = ctx;
-  size_t n = s->len - s->pos;
-  if (n > k) n = k;
-  if (n > s->step) n = s->step;
-  memcpy(room, s->doc + s->pos, n);
-  s->pos += n;
-  return (long)n;
-}
 
 /* Feeds doc in pieces of `step` bytes (0 = whole), consuming the tape after
  * each feed into `out`. Returns the feed/finish status. */
@@ -43,9 +28,9 @@ static int run(const char *doc, size_t step, geoservices_buf *out, size_t *max_p
   geoservices_records_set_worker_after(r, worker_after);
   if (step == 0) step = len ? len : 1;
   if (use_fill) {
-    source src;
+    fill_source src;
     long n = 1;
-    src.doc = doc;
+    src.bytes = doc;
     src.len = len;
     src.pos = 0;
     src.step = step;
