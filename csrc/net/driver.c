@@ -8,7 +8,13 @@
  *    sockets libcurl wants watched (kept by CURLMOPT_SOCKETFUNCTION, pure C),
  *    timeout() the time it needs, and action(fd, events) / action_timeout()
  *    run curl_multi_socket_action. core.poll(fds, timeout_ms) is a poll(2)
- *    over such a list, for a Lua loop with no host loop of its own. */
+ *    over such a list, for a Lua loop with no host loop of its own.
+ * curl_multi_perform moves every transfer on without telling the socket
+ * callback, so a transfer it moved is missing from fds() until a libcurl
+ * timer of its fires (for a request on a kept-alive connection: its
+ * timeout). add(request, true) marks a transfer the socket API will drive;
+ * socket_driven() tells while one is attached, and the blocking path then
+ * drives the driver through the socket API too (geoservices.loop). */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -115,7 +121,7 @@ static int l_driver_new(lua_State *L) {
 
 /* Starts the transfer of req (the userdata at index ud) on the next
  * perform of the multi handle, anchored until it finishes. */
-static CURLMcode attach(lua_State *L, geoservices_driver *drv, geoservices_request *req, int ud) {
+static CURLMcode attach(lua_State *L, geoservices_driver *drv, geoservices_request *req, int ud, int by_sockets) {
   CURLMcode rc;
   /* A finished or cancelled request may be sent again (same body): start clean. */
   geoservices_buf_reset(&req->response_body);
@@ -129,6 +135,8 @@ static CURLMcode attach(lua_State *L, geoservices_driver *drv, geoservices_reque
   req->ref = luaL_ref(L, LUA_REGISTRYINDEX);
   req->driver = drv;
   req->state = REQUEST_RUNNING;
+  req->by_sockets = by_sockets;
+  if (by_sockets) drv->socket_transfers++; /* until it is detached */
   req->prev = NULL;
   req->next = drv->attached;
   if (drv->attached) drv->attached->prev = req;
@@ -136,7 +144,9 @@ static CURLMcode attach(lua_State *L, geoservices_driver *drv, geoservices_reque
   return CURLM_OK;
 }
 
-/* add(request): starts the transfer on the next step(). */
+/* add(request[, by_sockets]): starts the transfer on the next step() or
+ * action. With by_sockets, the transfer is the socket API's (a task's
+ * request): socket_driven() is true until it finished or was removed. */
 static int l_driver_add(lua_State *L) {
   geoservices_driver *drv = check_open_driver(L, 1);
   geoservices_request *req = geoservices_check_request(L, 2);
@@ -146,7 +156,7 @@ static int l_driver_add(lua_State *L) {
   /* its extractor has seen part of a document: it cannot start over */
   if (req->records && (req->state == REQUEST_DONE || req->received > 0))
     return luaL_error(L, "driver:add: a records request cannot be sent again");
-  rc = attach(L, drv, req, 2);
+  rc = attach(L, drv, req, 2, lua_toboolean(L, 3));
   if (rc != CURLM_OK) return push_multi_error(L, rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -378,7 +388,7 @@ static int l_driver_perform(lua_State *L) {
     lua_setiuservalue(L, 1, UV_PERFORM);
   }
   geoservices_request_setup(L, req, 4, 2); /* raises on bad options; the next perform closes it */
-  rc = attach(L, drv, req, 4);
+  rc = attach(L, drv, req, 4, 0);
   if (rc == CURLM_OK) rc = wait_request(L, drv, req, max_ms, 1);
   if (rc != CURLM_OK) {
     geoservices_request_close(L, req);
@@ -773,6 +783,15 @@ static int l_driver_wakeup(lua_State *L) {
   return 1;
 }
 
+/* socket_driven() -> true while a transfer added by_sockets is attached:
+ * then the driver must be driven through the socket API only (false once
+ * closed). */
+static int l_driver_socket_driven(lua_State *L) {
+  geoservices_driver *drv = check_driver(L, 1);
+  lua_pushboolean(L, drv->multi && drv->socket_transfers > 0);
+  return 1;
+}
+
 /* closed() -> true once close() ran (the client was closed). */
 static int l_driver_closed(lua_State *L) {
   geoservices_driver *drv = check_driver(L, 1);
@@ -810,6 +829,7 @@ void geoservices_open_driver(lua_State *L) {
     {"wakeup", l_driver_wakeup},
     {"count", l_driver_count},
     {"closed", l_driver_closed},
+    {"socket_driven", l_driver_socket_driven},
     {"close", l_driver_close},
     {NULL, NULL},
   };

@@ -258,7 +258,9 @@ void geoservices_request_detach(lua_State *L, geoservices_request *req,
     if (req->prev) req->prev->next = req->next;
     else drv->attached = req->next;
     if (req->next) req->next->prev = req->prev;
+    if (req->by_sockets) drv->socket_transfers--;
   }
+  req->by_sockets = 0;
   req->prev = req->next = NULL;
   req->driver = NULL;
   if (req->ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, req->ref);

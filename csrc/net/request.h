@@ -23,6 +23,7 @@ typedef struct geoservices_request {
   geoservices_driver *driver; /* set while RUNNING */
   struct geoservices_request *prev, *next; /* the driver's list of attached requests */
   int ref;                    /* registry anchor while RUNNING */
+  int by_sockets;             /* added to be driven through the socket API (driver:add(req, true)) */
   CURLcode result;
   int too_large;              /* the write callback refused a body over the limit */
   size_t max_response_bytes;  /* 0 = unlimited */
@@ -60,6 +61,7 @@ struct geoservices_driver {
   lua_Integer watch_serial;      /* last id given to a watched socket */
   int watch_oom;                 /* the socket callback could not grow the list */
   unsigned long finished;        /* transfers finished so far (a nested wait's are noticed) */
+  int socket_transfers;          /* attached requests added by_sockets: see driver:socket_driven() */
 };
 
 geoservices_request *geoservices_check_request(lua_State *L, int idx);

@@ -90,16 +90,13 @@ local WAIT = setmetatable({}, {
 -- coroutines they resume (weak: an abandoned coroutine is not kept alive).
 local managed = setmetatable({}, { __mode = "k" })
 
--- driver -> number of requests tasks (of any scheduler) wait for on it. A
--- blocking wait on such a driver must drive it the way the scheduler does
--- (socket-level); on any other driver it uses the cheaper step().
-local awaited = setmetatable({}, { __mode = "k" })
-
--- (Counted up in Scheduler:_wait, the one place a task starts waiting on a request.)
-local function await_end(driver)
-  local n = (awaited[driver] or 1) - 1
-  awaited[driver] = n > 0 and n or nil
-end
+-- A blocking wait on a driver that a task's request is attached to (added
+-- for the socket API: driver:add(req, true), until it finished or was
+-- removed) must drive it the way the scheduler does, through the socket
+-- level; on any other driver it uses the cheaper perform()/wait()/step().
+-- The driver keeps that count itself (driver:socket_driven()), from the add
+-- on: a finalizer may run a blocking request between a task's add and its
+-- wait, or between two waits of a streaming request.
 
 -- The context of code running outside any task (only its deadline).
 local main_ctx = {}
@@ -137,11 +134,12 @@ end
 -- loop.cancelled() and loop.deadline() in one look-up of the current task
 -- (the transport asks both before every request), then whether a request on
 -- `driver` may be waited for by driving it alone (see loop.await): outside
--- any task, when no task waits on that driver.
+-- any task, when no task's request is attached to that driver. When not,
+-- the transport adds it for the socket API (driver:add(req, true)).
 function loop.limits(driver)
   local task = current()
   if task then return task.cancelled, task.deadline, false end
-  return nil, main_ctx.deadline, not awaited[driver]
+  return nil, main_ctx.deadline, not driver:socket_driven()
 end
 
 --- Runs fn(...) with `deadline` (absolute, core.monotonic() seconds) in
@@ -367,7 +365,6 @@ function Scheduler:_unwait(task)
   if wait == "request" then
     local set = self.waiting[driver]
     if set and set[req] then
-      await_end(driver)
       set[req] = nil
       if next(set) == nil then self.waiting[driver] = nil end
     end
@@ -386,8 +383,10 @@ function Scheduler:_wait(task, kind, a, b)
       self.waiting[a] = set
     end
     set[b] = task
-    awaited[a] = (awaited[a] or 0) + 1
     task.wait, task.wait_driver, task.wait_req = "request", a, b
+    -- finished already: a blocking request since the add (in a finalizer)
+    -- drove the driver; core.drive would not notice, and wait its full time
+    if b:ready() then self:_sweep(a) end
   elseif kind == "sleep" then
     self.timers[task] = a
     task.wait = "sleep"
@@ -471,7 +470,6 @@ function Scheduler:_sweep(driver)
   for req, task in pairs(set) do
     if req:ready() then
       set[req] = nil
-      await_end(driver)
       task.wait, task.wait_driver, task.wait_req = nil, nil, nil
       -- self:_enqueue(task, true), inline: once per request
       task.state = "ready"
@@ -491,7 +489,6 @@ function Scheduler:_fail_driver(driver, msg, code)
   local set = self.waiting[driver]
   self.waiting[driver] = nil
   for _, task in pairs(set or {}) do
-    await_end(driver)
     task.wait, task.wait_driver, task.wait_req = nil, nil, nil
     self:_enqueue(task, nil, msg, code)
   end
@@ -692,7 +689,7 @@ end
 --- Waits for `req` (already added to `driver`) to leave the "running" state.
 -- Inside a task this yields to the scheduler; outside one it drives `driver`
 -- alone until then: with step() (curl_multi_poll), or through the socket
--- level like the scheduler when tasks also wait on this driver, since
+-- level like the scheduler when a task's request is attached to this driver, since
 -- libcurl's two ways of driving a multi handle must not interleave. Returns true, or nil,
 -- message, code (code "cancelled" when the task was cancelled); the caller
 -- removes the request on failure. `progress` (streaming) is called whenever
@@ -712,7 +709,7 @@ function loop.await(driver, req, progress)
       if req:state() ~= "running" then return true end
     end
   end
-  if not awaited[driver] then -- nobody else drives it: libcurl's own poll
+  if not driver:socket_driven() then -- no task's transfer on it: libcurl's own poll
     if not progress then -- the whole wait in C, back here only every BLOCKING_WAIT_MS
       while true do
         local done, msg, code = driver:wait(req, BLOCKING_WAIT_MS)

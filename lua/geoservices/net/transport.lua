@@ -46,7 +46,10 @@ function transport.perform(driver, spec, on_records, on_progress)
   -- on every way out, including an abandoned task closed by its scheduler.
   local _ <close> = req
   if not added then
-    local ok, err, code = driver:add(req)
+    -- not alone (a task's request, or tasks' requests on this driver): one
+    -- the socket API drives, which a blocking caller must then not drive
+    -- alone (driver:socket_driven())
+    local ok, err, code = driver:add(req, not alone)
     if not ok then return nil, err, code end
   end
   local progress

@@ -1,0 +1,79 @@
+-- libcurl drives a multi handle either through curl_multi_perform and its own
+-- poll (a blocking request: driver:perform, :wait, :step) or through the
+-- socket API (a scheduler: core.drive, driver:action); a transfer that the
+-- first way moved on is not in the socket list the second way polls, so it
+-- waits for its timeout. Here a blocking request runs on a driver while a
+-- task's request on it is already added but its task does not wait on it yet:
+-- in a finalizer that runs as the scheduler takes the task's wait (its first
+-- allocation there, the set it keeps the request in).
+local core = require "geoservices.core"
+local geoservices = require "geoservices"
+local loop = require "geoservices.loop"
+local transport = require "geoservices.net.transport"
+local helper = require "spec.helper"
+
+describe("a blocking request on a driver a task's request was just added to", function()
+  local serve, stop_all = helper.scripted_servers()
+  after_each(stop_all)
+
+  -- Runs on_gc once, in a finalizer, at the start of the scheduler's next
+  -- wait on a request (before it counts the wait).
+  local function finalizer_at_next_wait(on_gc)
+    local original = loop.Scheduler._wait
+    local function restore() loop.Scheduler._wait = original end
+    loop.Scheduler._wait = function(self, task, kind, ...)
+      if kind == "request" then
+        restore()
+        setmetatable({}, { __gc = on_gc })
+        collectgarbage()
+      end
+      return original(self, task, kind, ...)
+    end
+    return restore
+  end
+
+  -- The task posts to `task_path` (a kept-alive connection) while the
+  -- finalizer's blocking request goes to `finalizer_path` (a new one).
+  local function task_with_blocking_request_at_wait(task_path, finalizer_path)
+    local s = serve{
+      { method = "POST", path = "/slow", responses = { { json = { ok = "slow" }, delay = 0.3 } } },
+      { method = "POST", path = "/quick", responses = { { json = { ok = "quick" } } } },
+    }
+    local c = geoservices.client{ url = s.url, token = "t", retry = false }
+    local d = c.driver
+    -- a kept-alive connection for the task's request: a new one would have
+    -- libcurl's connect timer, which brings it back to the socket list
+    assert(c:post(s.root .. "/quick", {}))
+    local during
+    local restore = finalizer_at_next_wait(function()
+      during = { outside_task = loop.current() == nil, attached = d:count() }
+      local resp, msg = transport.perform(d, { url = s.root .. finalizer_path, method = "POST", json = true,
+                                               timeout_ms = 3000 })
+      during.answer = resp and resp.json and resp.json.ok or msg
+    end)
+    local t0 = core.monotonic()
+    local resp, err = geoservices.run(function()
+      return c:post(s.root .. task_path, {}, { timeout = 3 })
+    end)
+    local took = core.monotonic() - t0
+    restore()
+    c:close()
+    assert.is_table(during, "the finalizer ran")
+    assert.is_true(during.outside_task)
+    assert.equal(1, during.attached) -- the task's request, added, not yet waited for
+    assert.equal(finalizer_path:sub(2), during.answer)
+    assert.is_truthy(resp, tostring(err))
+    assert.equal(task_path:sub(2), resp.ok)
+    return took
+  end
+
+  it("leaves the task's request to finish on time", function()
+    local took = task_with_blocking_request_at_wait("/slow", "/quick")
+    assert.is_true(took < 0.8, ("the task's request took %.2f s (answered after 0.3 s)"):format(took))
+  end)
+
+  it("wakes the task at once when the blocking request finished the task's request too", function()
+    local took = task_with_blocking_request_at_wait("/quick", "/slow")
+    assert.is_true(took < 0.8, ("the task took %.2f s (the blocking request 0.3 s)"):format(took))
+  end)
+end)
