@@ -17,7 +17,7 @@ describe("a blocking request on a driver a task's request was just added to", fu
   after_each(stop_all)
 
   -- Runs on_gc once, in a finalizer, at the start of the scheduler's next
-  -- wait on a request (before it counts the wait).
+  -- wait on a request (before it registers the wait).
   local function finalizer_at_next_wait(on_gc)
     local original = loop.Scheduler._wait
     local function restore() loop.Scheduler._wait = original end

@@ -344,7 +344,8 @@ static uint64_t special_bytes(uint64_t v) {
 }
 
 /* The index of the first byte in s[i..lim) that is not plain ASCII string
- * content (lim when there is none): eight bytes at a time, then byte by byte. */
+ * content (lim when there is none): sixteen bytes at a time with SSE2, then
+ * eight at a time, then byte by byte. */
 TOKEN_INLINE size_t plain_run(const unsigned char *s, size_t i, size_t lim) {
 #if defined(__SSE2__) && defined(__GNUC__)
   /* sixteen at a time where SSE2 is (every x86-64): a byte below 0x20 or
