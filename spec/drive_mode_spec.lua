@@ -5,14 +5,15 @@
 -- waits for its timeout. Here a blocking request runs on a driver while a
 -- task's request on it is already added but its task does not wait on it yet:
 -- in a finalizer that runs as the scheduler takes the task's wait (its first
--- allocation there, the set it keeps the request in).
+-- allocation there, the set it keeps the request in), in a finalizer inside
+-- the task itself (which cannot yield), and between two waits of a stream.
 local core = require "geoservices.core"
 local geoservices = require "geoservices"
 local loop = require "geoservices.loop"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 
-describe("a blocking request on a driver a task's request was just added to", function()
+describe("a blocking request on a driver a task's request is on", function()
   local serve, stop_all = helper.scripted_servers()
   after_each(stop_all)
 
@@ -70,6 +71,73 @@ describe("a blocking request on a driver a task's request was just added to", fu
   it("leaves the task's request to finish on time", function()
     local took = task_with_blocking_request_at_wait("/slow", "/quick")
     assert.is_true(took < 0.8, ("the task's request took %.2f s (answered after 0.3 s)"):format(took))
+  end)
+
+  -- A finalizer that runs inside a task's coroutine (a collection its
+  -- allocations started) cannot yield to the scheduler: a C call (the
+  -- collector) is between them. Its requests and sleeps block instead, as
+  -- outside any task.
+  it("lets a finalizer inside a task make a blocking request and sleep", function()
+    local s = serve{ { method = "POST", path = "/quick", responses = { { json = { ok = "quick" } } } } }
+    local c = geoservices.client{ url = s.url, token = "t", retry = false }
+    local during
+    local resp, err = geoservices.run(function()
+      setmetatable({}, { __gc = function()
+        during = { outside_task = loop.current() == nil }
+        local answer, msg = transport.perform(c.driver, { url = s.root .. "/quick", method = "POST", json = true,
+                                                          timeout_ms = 3000 })
+        during.answer = answer and answer.json and answer.json.ok or msg
+        during.slept = loop.sleep(0.01)
+      end })
+      collectgarbage()
+      return c:post(s.root .. "/quick", {}, { timeout = 3 })
+    end)
+    c:close()
+    assert.is_table(during, "the finalizer ran")
+    assert.is_true(during.outside_task)
+    assert.equal("quick", during.answer)
+    assert.is_true(during.slept)
+    assert.is_truthy(resp, tostring(err))
+    assert.equal("quick", resp.ok)
+  end)
+
+  -- Between two waits of a task's streaming request (its records delivered,
+  -- the body not all there yet), a finalizer's blocking request drives the
+  -- same driver: the rest of the stream must still wake the task.
+  it("leaves a streaming request to finish on time after a blocking request between its waits", function()
+    local adds = {}
+    for i = 1, 3 do adds[i] = { attributes = { OBJECTID = i }, geometry = { x = i, y = i } } end
+    local body = core.json_encode{ replicaServerGen = 7, edits = { { id = 0, features = { adds = adds } } } }
+    local s = serve{
+      { method = "POST", path = "/stream", responses = { { body = body, pause_at = #body // 2, pause = 0.3 } } },
+      { method = "POST", path = "/quick", responses = { { json = { ok = "quick" } } } },
+    }
+    local c = geoservices.client{ url = s.url, token = "t", retry = false }
+    local d = c.driver
+    assert(c:post(s.root .. "/quick", {})) -- kept-alive connections
+    local during, ids = nil, {}
+    local t0 = core.monotonic()
+    local resp, err = geoservices.run(function()
+      return transport.perform(d, { url = s.root .. "/stream", method = "POST", records = core.records(),
+                                    timeout_ms = 3000 }, function(kind, _, value)
+        if kind ~= "add" then return end
+        ids[#ids + 1] = value.attributes.OBJECTID
+        if during then return end
+        during = {}
+        setmetatable({}, { __gc = function()
+          local answer, msg = transport.perform(d, { url = s.root .. "/quick", method = "POST", json = true,
+                                                     timeout_ms = 3000 })
+          during.answer = answer and answer.json and answer.json.ok or msg
+        end })
+        collectgarbage()
+      end)
+    end)
+    local took = core.monotonic() - t0
+    c:close()
+    assert.is_truthy(resp, tostring(err))
+    assert.equal("quick", during.answer)
+    assert.same({ 1, 2, 3 }, ids)
+    assert.is_true(took < 0.8, ("the stream took %.2f s (its pause 0.3 s)"):format(took))
   end)
 
   it("wakes the task at once when the blocking request finished the task's request too", function()

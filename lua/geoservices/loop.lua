@@ -74,6 +74,7 @@ local loop = {}
 
 local pack, unpack = table.pack, table.unpack
 local now = core.monotonic
+local isyieldable = coroutine.isyieldable
 
 local MAX_WAIT_MS = 1000 -- a blocking poll never sleeps longer than this
 local BLOCKING_WAIT_MS = 100
@@ -101,8 +102,11 @@ local managed = setmetatable({}, { __mode = "k" })
 -- The context of code running outside any task (only its deadline).
 local main_ctx = {}
 
---- The task running the current coroutine, or nil outside any task.
+--- The task running the current coroutine, or nil outside any task. Code
+-- that cannot yield (a finalizer or a metamethod called from C inside a
+-- task) counts as outside: its waits block, as in a plain coroutine.
 local function current()
+  if not isyieldable() then return nil end
   return managed[coroutine.running()]
 end
 loop.current = current

@@ -8,7 +8,8 @@ endless bodies, gzip bombs, foreign URLs), and logs every request.
 SCRIPT is {"routes": [{"method": "POST", "path": "/server/x", "responses": [...]}, ...]}.
 A path ending in "*" matches a prefix. Responses are used in order; the
 last one repeats. A response: {"status": 200, "headers": {...}, "body": "text"
-| "json": value | "file": path | "endless": true | "gzip_bomb_mb": N | "delay": seconds}.
+| "json": value | "file": path | "endless": true | "gzip_bomb_mb": N | "delay": seconds,
+"pause_at": N, "pause": seconds (the body's first N bytes, a pause, the rest)}.
 "{ROOT}" in a body is replaced by http://127.0.0.1:PORT. Binds 127.0.0.1 on a
 free port, prints "listening on http://127.0.0.1:PORT", and exits when its
 parent process is gone (--exit-with PID) or when killed.
@@ -105,7 +106,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if method != "HEAD":
-            self.wfile.write(data)
+            split = resp.get("pause_at", len(data))
+            self.wfile.write(data[:split])
+            if split < len(data):
+                self.wfile.flush()
+                time.sleep(resp.get("pause", 0))
+            self.wfile.write(data[split:])
 
     def do_GET(self):
         self.handle_one("GET")
