@@ -64,41 +64,61 @@ local function with_finalizers(on_gc, each, done)
   collectgarbage()
 end
 
+-- A finalizer that performs on d when it runs at the wait in `waiter`, and
+-- the checks of what it saw (at least 3 times, each time the right answer).
+local function performing(d, waiter)
+  local f = { during = 0, inner = {} }
+  function f.on_gc()
+    if not at_wait(d, waiter) then return end
+    f.during = f.during + 1
+    f.inner[#f.inner + 1] = answer(transport.perform(d, spec()))
+  end
+  function f.done() return f.during >= 3 end
+  function f.check()
+    assert(f.during >= 3, "finalizers at the wait: " .. f.during)
+    for _, id in ipairs(f.inner) do assert(id == ID, "the finalizer's answer: " .. tostring(id)) end
+  end
+  return f
+end
+
+-- A finalizer that closes d when it runs at the wait in `waiter`.
+local function closing(d, waiter)
+  local f = { closed = false }
+  function f.on_gc()
+    if at_wait(d, waiter) then
+      d:close()
+      f.closed = true
+    end
+  end
+  function f.done() return f.closed end
+  return f
+end
+
 local cases = {}
 
 -- a finalizer at the wait performs on the same driver
 function cases.perform_inside()
   local d = core.driver()
-  local during, inner = 0, {}
-  with_finalizers(function()
-    if not at_wait(d, d.perform) then return end
-    during = during + 1
-    inner[#inner + 1] = answer(transport.perform(d, spec()))
-  end, function(arm)
+  local f = performing(d, d.perform)
+  with_finalizers(f.on_gc, function(arm)
     arm()
     assert(answer(assert(transport.perform(d, spec()))) == ID, "the waiting request's own answer")
-  end, function() return during >= 3 end)
+  end, f.done)
   d:close()
-  assert(during >= 3, "finalizers at the wait: " .. during)
-  for _, id in ipairs(inner) do assert(id == ID, "the finalizer's answer: " .. tostring(id)) end
+  f.check()
 end
 
 -- a finalizer at the wait closes the driver
 function cases.close_inside()
   local d = core.driver()
-  local closed_during = false
+  local f = closing(d, d.perform)
   local r, msg, code
-  with_finalizers(function()
-    if at_wait(d, d.perform) then
-      d:close()
-      closed_during = true
-    end
-  end, function(arm)
+  with_finalizers(f.on_gc, function(arm)
     arm()
     r, msg, code = transport.perform(d, spec())
-    if not closed_during then assert(answer(assert(r, msg)) == ID) end
-  end, function() return closed_during end)
-  assert(closed_during, "no finalizer ran at the wait")
+    if not f.closed then assert(answer(assert(r, msg)) == ID) end
+  end, f.done)
+  assert(f.closed, "no finalizer ran at the wait")
   assert(r == nil and code == "closed", tostring(code))
   assert(msg == "the client was closed while the request was in flight", msg)
 end
@@ -106,41 +126,29 @@ end
 -- a finalizer at a scheduler's wait performs on the tasks' driver
 function cases.perform_inside_run()
   local c = geoservices.client{ url = server, token = "admin-token", retry = false }
-  local d = c.driver
-  local during, inner = 0, {}
-  with_finalizers(function()
-    if not at_wait(d, core.drive) then return end
-    during = during + 1
-    inner[#inner + 1] = answer(transport.perform(d, spec()))
-  end, function(arm)
+  local f = performing(c.driver, core.drive)
+  with_finalizers(f.on_gc, function(arm)
     local a, b = geoservices.run(function()
       local ta = geoservices.spawn(function() arm() return c:get_services_by_id{ ID } end)
       local tb = geoservices.spawn(function() arm() return c:get_services_by_id{ ID } end)
       return assert(ta:join()), assert(tb:join())
     end)
     assert(a[1].id == ID and b[1].id == ID, "the tasks' own answers")
-  end, function() return during >= 3 end)
+  end, f.done)
   c:close()
-  assert(during >= 3, "finalizers at the wait: " .. during)
-  for _, id in ipairs(inner) do assert(id == ID, "the finalizer's answer: " .. tostring(id)) end
+  f.check()
 end
 
 -- a finalizer at a scheduler's wait closes the tasks' driver
 function cases.close_inside_run()
   local c = geoservices.client{ url = server, token = "admin-token", retry = false }
-  local d = c.driver
-  local closed_during = false
+  local f = closing(c.driver, core.drive)
   local value, err
-  with_finalizers(function()
-    if at_wait(d, core.drive) then
-      d:close()
-      closed_during = true
-    end
-  end, function(arm)
+  with_finalizers(f.on_gc, function(arm)
     value, err = geoservices.run(function() arm() return c:get_services_by_id{ ID } end)
-    if not closed_during then assert(assert(value, err)[1].id == ID) end
-  end, function() return closed_during end)
-  assert(closed_during, "no finalizer ran at the wait")
+    if not f.closed then assert(assert(value, err)[1].id == ID) end
+  end, f.done)
+  assert(f.closed, "no finalizer ran at the wait")
   assert(value == nil and err.kind == "network" and err.code == "closed", tostring(err))
 end
 
