@@ -6,8 +6,13 @@
 --   * transport.perform (one core.request, the driver, the response table);
 --   * client:get_services_by_id, decoded (validation, form encoding, the
 --     retry driver, JSON decoding, result objects);
---   * the same inside geoservices.run (the scheduler's wake-ups too).
--- BENCH_ROUNDS (7) rounds, the four interleaved in each round so that they
+--   * the same inside geoservices.run (the scheduler's wake-ups too);
+--   * the floor of a decoded request, for reference: transport.perform of
+--     the same request, then the answer's tables built by Lua's own table
+--     constructor (a function compiled from the answer: no parsing, no
+--     string made, no validation, no client; the body itself is dropped as
+--     the C loop drops it). What a decoded request costs at the least.
+-- BENCH_ROUNDS (7) rounds, the five interleaved in each round so that they
 -- share the machine's noise; a row gives the median rate over the rounds
 -- and the median of the per-round ratios to the C loop of the same round.
 -- A benchmark: it prints, it never fails on speed.
@@ -17,6 +22,7 @@ package.path = "lua/?.lua;lua/?/init.lua;./?.lua;" .. package.path
 package.cpath = build .. "/?.so;" .. package.cpath
 
 local common = require "spec.bench.common"
+local json = require "geoservices.json"
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
 local transport = require "geoservices.net.transport"
@@ -36,6 +42,43 @@ os.execute("mkdir -p " .. helper.shell_quote(DIR))
 local curl_loop = DIR .. "/curl_loop"
 run(("${CC:-cc} -std=c99 -D_POSIX_C_SOURCE=200809L -O2 -o %s spec/bench/curl_loop.c "
   .. "$(pkg-config --cflags --libs libcurl 2>/dev/null || echo -lcurl) 2>&1"):format(helper.shell_quote(curl_loop)))
+
+-- Lua source of a function returning a fresh copy of `value` through table
+-- constructors: strings and keys are constants of the chunk (interned when
+-- it loads), arrays get the decoder's array metatable, null stays json.null.
+local function constructor_of(value)
+  local function lua_of(v)
+    local t = type(v)
+    if t == "table" then
+      local parts = {}
+      if json.is_array(v) then
+        for i = 1, #v do parts[i] = lua_of(v[i]) end
+        return "A{" .. table.concat(parts, ",") .. "}"
+      end
+      for k, item in pairs(v) do parts[#parts + 1] = ("[%q]=%s"):format(k, lua_of(item)) end
+      return "{" .. table.concat(parts, ",") .. "}"
+    elseif t == "string" then
+      return ("%q"):format(v)
+    elseif v == json.null then
+      return "null"
+    elseif math.type(v) == "float" then
+      return ("%.17g"):format(v)
+    end
+    return tostring(v)
+  end
+  local source = "local A, null = ... return function() return " .. lua_of(value) .. " end"
+  local array_mt = getmetatable(json.array())
+  return assert(load(source, "=answer"))(function(t) return setmetatable(t, array_mt) end, json.null)
+end
+
+-- The same value: the floor must build exactly what the decoder builds.
+local function same(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" then return a == b and math.type(a) == math.type(b) end
+  if getmetatable(a) ~= getmetatable(b) then return false end
+  for k, v in pairs(a) do if not same(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
 
 local emu = helper.start_emulator()
 local ok, err = pcall(function()
@@ -61,6 +104,15 @@ local ok, err = pcall(function()
   local ids = { PARCELS }
   local function client_once() assert(client:get_services_by_id(ids)) end
 
+  local answer = assert(json.decode(assert(transport.perform(driver, spec)).body))
+  local build_answer = constructor_of(answer)
+  assert(same(build_answer(), answer), "the constructor builds another value than the decoder")
+  local discard = { url = url, method = "POST", body = body, discard = true } -- as the C loop: the body dropped
+  local function floor_once()
+    assert(transport.perform(driver, discard).status == 200)
+    return build_answer()
+  end
+
   local function lua_rate(once, in_task)
     for _ = 1, 50 do once() end -- warm: the connection, the emulator's caches
     collectgarbage()
@@ -73,11 +125,12 @@ local ok, err = pcall(function()
     return REQUESTS / (now() - t0)
   end
 
-  local rates = { c = {}, raw = {}, api = {}, task = {} }
-  local ratios = { raw = {}, api = {}, task = {} }
+  local rates = { c = {}, raw = {}, api = {}, task = {}, floor = {} }
+  local ratios = { raw = {}, api = {}, task = {}, floor = {} }
   for round = 1, ROUNDS do
     local c = c_rate()
-    local r = { raw = lua_rate(raw_once), api = lua_rate(client_once), task = lua_rate(client_once, true) }
+    local r = { raw = lua_rate(raw_once), api = lua_rate(client_once), task = lua_rate(client_once, true),
+                floor = lua_rate(floor_once) }
     rates.c[round] = c
     for k, v in pairs(r) do
       rates[k][round] = v
@@ -100,11 +153,12 @@ local ok, err = pcall(function()
   row("client:get_services_by_id (decoded)", "api", ">= 90 %")
   row("  the same inside geoservices.run", "task", ">= 85 %")
   row("transport.perform", "raw", ">= 95 %")
+  row("floor: perform + Lua's own constructor", "floor", "(none)")
   local results = os.getenv("BENCH_RESULTS") -- the summary's rows (spec/bench/summary.lua)
   if results then
     local f = assert(io.open(results, "a"))
     for _, r in ipairs{ { "requests_api", "api", ">= 90 %" }, { "requests_task", "task", ">= 85 %" },
-                        { "requests_raw", "raw", ">= 95 %" } } do
+                        { "requests_raw", "raw", ">= 95 %" }, { "requests_floor", "floor", "(reference)" } } do
       f:write(r[1], "\t", ("%.0f %%"):format(100 * median(ratios[r[2]])), "\t", r[3], "\n")
     end
     f:close()
