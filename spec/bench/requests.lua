@@ -7,12 +7,14 @@
 --   * client:get_services_by_id, decoded (validation, form encoding, the
 --     retry driver, JSON decoding, result objects);
 --   * the same inside geoservices.run (the scheduler's wake-ups too);
---   * the floor of a decoded request, for reference: transport.perform of
---     the same request, then the answer's tables built by Lua's own table
+--   * for reference, the core alone: driver:perform of the request the
+--     client builds, decoded by the core (no Lua layer around it);
+--   * the floor of a decoded request, for reference: driver:perform of the
+--     same request, then the answer's tables built by Lua's own table
 --     constructor (a function compiled from the answer: no parsing, no
 --     string made, no validation, no client; the body itself is dropped as
 --     the C loop drops it). What a decoded request costs at the least.
--- BENCH_ROUNDS (7) rounds, the five interleaved in each round so that they
+-- BENCH_ROUNDS (11) rounds, the six interleaved in each round so that they
 -- share the machine's noise; a row gives the median rate over the rounds
 -- and the median of the per-round ratios to the C loop of the same round.
 -- A benchmark: it prints, it never fails on speed.
@@ -29,7 +31,7 @@ local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 
 local REQUESTS = tonumber(os.getenv("BENCH_REQUESTS")) or 1000
-local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS")) or 7
+local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS")) or 11
 local DIR = os.getenv("BENCH_DIR") or (build .. "/bench")
 local PARCELS = "4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c"
 local now = core.monotonic
@@ -107,9 +109,16 @@ local ok, err = pcall(function()
   local answer = assert(json.decode(assert(transport.perform(driver, spec)).body))
   local build_answer = constructor_of(answer)
   assert(same(build_answer(), answer), "the constructor builds another value than the decoder")
+  -- the request the client builds (form fields, timeout, size limit, decoded by the core)
+  local core_spec = { url = url, method = "POST", form = { "f", "json", "serviceIDs", PARCELS, "token", "admin-token" },
+                      timeout_ms = 30000, max_response_bytes = 64 * 1024 * 1024, json = true }
+  local function core_once()
+    local response = assert(driver:perform(core_spec, 30000))
+    assert(response.status == 200 and response.json.services)
+  end
   local discard = { url = url, method = "POST", body = body, discard = true } -- as the C loop: the body dropped
   local function floor_once()
-    assert(transport.perform(driver, discard).status == 200)
+    assert(assert(driver:perform(discard, 30000)).status == 200)
     return build_answer()
   end
 
@@ -125,12 +134,12 @@ local ok, err = pcall(function()
     return REQUESTS / (now() - t0)
   end
 
-  local rates = { c = {}, raw = {}, api = {}, task = {}, floor = {} }
-  local ratios = { raw = {}, api = {}, task = {}, floor = {} }
+  local rates = { c = {}, raw = {}, api = {}, task = {}, floor = {}, core = {} }
+  local ratios = { raw = {}, api = {}, task = {}, floor = {}, core = {} }
   for round = 1, ROUNDS do
     local c = c_rate()
     local r = { raw = lua_rate(raw_once), api = lua_rate(client_once), task = lua_rate(client_once, true),
-                floor = lua_rate(floor_once) }
+                floor = lua_rate(floor_once), core = lua_rate(core_once) }
     rates.c[round] = c
     for k, v in pairs(r) do
       rates[k][round] = v
@@ -153,12 +162,14 @@ local ok, err = pcall(function()
   row("client:get_services_by_id (decoded)", "api", ">= 90 %")
   row("  the same inside geoservices.run", "task", ">= 85 %")
   row("transport.perform", "raw", ">= 95 %")
-  row("floor: perform + Lua's own constructor", "floor", "(none)")
+  row("core alone: driver:perform, decoded", "core", "(none)")
+  row("floor: core + Lua's own constructor", "floor", "(none)")
   local results = os.getenv("BENCH_RESULTS") -- the summary's rows (spec/bench/summary.lua)
   if results then
     local f = assert(io.open(results, "a"))
     for _, r in ipairs{ { "requests_api", "api", ">= 90 %" }, { "requests_task", "task", ">= 85 %" },
-                        { "requests_raw", "raw", ">= 95 %" }, { "requests_floor", "floor", "(reference)" } } do
+                        { "requests_raw", "raw", ">= 95 %" }, { "requests_core", "core", "(reference)" },
+                        { "requests_floor", "floor", "(reference)" } } do
       f:write(r[1], "\t", ("%.0f %%"):format(100 * median(ratios[r[2]])), "\t", r[3], "\n")
     end
     f:close()

@@ -10,7 +10,8 @@ local rows = {
     .. " vs a plain C libcurl loop" },
   { "requests_task", "the same inside geoservices.run" },
   { "requests_raw", "transport.perform vs the C loop" },
-  { "requests_floor", "for reference: perform + the answer built by Lua's own table constructor (no parse)" },
+  { "requests_core", "for reference: the core alone (driver:perform of the client's request, decoded in C)" },
+  { "requests_floor", "for reference: driver:perform + the answer built by Lua's own table constructor (no parse)" },
   { "parse_rss", "peak RSS of the streaming parse, 10k to 1M" },
 }
 local got = {}
