@@ -64,7 +64,8 @@ local function constructor_of(value)
     elseif v == json.null then
       return "null"
     elseif math.type(v) == "float" then
-      return ("%.17g"):format(v)
+      local text = ("%.17g"):format(v)
+      return text:find("[.e]") and text or (text .. ".0") -- stays a float when whole
     end
     return tostring(v)
   end
