@@ -14,8 +14,8 @@
 --     constructor (a function compiled from the answer: no parsing, no
 --     string made, no validation, no client; the body itself is dropped as
 --     the C loop drops it). What a decoded request costs at the least.
--- BENCH_ROUNDS (11) rounds, the six interleaved in each round so that they
--- share the machine's noise; a row gives the median rate over the rounds
+-- BENCH_ROUNDS (11) rounds, the C loop and the five others interleaved in
+-- each round so that they share the machine's noise; a row gives the median rate over the rounds
 -- and the median of the per-round ratios to the C loop of the same round.
 -- A benchmark: it prints, it never fails on speed.
 --   lua5.4 spec/bench/requests.lua        (BUILD, BENCH_DIR optional)
@@ -135,16 +135,23 @@ local ok, err = pcall(function()
     return REQUESTS / (now() - t0)
   end
 
-  local rates = { c = {}, raw = {}, api = {}, task = {}, floor = {}, core = {} }
-  local ratios = { raw = {}, api = {}, task = {}, floor = {}, core = {} }
+  -- every measured row once: what it runs, how it prints, its summary line (requests_<key>)
+  local rows = {
+    { key = "api", label = "client:get_services_by_id (decoded)", target = ">= 90 %", once = client_once },
+    { key = "task", label = "  the same inside geoservices.run", target = ">= 85 %", once = client_once,
+      in_task = true },
+    { key = "raw", label = "transport.perform", target = ">= 95 %", once = raw_once },
+    { key = "core", label = "core alone: driver:perform, decoded", target = "(reference)", once = core_once },
+    { key = "floor", label = "floor: core + Lua's own constructor", target = "(reference)", once = floor_once },
+  }
+  local c_rates = {}
+  for _, r in ipairs(rows) do r.rates, r.ratios = {}, {} end
   for round = 1, ROUNDS do
     local c = c_rate()
-    local r = { raw = lua_rate(raw_once), api = lua_rate(client_once), task = lua_rate(client_once, true),
-                floor = lua_rate(floor_once), core = lua_rate(core_once) }
-    rates.c[round] = c
-    for k, v in pairs(r) do
-      rates[k][round] = v
-      ratios[k][round] = v / c
+    c_rates[round] = c
+    for _, r in ipairs(rows) do
+      local rate = lua_rate(r.once, r.in_task)
+      r.rates[round], r.ratios[round] = rate, rate / c
     end
   end
 
@@ -152,29 +159,17 @@ local ok, err = pcall(function()
     .. " %d rounds"):format(REQUESTS, "emulator on 127.0.0.1", ROUNDS))
   print(("  %-40s %12s %10s %s"):format("", "median rate", "% of C", "target"))
   print(("  %-40s %8.0f/s %10s   (%d connection(s) opened per run)"):format("plain C libcurl loop",
-    median(rates.c), "", connects))
-  local function row(name, key, target)
-    local rs = ratios[key]
-    local lo, hi = math.huge, 0
-    for _, v in ipairs(rs) do lo, hi = math.min(lo, v), math.max(hi, v) end
-    print(("  %-40s %8.0f/s %9.0f %%   %-8s (rounds %.0f-%.0f %%)"):format(name, median(rates[key]),
-      100 * median(rs), target, 100 * lo, 100 * hi))
-  end
-  row("client:get_services_by_id (decoded)", "api", ">= 90 %")
-  row("  the same inside geoservices.run", "task", ">= 85 %")
-  row("transport.perform", "raw", ">= 95 %")
-  row("core alone: driver:perform, decoded", "core", "(none)")
-  row("floor: core + Lua's own constructor", "floor", "(none)")
+    median(c_rates), "", connects))
   local results = os.getenv("BENCH_RESULTS") -- the summary's rows (spec/bench/summary.lua)
-  if results then
-    local f = assert(io.open(results, "a"))
-    for _, r in ipairs{ { "requests_api", "api", ">= 90 %" }, { "requests_task", "task", ">= 85 %" },
-                        { "requests_raw", "raw", ">= 95 %" }, { "requests_core", "core", "(reference)" },
-                        { "requests_floor", "floor", "(reference)" } } do
-      f:write(r[1], "\t", ("%.0f %%"):format(100 * median(ratios[r[2]])), "\t", r[3], "\n")
-    end
-    f:close()
+  local f = results and assert(io.open(results, "a"))
+  for _, r in ipairs(rows) do
+    local lo, hi = math.huge, 0
+    for _, v in ipairs(r.ratios) do lo, hi = math.min(lo, v), math.max(hi, v) end
+    print(("  %-40s %8.0f/s %9.0f %%   %-11s (rounds %.0f-%.0f %%)"):format(r.label, median(r.rates),
+      100 * median(r.ratios), r.target, 100 * lo, 100 * hi))
+    if f then f:write("requests_", r.key, "\t", ("%.0f %%"):format(100 * median(r.ratios)), "\t", r.target, "\n") end
   end
+  if f then f:close() end
   driver:close()
   client:close()
 end)
