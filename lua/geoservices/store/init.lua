@@ -26,13 +26,21 @@
 -- file already there), "protocol" (a downloaded record the store cannot
 -- take), "io" (SQLite or the file system; `err.code` is SQLite's, e.g.
 -- "corrupt", "full", "readonly"). Misuse (wrong argument types) raises.
+--
+-- This module opens and creates stores and holds their replica,
+-- generations, transactions and log; the features and local edits are in
+-- geoservices.store.features, the queue of edits and its attempts in
+-- geoservices.store.queue, the synchronization in geoservices.store.sync.
+-- Their methods are all methods of the one Store.
 -- @module geoservices.store
 local core = require "geoservices.core"
-local edits = require "geoservices.sync.edits"
 local errors = require "geoservices.errors"
+local features = require "geoservices.store.features"
 local json = require "geoservices.json"
 local paths = require "geoservices.store.paths"
+local queue = require "geoservices.store.queue"
 local schema = require "geoservices.store.schema"
+local shared = require "geoservices.store.shared"
 
 local store = {}
 
@@ -42,17 +50,7 @@ Store.__name = "geoservices.ReplicaStore"
 
 local DEFAULT_BUSY_TIMEOUT = 5 -- seconds
 
-local function now() return os.date("!%Y-%m-%dT%H:%M:%SZ") end
-
-local function db_error(path, msg, code)
-  if code == "busy" then
-    return errors.new("busy", ("replica store %s is locked by another connection: %s"):format(path, msg),
-      { code = code, path = path })
-  elseif code == "data" then
-    return errors.new("protocol", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
-  end
-  return errors.new("io", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
-end
+local db_error, layer_of, normalize_gid, now = shared.db_error, shared.layer_of, shared.normalize_gid, shared.now
 
 local function busy_ms(opts)
   local s = opts and opts.busy_timeout or DEFAULT_BUSY_TIMEOUT
@@ -60,12 +58,6 @@ local function busy_ms(opts)
   return math.floor(s * 1000 + 0.5)
 end
 
--- "{UPPERCASE}" of a GUID in any spelling (as the C core writes them).
-local function normalize_gid(gid)
-  local inner = gid:match("^{(.*)}$") or gid
-  if #inner == 36 and inner:match("^%x+%-%x+%-%x+%-%x+%-%x+$") then return "{" .. inner:upper() .. "}" end
-  return gid
-end
 store.normalize_global_id = normalize_gid
 
 -- Registers a layer spec with the C core (apply, put, get, remove).
@@ -442,13 +434,6 @@ function Store:_db()
   return self.db
 end
 
-local function layer_of(self, layer_id)
-  if math.type(layer_id) ~= "integer" then error("store: layer id must be an integer", 3) end
-  local spec = self.layers[layer_id]
-  if not spec then return nil, errors.invalid("layer", ("layer %d is not in this store"):format(layer_id)) end
-  return spec
-end
-
 --- Runs `fn(store, ...)` in one write transaction (BEGIN IMMEDIATE): it is
 -- committed when fn returns anything but `nil, err`, rolled back otherwise
 -- (and when fn raises: the error is raised again). Inside a transaction,
@@ -579,336 +564,9 @@ function Store:replica()
   }
 end
 
--- ---- features ---------------------------------------------------------------
-
---- The feature of a GlobalID: `{attributes = {...}, geometry = {...}}`
--- (NULL attributes are `geoservices.null`, dates epoch milliseconds).
--- @int layer_id the layer
--- @string global_id the GlobalID (any spelling of it)
--- @return the feature; nil when there is none; nil, err on failure
--- @raise when layer_id is not an integer or global_id not a string
-function Store:get(layer_id, global_id)
-  if type(global_id) ~= "string" then error("store:get: the GlobalID must be a string", 2) end
-  local spec, err = layer_of(self, layer_id)
-  if not spec then return nil, err end
-  local f, msg, code = self:_db():get(layer_id, global_id)
-  if f == nil and msg then return nil, db_error(self.path, msg, code) end
-  return f
-end
-
---- The number of features of a layer.
--- @int layer_id the layer
--- @return the count, or nil, err
-function Store:count(layer_id)
-  local spec, err = layer_of(self, layer_id)
-  if not spec then return nil, err end
-  local rows, msg, code = self:_db():rows("SELECT count(*) AS n FROM " .. schema.ident(spec.table))
-  if not rows then return nil, db_error(self.path, msg, code) end
-  return rows[1].n
-end
-
-local KIND_MEMBER = { point = "x", multipoint = "points", polyline = "paths", polygon = "rings" }
-
-local function check_geometry(spec, geometry)
-  if geometry == nil or geometry == json.null then return true end
-  if type(geometry) ~= "table" then return nil, errors.invalid("geometry", "an Esri geometry table") end
-  if spec.geometry_kind == "none" then
-    return nil, errors.invalid("geometry", ("layer %d has no geometry"):format(spec.id))
-  end
-  local member = KIND_MEMBER[spec.geometry_kind]
-  if geometry[member] == nil then
-    return nil, errors.invalid("geometry", ("layer %d holds %s geometries (with %s)"):format(spec.id,
-      spec.geometry_kind, member))
-  end
-  return true
-end
-
-local function copy_attributes(attributes)
-  local a = json.object()
-  for k, v in pairs(attributes or {}) do a[k] = v end
-  return a
-end
-
-local function feature_json(attributes, geometry)
-  local f = { attributes = attributes }
-  if geometry ~= nil then f.geometry = geometry end
-  return json.encode(f)
-end
-
-local function put(self, spec, attributes, geometry)
-  local ok, msg, code = self.db:put(spec.id, { attributes = attributes, geometry = geometry })
-  if not ok then return nil, db_error(self.path, msg, code) end
-  return true
-end
-
--- The one queued edit of a GlobalID not yet sent (queue compaction keeps at
--- most one), or nil.
-local function unsent(self, spec, gid)
-  local rows, msg, code = self.db:rows("SELECT seq, op, feature FROM geoservices_edits WHERE layer_id = ? AND "
-    .. "global_id = ? AND attempt_id IS NULL ORDER BY seq DESC", spec.id, gid)
-  if not rows then return nil, db_error(self.path, msg, code) end
-  return rows[1] or false
-end
-
-local function enqueue(self, spec, op, gid, feature_text)
-  local ok, msg, code = self.db:run("INSERT INTO geoservices_edits (layer_id, op, global_id, feature, created_at) "
-    .. "VALUES (?, ?, ?, ?, ?)", spec.id, op, gid, feature_text, now())
-  if not ok then return nil, db_error(self.path, msg, code) end
-  return true
-end
-
---- Adds a feature locally and queues it for upload, in one transaction. It
--- gets a new GlobalID unless it has one, and (with an OBJECTID field) a
--- negative OBJECTID until the server gives it its own.
--- @int layer_id the layer
--- @tparam table feature `{attributes = {...}, geometry = {...}}` (copied)
--- @treturn[1] string the GlobalID
--- @return[2] nil
--- @treturn[2] table err: "invalid" (unknown layer, a geometry of another kind, the GlobalID
---   exists), "busy", "io"
--- @raise when layer_id is not an integer or feature not a table
-function Store:add(layer_id, feature)
-  if type(feature) ~= "table" then error("store:add: the feature must be a table", 2) end
-  self:_db()
-  local spec, err = layer_of(self, layer_id)
-  if not spec then return nil, err end
-  local ok, gerr = check_geometry(spec, feature.geometry)
-  if not ok then return nil, gerr end
-  local attributes = copy_attributes(feature.attributes)
-  local gid = attributes[spec.globalid]
-  if gid == nil or gid == json.null then gid = edits.new_global_id() end
-  if type(gid) ~= "string" then return nil, errors.invalid("GlobalID", "a string") end
-  gid = normalize_gid(gid)
-  attributes[spec.globalid] = gid
-  if spec.oid then attributes[spec.oid] = nil end
-  local queued = feature_json(attributes, feature.geometry)
-  return self:transaction(function()
-    local db = self.db
-    local exists, msg, code = db:get(layer_id, gid)
-    if exists then return nil, errors.invalid("GlobalID", gid .. " already exists in layer " .. layer_id) end
-    if msg then return nil, db_error(self.path, msg, code) end
-    if spec.oid then
-      local rows, m, c = db:rows(("SELECT min(0, coalesce(min(%s), 0)) - 1 AS oid FROM %s"):format(
-        schema.ident(spec.oid), schema.ident(spec.table)))
-      if not rows then return nil, db_error(self.path, m, c) end
-      attributes[spec.oid] = rows[1].oid
-    end
-    local okp, perr = put(self, spec, attributes, feature.geometry)
-    if not okp then return nil, perr end
-    local okq, qerr = enqueue(self, spec, "add", gid, queued)
-    if not okq then return nil, qerr end
-    return gid
-  end)
-end
-
---- Updates a feature locally (the attributes given replace those of the
--- row; a geometry given replaces its geometry) and queues the update. An
--- update of a feature whose add or update is still unsent is folded into it.
--- @int layer_id the layer
--- @tparam table feature `{attributes = {GlobalID = ..., changed fields}, geometry = ...}`
--- @treturn[1] boolean true
--- @return[2] nil
--- @treturn[2] table err: "invalid" (unknown layer or GlobalID, a geometry of another kind), "busy", "io"
--- @raise when layer_id is not an integer, feature not a table, or without a GlobalID
-function Store:update(layer_id, feature)
-  if type(feature) ~= "table" then error("store:update: the feature must be a table", 2) end
-  self:_db()
-  local spec, err = layer_of(self, layer_id)
-  if not spec then return nil, err end
-  local changes = copy_attributes(feature.attributes)
-  local gid = changes[spec.globalid]
-  if type(gid) ~= "string" or gid == "" then error("store:update needs attributes." .. spec.globalid, 2) end
-  gid = normalize_gid(gid)
-  changes[spec.globalid] = gid
-  if spec.oid then changes[spec.oid] = nil end -- the local row keeps its own
-  local ok, gerr = check_geometry(spec, feature.geometry)
-  if not ok then return nil, gerr end
-  return self:transaction(function()
-    local db = self.db
-    local current, msg, code = db:get(layer_id, gid)
-    if not current then
-      if msg then return nil, db_error(self.path, msg, code) end
-      return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id))
-    end
-    local attributes = current.attributes
-    for k, v in pairs(changes) do attributes[k] = v end
-    local geometry = feature.geometry
-    if geometry == nil then geometry = current.geometry end
-    local okp, perr = put(self, spec, attributes, geometry)
-    if not okp then return nil, perr end
-    local queued, qerr = unsent(self, spec, gid)
-    if queued == nil then return nil, qerr end
-    if queued then -- fold into the edit that has not left yet
-      local f = json.decode(queued.feature)
-      for k, v in pairs(changes) do f.attributes[k] = v end
-      if feature.geometry ~= nil then f.geometry = feature.geometry end
-      local okr, m, c = db:run("UPDATE geoservices_edits SET feature = ? WHERE seq = ?",
-        feature_json(f.attributes, f.geometry), queued.seq)
-      if not okr then return nil, db_error(self.path, m, c) end
-      return true
-    end
-    local okq, eerr = enqueue(self, spec, "update", gid, feature_json(changes, feature.geometry))
-    if not okq then return nil, eerr end
-    return true
-  end)
-end
-
---- Deletes a feature locally and queues the delete. A feature whose add
--- never left the queue is simply forgotten.
--- @int layer_id the layer
--- @string global_id the GlobalID
--- @treturn[1] boolean true
--- @return[2] nil
--- @treturn[2] table err: "invalid" (unknown layer or GlobalID), "busy", "io"
--- @raise when layer_id is not an integer or global_id not a string
-function Store:delete(layer_id, global_id)
-  if type(global_id) ~= "string" or global_id == "" then error("store:delete needs a GlobalID string", 2) end
-  self:_db()
-  local spec, err = layer_of(self, layer_id)
-  if not spec then return nil, err end
-  local gid = normalize_gid(global_id)
-  return self:transaction(function()
-    local db = self.db
-    local n, msg, code = db:remove(layer_id, gid)
-    if not n then return nil, db_error(self.path, msg, code) end
-    if n == 0 then return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id)) end
-    local queued, qerr = unsent(self, spec, gid)
-    if queued == nil then return nil, qerr end
-    if queued then
-      local okr, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", queued.seq)
-      if not okr then return nil, db_error(self.path, m, c) end
-      if queued.op == "add" then return true end -- the server never saw it
-    end
-    local okq, eerr = enqueue(self, spec, "delete", gid, nil)
-    if not okq then return nil, eerr end
-    return true
-  end)
-end
-
--- ---- the queue ---------------------------------------------------------------
-
-local function queue_row(r)
-  return {
-    seq = r.seq, op = r.op, layer = r.layer_id, globalId = r.global_id,
-    feature = r.feature and json.decode(r.feature) or nil, attempt = r.attempt_id, created = r.created_at,
-    code = r.code, description = r.description, failed = r.failed_at,
-  }
-end
-
---- The local edits not yet committed by the server, in order:
--- `{seq =, op = "add"|"update"|"delete", layer =, globalId =, feature =, attempt =, created =}`.
--- @return the list, or nil, err
-function Store:pending()
-  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_edits ORDER BY seq")
-  if not rows then return nil, db_error(self.path, msg, code) end
-  local list = {}
-  for i, r in ipairs(rows) do list[i] = queue_row(r) end
-  return list
-end
-
---- The local edits the server rejected, with its `code` and `description`
--- (and `seq`, `op`, `layer`, `globalId`, `feature`, `failed` time).
--- @return the list, or nil, err
-function Store:failed()
-  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_failed_edits ORDER BY seq")
-  if not rows then return nil, db_error(self.path, msg, code) end
-  local list = {}
-  for i, r in ipairs(rows) do list[i] = queue_row(r) end
-  return list
-end
-
---- Records an attempt before it is sent: the queued edits not yet in
--- flight (or those of `opts.seqs`) are marked with it, and its GlobalIDs
--- kept. For the synchronization half.
--- @tparam[opt] table opts `seqs` (the queue rows sent), `params` (kept as JSON), `status_url`
--- @treturn[1] integer the attempt id
--- @treturn[1] table the queue rows it holds (as @{pending})
--- @return[2] nil
--- @treturn[2] table err
-function Store:begin_attempt(opts)
-  opts = opts or {}
-  return self:transaction(function()
-    local db = self.db
-    local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id IS NULL ORDER BY seq")
-    if not rows then return nil, db_error(self.path, msg, code) end
-    local wanted
-    if opts.seqs then
-      wanted = {}
-      for _, s in ipairs(opts.seqs) do wanted[s] = true end
-    end
-    local chosen, gids = {}, json.array()
-    for _, r in ipairs(rows) do
-      if not wanted or wanted[r.seq] then
-        chosen[#chosen + 1] = queue_row(r)
-        gids[#gids + 1] = r.global_id
-      end
-    end
-    local changes, id, icode = db:run("INSERT INTO geoservices_attempts (started_at, state, status_url, "
-      .. "global_ids, params) VALUES (?, 'sending', ?, ?, ?)", now(), opts.status_url, json.encode(gids),
-      opts.params and json.encode(opts.params) or nil)
-    if not changes then return nil, db_error(self.path, id, icode) end
-    for _, r in ipairs(chosen) do
-      local ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = ? WHERE seq = ?", id, r.seq)
-      if not ok then return nil, db_error(self.path, m, c) end
-      r.attempt = id
-    end
-    return id, chosen
-  end)
-end
-
---- Adds the async job's status address to an attempt.
--- @int attempt_id the attempt
--- @string status_url the address
--- @return true, or nil, err
-function Store:attempt_job(attempt_id, status_url)
-  local ok, msg, code = self:_db():run("UPDATE geoservices_attempts SET status_url = ?, state = 'job' "
-    .. "WHERE attempt_id = ?", status_url, attempt_id)
-  if not ok then return nil, db_error(self.path, msg, code) end
-  return true
-end
-
---- The attempt in flight, if any: `{id =, started =, state =, status_url =, globalIds =, params =}`.
--- @return the attempt, false when there is none, or nil, err
-function Store:attempt()
-  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_attempts ORDER BY attempt_id DESC LIMIT 1")
-  if not rows then return nil, db_error(self.path, msg, code) end
-  local r = rows[1]
-  if not r then return false end
-  return { id = r.attempt_id, started = r.started_at, state = r.state, status_url = r.status_url,
-           globalIds = r.global_ids and json.decode(r.global_ids), params = r.params and json.decode(r.params) }
-end
-
---- Resolves an attempt (in the transaction that commits its result): each
--- queue row of it leaves the queue when `outcomes[seq]` is true, moves to
--- the failed edits with `{code =, description =}` when it is a table, and
--- returns to the queue (not sent) when absent. The attempt is forgotten.
--- @int attempt_id the attempt
--- @tparam table outcomes seq -> true | {code =, description =}
--- @return true, or nil, err
-function Store:end_attempt(attempt_id, outcomes)
-  return self:transaction(function()
-    local db = self.db
-    local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id = ?", attempt_id)
-    if not rows then return nil, db_error(self.path, msg, code) end
-    for _, r in ipairs(rows) do
-      local o = outcomes and outcomes[r.seq]
-      local ok, m, c
-      if o == true then
-        ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
-      elseif type(o) == "table" then
-        ok, m, c = db:run("INSERT OR REPLACE INTO geoservices_failed_edits (seq, layer_id, op, global_id, feature, "
-          .. "code, description, attempt_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq, r.layer_id,
-          r.op, r.global_id, r.feature, math.tointeger(o.code), o.description, attempt_id, now())
-        if ok then ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq) end
-      else
-        ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = NULL WHERE seq = ?", r.seq)
-      end
-      if not ok then return nil, db_error(self.path, m, c) end
-    end
-    local ok, m, c = db:run("DELETE FROM geoservices_attempts WHERE attempt_id = ?", attempt_id)
-    if not ok then return nil, db_error(self.path, m, c) end
-    return true
-  end)
+-- the features and the queue: their own modules hold their methods
+for _, methods in ipairs{ features, queue.Store } do
+  for name, fn in pairs(methods) do Store[name] = fn end
 end
 
 --- Synchronizes the store with its replica on the server (geoservices.store.sync):

@@ -1,0 +1,208 @@
+--- The replica store's features: reading them (`st:get`, `st:count`) and
+-- the local edits (`st:add`, `st:update`, `st:delete`), each applied to the
+-- feature table and queued (geoservices.store.queue) in one transaction.
+-- These are methods of the Store (geoservices.store); this module only
+-- holds them.
+-- @module geoservices.store.features
+-- @local
+local edits = require "geoservices.sync.edits"
+local errors = require "geoservices.errors"
+local json = require "geoservices.json"
+local queue = require "geoservices.store.queue"
+local schema = require "geoservices.store.schema"
+local shared = require "geoservices.store.shared"
+
+local db_error, layer_of, normalize_gid = shared.db_error, shared.layer_of, shared.normalize_gid
+
+--- The Store's methods of this module (mixed into geoservices.store's Store).
+local Store = {}
+
+--- The feature of a GlobalID: `{attributes = {...}, geometry = {...}}`
+-- (NULL attributes are `geoservices.null`, dates epoch milliseconds).
+-- @int layer_id the layer
+-- @string global_id the GlobalID (any spelling of it)
+-- @return the feature; nil when there is none; nil, err on failure
+-- @raise when layer_id is not an integer or global_id not a string
+function Store:get(layer_id, global_id)
+  if type(global_id) ~= "string" then error("store:get: the GlobalID must be a string", 2) end
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local f, msg, code = self:_db():get(layer_id, global_id)
+  if f == nil and msg then return nil, db_error(self.path, msg, code) end
+  return f
+end
+
+--- The number of features of a layer.
+-- @int layer_id the layer
+-- @return the count, or nil, err
+function Store:count(layer_id)
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local rows, msg, code = self:_db():rows("SELECT count(*) AS n FROM " .. schema.ident(spec.table))
+  if not rows then return nil, db_error(self.path, msg, code) end
+  return rows[1].n
+end
+
+local KIND_MEMBER = { point = "x", multipoint = "points", polyline = "paths", polygon = "rings" }
+
+local function check_geometry(spec, geometry)
+  if geometry == nil or geometry == json.null then return true end
+  if type(geometry) ~= "table" then return nil, errors.invalid("geometry", "an Esri geometry table") end
+  if spec.geometry_kind == "none" then
+    return nil, errors.invalid("geometry", ("layer %d has no geometry"):format(spec.id))
+  end
+  local member = KIND_MEMBER[spec.geometry_kind]
+  if geometry[member] == nil then
+    return nil, errors.invalid("geometry", ("layer %d holds %s geometries (with %s)"):format(spec.id,
+      spec.geometry_kind, member))
+  end
+  return true
+end
+
+local function copy_attributes(attributes)
+  local a = json.object()
+  for k, v in pairs(attributes or {}) do a[k] = v end
+  return a
+end
+
+local function feature_json(attributes, geometry)
+  local f = { attributes = attributes }
+  if geometry ~= nil then f.geometry = geometry end
+  return json.encode(f)
+end
+
+local function put(self, spec, attributes, geometry)
+  local ok, msg, code = self.db:put(spec.id, { attributes = attributes, geometry = geometry })
+  if not ok then return nil, db_error(self.path, msg, code) end
+  return true
+end
+
+--- Adds a feature locally and queues it for upload, in one transaction. It
+-- gets a new GlobalID unless it has one, and (with an OBJECTID field) a
+-- negative OBJECTID until the server gives it its own.
+-- @int layer_id the layer
+-- @tparam table feature `{attributes = {...}, geometry = {...}}` (copied)
+-- @treturn[1] string the GlobalID
+-- @return[2] nil
+-- @treturn[2] table err: "invalid" (unknown layer, a geometry of another kind, the GlobalID
+--   exists), "busy", "io"
+-- @raise when layer_id is not an integer or feature not a table
+function Store:add(layer_id, feature)
+  if type(feature) ~= "table" then error("store:add: the feature must be a table", 2) end
+  self:_db()
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local ok, gerr = check_geometry(spec, feature.geometry)
+  if not ok then return nil, gerr end
+  local attributes = copy_attributes(feature.attributes)
+  local gid = attributes[spec.globalid]
+  if gid == nil or gid == json.null then gid = edits.new_global_id() end
+  if type(gid) ~= "string" then return nil, errors.invalid("GlobalID", "a string") end
+  gid = normalize_gid(gid)
+  attributes[spec.globalid] = gid
+  if spec.oid then attributes[spec.oid] = nil end
+  local queued = feature_json(attributes, feature.geometry)
+  return self:transaction(function()
+    local db = self.db
+    local exists, msg, code = db:get(layer_id, gid)
+    if exists then return nil, errors.invalid("GlobalID", gid .. " already exists in layer " .. layer_id) end
+    if msg then return nil, db_error(self.path, msg, code) end
+    if spec.oid then
+      local rows, m, c = db:rows(("SELECT min(0, coalesce(min(%s), 0)) - 1 AS oid FROM %s"):format(
+        schema.ident(spec.oid), schema.ident(spec.table)))
+      if not rows then return nil, db_error(self.path, m, c) end
+      attributes[spec.oid] = rows[1].oid
+    end
+    local okp, perr = put(self, spec, attributes, feature.geometry)
+    if not okp then return nil, perr end
+    local okq, qerr = queue.enqueue(self, spec, "add", gid, queued)
+    if not okq then return nil, qerr end
+    return gid
+  end)
+end
+
+--- Updates a feature locally (the attributes given replace those of the
+-- row; a geometry given replaces its geometry) and queues the update. An
+-- update of a feature whose add or update is still unsent is folded into it.
+-- @int layer_id the layer
+-- @tparam table feature `{attributes = {GlobalID = ..., changed fields}, geometry = ...}`
+-- @treturn[1] boolean true
+-- @return[2] nil
+-- @treturn[2] table err: "invalid" (unknown layer or GlobalID, a geometry of another kind), "busy", "io"
+-- @raise when layer_id is not an integer, feature not a table, or without a GlobalID
+function Store:update(layer_id, feature)
+  if type(feature) ~= "table" then error("store:update: the feature must be a table", 2) end
+  self:_db()
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local changes = copy_attributes(feature.attributes)
+  local gid = changes[spec.globalid]
+  if type(gid) ~= "string" or gid == "" then error("store:update needs attributes." .. spec.globalid, 2) end
+  gid = normalize_gid(gid)
+  changes[spec.globalid] = gid
+  if spec.oid then changes[spec.oid] = nil end -- the local row keeps its own
+  local ok, gerr = check_geometry(spec, feature.geometry)
+  if not ok then return nil, gerr end
+  return self:transaction(function()
+    local db = self.db
+    local current, msg, code = db:get(layer_id, gid)
+    if not current then
+      if msg then return nil, db_error(self.path, msg, code) end
+      return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id))
+    end
+    local attributes = current.attributes
+    for k, v in pairs(changes) do attributes[k] = v end
+    local geometry = feature.geometry
+    if geometry == nil then geometry = current.geometry end
+    local okp, perr = put(self, spec, attributes, geometry)
+    if not okp then return nil, perr end
+    local queued, qerr = queue.unsent(self, spec, gid)
+    if queued == nil then return nil, qerr end
+    if queued then -- fold into the edit that has not left yet
+      local f = json.decode(queued.feature)
+      for k, v in pairs(changes) do f.attributes[k] = v end
+      if feature.geometry ~= nil then f.geometry = feature.geometry end
+      local okr, m, c = db:run("UPDATE geoservices_edits SET feature = ? WHERE seq = ?",
+        feature_json(f.attributes, f.geometry), queued.seq)
+      if not okr then return nil, db_error(self.path, m, c) end
+      return true
+    end
+    local okq, eerr = queue.enqueue(self, spec, "update", gid, feature_json(changes, feature.geometry))
+    if not okq then return nil, eerr end
+    return true
+  end)
+end
+
+--- Deletes a feature locally and queues the delete. A feature whose add
+-- never left the queue is simply forgotten.
+-- @int layer_id the layer
+-- @string global_id the GlobalID
+-- @treturn[1] boolean true
+-- @return[2] nil
+-- @treturn[2] table err: "invalid" (unknown layer or GlobalID), "busy", "io"
+-- @raise when layer_id is not an integer or global_id not a string
+function Store:delete(layer_id, global_id)
+  if type(global_id) ~= "string" or global_id == "" then error("store:delete needs a GlobalID string", 2) end
+  self:_db()
+  local spec, err = layer_of(self, layer_id)
+  if not spec then return nil, err end
+  local gid = normalize_gid(global_id)
+  return self:transaction(function()
+    local db = self.db
+    local n, msg, code = db:remove(layer_id, gid)
+    if not n then return nil, db_error(self.path, msg, code) end
+    if n == 0 then return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id)) end
+    local queued, qerr = queue.unsent(self, spec, gid)
+    if queued == nil then return nil, qerr end
+    if queued then
+      local okr, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", queued.seq)
+      if not okr then return nil, db_error(self.path, m, c) end
+      if queued.op == "add" then return true end -- the server never saw it
+    end
+    local okq, eerr = queue.enqueue(self, spec, "delete", gid, nil)
+    if not okq then return nil, eerr end
+    return true
+  end)
+end
+
+return Store

@@ -1,0 +1,44 @@
+--- What the replica store's modules (init, features, queue) share: the
+-- error of a SQLite failure, the time stamp of a row, the one spelling of a
+-- GlobalID, a layer's spec. Internal.
+-- @module geoservices.store.shared
+-- @local
+local errors = require "geoservices.errors"
+
+local shared = {}
+
+--- The UTC time stamp written in the store's rows.
+function shared.now() return os.date("!%Y-%m-%dT%H:%M:%SZ") end
+
+--- The error of a failed SQLite call on the store at `path`: kind "busy"
+-- (the lock wait ran out), "protocol" (a record the store cannot take), "io"
+-- (anything else; `code` is SQLite's).
+function shared.db_error(path, msg, code)
+  if code == "busy" then
+    return errors.new("busy", ("replica store %s is locked by another connection: %s"):format(path, msg),
+      { code = code, path = path })
+  elseif code == "data" then
+    return errors.new("protocol", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
+  end
+  return errors.new("io", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
+end
+
+--- "{UPPERCASE}" of a GUID in any spelling (as the C core writes them);
+-- anything else as it is.
+function shared.normalize_gid(gid)
+  local inner = gid:match("^{(.*)}$") or gid
+  if #inner == 36 and inner:match("^%x+%-%x+%-%x+%-%x+%-%x+$") then return "{" .. inner:upper() .. "}" end
+  return gid
+end
+
+--- The spec of a store's layer, or nil, err (kind "invalid") when the
+-- store has no such layer. Raises (at the public method's caller) when the
+-- id is not an integer.
+function shared.layer_of(st, layer_id)
+  if math.type(layer_id) ~= "integer" then error("store: layer id must be an integer", 3) end
+  local spec = st.layers[layer_id]
+  if not spec then return nil, errors.invalid("layer", ("layer %d is not in this store"):format(layer_id)) end
+  return spec
+end
+
+return shared
