@@ -307,7 +307,7 @@ geoservices_request *geoservices_request_push_closed(lua_State *L) {
 enum {
   O_URL, O_METHOD, O_CA_FILE, O_USER_AGENT, O_CONTENT_TYPE, O_TIMEOUT_MS, O_CONNECT_TIMEOUT_MS,
   O_MAX_RESPONSE_BYTES, O_DISCARD, O_SAVE_TO, O_INSECURE, O_HEADERS, O_FORM, O_BODY, O_MULTIPART,
-  O_RECORDS, O_JSON, O_MAX_JSON_DEPTH, O_COUNT
+  O_RECORDS, O_JSON, O_MAX_JSON_DEPTH, O_FRESH_CONNECT, O_COUNT
 };
 
 /* Each name with its length, so that a key is told by its length first. */
@@ -320,6 +320,7 @@ static const struct {
   OPT_NAME("timeout_ms"), OPT_NAME("connect_timeout_ms"), OPT_NAME("max_response_bytes"), OPT_NAME("discard"),
   OPT_NAME("save_to"), OPT_NAME("insecure"), OPT_NAME("headers"), OPT_NAME("form"), OPT_NAME("body"),
   OPT_NAME("multipart"), OPT_NAME("records"), OPT_NAME("json"), OPT_NAME("max_json_depth"),
+  OPT_NAME("fresh_connect"),
 };
 
 typedef struct {
@@ -569,6 +570,14 @@ static void configure(lua_State *L, geoservices_request *req, const request_opts
     req->reset_handle = 1;
     check_curl(L, curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L), "insecure");
     check_curl(L, curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L), "insecure");
+  }
+  /* A request that must reach the server at most once (edits) takes a new
+   * connection: on a reused one that the server closed before answering,
+   * libcurl would silently send the body again on a fresh connection. The
+   * handle is reset afterwards so the option does not stick to the pool. */
+  if (opt_boolean(L, o, O_FRESH_CONNECT)) {
+    req->reset_handle = 1;
+    check_curl(L, curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L), "fresh_connect");
   }
   set_headers(L, req, o);
   if (content_type) {

@@ -9,7 +9,8 @@ SCRIPT is {"routes": [{"method": "POST", "path": "/server/x", "responses": [...]
 A path ending in "*" matches a prefix. Responses are used in order; the
 last one repeats. A response: {"status": 200, "headers": {...}, "body": "text"
 | "json": value | "file": path | "endless": true | "gzip_bomb_mb": N | "delay": seconds,
-"pause_at": N, "pause": seconds (the body's first N bytes, a pause, the rest)}.
+"pause_at": N, "pause": seconds (the body's first N bytes, a pause, the rest) | "hang_up": true
+(read the request, then close the connection without answering: an answer lost in transit)}.
 "{ROOT}" in a body is replaced by http://127.0.0.1:PORT. Binds 127.0.0.1 on a
 free port, prints "listening on http://127.0.0.1:PORT", and exits when its
 parent process is gone (--exit-with PID) or when killed.
@@ -65,6 +66,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 used[i] = n + 1
         if resp.get("delay"):
             time.sleep(resp["delay"])
+        if resp.get("hang_up"):
+            self.close_connection = True
+            return
         status = resp.get("status", 200)
         headers = resp.get("headers", {})
         if resp.get("endless"):

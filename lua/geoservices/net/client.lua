@@ -91,8 +91,8 @@ local known_options = {
 -- @tparam[opt] string opts.user_agent the User-Agent header
 -- @tparam[opt] number opts.max_response_bytes a larger response (or result file) fails with kind "protocol"
 -- @tparam[opt] number opts.max_host_connections connections kept open per host by the driver
--- @tparam[opt="svc"] string opts.enum_prefix the vendor prefix of enumerated values
---   (svcTransportTypeUrl...)
+-- @tparam[opt="esri"] string opts.enum_prefix the vendor prefix of enumerated values
+--   (esriTransportTypeUrl...; the interface's neutral svc… values are accepted from callers)
 -- @tparam[opt] table|false opts.retry false (never retry) or a table overriding some of
 --   geoservices.net.retry.DEFAULTS (attempts, base_delay, max_delay, max_retry_after)
 -- @tparam[opt=1000] number opts.max_json_depth nesting limit of decoded responses
@@ -143,7 +143,7 @@ function client.new(opts, class)
     insecure = check_option(opts, "insecure", "boolean", false),
     user_agent = check_option(opts, "user_agent", "string"),
     max_response_bytes = check_count(opts, "max_response_bytes"),
-    enum_prefix = check_option(opts, "enum_prefix", "string", "svc"),
+    enum_prefix = check_option(opts, "enum_prefix", "string", "esri"),
     retry_policy = retry.policy(opts.retry),
     max_json_depth = check_count(opts, "max_json_depth"),
     download_chunk = opts.download_chunk == false and false
@@ -399,6 +399,7 @@ local function post_attempt(self, url, fields, opts, deadline, source, own_origi
   local conn = self.conn
   local bearer = conn.bearer
   local spec = transport.spec(conn, url, "POST", deadline)
+  spec.fresh_connect = opts.fresh_connect -- never re-sent by libcurl on a reused connection
   -- a generated token bound to a referer is valid only with that Referer
   local referer = type(source) ~= "function" and conn.referer or nil
   if token and (bearer or referer) then
@@ -465,6 +466,8 @@ end
 -- @tparam[opt="once"] string opts.retry "once", "read" or "edits" (see geoservices.net.retry):
 --   "once" repeats only a request that never left
 -- @tparam[opt] boolean opts.multipart send as multipart/form-data
+-- @tparam[opt] boolean opts.fresh_connect a new connection (a request that must reach the server at
+--   most once: libcurl re-sends a body on its own when a reused connection dies before the answer)
 -- @tparam[opt] table opts.files file parts of a multipart request (`{name =, file = path | data =, filename =}`)
 -- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
 -- @param[opt] opts.token whose token goes with this request: nil (the client's), false (none: a

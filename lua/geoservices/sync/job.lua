@@ -27,6 +27,12 @@ local TRANSIENT = { network = true, timeout = true, http = true }
 
 local TERMINAL = { completed = "Completed", completedwitherrors = "CompletedWithErrors", failed = "Failed" }
 
+-- A status value compared without case, spaces or underscores: "Completed
+-- With Errors" ends a job as CompletedWithErrors does.
+local function terminal_of(status)
+  return TERMINAL[status:lower():gsub("[%s_]", "")]
+end
+
 local Operation = { __name = "geoservices.SyncOperation" }
 Operation.__index = Operation
 
@@ -77,7 +83,8 @@ function Operation:poll(opts)
       -- job expired): say what it means for the caller
       err = errors.new("job", ("the job's status resource is gone (HTTP 404): the server no longer knows this "
         .. "job; %s"):format(self.gone_hint or ("the replica state is unchanged, synchronize again"
-          .. (self.carried_edits and " with opts.resend = true (its edits may have been applied)" or ""))),
+          .. (self.carried_edits and " (client:sync and store:sync read its edits' outcome back from the server)"
+            or ""))),
         { code = "job_not_found", status = 404, url = self.status_url, cause = err })
     end
     return nil, err
@@ -94,7 +101,7 @@ end
 -- @treturn boolean whether the job has ended
 -- @raise never
 function Operation:done()
-  return self.status ~= nil and TERMINAL[self.status.status:lower()] ~= nil
+  return self.status ~= nil and terminal_of(self.status.status) ~= nil
 end
 
 --- Polls until the job ends, downloads its result at once (servers delete
@@ -136,7 +143,7 @@ function Operation:wait(opts)
         last = status.status
         if on_status then on_status(status) end
       end
-      local terminal = TERMINAL[status.status:lower()]
+      local terminal = terminal_of(status.status)
       if terminal == "Failed" then
         local detail
         for _, m in ipairs(type(status.messages) == "table" and status.messages or {}) do
@@ -174,8 +181,8 @@ function Operation:to_json()
     output = self.output,
     replica_path = self.replica_path,
     carried_edits = self.carried_edits or nil,
-    reissued = self.reissued or nil, -- the submission was re-issued: reconcile "already exists"
-    sent = self.reissued and self.sent or nil,
+    sent = self.sent, -- the edits it carries, and how they were sent: to classify their outcomes
+    rollback = self.rollback, direction = self.direction,
     operation = self.operation, -- "createReplica" (nil: synchronizeReplica)
     create = self.create,       -- a createReplica's request: replicaName, model, layers, direction
   }

@@ -37,9 +37,11 @@ local sync_result = {}
 -- @field partial true when the job ended CompletedWithErrors
 -- @field result_url the address of the downloaded result file (URL transport)
 -- @field output the path the result file was saved to (opts.output)
--- @field already_applied with re-sent edits: the failures that proved an edit was applied by an
---   earlier attempt (moved out of failed_edits and counted as succeeded)
--- @field reissued true when the request carried re-sent edits
+-- @field outcomes `[key] = "applied" | "unknown" | {code =, description =}` of each sent edit
+--   (geoservices.sync.outcome; after client:sync also the verdicts read back from the server)
+-- @field unknown the sent edits whose outcome the answer does not tell (`{key =, layer =, op =,
+--   target =, globalId =}`): client:sync and store:sync read them back from the server
+-- @field conflicts (client:sync) edits not applied because the server holds newer values
 -- @field closed true when closeReplica was asked (client:sync marks the state closed)
 local Result = { __name = "geoservices.SyncResult" }
 Result.__index = Result
@@ -111,7 +113,12 @@ function sync_result.build(doc, status, sink, file)
   result.transportType = (status and status.transportType) or doc.transportType or content.transportType
   result.responseType = pick("responseType")
   result.replicaID = pick("replicaID")
-  result.replicaServerGen = math.tointeger(tonumber(pick("replicaServerGen")))
+  local raw_gen = pick("replicaServerGen")
+  result.replicaServerGen = math.tointeger(tonumber(raw_gen))
+  if raw_gen ~= nil and result.replicaServerGen == nil then
+    return nil, errors.new("protocol", ("the synchronization result carries replicaServerGen %s, not an integer")
+      :format(tostring(raw_gen)), { url = url })
+  end
   result.layerServerGens = integer_gens(pick("layerServerGens"))
   if not result.output then result.edits = sink.edits end
   result.transport = sync_params.transport_of(result.transportType) or (url and "url" or "embedded")
@@ -139,20 +146,44 @@ local function generation_text(result)
   return "layer generations " .. table.concat(parts, ",")
 end
 
---- The error of sent edits the server did not answer: the replica was
--- synchronized (its state advanced with the downloaded changes), but the
--- server applied nothing for those edits.
+local function same_replica(a, b)
+  local function norm(x) return (tostring(x):upper():gsub("[{}]", "")) end
+  return norm(a) == norm(b)
+end
+
+--- Checks a result against what was asked: this replica's, generations
+-- positive integers that never go back. Nothing is kept when it fails.
 -- @tparam Result result the result
--- @tparam table unanswered the edits without a per-edit result
--- @treturn table err of kind "edits" with `unanswered`, `synchronized = true` and `result`
+-- @tparam ?table expect `replicaID`, `replicaServerGen`, `layer_gens` ([layer id] = generation sent)
+-- @treturn ?table err of kind "protocol", or nil
 -- @local
-function sync_result.unanswered_error(result, unanswered)
-  local first = unanswered[1]
-  return errors.new("edits", ("%d edit(s) got no per-edit result from the server, so none of them is known to "
-    .. "be applied; first: layer %s %s of %s %s. The replica was synchronized (%s): send those edits again "
-    .. "(check the sync direction of the replica and its layers)"):format(#unanswered, tostring(first.layer),
-      first.op, first.target, tostring(first.globalId), generation_text(result)),
-    { unanswered = unanswered, synchronized = true, result = result })
+function sync_result.check(result, expect)
+  if not expect then return nil end
+  local function bad(what)
+    return errors.new("protocol", ("the synchronization result %s: nothing of it is kept, the replica state is "
+      .. "unchanged"):format(what), { url = result.result_url })
+  end
+  if expect.replicaID and result.replicaID ~= nil and not same_replica(result.replicaID, expect.replicaID) then
+    return bad(("is for replica %s, not %s"):format(tostring(result.replicaID), tostring(expect.replicaID)))
+  end
+  local gen = result.replicaServerGen
+  if gen ~= nil and gen < 1 then
+    return bad("carries replicaServerGen " .. tostring(gen) .. ", not a positive integer")
+  end
+  if gen and expect.replicaServerGen and gen < expect.replicaServerGen then
+    return bad(("moves the generation back, from %d to %d"):format(expect.replicaServerGen, gen))
+  end
+  for _, l in ipairs(result.layerServerGens or {}) do
+    if math.type(l.serverGen) ~= "integer" or l.serverGen < 1 then
+      return bad(("carries serverGen %s for layer %s, not a positive integer"):format(tostring(l.serverGen),
+        tostring(l.id)))
+    end
+    local before = expect.layer_gens and expect.layer_gens[l.id]
+    if before and l.serverGen < before then
+      return bad(("moves layer %s's generation back, from %d to %d"):format(tostring(l.id), before, l.serverGen))
+    end
+  end
+  return nil
 end
 
 --- The error of strict mode: any failed edit fails the call (the result and

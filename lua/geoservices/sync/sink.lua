@@ -28,7 +28,7 @@ local Sink = {}
 Sink.__index = Sink
 
 --- The key of an edit's answer: operation, layer, target and GlobalID
--- (braces and case folded). Also used by geoservices.sync.reconcile.
+-- (braces and case folded). Also used by geoservices.sync.outcome.
 function sink_mod.answer_key(op, layer, target, gid)
   return ("%s|%s|%s|%s"):format(op, tostring(layer), target, (tostring(gid):upper():gsub("[{}]", "")))
 end
@@ -81,7 +81,7 @@ function Sink:record(kind, layer, value, key)
   end
   local op = RESULT_OP[kind]
   if op then
-    -- which sent edits got an answer (reconcile.unanswered compares)
+    -- which sent edits got an answer (geoservices.sync.outcome classifies)
     local target = kind:find("attachment", 1, true) and "attachment" or "feature"
     local gid = value.globalId or value.globalID
     self.results = self.results + 1

@@ -1,0 +1,122 @@
+--- The fate of each uploaded edit, as the vendor documents synchronizeReplica
+-- (pure: what was sent and what came back in, verdicts out). Internal.
+--
+-- Per-edit results (addResults, updateResults, deleteResults) exist only in
+-- embedded answers of an edits response type (INTERFACE.md 2.1); a URL result
+-- file, an async job's result and a NoEdits answer carry none. With
+-- rollbackOnFailure true, one failed edit rolls the whole upload back and the
+-- request fails; with false, failing edits are skipped and the others applied
+-- (https://developers.arcgis.com/rest/services-reference/enterprise/rollbackonfailure-and-sync-models).
+-- A server may list only the skipped edits. So an edit is:
+--   * rejected  when a result lists it as failed;
+--   * applied   when a result lists it as a success, or when it is not listed
+--               but the upload succeeded on a direction that uploads with
+--               rollbackOnFailure true (all or nothing, and it was not nothing),
+--               or with false and a results list in the answer (skipped-only);
+--   * unknown   otherwise: no results at all (URL, async, rollbackOnFailure
+--               false), a job that ended CompletedWithErrors, a lost answer.
+-- An unknown outcome is resolved by reading the server (geoservices.sync.verify),
+-- never by sending the edit again blindly and never by error codes whose
+-- meaning no source documents.
+local json = require "geoservices.json"
+local sink_mod = require "geoservices.sync.sink"
+
+local outcome = {}
+
+outcome.APPLIED = "applied"
+outcome.UNKNOWN = "unknown"
+
+local UPLOADS = { bidirectional = true, upload = true }
+
+--- The key of an edit: operation, layer, target and GlobalID (case and
+-- braces folded).
+function outcome.key(op, layer, target, gid)
+  return sink_mod.answer_key(op, layer, target or "feature", gid or "")
+end
+
+--- Whether a status value is CompletedWithErrors, whatever its case or spaces.
+function outcome.status_is(status, name)
+  return type(status) == "string" and status:lower():gsub("[%s_]", "") == name:lower()
+end
+
+--- The edits a request carries: `list` of `{layer =, target =, op =, globalId =}`, `count`,
+-- `identified` (every add has a GlobalID); nil when it carries no edits.
+function outcome.sent_edits(fields)
+  if fields.edits == nil then return nil end
+  local list = fields.edits
+  if type(list) == "string" then list = json.decode(list) end
+  if type(list) ~= "table" then return nil end
+  local sent = { adds = json.object(), deletes = json.object(), count = 0, identified = true, list = {} }
+  for _, entry in ipairs(list) do
+    local layer = math.tointeger(entry.id) or entry.id
+    for _, part in ipairs{ "features", "attachments" } do
+      local p = entry[part]
+      if type(p) == "table" then
+        local target = part == "features" and "feature" or "attachment"
+        for _, item in ipairs(p.adds or {}) do
+          local gid = type(item) == "table" and (part == "features" and type(item.attributes) == "table"
+            and item.attributes.GlobalID or item.globalId)
+          if type(gid) == "string" and gid ~= "" then
+            sent.adds[outcome.key("add", layer, target, gid)] = true
+          else
+            sent.identified = false
+          end
+          sent.count = sent.count + 1
+          sent.list[#sent.list + 1] = { layer = layer, target = target, op = "add", globalId = gid or nil }
+        end
+        for _, gid in ipairs(p.deleteIds or {}) do
+          sent.deletes[outcome.key("delete", layer, target, gid)] = true
+          sent.count = sent.count + 1
+          sent.list[#sent.list + 1] = { layer = layer, target = target, op = "delete", globalId = gid }
+        end
+        for _, item in ipairs(p.updates or {}) do
+          local gid = type(item) == "table" and (part == "features" and type(item.attributes) == "table"
+            and item.attributes.GlobalID or item.globalId)
+          sent.count = sent.count + 1
+          sent.list[#sent.list + 1] = { layer = layer, target = target, op = "update", globalId = gid or nil }
+        end
+      end
+    end
+  end
+  return sent.count > 0 and sent or nil
+end
+
+--- Classifies each sent edit.
+-- @tparam table sent what outcome.sent_edits returned (its `list`)
+-- @tparam table sink the record sink the answer went through (`failed_edits`, `answered`, `results`)
+-- @tparam table ctx `rollback` (boolean sent), `direction` (the request's syncDirection or nil:
+--   bidirectional), `layer_directions` ([layer] = direction, per layer), `status` (a job's final
+--   status value, or nil), `succeeded` (the request or job produced a result)
+-- @treturn table `[key] = "applied" | "unknown" | {code =, description =}` (rejected)
+-- @treturn table counts `{applied =, rejected =, unknown =}`
+function outcome.classify(sent, sink, ctx)
+  local failed = {}
+  for _, f in ipairs(sink.failed_edits or {}) do
+    failed[outcome.key(f.op, f.layer, f.target, f.globalId)] = f
+  end
+  local partial = outcome.status_is(ctx.status, "CompletedWithErrors")
+  local results_present = (sink.results or 0) > 0
+  local verdicts, counts = {}, { applied = 0, rejected = 0, unknown = 0 }
+  for _, e in ipairs(sent and sent.list or {}) do
+    local k = outcome.key(e.op, e.layer, e.target, e.globalId)
+    local direction = (ctx.layer_directions and ctx.layer_directions[e.layer]) or ctx.direction or "bidirectional"
+    local f = failed[k]
+    local v
+    if f then
+      v = { code = f.code, description = f.description }
+    elseif e.globalId and sink.answered[k] then
+      v = outcome.APPLIED
+    elseif ctx.succeeded and UPLOADS[direction] and not partial
+      and (ctx.rollback or results_present) then
+      v = outcome.APPLIED
+    else
+      v = outcome.UNKNOWN
+    end
+    verdicts[k] = v
+    local n = v == outcome.APPLIED and "applied" or v == outcome.UNKNOWN and "unknown" or "rejected"
+    counts[n] = counts[n] + 1
+  end
+  return verdicts, counts
+end
+
+return outcome

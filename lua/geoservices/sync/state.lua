@@ -1,0 +1,406 @@
+--- client:sync: synchronizeReplica run from a replica state file, with a
+-- journal and a lock, so that every edit reaches the server exactly once.
+--
+-- Before edits (or an async job) are sent, the attempt is written durably
+-- to `<state>.journal`, with the job's status address once it is known; it
+-- goes away with the state write that moves the generation, or when the
+-- request provably never left. An OS lock on `<state>.lock` keeps a second
+-- process (or task) out: kind "busy" at once, or a wait of
+-- `opts.lock_timeout` seconds.
+--
+-- The next client:sync of a replica with a journaled attempt first resolves
+-- it. A job is re-attached to and finished (its result downloaded, its
+-- edits' outcomes settled). A job that is gone, failed, or whose result file
+-- expired, and a synchronous attempt whose answer was lost, are resolved by
+-- reading the server (geoservices.sync.verify): adds found and deletes gone
+-- are applied, an update is applied when the server holds what it sent and
+-- a conflict otherwise (reported in `result.conflicts`, never sent again over
+-- a newer value); only the adds and deletes shown not applied are sent again,
+-- in this call's request. The changes are then downloaded from the
+-- generation the state still holds. A job still running past the wait, or
+-- whose polls fail, keeps the attempt: `err.pending`, and the next sync
+-- re-attaches.
+-- @module geoservices.sync.state
+-- @local
+local edits_mod = require "geoservices.sync.edits"
+local errors = require "geoservices.errors"
+local jobs = require "geoservices.sync.job"
+local json = require "geoservices.json"
+local outcome = require "geoservices.sync.outcome"
+local replica_mod = require "geoservices.sync.replica"
+local sync = require "geoservices.sync"
+local verify = require "geoservices.sync.verify"
+
+local state_sync = {}
+
+-- Replicas with a synchronization in flight in this process: a second one
+-- is refused at once (the OS lock does the same across processes).
+local active = {}
+
+local PARTS = { features = "feature", attachments = "attachment" }
+local LISTS = { adds = "add", updates = "update", deleteIds = "delete" }
+
+local function gid_of(part, item)
+  if type(item) ~= "table" then return item end
+  if part == "features" then return type(item.attributes) == "table" and item.attributes.GlobalID or nil end
+  return item.globalId
+end
+
+-- Calls fn(key, layer, target, op, gid, item) for each edit of a 2.1 list.
+local function each_edit(list, fn)
+  for _, entry in ipairs(type(list) == "table" and list or {}) do
+    local layer = math.tointeger(entry.id) or entry.id
+    for part, target in pairs(PARTS) do
+      local p = entry[part]
+      for name, op in pairs(LISTS) do
+        for _, item in ipairs(type(p) == "table" and p[name] or {}) do
+          local gid = gid_of(part, item)
+          fn(outcome.key(op, layer, target, gid), layer, target, op, gid, item)
+        end
+      end
+    end
+  end
+end
+
+-- The 2.1 list of the edits for which keep(key) is true (nil when none).
+local function select_edits(list, keep)
+  local out, by_layer, n = json.array(), {}, 0
+  each_edit(list, function(key, layer, target, op, _, item)
+    if not keep(key) then return end
+    local entry = by_layer[layer]
+    if not entry then
+      entry = { id = layer }
+      by_layer[layer] = entry
+      out[#out + 1] = entry
+    end
+    local part = target == "feature" and "features" or "attachments"
+    local name = op == "add" and "adds" or op == "update" and "updates" or "deleteIds"
+    entry[part] = entry[part] or {}
+    entry[part][name] = entry[part][name] or json.array()
+    local l = entry[part][name]
+    l[#l + 1] = item
+    n = n + 1
+  end)
+  return n > 0 and out or nil
+end
+
+-- The union of two 2.1 lists; an edit both carry is sent once.
+local function merged_edits(first, second)
+  if first == nil then return second end
+  if second == nil then return first end
+  local both = json.array()
+  for _, e in ipairs(first) do both[#both + 1] = e end
+  for _, e in ipairs(second) do both[#both + 1] = e end
+  local taken = {}
+  return select_edits(both, function(key)
+    if taken[key] then return false end
+    taken[key] = true
+    return true
+  end)
+end
+
+-- The edits of a call as a 2.1 table (what the journal keeps); nil when none.
+local function journaled_edits(edits)
+  if edits == nil or (edits_mod.is(edits) and edits:is_empty()) then return nil end
+  if edits_mod.is(edits) then return edits:to_table() end
+  if type(edits) == "string" then
+    local list = json.decode(edits)
+    if type(list) == "table" then return list end
+  end
+  return edits -- refused with its message by the validation
+end
+
+-- The feature edits of a list as verification entries.
+local function entries_of(list)
+  local out = {}
+  each_edit(list, function(key, layer, target, op, gid, item)
+    if target == "feature" and type(gid) == "string" then
+      out[#out + 1] = { key = key, layer = layer, op = op, globalId = gid,
+                        feature = type(item) == "table" and item or nil }
+    end
+  end)
+  return out
+end
+
+-- Folds verification verdicts into a result (or a resolution record):
+-- conflicts and skipped edits reported, counts kept.
+local function record_verdicts(into, verdicts, entries)
+  into.conflicts = into.conflicts or {}
+  into.failed_edits = into.failed_edits or {}
+  into.verified = (into.verified or 0)
+  for _, e in ipairs(entries) do
+    local v = verdicts[e.key]
+    if v ~= nil then
+      into.verified = into.verified + 1
+      if into.outcomes then into.outcomes[e.key] = v end
+      if type(v) == "table" and v.conflict then
+        into.conflicts[#into.conflicts + 1] = { layer = e.layer, op = e.op, globalId = e.globalId,
+          sent = e.feature, server = v.server, description = v.description }
+      elseif type(v) == "table" then
+        into.failed_edits[#into.failed_edits + 1] = { layer = e.layer, op = e.op, target = "feature",
+          globalId = e.globalId, code = v.code, description = v.description }
+      end
+    end
+  end
+end
+
+-- The on_done of a request: settles what the answer left unknown by
+-- reading the server, then advances the state (which drops the journal).
+local function settle(self, r, params, sent_edits)
+  return function(result)
+    if params.closeReplica then result.closed = true end
+    if result.unknown and #result.unknown > 0 then
+      local entries, wanted = {}, {}
+      for _, u in ipairs(result.unknown) do wanted[u.key] = true end
+      for _, e in ipairs(entries_of(sent_edits)) do
+        if wanted[e.key] then entries[#entries + 1] = e end
+      end
+      local verdicts, err = verify.edits(self, r.service, entries, { completed = true })
+      if not verdicts then return nil, err end
+      record_verdicts(result, verdicts, entries)
+    end
+    return r:advance(result)
+  end
+end
+
+local function expectation(r)
+  local layers
+  if r.state.model == "perLayer" then
+    layers = {}
+    for _, l in ipairs(r.state.layers or {}) do layers[l.id] = math.tointeger(l.serverGen) end
+  end
+  return { replicaID = r.replicaID, replicaServerGen = math.tointeger(r.state.replicaServerGen), layer_gens = layers }
+end
+
+-- A job wait that ended without the job's verdict: still running at the
+-- deadline, polls failing, a result that could not be read. The attempt
+-- stays; the next sync re-attaches.
+local function pending(err, status_url)
+  err.pending = true
+  if not err.message:find("outcome is pending", 1, true) then
+    err.message = err.message .. ("; the job's outcome is pending: its edits stay journaled and the next sync "
+      .. "re-attaches to it (%s)"):format(tostring(status_url))
+  end
+  return err
+end
+
+-- Errors after which the job will never give its result.
+local function job_over(err)
+  return err.code == "result_gone" or (err.kind == "job" and (err.status_resource ~= nil
+    or err.code == "job_not_found"))
+end
+
+--- Resolves the attempt an earlier sync left in the journal. Returns
+-- `{result =}` (a job re-attached to and finished), or `{verified =,
+-- conflicts =, failed_edits =, resend = <2.1 list of the edits to send
+-- again>, settled = {[key] = true}, from_failed_job =}`; or nil, err.
+local function resolve_attempt(self, r, opts)
+  local attempt = r.attempt
+  local jp = type(attempt.params) == "table" and attempt.params or {}
+  local failed_job = false
+  if attempt.status_url then
+    local op = jobs.operation(self, {
+      status_url = attempt.status_url, service = r.service, replicaID = r.replicaID, replica_path = r.path,
+      output = opts.output and (opts.output .. ".resolved.json") or nil, on_change = opts.on_change,
+      on_progress = opts.on_progress, carried_edits = attempt.edits ~= nil and #attempt.edits > 0,
+      sent = outcome.sent_edits{ edits = attempt.edits }, rollback = jp.rollbackOnFailure == true,
+      direction = jp.syncDirection, expect = expectation(r),
+    }, sync.finish_job)
+    op.on_done = settle(self, r, {}, attempt.edits)
+    local result, err = op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
+                                 timeout = opts.timeout }
+    if result then return { result = result } end
+    if not job_over(err) then return nil, pending(err, attempt.status_url) end
+    failed_job = err.kind == "job" and err.status_resource ~= nil
+  end
+  local entries = entries_of(attempt.edits)
+  local verdicts, err = verify.edits(self, r.service, entries, { completed = false, timeout = opts.timeout })
+  if not verdicts then
+    err.message = "an earlier synchronization of this replica was interrupted and its edits' outcome could not "
+      .. "be read from the server yet (they stay journaled, nothing was sent again): " .. err.message
+    return nil, err
+  end
+  local resolution = { settled = {}, from_failed_job = failed_job }
+  record_verdicts(resolution, verdicts, entries)
+  for key, v in pairs(verdicts) do
+    if v ~= "not_applied" then resolution.settled[key] = true end
+  end
+  resolution.resend = select_edits(attempt.edits, function(key)
+    return verdicts[key] == "not_applied" or verdicts[key] == nil -- attachments cannot be read: kept
+  end)
+  return resolution
+end
+
+local function sync_locked(self, r, edits, opts)
+  if r.state.closed then
+    return nil, errors.invalid("replica", ("%s was %s"):format(r.replicaID,
+      r.state.unregistered and "unregistered (replica unregister)" or "closed by an earlier sync"))
+  end
+  local resolution
+  local attempt = r.attempt
+  if attempt and not attempt.status_url and #(attempt.edits or {}) == 0 then
+    -- an async sync without edits that never got its job's address: nothing to resolve
+    r:clear_attempt()
+    attempt = nil
+  end
+  if attempt then
+    local err
+    resolution, err = resolve_attempt(self, r, opts)
+    if not resolution then return nil, err end
+    if resolution.result and (r.state.closed or edits == nil) then return resolution.result end
+  end
+  local params = r:request_params()
+  for k, v in pairs(opts.params or {}) do params[k] = v end
+  local mine = journaled_edits(edits)
+  if resolution and resolution.settled and mine then
+    -- the caller passed again edits the journal already settled: never twice
+    mine = select_edits(mine, function(key) return not resolution.settled[key] end)
+  end
+  params.edits = merged_edits(resolution and resolution.resend, mine)
+  if resolution and resolution.from_failed_job and params.edits then
+    -- an all-or-nothing job failed: the edits go in a synchronous request
+    -- whose per-edit results name the one the server refuses
+    params.async, params.transportType, params.rollbackOnFailure = nil, nil, nil
+  end
+  local call_opts = {}
+  for k, v in pairs(opts) do call_opts[k] = v end
+  call_opts.params, call_opts.resend, call_opts.lock_timeout, call_opts.discard = nil, nil, nil, nil
+  call_opts.on_done = settle(self, r, params, params.edits)
+  call_opts.replica_path = r.path
+  -- edits, and any async job (its changes are downloaded once it ends), are
+  -- journaled: durable before anything is sent; the job's address as soon
+  -- as it is known
+  local journaling = type(params.edits) == "table" or params.async == true
+  local job_started = false
+  if journaling then
+    call_opts.on_send = function(fields)
+      return r:begin_attempt(type(fields.edits) == "table" and fields.edits or json.array(), {
+        syncDirection = fields.syncDirection, transportType = fields.transportType,
+        rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
+        async = fields.async == true })
+    end
+    call_opts.on_job = function(op)
+      job_started = true
+      return r:attempt_job(op.status_url)
+    end
+  elseif r.attempt then
+    r:clear_attempt() -- settled above, and nothing of it is sent again
+  end
+  local result, err = sync.synchronize_replica(self, r.service, params, call_opts)
+  if result and resolution then
+    result.resolved = resolution.result or resolution
+  end
+  if result or not r.attempt or not journaling then return result, err end
+  if job_started and not (err.kind == "job" and err.status_resource) then
+    return nil, pending(err, r.attempt.status_url)
+  end
+  if not err.outcome_unknown and not job_started then
+    r:clear_attempt() -- it never left, or the server refused it whole: nothing applied
+    return nil, err
+  end
+  -- the outcome is unknown (or a job failed): read the server now
+  local settled, verr = resolve_attempt(self, r, opts)
+  if not settled then return nil, err end
+  if settled.resend then
+    r:begin_attempt(settled.resend, r.attempt.params) -- what is left to send, still journaled
+  else
+    r:clear_attempt()
+  end
+  err.verified, err.conflicts = settled.verified, settled.conflicts
+  err.message = err.message .. ("; read back from the server: %d edit(s) settled, %d to send again at the next "
+    .. "sync"):format(settled.verified - #(settled.resend and entries_of(settled.resend) or {}),
+      settled.resend and #entries_of(settled.resend) or 0)
+  return nil, err, verr
+end
+
+--- Synchronizes a replica state file (`client:sync(replica, edits, opts)`)
+-- with optional edits. The request is built from the state (the
+-- generation, or syncLayers for a perLayer replica) and the new generations
+-- are saved only after the whole result was received and parsed; after any
+-- failure the state's generations are unchanged. See the module's notes for
+-- the journal and how an interrupted attempt is resolved.
+-- @param self the client
+-- @tparam string|geoservices.sync.replica.Replica r the replica: a state file path or an opened replica
+-- @tparam[opt] geoservices.sync.edits.Edits|table|string edits an edits builder, an edits table or a
+--   JSON text (an empty builder sends no edits)
+-- @tparam[opt] table opts the options of geoservices.sync.synchronize_replica, plus:
+-- @tparam[opt] table opts.params extra or overriding parameters (transportType, syncDirection,
+--   async, closeReplica...)
+-- @tparam[opt] number opts.lock_timeout seconds to wait for another synchronization of this replica
+-- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations;
+--   `result.conflicts` lists edits not applied because the server holds newer values;
+--   `result.resolved` what resolving an interrupted attempt found
+-- @treturn[2] geoservices.sync.job.Operation with `params.async = true` and `wait = false`: the job's
+--   operation (its `wait` advances the state)
+-- @return[3] nil
+-- @treturn[3] table err: the errors of synchronize_replica, plus kind "busy" (another
+--   synchronization holds the replica), "io" or "invalid" (the state file cannot be read, is
+--   invalid or closed); `err.pending` when a job's outcome is not known yet (the next sync
+--   re-attaches)
+-- @raise when replica is neither a path nor a replica, and as synchronize_replica
+function state_sync.sync(self, r, edits, opts)
+  opts = opts or {}
+  local path = type(r) == "string" and r or (getmetatable(r) == replica_mod.Replica and r.path)
+  if not path then error("client:sync: expected a replica or a state file path", 2) end
+  if opts.lock_timeout ~= nil and (type(opts.lock_timeout) ~= "number" or opts.lock_timeout <= 0) then
+    return nil, errors.invalid("lock_timeout", "must be a positive number of seconds")
+  end
+  if active[path] then
+    return nil, errors.invalid("replica", ("a synchronization of %s is already running"):format(
+      type(r) == "string" and path or r.replicaID))
+  end
+  local lock, lock_err = replica_mod.lock(path, opts.lock_timeout, function(s) return self:sleep(s) end)
+  if not lock then return nil, lock_err end
+  -- under the lock, the state as it is now: another process may have moved it
+  local loaded, err = replica_mod.open(path)
+  if not loaded then
+    lock:close()
+    return nil, err
+  end
+  if type(r) ~= "string" then
+    r.state = loaded.state
+    rawset(r, "attempt", rawget(loaded, "attempt"))
+  else
+    r = loaded
+  end
+  active[path] = true
+  local ok, result, sync_err = pcall(sync_locked, self, r, edits, opts)
+  active[path] = nil
+  lock:close()
+  if not ok then error(result, 0) end
+  return result, sync_err
+end
+
+--- Re-attaches to an async synchronization job described by
+-- `op:to_json()` (`client:resume_sync(json_text)`), for example after a
+-- restart or from another client. Its `wait` downloads the result and, when
+-- the job came from client:sync, settles its edits and advances the replica
+-- state file.
+-- @param self the client
+-- @string text the JSON text of `op:to_json()`
+-- @treturn[1] geoservices.sync.job.Operation the operation (call `:wait()` or `:poll()`)
+-- @return[2] nil
+-- @treturn[2] table err: kind "invalid" (not a saved operation), or "io"/"invalid" (its replica
+--   state file cannot be read)
+-- @raise when text is not a string
+function state_sync.resume_sync(self, text)
+  local saved, msg = json.decode(text)
+  if type(saved) ~= "table" or type(saved.status_url) ~= "string" then
+    return nil, errors.invalid("operation", "not a saved sync operation: " .. tostring(msg or "no status_url"))
+  end
+  local fields = {
+    status_url = saved.status_url, service = saved.service, replicaID = saved.replicaID,
+    strict = saved.strict, output = saved.output, replica_path = saved.replica_path,
+    carried_edits = saved.carried_edits, sent = saved.sent, rollback = saved.rollback,
+    direction = saved.direction,
+  }
+  if saved.replica_path then
+    local r, err = replica_mod.open(saved.replica_path)
+    if not r then return nil, err end
+    fields.expect = expectation(r)
+    fields.on_done = settle(self, r, {}, r.attempt and r.attempt.edits)
+  end
+  return jobs.operation(self, fields, sync.finish_job)
+end
+
+return state_sync

@@ -1,0 +1,177 @@
+--- Resolves edits whose outcome is unknown by reading the server: the
+-- layer's query operation (`<service>/FeatureServer/<layer>/query`, which
+-- every feature layer has), by GlobalID, in batches. Never re-sends anything.
+--
+--   * an add is applied when the server has its GlobalID;
+--   * a delete is applied when the server no longer has it;
+--   * an update is applied when the server holds the values it sent; when the
+--     server still holds the values from before the edit (`base`), it was
+--     not applied; anything else is a CONFLICT: someone changed the feature
+--     since, and the edit must not be sent again over that newer value.
+--
+-- An edit not applied is "not_applied" when the request's outcome was unknown
+-- (it may be sent again), and "rejected" when the request is known to have
+-- completed (the server skipped it: rollbackOnFailure false gives no reason).
+-- Internal: geoservices.sync and geoservices.store.sync call it.
+local errors = require "geoservices.errors"
+local json = require "geoservices.json"
+
+local verify = {}
+
+local BATCH = 100 -- GlobalIDs per query: a where clause of about 4 KB
+
+local function normalize(gid)
+  return (tostring(gid):upper():gsub("[{}]", ""))
+end
+
+local function quoted(gid)
+  local g = normalize(gid)
+  return "'{" .. g:gsub("'", "''") .. "}'"
+end
+
+--- Reads features of a layer by GlobalID (`client:query_features`).
+-- @param client the client
+-- @string service the service name
+-- @int layer the layer id
+-- @tparam table gids the GlobalIDs
+-- @tparam[opt] table opts `global_id_field` ("GlobalID"), `geometry` (true: returnGeometry), `timeout`
+-- @treturn[1] table `[normalized GlobalID] = {attributes =, geometry =}` of the features the server has
+-- @return[2] nil
+-- @treturn[2] table err (the request's errors; "protocol" for an answer without features)
+function verify.query(client, service, layer, gids, opts)
+  opts = opts or {}
+  local field = opts.global_id_field or "GlobalID"
+  local url = client:url_for(("%s/FeatureServer/%d/query"):format(service:gsub("%%", "%%25"), layer))
+  local found = {}
+  for first = 1, #gids, BATCH do
+    local list = {}
+    for i = first, math.min(first + BATCH - 1, #gids) do list[#list + 1] = quoted(gids[i]) end
+    local doc, err = client:post(url, {
+      where = ("%s IN (%s)"):format(field, table.concat(list, ",")), outFields = "*",
+      returnGeometry = opts.geometry and true or false,
+    }, { retry = "read", timeout = opts.timeout })
+    if not doc then return nil, err end
+    if type(doc.features) ~= "table" then
+      return nil, errors.new("protocol", ("the query of layer %d of %s answered without features"):format(layer,
+        service), { url = url })
+    end
+    for _, f in ipairs(doc.features) do
+      local attrs = type(f) == "table" and f.attributes
+      local gid = type(attrs) == "table" and (attrs[field] or attrs.GlobalID or attrs.globalid)
+      if type(gid) == "string" then found[normalize(gid)] = f end
+    end
+  end
+  return found
+end
+
+local function near(a, b)
+  if a == b then return true end
+  if math.type(a) == nil and a ~= nil and a ~= json.null then return false end
+  if type(a) ~= "number" or type(b) ~= "number" then return false end
+  -- servers store coordinates and doubles at their own precision
+  return math.abs(a - b) <= 1e-9 * math.max(1, math.abs(a), math.abs(b))
+end
+
+local function same_value(a, b)
+  if a == json.null then a = nil end
+  if b == json.null then b = nil end
+  if type(a) == "table" and type(b) == "table" then
+    for k, v in pairs(a) do
+      if not same_value(v, b[k]) then return false end
+    end
+    for k in pairs(b) do
+      if a[k] == nil and b[k] ~= json.null then return false end
+    end
+    return true
+  end
+  if type(a) == "number" or type(b) == "number" then return near(a, b) end
+  return a == b
+end
+
+-- Does `server` hold what `edit` says, on the fields `edit` carries?
+-- OBJECTID and the GlobalID are not compared (the server owns OBJECTID).
+local function holds(server, edit, skip)
+  local sa = type(server.attributes) == "table" and server.attributes or {}
+  for k, v in pairs(type(edit.attributes) == "table" and edit.attributes or {}) do
+    if not skip[k] and not same_value(v, sa[k]) then return false end
+  end
+  if edit.geometry ~= nil and edit.geometry ~= json.null and not same_value(edit.geometry, server.geometry) then
+    return false
+  end
+  return true
+end
+
+-- The values an update found before it, on the fields it changes.
+local function base_of(e)
+  local sent = type(e.feature) == "table" and e.feature or {}
+  local attrs = {}
+  for k in pairs(type(sent.attributes) == "table" and sent.attributes or {}) do
+    attrs[k] = type(e.base.attributes) == "table" and e.base.attributes[k] or nil
+  end
+  return { attributes = attrs, geometry = sent.geometry ~= nil and e.base.geometry or nil }
+end
+
+--- Verifies edits whose outcome is unknown.
+-- @param client the client
+-- @string service the service name
+-- @tparam table list `{ {key =, layer =, op =, globalId =, feature =, base =}, ... }` (feature: what an
+--   add or update sent; base: an update's feature before the edit, when known)
+-- @tparam table opts `completed` (the request is known to have completed: an edit not applied was
+--   skipped by the server), `fields` (`[layer] = {global_id =, object_id =}`), `timeout`
+-- @treturn[1] table `[key] = "applied" | "not_applied" | {code =, description =} | {conflict = true,
+--   server = feature}`, and for applied adds `objectIds[key]` (the server's OBJECTID) in the 2nd value
+-- @treturn[1] table `[key] = objectId` of the adds found
+-- @return[2] nil
+-- @treturn[2] table err (the query failed: nothing is resolved)
+function verify.edits(client, service, list, opts)
+  opts = opts or {}
+  local by_layer, order = {}, {}
+  for _, e in ipairs(list) do
+    if not by_layer[e.layer] then
+      by_layer[e.layer] = {}
+      order[#order + 1] = e.layer
+    end
+    local l = by_layer[e.layer]
+    l[#l + 1] = e
+  end
+  local verdicts, object_ids = {}, {}
+  for _, layer in ipairs(order) do
+    local fields = opts.fields and opts.fields[layer] or {}
+    local gid_field, oid_field = fields.global_id or "GlobalID", fields.object_id or "OBJECTID"
+    local gids, geometry = {}, false
+    for _, e in ipairs(by_layer[layer]) do
+      gids[#gids + 1] = e.globalId
+      if e.op == "update" then geometry = true end
+    end
+    local found, err = verify.query(client, service, layer, gids,
+      { global_id_field = gid_field, geometry = geometry, timeout = opts.timeout })
+    if not found then return nil, err end
+    local skip = { [gid_field] = true, [oid_field] = true, GlobalID = true, OBJECTID = true }
+    local not_applied = opts.completed
+      and { code = "skipped", description = "the server skipped this edit (it did not apply it and gave no reason)" }
+      or "not_applied"
+    for _, e in ipairs(by_layer[layer]) do
+      local server = found[normalize(e.globalId)]
+      local v
+      if e.op == "add" then
+        v = server and "applied" or not_applied
+        if server then object_ids[e.key] = math.tointeger(server.attributes[oid_field]) end
+      elseif e.op == "delete" then
+        v = server and not_applied or "applied"
+      elseif not server then
+        v = { conflict = true, server = json.null, description = "the feature was deleted on the server" }
+      elseif holds(server, e.feature or {}, skip) then
+        v = "applied"
+      elseif e.base and holds(server, base_of(e), skip) then
+        v = not_applied
+      else
+        v = { conflict = true, server = server,
+              description = "the server holds other values than this edit sent: someone changed the feature since" }
+      end
+      verdicts[e.key] = v
+    end
+  end
+  return verdicts, object_ids
+end
+
+return verify
