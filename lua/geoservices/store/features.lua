@@ -59,6 +59,48 @@ local function check_geometry(spec, geometry)
   return true
 end
 
+-- The position of the first byte where `s` stops being UTF-8, or nil.
+-- Lua's utf8.len is strict: overlong forms, surrogates and code points
+-- above U+10FFFF are refused too.
+local function not_utf8_at(s)
+  local n, at = utf8.len(s)
+  if n then return nil end
+  return at
+end
+
+local UTF8_RULE = "text must be UTF-8, and byte %d is not (text from a file in another encoding, such as a "
+  .. "Latin-1 CSV, must be converted first)"
+
+-- Every string of a geometry (a spatialReference's wkt...), at any depth.
+local function geometry_text_ok(value, depth)
+  if type(value) == "string" then
+    local at = not_utf8_at(value)
+    if at then return nil, errors.invalid("geometry", UTF8_RULE:format(at)) end
+  elseif type(value) == "table" and depth < 8 then
+    for k, v in pairs(value) do
+      local ok, err = geometry_text_ok(k, depth + 1)
+      if ok then ok, err = geometry_text_ok(v, depth + 1) end
+      if not ok then return nil, err end
+    end
+  end
+  return true
+end
+
+-- Refuses text that is not UTF-8 before anything is written: the queue
+-- keeps each edit as JSON, and JSON that is not UTF-8 could not be read
+-- back to be sent. The error names the field, never its value.
+local function check_text(attributes, geometry)
+  for k, v in pairs(attributes) do
+    local at = type(k) == "string" and not_utf8_at(k)
+    if at then
+      return nil, errors.invalid("attributes", ("a field name is not UTF-8: " .. UTF8_RULE):format(at))
+    end
+    at = type(v) == "string" and not_utf8_at(v)
+    if at then return nil, errors.invalid(k, UTF8_RULE:format(at)) end
+  end
+  return geometry_text_ok(geometry, 0)
+end
+
 local function copy_attributes(attributes)
   local a = json.object()
   for k, v in pairs(attributes or {}) do a[k] = v end
@@ -69,6 +111,11 @@ local function feature_json(attributes, geometry)
   local f = { attributes = attributes }
   if geometry ~= nil then f.geometry = geometry end
   return json.encode(f)
+end
+
+-- The base of an edit: the JSON of a feature as the store holds it.
+local function base_json(current)
+  return feature_json(current.attributes, current.geometry)
 end
 
 local function put(self, spec, attributes, geometry)
@@ -85,7 +132,7 @@ end
 -- @treturn[1] string the GlobalID
 -- @return[2] nil
 -- @treturn[2] table err: "invalid" (unknown layer, a geometry of another kind, the GlobalID
---   exists), "busy", "io"
+--   exists, text that is not UTF-8: `err.parameter` names the field), "busy", "io"
 -- @raise when layer_id is not an integer or feature not a table
 function Store:add(layer_id, feature)
   if type(feature) ~= "table" then error("store:add: the feature must be a table", 2) end
@@ -95,6 +142,8 @@ function Store:add(layer_id, feature)
   local ok, gerr = check_geometry(spec, feature.geometry)
   if not ok then return nil, gerr end
   local attributes = copy_attributes(feature.attributes)
+  local text_ok, terr = check_text(attributes, feature.geometry)
+  if not text_ok then return nil, terr end
   local gid = attributes[spec.globalid]
   if gid == nil or gid == json.null then gid = edits.new_global_id() end
   if type(gid) ~= "string" then return nil, errors.invalid("GlobalID", "a string") end
@@ -122,13 +171,16 @@ function Store:add(layer_id, feature)
 end
 
 --- Updates a feature locally (the attributes given replace those of the
--- row; a geometry given replaces its geometry) and queues the update. An
--- update of a feature whose add or update is still unsent is folded into it.
+-- row; a geometry given replaces its geometry) and queues the update with
+-- its base (the feature as it was before). An update of a feature whose add
+-- or update is still unsent is folded into it, and keeps that edit's base.
 -- @int layer_id the layer
 -- @tparam table feature `{attributes = {GlobalID = ..., changed fields}, geometry = ...}`
 -- @treturn[1] boolean true
 -- @return[2] nil
--- @treturn[2] table err: "invalid" (unknown layer or GlobalID, a geometry of another kind), "busy", "io"
+-- @treturn[2] table err: "invalid" (unknown layer or GlobalID, a geometry of another kind, text
+--   that is not UTF-8: `err.parameter` names the field), "busy", "io" (code "damaged": the
+--   unsent edit it would fold into cannot be read)
 -- @raise when layer_id is not an integer, feature not a table, or without a GlobalID
 function Store:update(layer_id, feature)
   if type(feature) ~= "table" then error("store:update: the feature must be a table", 2) end
@@ -143,6 +195,8 @@ function Store:update(layer_id, feature)
   if spec.oid then changes[spec.oid] = nil end -- the local row keeps its own
   local ok, gerr = check_geometry(spec, feature.geometry)
   if not ok then return nil, gerr end
+  local text_ok, terr = check_text(changes, feature.geometry)
+  if not text_ok then return nil, terr end
   return self:transaction(function()
     local db = self.db
     local current, msg, code = db:get(layer_id, gid)
@@ -150,16 +204,17 @@ function Store:update(layer_id, feature)
       if msg then return nil, db_error(self.path, msg, code) end
       return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id))
     end
+    local queued, qerr = queue.unsent(self, spec, gid)
+    if queued == nil then return nil, qerr end
+    local base = not queued and base_json(current) -- taken before the change
     local attributes = current.attributes
     for k, v in pairs(changes) do attributes[k] = v end
     local geometry = feature.geometry
     if geometry == nil then geometry = current.geometry end
     local okp, perr = put(self, spec, attributes, geometry)
     if not okp then return nil, perr end
-    local queued, qerr = queue.unsent(self, spec, gid)
-    if queued == nil then return nil, qerr end
     if queued then -- fold into the edit that has not left yet
-      local f = json.decode(queued.feature)
+      local f = queued.feature
       for k, v in pairs(changes) do f.attributes[k] = v end
       if feature.geometry ~= nil then f.geometry = feature.geometry end
       local okr, m, c = db:run("UPDATE geoservices_edits SET feature = ? WHERE seq = ?",
@@ -167,19 +222,21 @@ function Store:update(layer_id, feature)
       if not okr then return nil, db_error(self.path, m, c) end
       return true
     end
-    local okq, eerr = queue.enqueue(self, spec, "update", gid, feature_json(changes, feature.geometry))
+    local okq, eerr = queue.enqueue(self, spec, "update", gid, feature_json(changes, feature.geometry), base)
     if not okq then return nil, eerr end
     return true
   end)
 end
 
---- Deletes a feature locally and queues the delete. A feature whose add
--- never left the queue is simply forgotten.
+--- Deletes a feature locally and queues the delete, with its base (the
+-- feature before its first unsent change). A feature whose add never left
+-- the queue is simply forgotten; an unsent update gives way to the delete.
 -- @int layer_id the layer
 -- @string global_id the GlobalID
 -- @treturn[1] boolean true
 -- @return[2] nil
--- @treturn[2] table err: "invalid" (unknown layer or GlobalID), "busy", "io"
+-- @treturn[2] table err: "invalid" (unknown layer or GlobalID), "busy", "io" (code "damaged" as
+--   @{Store:update})
 -- @raise when layer_id is not an integer or global_id not a string
 function Store:delete(layer_id, global_id)
   if type(global_id) ~= "string" or global_id == "" then error("store:delete needs a GlobalID string", 2) end
@@ -189,17 +246,23 @@ function Store:delete(layer_id, global_id)
   local gid = normalize_gid(global_id)
   return self:transaction(function()
     local db = self.db
-    local n, msg, code = db:remove(layer_id, gid)
-    if not n then return nil, db_error(self.path, msg, code) end
-    if n == 0 then return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id)) end
+    local current, msg, code = db:get(layer_id, gid)
+    if not current then
+      if msg then return nil, db_error(self.path, msg, code) end
+      return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id))
+    end
     local queued, qerr = queue.unsent(self, spec, gid)
     if queued == nil then return nil, qerr end
+    local n, m, c = db:remove(layer_id, gid)
+    if not n then return nil, db_error(self.path, m, c) end
+    local base = base_json(current)
     if queued then
-      local okr, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", queued.seq)
-      if not okr then return nil, db_error(self.path, m, c) end
+      local okr, rm, rc = db:run("DELETE FROM geoservices_edits WHERE seq = ?", queued.seq)
+      if not okr then return nil, db_error(self.path, rm, rc) end
       if queued.op == "add" then return true end -- the server never saw it
+      base = queued.base_text -- the feature before the update it replaces
     end
-    local okq, eerr = queue.enqueue(self, spec, "delete", gid, nil)
+    local okq, eerr = queue.enqueue(self, spec, "delete", gid, nil, base)
     if not okq then return nil, eerr end
     return true
   end)

@@ -39,6 +39,7 @@ local features = require "geoservices.store.features"
 local json = require "geoservices.json"
 local paths = require "geoservices.store.paths"
 local queue = require "geoservices.store.queue"
+local result_file = require "geoservices.store.result_file"
 local schema = require "geoservices.store.schema"
 local shared = require "geoservices.store.shared"
 
@@ -71,11 +72,42 @@ local function register(db, spec)
   return true
 end
 
-local function new_store(db, path, layers)
-  return setmetatable({ db = db, path = path, layers = layers }, Store)
+-- `format`: the format of the file's own tables (schema.FORMAT unless a
+-- store of an older one was opened read-only).
+local function new_store(db, path, layers, format)
+  return setmetatable({ db = db, path = path, layers = layers, format = format or schema.FORMAT }, Store)
 end
 
---- Opens an existing store.
+-- Brings a store of an older format up to schema.FORMAT in one write
+-- transaction: a failure leaves the file as it was, and another process
+-- opening the same store meanwhile waits for the lock, then finds the
+-- format current and does nothing. Returns true, or nil, msg, code.
+local function migrate(db)
+  local ok, m, c = db:begin()
+  if not ok then return nil, m, c end
+  local function abort(msg, code)
+    db:rollback()
+    return nil, msg, code
+  end
+  local rows
+  rows, m, c = db:rows("SELECT format FROM geoservices_replica WHERE id = 1")
+  if not rows then return abort(m, c) end
+  for n = rows[1].format + 1, schema.FORMAT do
+    for _, sql in ipairs(schema.MIGRATIONS[n]) do
+      ok, m, c = db:exec(sql)
+      if not ok then return abort(m, c) end
+    end
+  end
+  ok, m, c = db:run("UPDATE geoservices_replica SET format = ? WHERE id = 1", schema.FORMAT)
+  if ok then ok, m, c = db:commit() end
+  if not ok then return abort(m, c) end
+  return true
+end
+
+--- Opens an existing store. A store written by an earlier version of this
+-- library (an older format) is brought up to date first, in one
+-- transaction; opened read-only it is read as it is (its queued edits
+-- have no base, it has no conflicts).
 -- @string path the GeoPackage file
 -- @tparam[opt] table opts `busy_timeout` (seconds to wait for another process's lock, default 5),
 --   `readonly` (true: open read-only)
@@ -112,6 +144,12 @@ function store.open(path, opts)
     return nil, errors.new("io", ("replica store %s has format %d; this library reads up to %d"):format(
       path, rows[1].format, schema.FORMAT), { path = path, code = "format" })
   end
+  local format = rows[1].format
+  if format < schema.FORMAT and not (opts and opts.readonly) then
+    local ok, mm, mc = migrate(db)
+    if not ok then return fail(mm, mc) end
+    format = schema.FORMAT
+  end
   rows, m, c = db:rows("SELECT * FROM geoservices_layers ORDER BY layer_id")
   if not rows then return fail(m, c) end
   local layers = {}
@@ -125,7 +163,7 @@ function store.open(path, opts)
     if not ok then return fail(rm, rc) end
     layers[spec.id] = spec
   end
-  return new_store(db, path, layers)
+  return new_store(db, path, layers, format)
 end
 
 -- The generations of a replica info or result: perReplica's
@@ -178,51 +216,6 @@ local function srs_rows(specs)
 end
 
 local file_exists = paths.exists
-
-local CHUNK = 1 << 20
-
--- Feeds a JSON result file to a records extractor chunk by chunk, applying
--- after each chunk: memory stays flat. `on_fill(bytes, total, records)`,
--- when given, follows it after each chunk (bytes of the file applied so far,
--- its size, records applied so far); its last call has bytes == total.
-local function apply_file(st, path, on_record, on_fill)
-  local f, msg = io.open(path, "rb")
-  if not f then return nil, errors.new("io", "cannot read the result file: " .. msg, { path = path }) end
-  local size = f:seek("end")
-  f:seek("set")
-  local records = core.records()
-  local total, bytes = 0, 0
-  while true do
-    -- read() takes the bytes from the file straight into the parser: no Lua string per chunk
-    local got, m, offset = records:read(f, CHUNK)
-    if not got then
-      f:close()
-      records:close()
-      if not offset then return nil, errors.new("io", "result file " .. path .. ": " .. m, { path = path }) end
-      return nil, errors.new("protocol", "result file " .. path .. ": " .. m, { offset = offset, path = path })
-    end
-    if got == 0 then break end
-    local n, err = st:apply(records, on_record)
-    if not n then
-      f:close()
-      records:close()
-      return nil, err
-    end
-    total, bytes = total + n, bytes + got
-    if on_fill and bytes < size then on_fill(bytes, size, total) end
-  end
-  f:close()
-  local ok, m, offset = records:finish()
-  if not ok then
-    records:close()
-    return nil, errors.new("protocol", "result file " .. path .. ": " .. m, { offset = offset, path = path })
-  end
-  local n, err = st:apply(records, on_record)
-  records:close()
-  if not n then return nil, err end
-  if on_fill then on_fill(size, size, total + n) end
-  return total + n
-end
 
 --- Creates a store from a replica's description and its layers' metadata,
 -- and fills it with a first result (the createReplica half calls this with
@@ -337,7 +330,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     if source ~= nil then
       local n, err
       if type(source) == "string" then
-        n, err = apply_file(st, source, on_record, opts.on_fill)
+        n, err = result_file.apply(st, source, on_record, opts.on_fill)
       elseif type(source) == "function" then
         local ok
         ok, err = source(function(records)
@@ -403,7 +396,7 @@ function store.create(path, replica_info, layers_metadata, opts)
   return store.create_from(path, replica_info, layers_metadata, nil, opts)
 end
 
-store._apply_file = apply_file -- geoservices.store.sync applies a result file with it
+store._apply_file = result_file.apply -- geoservices.store.sync applies a result file with it
 
 --- A replica store opened by @{open} or @{create}.
 -- @type Store

@@ -8,6 +8,7 @@
 -- `queue.unsent` and `queue.enqueue`.
 -- @module geoservices.store.queue
 -- @local
+local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local shared = require "geoservices.store.shared"
 
@@ -19,50 +20,123 @@ local queue = {}
 local Store = {}
 queue.Store = Store
 
--- The one queued edit of a GlobalID not yet sent (queue compaction keeps at
--- most one), or nil.
-function queue.unsent(self, spec, gid)
-  local rows, msg, code = self.db:rows("SELECT seq, op, feature FROM geoservices_edits WHERE layer_id = ? AND "
-    .. "global_id = ? AND attempt_id IS NULL ORDER BY seq DESC", spec.id, gid)
-  if not rows then return nil, db_error(self.path, msg, code) end
-  return rows[1] or false
+-- The JSON of a column of a row, decoded; nil, err when it is damaged
+-- (written by another tool, or a disk that lost bytes): the error names the
+-- file and the row, so nothing is sent, dropped or reported as done in its
+-- place. `row_name` says what the row is ("queued edit 7"), `where` which
+-- row of which table to repair.
+local function decode_column(st, text, row_name, column, where)
+  if text == nil then return nil end
+  local value, msg, offset = json.decode(text)
+  if value ~= nil then return value end
+  return nil, errors.new("io", ("replica store %s: %s is damaged: its %s is not JSON (%s at byte %s); it stays "
+    .. "where it is and nothing was sent or changed: repair or delete %s"):format(st.path, row_name, column,
+    tostring(msg), tostring(offset), where), { code = "damaged", path = st.path })
 end
 
-function queue.enqueue(self, spec, op, gid, feature_text)
-  local ok, msg, code = self.db:run("INSERT INTO geoservices_edits (layer_id, op, global_id, feature, created_at) "
-    .. "VALUES (?, ?, ?, ?, ?)", spec.id, op, gid, feature_text, now())
-  if not ok then return nil, db_error(self.path, msg, code) end
+-- A row of a table of edits (queued, failed or in conflict) as the methods
+-- give it, JSON columns decoded; `what` names such a row in errors.
+local function edit_row(st, r, what, tbl)
+  local out = {
+    seq = r.seq, op = r.op, layer = r.layer_id, globalId = r.global_id, attempt = r.attempt_id,
+    created = r.created_at, code = r.code, description = r.description, failed = r.failed_at,
+    detected = r.detected_at,
+  }
+  for _, column in ipairs{ "feature", "base", "server" } do
+    local value, err = decode_column(st, r[column], ("%s %d"):format(what, r.seq), column,
+      ("the row seq = %d of %s"):format(r.seq, tbl))
+    if err then
+      err.seq = r.seq
+      return nil, err
+    end
+    out[column] = value
+  end
+  return out
+end
+
+local function edit_rows(st, rows, what, tbl)
+  local list = {}
+  for i, r in ipairs(rows) do
+    local row, err = edit_row(st, r, what, tbl)
+    if not row then return nil, err end
+    list[i] = row
+  end
+  return list
+end
+
+--- The one queued edit of a GlobalID not yet sent (queue compaction keeps at
+-- most one) as @{Store:pending} gives it, plus `feature_text` and
+-- `base_text` (the JSON as stored); false when there is none; nil, err.
+function queue.unsent(st, spec, gid)
+  local rows, msg, code = st.db:rows("SELECT * FROM geoservices_edits WHERE layer_id = ? AND "
+    .. "global_id = ? AND attempt_id IS NULL ORDER BY seq DESC", spec.id, gid)
+  if not rows then return nil, db_error(st.path, msg, code) end
+  if not rows[1] then return false end
+  local row, err = edit_row(st, rows[1], "queued edit", "geoservices_edits")
+  if not row then return nil, err end
+  row.feature_text, row.base_text = rows[1].feature, rows[1].base
+  return row
+end
+
+--- Queues an edit: `feature_text` the JSON sent (nil for a delete),
+-- `base_text` the JSON of the feature before the first unsent change (nil
+-- for an add).
+function queue.enqueue(st, spec, op, gid, feature_text, base_text)
+  local ok, msg, code = st.db:run("INSERT INTO geoservices_edits (layer_id, op, global_id, feature, base, "
+    .. "created_at) VALUES (?, ?, ?, ?, ?, ?)", spec.id, op, gid, feature_text, base_text, now())
+  if not ok then return nil, db_error(st.path, msg, code) end
   return true
 end
 
-local function queue_row(r)
-  return {
-    seq = r.seq, op = r.op, layer = r.layer_id, globalId = r.global_id,
-    feature = r.feature and json.decode(r.feature) or nil, attempt = r.attempt_id, created = r.created_at,
-    code = r.code, description = r.description, failed = r.failed_at,
-  }
-end
-
 --- The local edits not yet committed by the server, in order:
--- `{seq =, op = "add"|"update"|"delete", layer =, globalId =, feature =, attempt =, created =}`.
--- @return the list, or nil, err
+-- `{seq =, op = "add"|"update"|"delete", layer =, globalId =, feature =, base =, attempt =, created =}`.
+-- `feature` is what is sent (an update's changed attributes and geometry);
+-- `base` the feature (`{attributes =, geometry =}`) as it was before the
+-- first unsent local change of its GlobalID: an update's and a delete's,
+-- never an add's (nor an edit queued by a store of format 1).
+-- @return the list, or nil, err: kind "io", code "damaged" when a row cannot be decoded (the
+--   message names the file and the row; nothing is changed)
 function Store:pending()
   local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_edits ORDER BY seq")
   if not rows then return nil, db_error(self.path, msg, code) end
-  local list = {}
-  for i, r in ipairs(rows) do list[i] = queue_row(r) end
-  return list
+  return edit_rows(self, rows, "queued edit", "geoservices_edits")
 end
 
 --- The local edits the server rejected, with its `code` and `description`
--- (and `seq`, `op`, `layer`, `globalId`, `feature`, `failed` time).
--- @return the list, or nil, err
+-- (and `seq`, `op`, `layer`, `globalId`, `feature`, `base`, `attempt`, `failed` time).
+-- @return the list, or nil, err (as @{pending})
 function Store:failed()
   local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_failed_edits ORDER BY seq")
   if not rows then return nil, db_error(self.path, msg, code) end
-  local list = {}
-  for i, r in ipairs(rows) do list[i] = queue_row(r) end
-  return list
+  return edit_rows(self, rows, "failed edit", "geoservices_failed_edits")
+end
+
+--- The local edits the server holds other values for (another replica
+-- changed the feature since): they are never sent again, and stay listed
+-- until @{discard_conflict}. Each: `seq`, `op`, `layer`, `globalId`,
+-- `feature` (what was sent), `base` (the feature before the local change),
+-- `server` (the server's feature, `{attributes =, geometry =}`, as the
+-- synchronization read it), `description`, `attempt`, `detected` (UTC time).
+-- The local feature holds what the server sent next; to keep the local
+-- values, update the feature again, then discard the conflict.
+-- @return the list, or nil, err (as @{pending})
+function Store:conflicts()
+  if self.format < 2 then return {} end -- a store of format 1 opened read-only has none
+  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_conflicts ORDER BY seq")
+  if not rows then return nil, db_error(self.path, msg, code) end
+  return edit_rows(self, rows, "conflict", "geoservices_conflicts")
+end
+
+--- Forgets a conflict (once the user has seen it, or made the edit again).
+-- @int seq the conflict's `seq`
+-- @return true, or nil, err: kind "invalid" (no such conflict), "busy", "io"
+-- @raise when seq is not an integer
+function Store:discard_conflict(seq)
+  if math.type(seq) ~= "integer" then error("store:discard_conflict: seq must be an integer", 2) end
+  local changes, msg, code = self:_db():run("DELETE FROM geoservices_conflicts WHERE seq = ?", seq)
+  if not changes then return nil, db_error(self.path, msg, code) end
+  if changes == 0 then return nil, errors.invalid("seq", ("no conflict %d in this store"):format(seq)) end
+  return true
 end
 
 --- Records an attempt before it is sent: the queued edits not yet in
@@ -72,7 +146,7 @@ end
 -- @treturn[1] integer the attempt id
 -- @treturn[1] table the queue rows it holds (as @{pending})
 -- @return[2] nil
--- @treturn[2] table err
+-- @treturn[2] table err: as @{pending} (a damaged row: no attempt is recorded), "busy", "io"
 function Store:begin_attempt(opts)
   opts = opts or {}
   return self:transaction(function()
@@ -87,7 +161,9 @@ function Store:begin_attempt(opts)
     local chosen, gids = {}, json.array()
     for _, r in ipairs(rows) do
       if not wanted or wanted[r.seq] then
-        chosen[#chosen + 1] = queue_row(r)
+        local row, err = edit_row(self, r, "queued edit", "geoservices_edits")
+        if not row then return nil, err end -- nothing recorded: the edits stay queued, unsent
+        chosen[#chosen + 1] = row
         gids[#gids + 1] = r.global_id
       end
     end
@@ -116,22 +192,40 @@ function Store:attempt_job(attempt_id, status_url)
 end
 
 --- The attempt in flight, if any: `{id =, started =, state =, status_url =, globalIds =, params =}`.
--- @return the attempt, false when there is none, or nil, err
+-- @return the attempt, false when there is none, or nil, err: kind "io", code "damaged" when its
+--   record cannot be decoded (the message names the file and the attempt; its edits stay queued,
+--   in flight, until the record is repaired)
 function Store:attempt()
   local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_attempts ORDER BY attempt_id DESC LIMIT 1")
   if not rows then return nil, db_error(self.path, msg, code) end
   local r = rows[1]
   if not r then return false end
-  return { id = r.attempt_id, started = r.started_at, state = r.state, status_url = r.status_url,
-           globalIds = r.global_ids and json.decode(r.global_ids), params = r.params and json.decode(r.params) }
+  local attempt = { id = r.attempt_id, started = r.started_at, state = r.state, status_url = r.status_url }
+  for column, field in pairs{ global_ids = "globalIds", params = "params" } do
+    local value, err = decode_column(self, r[column], ("synchronization attempt %d"):format(r.attempt_id), column,
+      ("the row attempt_id = %d of geoservices_attempts (a NULL %s is read as none)"):format(r.attempt_id, column))
+    if err then
+      err.attempt = r.attempt_id
+      return nil, err
+    end
+    attempt[field] = value
+  end
+  return attempt
 end
 
---- Resolves an attempt (in the transaction that commits its result): each
--- queue row of it leaves the queue when `outcomes[seq]` is true, moves to
--- the failed edits with `{code =, description =}` when it is a table, and
--- returns to the queue (not sent) when absent. The attempt is forgotten.
+--- Resolves an attempt (in the transaction that commits its result), each
+-- queue row of it by `outcomes[seq]`:
+--
+-- * `true`: applied by the server; it leaves the queue;
+-- * `{code =, description =}`: rejected; it moves to the failed edits (@{failed});
+-- * `{conflict = true, server = <feature table>, description =}`: the server holds other values
+--   (another replica's newer edit); it moves to the conflicts (@{conflicts}), never sent again;
+-- * nil: not applied (or not known to be); it returns to the queue, unsent, and goes with the
+--   next synchronization.
+--
+-- The attempt is forgotten.
 -- @int attempt_id the attempt
--- @tparam table outcomes seq -> true | {code =, description =}
+-- @tparam table outcomes seq -> outcome
 -- @return true, or nil, err
 function Store:end_attempt(attempt_id, outcomes)
   return self:transaction(function()
@@ -140,15 +234,20 @@ function Store:end_attempt(attempt_id, outcomes)
     if not rows then return nil, db_error(self.path, msg, code) end
     for _, r in ipairs(rows) do
       local o = outcomes and outcomes[r.seq]
-      local ok, m, c
-      if o == true then
-        ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
+      local ok, m, c = true, nil, nil
+      if type(o) == "table" and o.conflict then
+        local server = o.server ~= nil and json.encode(o.server) or nil
+        ok, m, c = db:run("INSERT OR REPLACE INTO geoservices_conflicts (seq, layer_id, op, global_id, feature, base, "
+          .. "server, description, attempt_id, detected_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq, r.layer_id,
+          r.op, r.global_id, r.feature, r.base, server, o.description, attempt_id, now())
       elseif type(o) == "table" then
         ok, m, c = db:run("INSERT OR REPLACE INTO geoservices_failed_edits (seq, layer_id, op, global_id, feature, "
-          .. "code, description, attempt_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq, r.layer_id,
-          r.op, r.global_id, r.feature, math.tointeger(o.code), o.description, attempt_id, now())
-        if ok then ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq) end
-      else
+          .. "base, code, description, attempt_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq,
+          r.layer_id, r.op, r.global_id, r.feature, r.base, math.tointeger(o.code), o.description, attempt_id, now())
+      end
+      if ok and (o == true or type(o) == "table") then
+        ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
+      elseif ok then
         ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = NULL WHERE seq = ?", r.seq)
       end
       if not ok then return nil, db_error(self.path, m, c) end

@@ -23,8 +23,10 @@
 -- @local
 local schema = {}
 
---- The version of our own tables (geoservices_replica.format).
-schema.FORMAT = 1
+--- The version of our own tables (geoservices_replica.format): 1 as first
+-- released; 2 adds the base of queued and failed edits and the conflicts
+-- table (see @{MIGRATIONS}).
+schema.FORMAT = 2
 
 schema.APPLICATION_ID = 0x47504B47 -- "GPKG"
 schema.USER_VERSION = 10300
@@ -172,7 +174,7 @@ end
 -- @tparam table layer the layer resource
 -- @tparam table taken table names already used (lower case keys), updated
 -- @treturn[1] table the spec: id, name, table, data_type ("features" or "attributes"),
---   geometry_kind, geometry_type (GeoPackage), geometry_column, esri_geometry_type,
+--   geometry_kind, geometry_type (GeoPackage), geometry_column, esri_geometry_type, has_z, has_m,
 --   spatial_reference, oid, globalid, columns = {{name, type, sql, esri_type}...}
 -- @return[2] nil
 -- @treturn[2] string why the layer cannot be stored
@@ -199,6 +201,9 @@ function schema.layer_spec(layer, taken)
     data_type = geometry and "features" or "attributes",
     geometry_kind = geometry and geometry[1] or "none", geometry_type = geometry and geometry[2],
     esri_geometry_type = layer.geometryType,
+    -- the column's z and m flags: 1 (mandatory) for the layer's hasZ / hasM,
+    -- and the C core writes every blob of the column with them
+    has_z = geometry ~= nil and layer.hasZ == true, has_m = geometry ~= nil and layer.hasM == true,
     spatial_reference = layer.spatialReference or (type(layer.extent) == "table" and layer.extent.spatialReference),
     globalid = gid_field.name, oid = oid_field and oid_field.name,
     columns = {}, description = type(layer.description) == "string" and layer.description or "",
@@ -274,7 +279,8 @@ function schema.layer_sql(spec, srs_id)
       return ("CREATE TRIGGER %s %s"):format(q(rtree .. "_" .. suffix), body)
     end
     sql[#sql + 1] = ("INSERT INTO gpkg_geometry_columns (table_name, column_name, geometry_type_name, srs_id, z, m) "
-      .. "VALUES (%s, %s, %s, %d, 0, 0)"):format(lit(t), lit(g), lit(spec.geometry_type), srs_id)
+      .. "VALUES (%s, %s, %s, %d, %d, %d)"):format(lit(t), lit(g), lit(spec.geometry_type), srs_id,
+        spec.has_z and 1 or 0, spec.has_m and 1 or 0)
     sql[#sql + 1] = ("INSERT INTO gpkg_extensions (table_name, column_name, extension_name, definition, scope) "
       .. "VALUES (%s, %s, 'gpkg_rtree_index', 'http://www.geopackage.org/spec120/#extension_rtree', 'write-only')")
       :format(lit(t), lit(g))
@@ -298,6 +304,12 @@ function schema.layer_sql(spec, srs_id)
   end
   return sql
 end
+
+-- local edits the server holds other values for (a newer edit of another
+-- replica): never sent again; what was sent, its base and the server's values
+local CONFLICTS_SQL = [[CREATE TABLE geoservices_conflicts (seq INTEGER PRIMARY KEY, layer_id INTEGER NOT NULL,
+    op TEXT NOT NULL, global_id TEXT NOT NULL, feature TEXT, base TEXT, server TEXT, description TEXT,
+    attempt_id INTEGER, detected_at TEXT NOT NULL)]]
 
 --- The GeoPackage core tables (12-128r18 1.1.2, 1.1.3, 2.1.5) and our own.
 schema.BASE_SQL = {
@@ -332,15 +344,18 @@ schema.BASE_SQL = {
   -- replica's own (perReplica), other rows a layer's (perLayer)
   [[CREATE TABLE geoservices_generations (layer_id INTEGER PRIMARY KEY, server_gen INTEGER,
     server_sib_gen INTEGER, updated_at TEXT NOT NULL)]],
-  -- the local edits not yet committed by the server: the queue is the journal
+  -- the local edits not yet committed by the server: the queue is the journal.
+  -- feature: the JSON sent (an update's changed attributes); base: the JSON of
+  -- the feature before the first unsent local change (updates and deletes)
   [[CREATE TABLE geoservices_edits (seq INTEGER PRIMARY KEY AUTOINCREMENT, layer_id INTEGER NOT NULL,
     op TEXT NOT NULL CHECK (op IN ('add', 'update', 'delete')), global_id TEXT NOT NULL, feature TEXT,
-    attempt_id INTEGER, created_at TEXT NOT NULL)]],
+    attempt_id INTEGER, created_at TEXT NOT NULL, base TEXT)]],
   "CREATE INDEX geoservices_edits_gid ON geoservices_edits (layer_id, global_id)",
   -- local edits the server rejected, with its code and description
   [[CREATE TABLE geoservices_failed_edits (seq INTEGER PRIMARY KEY, layer_id INTEGER NOT NULL, op TEXT NOT NULL,
     global_id TEXT NOT NULL, feature TEXT, code INTEGER, description TEXT, attempt_id INTEGER,
-    failed_at TEXT NOT NULL)]],
+    failed_at TEXT NOT NULL, base TEXT)]],
+  CONFLICTS_SQL,
   -- a synchronization in flight: recorded before it is sent
   [[CREATE TABLE geoservices_attempts (attempt_id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT NOT NULL,
     state TEXT NOT NULL, status_url TEXT, global_ids TEXT, params TEXT)]],
@@ -355,6 +370,18 @@ schema.BASE_SQL = {
     parent_global_id TEXT, attachment_id INTEGER, name TEXT, content_type TEXT, size INTEGER,
     keywords TEXT, url TEXT, data BLOB)]],
   "CREATE INDEX geoservices_attachments_parent ON geoservices_attachments (parent_global_id)",
+}
+
+--- What turns a store of format N - 1 into format N (`MIGRATIONS[N]`, SQL
+-- statements); geoservices.store.open runs them in one transaction with the
+-- new format number. A store written before a column existed gets it empty:
+-- the edits it already queued have no base.
+schema.MIGRATIONS = {
+  [2] = {
+    "ALTER TABLE geoservices_edits ADD COLUMN base TEXT",
+    "ALTER TABLE geoservices_failed_edits ADD COLUMN base TEXT",
+    CONFLICTS_SQL,
+  },
 }
 
 return schema
