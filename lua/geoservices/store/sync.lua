@@ -4,49 +4,50 @@
 -- A sync takes the store's OS lock (`<store>.lock`: a second process gets
 -- kind "busy" at once, or waits `opts.lock_timeout` seconds), then:
 --
--- 1. resolves an attempt left in flight by an earlier sync that crashed or
---    failed while its outcome was unknown: re-attaches to its job when its
---    status address was recorded, else re-sends its edits (`resend`: adds
---    and deletes found already applied count as applied);
--- 2. records a new attempt holding the queued edits (their GlobalIDs,
---    durable before anything is sent), the job's address as soon as it is
---    known;
+-- 1. resolves an attempt left in flight by an earlier sync (it crashed, its
+--    answer was lost, or its job outlived the wait): re-attaches to its job
+--    when its status address was recorded and finishes it; a job that is
+--    gone or failed, an expired result file and an attempt without a job are
+--    resolved by reading the server (geoservices.sync.verify): adds found and
+--    deletes gone are applied, an update is applied when the server holds
+--    what it sent, not applied when it still holds the values from before
+--    the edit (`base`), and a conflict otherwise (kept in store:conflicts(),
+--    never sent again over the newer value). Only edits shown not applied
+--    go back to the queue, and are sent in this sync's request;
+-- 2. records a new attempt holding the queued edits (durable before anything
+--    is sent), the job's address as soon as it is known;
 -- 3. sends synchronizeReplica with the edits and the store's generations
---    (perReplica replicaServerGen, perLayer syncLayers), upload first;
--- 4. applies the result in ONE transaction: snapshot layers cleared, the
---    downloaded changes through the C fast path (read from a temporary
---    file chunk by chunk), the new generations, each sent edit's outcome
---    (applied: out of the queue; rejected: into the failed edits with the
---    server's code and description; unanswered: back in the queue), and a
---    line of the sync log. The server's state wins: a queued local edit of
---    a feature the download changed is dropped, and every local edit of a
---    feature the download changed is reported in `result.overwritten`.
+--    (perReplica replicaServerGen, perLayer syncLayers), always stating
+--    transportType and rollbackOnFailure (geoservices.sync) in the prefix its
+--    server answers in;
+-- 4. settles each sent edit: the answer's verdict (geoservices.sync.outcome),
+--    and for those it leaves unknown, the server's (read back);
+-- 5. applies the result in ONE transaction (geoservices.store.commit):
+--    snapshot layers cleared, the downloaded changes, the new generations,
+--    each sent edit's fate, a line of the sync log. The server's state wins
+--    for a feature changed on both sides: `result.overwritten`.
+-- A job still running when the wait ends, or whose polls fail, keeps the
+-- attempt: `err.pending`, and the next sync re-attaches to it.
 -- @module geoservices.store.sync
 -- @local
+local commit = require "geoservices.store.commit"
 local errors = require "geoservices.errors"
+local jobs = require "geoservices.sync.job"
 local json = require "geoservices.json"
+local outcome = require "geoservices.sync.outcome"
 local paths = require "geoservices.store.paths"
-local reconcile = require "geoservices.sync.reconcile"
 local replica_mod = require "geoservices.sync.replica"
-local store = require "geoservices.store"
 local sync = require "geoservices.sync"
+local verify = require "geoservices.sync.verify"
 
 local M = {}
 
-local normalize = store.normalize_global_id
-
+local feature_key = commit.feature_key
+local db_fail = commit.db_fail
 local file_exists = paths.exists
 
 local function temp_output(st)
   return paths.beside(st.path, "sync", ".json")
-end
-
-local function key(op, layer, gid)
-  return ("%s|%s|%s"):format(op, tostring(layer), normalize(tostring(gid)))
-end
-
-local function feature_key(layer, gid)
-  return ("%s|%s"):format(tostring(layer), normalize(tostring(gid)))
 end
 
 -- The 2.1 edits array of queue rows, by layer.
@@ -119,119 +120,23 @@ local function watcher(st, rows)
   end
 end
 
-local function db_fail(st, msg, code)
-  return errors.new(code == "busy" and "busy" or "io", ("replica store %s: %s"):format(st.path, msg),
-    { code = code })
+
+-- A job wait that ended without the job's verdict: still running at the
+-- deadline, polls failing, a result that could not be read. The attempt
+-- stays; the next sync re-attaches.
+local function pending(st, err, status_url)
+  err.pending = true
+  if not err.message:find("outcome is pending", 1, true) then
+    err.message = err.message .. ("; the job's outcome is pending: its edits stay in %s's attempt and the next "
+      .. "sync re-attaches to it (%s)"):format(st.path, tostring(status_url))
+  end
+  return err
 end
 
--- The one transaction that commits a result: snapshot layers cleared, the
--- downloaded changes applied, the generations, the attempt's outcomes, the
--- queued edits the server's state overwrote, the log.
-local function commit(st, rep, attempt_id, rows, result, file, touched, directions, on_fill)
-  local failed, unanswered = {}, {}
-  for _, f in ipairs(result.failed_edits or {}) do
-    if f.target ~= "attachment" then failed[key(f.op, f.layer, f.globalId)] = f end
-  end
-  for _, u in ipairs(result.unanswered or {}) do unanswered[key(u.op, u.layer, u.globalId)] = true end
-  local outcomes, uploaded, rejected = {}, 0, {}
-  for _, r in ipairs(rows) do
-    local k = key(r.op, r.layer, r.globalId)
-    local f = failed[k]
-    if f then
-      outcomes[r.seq] = { code = f.code, description = f.description }
-      rejected[#rejected + 1] = r
-    elseif not unanswered[k] then
-      outcomes[r.seq] = true
-      uploaded = uploaded + 1
-    end
-  end
-  local snapshot = {}
-  if result.response ~= "no_edits" then
-    for id, dir in pairs(directions) do
-      if dir == "snapshot" then snapshot[id] = true end
-    end
-  end
-  local gens = { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens }
-  if rep.syncModel == "perLayer" and not gens.layerServerGens and gens.replicaServerGen then
-    gens.layerServerGens = {}
-    for _, id in ipairs(rep.layers) do gens.layerServerGens[#gens.layerServerGens + 1] =
-      { id = id, serverGen = gens.replicaServerGen } end
-    gens.replicaServerGen = nil
-  end
-  local overwritten = {}
-  local ok, err = st:transaction(function()
-    local db = st.db
-    for id in pairs(snapshot) do
-      local cleared, cerr = st:clear_layer(id)
-      if not cleared then return nil, cerr end
-    end
-    local new_oids = {}
-    local downloaded = 0
-    if file then
-      local n, aerr = store._apply_file(st, file, function(kind, layer, value)
-        if kind == "add_result" and type(value) == "table" and (value.success == true or value.success == "true")
-          and math.tointeger(value.objectId) and type(value.globalId) == "string" then
-          new_oids[#new_oids + 1] = { layer, normalize(value.globalId), math.tointeger(value.objectId) }
-        end
-      end, on_fill)
-      if not n then return nil, aerr end
-      downloaded = n
-    end
-    -- local adds the server took get its OBJECTIDs
-    for _, o in ipairs(new_oids) do
-      local spec = st.layers[o[1]]
-      if spec and spec.oid then
-        local done, m, c = db:run(("UPDATE %s SET %s = ? WHERE %s = ? AND %s < 0"):format(
-          '"' .. spec.table:gsub('"', '""') .. '"', '"' .. spec.oid:gsub('"', '""') .. '"',
-          '"' .. spec.globalid:gsub('"', '""') .. '"', '"' .. spec.oid:gsub('"', '""') .. '"'),
-          o[3], o[2])
-        if not done and c ~= "constraint" then return nil, db_fail(st, m, c) end
-      end
-    end
-    -- the server's state wins: queued edits of features the download changed
-    local queue, qm, qc = db:rows("SELECT seq, layer_id, op, global_id, attempt_id FROM geoservices_edits")
-    if not queue then return nil, db_fail(st, qm, qc) end
-    for _, q in ipairs(queue) do
-      local k = feature_key(q.layer_id, q.global_id)
-      local dropped = snapshot[q.layer_id] and q.attempt_id == nil
-      if touched[k] or dropped then
-        overwritten[#overwritten + 1] = { seq = q.seq, layer = q.layer_id, op = q.op, globalId = q.global_id,
-                                          sent = q.attempt_id == attempt_id }
-        if q.attempt_id == nil then
-          local d, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", q.seq)
-          if not d then return nil, db_fail(st, m, c) end
-        end
-      end
-    end
-    for _, r in ipairs(rows) do
-      if snapshot[r.layer] and outcomes[r.seq] == nil then
-        outcomes[r.seq] = true -- its feature was replaced by the server's data
-        overwritten[#overwritten + 1] = { seq = r.seq, layer = r.layer, op = r.op, globalId = r.globalId,
-                                          sent = true }
-      end
-    end
-    local g, gerr = st:set_generations(gens)
-    if not g then return nil, gerr end
-    if attempt_id then
-      local e, eerr = st:end_attempt(attempt_id, outcomes)
-      if not e then return nil, eerr end
-    end
-    local l, lerr = st:log{ operation = "sync", outcome = "ok", uploaded = uploaded, failed = #rejected,
-      downloaded = downloaded, replicaServerGen = gens.replicaServerGen, layerServerGens = gens.layerServerGens }
-    if not l then return nil, lerr end
-    result.applied = downloaded
-    return true
-  end)
-  if file then os.remove(file) end
-  if not ok then return nil, err end
-  result.uploaded, result.rejected, result.overwritten = uploaded, rejected, overwritten
-  result.output, result.result_url = nil, result.result_url
-  return result
-end
-
--- A failure that proves the server applied none of the attempt's edits.
-local function nothing_applied(err)
-  return type(err) == "table" and not err.ambiguous and not err.edits_applied and not err.synchronized
+-- Errors after which the job will never give its result.
+local function job_over(err)
+  return err.code == "result_gone" or (err.kind == "job" and (err.status_resource ~= nil
+    or err.code == "job_not_found"))
 end
 
 local function rows_of(st, attempt_id)
@@ -244,69 +149,114 @@ local function rows_of(st, attempt_id)
   return rows
 end
 
--- A result whose only fault is edits the server did not answer: the
--- replica was synchronized; those edits go back to the queue.
-local function accept_unanswered(result, err)
-  if not result and type(err) == "table" and err.unanswered and err.result then
-    err.result.unanswered = err.unanswered
-    return err.result
+local function expectation(rep)
+  local layers
+  if rep.syncModel == "perLayer" then
+    layers = {}
+    for _, l in ipairs(rep.layerServerGens or {}) do layers[l.id] = math.tointeger(l.serverGen) end
   end
-  return result, err
+  return { replicaID = rep.replicaID, replicaServerGen = math.tointeger(rep.replicaServerGen), layer_gens = layers }
 end
 
-local function sub_opts(opts, tmp, on_change)
+local function prefix_of(rep)
+  return type(rep.info) == "table" and type(rep.info.enum_prefix) == "string" and rep.info.enum_prefix or nil
+end
+
+-- The verdict of every row: the answer's where it tells, the server's
+-- (read back) where it does not. nil, err when the server cannot be read.
+local function verdicts_of(st, client, rep, rows, result, opts)
+  local verdicts = {}
+  for k, v in pairs(result.outcomes or {}) do verdicts[k] = v end
+  local unknown = {}
+  for _, e in ipairs(commit.entries(rows)) do
+    local v = verdicts[e.key]
+    if v == nil or v == outcome.UNKNOWN then unknown[#unknown + 1] = e end
+  end
+  if #unknown == 0 then return verdicts, {} end
+  local read, oids = verify.edits(client, rep.service, unknown, { completed = true, fields = commit.fields(st),
+                                                               timeout = opts.timeout })
+  if not read then return nil, oids end
+  for k, v in pairs(read) do verdicts[k] = v end
+  return verdicts, oids
+end
+
+-- Settles an attempt whose result will not come by reading the server.
+-- Returns the summary (and whether its edits came from a failed job).
+local function settle_by_reading(st, client, rep, attempt_id, rows, opts)
+  local entries = commit.entries(rows)
+  local verdicts, oids = verify.edits(client, rep.service, entries, { completed = false, fields = commit.fields(st),
+                                                                     timeout = opts.timeout })
+  if not verdicts then
+    local err = oids
+    err.message = ("the outcome of %d edit(s) of %s could not be read from the server yet (they stay in the "
+      .. "store's attempt; nothing is sent again until it is known): %s"):format(#rows, st.path, err.message)
+    return nil, err
+  end
+  local by_seq, summary = commit.outcomes(rows, verdicts)
+  local ok, err = commit.verified(st, attempt_id, by_seq, oids, rows, summary)
+  if not ok then return nil, err end
+  return summary
+end
+
+local function sub_opts(opts, tmp, on_change, rep)
   return { output = tmp, on_change = on_change, on_status = opts.on_status, on_progress = opts.on_progress,
-           poll_interval = opts.poll_interval, timeout = opts.timeout, allow_unanswered = true }
+           poll_interval = opts.poll_interval, timeout = opts.timeout, enum_prefix = prefix_of(rep) }
 end
 
--- Resolves the attempt an earlier sync left in flight.
+-- Resolves the attempt an earlier sync left in flight. Returns a table
+-- (`result` when its job was finished; `summary`, `from_failed_job` when it
+-- was read back), or nil, err.
 local function resolve(st, client, rep, attempt, opts)
   local rows, err = rows_of(st, attempt.id)
   if not rows then return nil, err end
   if #rows == 0 and not attempt.status_url then
     local ok, eerr = st:end_attempt(attempt.id, {})
     if not ok then return nil, eerr end
-    return false
+    return {}
   end
   local journaled = type(attempt.params) == "table" and attempt.params or {}
-  local params, directions = request_params(st, rep, {}, journaled)
-  local edits = #rows > 0 and edits_of(rows) or nil
-  local touched, on_change = watcher(st, rows)
-  local tmp = temp_output(st)
-  local result
+  local failed_job = false
   if attempt.status_url then
-    local op
-    op, err = sync.resume_sync(client, json.encode{
+    local _, directions = request_params(st, rep, {}, journaled)
+    local edits = #rows > 0 and edits_of(rows) or nil
+    local touched, on_change = watcher(st, rows)
+    local tmp = temp_output(st)
+    local op = jobs.operation(client, {
       status_url = attempt.status_url, service = rep.service, replicaID = rep.replicaID, output = tmp,
-      carried_edits = edits ~= nil, reissued = true, sent = edits and reconcile.sent_edits{ edits = edits } or nil,
-    })
-    if not op then return nil, err end
-    result, err = accept_unanswered(op:wait{ on_change = on_change, on_status = opts.on_status,
-      on_progress = opts.on_progress, poll_interval = opts.poll_interval, timeout = opts.timeout })
-    if not result and err.code == "job_not_found" and not edits then
-      os.remove(tmp)
+      on_change = on_change, carried_edits = edits ~= nil, sent = edits and outcome.sent_edits{ edits = edits },
+      rollback = journaled.rollbackOnFailure == true, direction = journaled.syncDirection,
+      layer_directions = directions, expect = expectation(rep),
+    }, sync.finish_job)
+    local result
+    result, err = op:wait{ on_status = opts.on_status, on_progress = opts.on_progress,
+                           poll_interval = opts.poll_interval, timeout = opts.timeout }
+    if result then
+      local verdicts, oids = verdicts_of(st, client, rep, rows, result, opts)
+      if not verdicts then
+        os.remove(tmp)
+        return nil, oids
+      end
+      local by_seq, summary = commit.outcomes(rows, verdicts)
+      local file = file_exists(tmp) and tmp or nil
+      result, err = commit.result(st, rep, { attempt_id = attempt.id, rows = rows, result = result, file = file,
+        touched = touched, directions = directions, on_fill = opts.on_fill, by_seq = by_seq, summary = summary,
+        object_ids = oids })
+      if not result then return nil, err end
+      return { result = result }
+    end
+    os.remove(tmp)
+    if not job_over(err) then return nil, pending(st, err, attempt.status_url) end
+    failed_job = err.kind == "job" and err.status_resource ~= nil
+    if #rows == 0 then
       local ok, eerr = st:end_attempt(attempt.id, {})
       if not ok then return nil, eerr end
-      return false
-    end
-    if not result and err.code ~= "job_not_found" then
-      os.remove(tmp)
-      return nil, err
+      return {}
     end
   end
-  if not result then -- re-send the attempt's edits: the server reconciles what it already applied
-    params.edits = edits
-    local o = sub_opts(opts, tmp, on_change)
-    o.resend = true
-    o.on_job = function(op) return st:attempt_job(attempt.id, op.status_url) end
-    result, err = accept_unanswered(sync.synchronize_replica(client, rep.service, params, o))
-    if not result then
-      os.remove(tmp)
-      return nil, err
-    end
-  end
-  local file = file_exists(tmp) and tmp or nil
-  return commit(st, rep, attempt.id, rows, result, file, touched, directions, opts.on_fill)
+  local summary
+  summary, err = settle_by_reading(st, client, rep, attempt.id, rows, opts)
+  if not summary then return nil, err end
+  return { summary = summary, from_failed_job = failed_job }
 end
 
 local UPLOADS = { bidirectional = true, upload = true }
@@ -328,20 +278,14 @@ local function sync_locked(st, client, opts)
   if attempt == nil then return nil, err end
   if attempt then
     resolved, err = resolve(st, client, rep, attempt, opts)
-    if resolved == nil then
-      err.message = "an earlier synchronization of this store was interrupted and could not be resolved yet "
-        .. "(its edits stay queued and are sent again next time): " .. err.message
+    if not resolved then
+      err.message = "an earlier synchronization of this store was interrupted and is not resolved yet: " .. err.message
       return nil, err
     end
-    rep, err = st:replica() -- the generations moved
+    rep, err = st:replica() -- the generations may have moved
     if not rep then return nil, err end
   end
   local params, directions = request_params(st, rep, opts, nil)
-  local journal = { syncDirection = params.syncDirection, transportType = params.transportType }
-  if rep.syncModel == "perLayer" then
-    journal.directions = {}
-    for id, dir in pairs(directions) do journal.directions[tostring(id)] = dir end
-  end
   -- the edits of layers that upload this time (a download or snapshot layer's stay queued)
   local queue, qerr = st:pending()
   if not queue then return nil, qerr end
@@ -349,23 +293,67 @@ local function sync_locked(st, client, opts)
   for _, r in ipairs(queue) do
     if r.attempt == nil and UPLOADS[directions[r.layer] or ""] then seqs[#seqs + 1] = r.seq end
   end
+  if #seqs > 0 and resolved and resolved.from_failed_job then
+    -- an all-or-nothing job failed: the edits go in a synchronous request
+    -- whose per-edit results name the one the server refuses
+    params.async, params.transportType, params.rollbackOnFailure = nil, nil, nil
+  end
+  -- what the request states itself (geoservices.sync does the same): kept
+  -- in the attempt, so that its outcome can be read after a crash
+  local async = params.async == true
+  if params.transportType == nil then params.transportType = (#seqs > 0 and not async) and "embedded" or "url" end
+  if params.rollbackOnFailure == nil then params.rollbackOnFailure = #seqs == 0 or async end
+  local journal = { syncDirection = params.syncDirection, transportType = params.transportType,
+                    rollbackOnFailure = params.rollbackOnFailure, async = async }
+  if rep.syncModel == "perLayer" then
+    journal.directions = {}
+    for id, dir in pairs(directions) do journal.directions[tostring(id)] = dir end
+  end
   local id, rows = st:begin_attempt{ params = journal, seqs = seqs }
   if not id then return nil, rows end
   if #rows > 0 then params.edits = edits_of(rows) end
   local touched, on_change = watcher(st, rows)
   local tmp = temp_output(st)
-  local o = sub_opts(opts, tmp, on_change)
-  o.on_job = function(op) return st:attempt_job(id, op.status_url) end
+  local o = sub_opts(opts, tmp, on_change, rep)
+  local job_started = false
+  o.on_job = function(op)
+    job_started = true
+    return st:attempt_job(id, op.status_url)
+  end
   local result
-  result, err = accept_unanswered(sync.synchronize_replica(client, rep.service, params, o))
+  result, err = sync.synchronize_replica(client, rep.service, params, o)
   if not result then
     os.remove(tmp)
-    if nothing_applied(err) then st:end_attempt(id, {}) end
+    local current = st:attempt()
+    if job_started and not job_over(err) then return nil, pending(st, err, current and current.status_url) end
+    if not err.outcome_unknown and not job_started then
+      st:end_attempt(id, {}) -- it never left, or the server refused it whole: nothing applied
+      return nil, err
+    end
+    if #rows == 0 then
+      st:end_attempt(id, {})
+      return nil, err
+    end
+    -- the edits' outcome is unknown: read the server now
+    local summary, verr = settle_by_reading(st, client, rep, id, rows, opts)
+    if not summary then return nil, verr end
+    err.verified = summary
+    err.message = err.message .. ("; read back from the server: %d applied, %d rejected, %d conflict(s), %d "
+      .. "queued again"):format(summary.applied, #summary.rejected, #summary.conflicts,
+        #rows - summary.applied - #summary.rejected - #summary.conflicts)
     return nil, err
   end
+  local verdicts, oids = verdicts_of(st, client, rep, rows, result, opts)
+  if not verdicts then
+    os.remove(tmp)
+    return nil, oids -- the attempt stays: the next sync reads the outcome back
+  end
+  local by_seq, summary = commit.outcomes(rows, verdicts)
   local file = file_exists(tmp) and tmp or nil
-  result, err = commit(st, rep, id, rows, result, file, touched, directions, opts.on_fill)
-  if result and resolved then result.resolved = resolved end
+  result, err = commit.result(st, rep, { attempt_id = id, rows = rows, result = result, file = file,
+    touched = touched, directions = directions, on_fill = opts.on_fill, by_seq = by_seq, summary = summary,
+    object_ids = oids })
+  if result and resolved then result.resolved = resolved.result or resolved.summary end
   return result, err
 end
 
@@ -378,9 +366,11 @@ end
 --   `directions` (`[layer id] = direction`, perLayer), `params` (extra synchronizeReplica
 --   parameters: async, transportType...)
 -- @return the synchronization result, plus `uploaded` (edits applied), `rejected` (the queue rows
---   the server refused, now in store:failed()), `overwritten` (`{seq, layer, op, globalId, sent}`
+--   the server refused, now in store:failed()), `conflicts` (edits not applied because the server
+--   holds newer values, now in store:conflicts()), `overwritten` (`{seq, layer, op, globalId, sent}`
 --   of the local edits whose feature the server's state replaced), `applied` (records written),
---   `resolved` (an interrupted attempt resolved first); or nil, err
+--   `resolved` (an interrupted attempt resolved first); or nil, err (`err.pending` when a job's
+--   outcome is not known yet: the next sync re-attaches)
 -- @raise on misuse
 function M.sync(st, client, opts)
   opts = opts or {}
