@@ -188,6 +188,9 @@ function create_params.layer_ids(value)
       return nil, invalid("layers", "must be a list of layer ids without holes")
     end
   end
+  for i = 1, n do -- {0, nil, 2} has #t == 3: ipairs would stop at the hole
+    if list[i] == nil then return nil, invalid("layers", "must be a list of layer ids without holes") end
+  end
   if n == 0 then return nil, invalid("layers", "must name at least one layer") end
   local ids, seen = {}, {}
   for i, id in ipairs(list) do

@@ -59,13 +59,19 @@ local function direction_of(value, parameter)
   return value:lower()
 end
 
--- A nil hole (`{a, nil, b}`) is sent as a JSON object and applies nothing:
--- returns the position of the first missing item, or nil for a true list.
+-- A nil hole (`{a, nil, b}`) would be sent as a shorter list or as a JSON
+-- object, and its edits silently lost: returns the position of the first
+-- missing item, or nil for a true list. A hole can sit inside the length
+-- (`#{a, nil, b}` is 3: the constructor sizes the array part) or before a
+-- key beyond it (`t[1] = a; t[3] = b`: #t is 1), so both are looked at.
 local function hole_in(list)
   local n = #list
+  for i = 1, n do
+    if list[i] == nil then return i end
+  end
   for k in pairs(list) do
     if math.type(k) == "integer" and k > n then
-      for i = 1, k do
+      for i = n + 1, k do
         if list[i] == nil then return i end
       end
     end

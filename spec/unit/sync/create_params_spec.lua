@@ -49,6 +49,9 @@ describe("createReplica params.encode", function()
     refused({ layers = { 0, -1 } }, "layers", "entry #2 must be a layer id (an integer of at least 0)")
     refused({ layers = { 0, 1.5 } }, "layers", "entry #2 must be a layer id (an integer of at least 0)")
     refused({ layers = { [1] = 0, [3] = 1 } }, "layers", "must be a list of layer ids without holes")
+    local holed = { 0, nil, 2 }
+    assert.equal(3, #holed) -- a hole inside the length: ipairs would stop at it and drop layer 2
+    refused({ layers = holed }, "layers", "must be a list of layer ids without holes")
     refused({ layers = "0;1" }, "layers", "must be layer ids separated by commas, such as 0,1")
     refused({ layers = 0, replicaName = "" }, "replicaName", "must be a non-empty string")
     refused({ layers = 0, async = "true" }, "async", "must be true or false, got string")

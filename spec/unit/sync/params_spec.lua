@@ -104,6 +104,35 @@ describe("sync params.encode", function()
       "entry for layer 4 needs serverGen: direction download downloads changes")
   end)
 
+  it("refuses a nil hole inside the length of every list, {a, nil, b} with #t == 3, naming it", function()
+    local a, b = { attributes = { GlobalID = "{A}" } }, { attributes = { GlobalID = "{B}" } }
+    local function holed(x, y)
+      local t = { x, nil, y }
+      assert.equal(3, #t) -- the case a check of the keys beyond #t cannot see
+      return t
+    end
+    local layer = { id = 0, features = { adds = { a } } }
+    refused({ replicaID = R, edits = holed(layer, layer) }, "edits",
+      "the list of layer entries has a nil hole at #2: every item up to the last must be present")
+    for _, part in ipairs{ "features", "attachments" } do
+      for _, name in ipairs{ "adds", "updates", "deleteIds" } do
+        local list = name == "deleteIds" and holed("{A}", "{B}") or holed(a, b)
+        if part == "attachments" and name ~= "deleteIds" then
+          list = holed({ globalId = "{A}" }, { globalId = "{B}" })
+        end
+        refused({ replicaID = R, edits = { { id = 4, [part] = { [name] = list } } } }, "edits",
+          ("layer 4 %s %s has a nil hole at #2: every item up to the last must be present"):format(part, name))
+      end
+    end
+    local entry = { id = 1, serverGen = 3 }
+    refused({ replicaID = R, syncLayers = holed(entry, { id = 2, serverGen = 3 }) }, "syncLayers",
+      "the list has a nil hole at #2: every item up to the last must be present")
+    -- the same lists without a hole pass
+    assert(sync_params.encode({ replicaID = R, syncLayers = { entry, { id = 2, serverGen = 3 } },
+      edits = { { id = 4, features = { adds = { a, b }, updates = { a, b }, deleteIds = { "{A}", "{B}" } } } } },
+      "svc"))
+  end)
+
   it("checks edits against each layer's own direction", function()
     local edits = { { id = 0, features = { deleteIds = { "{D}" } } } }
     local layers = { { id = 0, serverGen = 1, syncDirection = "upload" },
