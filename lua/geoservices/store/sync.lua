@@ -121,22 +121,10 @@ local function watcher(st, rows)
 end
 
 
--- A job wait that ended without the job's verdict: still running at the
--- deadline, polls failing, a result that could not be read. The attempt
--- stays; the next sync re-attaches.
-local function pending(st, err, status_url)
-  err.pending = true
-  if not err.message:find("outcome is pending", 1, true) then
-    err.message = err.message .. ("; the job's outcome is pending: its edits stay in %s's attempt and the next "
-      .. "sync re-attaches to it (%s)"):format(st.path, tostring(status_url))
-  end
-  return err
-end
 
--- Errors after which the job will never give its result.
-local function job_over(err)
-  return err.code == "result_gone" or (err.kind == "job" and (err.status_resource ~= nil
-    or err.code == "job_not_found"))
+-- Where a pending job's edits stay.
+local function kept_in(st)
+  return "in the attempt recorded in " .. st.path
 end
 
 local function rows_of(st, attempt_id)
@@ -245,7 +233,7 @@ local function resolve(st, client, rep, attempt, opts)
       return { result = result }
     end
     os.remove(tmp)
-    if not job_over(err) then return nil, pending(st, err, attempt.status_url) end
+    if not jobs.over(err, true) then return nil, jobs.pending(err, kept_in(st), attempt.status_url) end
     failed_job = err.kind == "job" and err.status_resource ~= nil
     if #rows == 0 then
       local ok, eerr = st:end_attempt(attempt.id, {})
@@ -325,7 +313,9 @@ local function sync_locked(st, client, opts)
   if not result then
     os.remove(tmp)
     local current = st:attempt()
-    if job_started and not job_over(err) then return nil, pending(st, err, current and current.status_url) end
+    if job_started and not jobs.over(err) then
+      return nil, jobs.pending(err, kept_in(st), current and current.status_url)
+    end
     if not err.outcome_unknown and not job_started then
       st:end_attempt(id, {}) -- it never left, or the server refused it whole: nothing applied
       return nil, err

@@ -167,6 +167,35 @@ function Operation:wait(opts)
   }
 end
 
+--- Whether a wait's error means the job will never give its result: it
+-- failed, or its result file expired; when `reattaching` (a later sync),
+-- also a job the server no longer knows (during the first wait a 404 may be
+-- a server restarting).
+-- @tparam table err the error of Operation:wait
+-- @tparam[opt] boolean reattaching
+-- @treturn boolean
+-- @local
+function jobs.over(err, reattaching)
+  return err.code == "result_gone" or (err.kind == "job" and (err.status_resource ~= nil
+    or (reattaching and err.code == "job_not_found")))
+end
+
+--- Marks a wait's error as pending: the job may still run and apply its
+-- edits, so its attempt stays where `kept` says and the next sync re-attaches.
+-- @tparam table err the error
+-- @string kept where the edits stay ("journaled", "in the store's attempt")
+-- @tparam ?string status_url the job's status address
+-- @treturn table err, with `pending = true`
+-- @local
+function jobs.pending(err, kept, status_url)
+  err.pending = true
+  if not err.message:find("outcome is pending", 1, true) then
+    err.message = err.message .. ("; the job's outcome is pending: its edits stay %s and the next sync re-attaches "
+      .. "to it (%s)"):format(kept, tostring(status_url))
+  end
+  return err
+end
+
 --- A JSON text from which client:resume_sync re-attaches after a restart.
 -- It holds the status address, the service, the replica id and path, and
 -- the options that matter to the result; never a token.

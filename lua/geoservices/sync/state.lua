@@ -172,23 +172,6 @@ local function expectation(r)
   return { replicaID = r.replicaID, replicaServerGen = math.tointeger(r.state.replicaServerGen), layer_gens = layers }
 end
 
--- A job wait that ended without the job's verdict: still running at the
--- deadline, polls failing, a result that could not be read. The attempt
--- stays; the next sync re-attaches.
-local function pending(err, status_url)
-  err.pending = true
-  if not err.message:find("outcome is pending", 1, true) then
-    err.message = err.message .. ("; the job's outcome is pending: its edits stay journaled and the next sync "
-      .. "re-attaches to it (%s)"):format(tostring(status_url))
-  end
-  return err
-end
-
--- Errors after which the job will never give its result.
-local function job_over(err)
-  return err.code == "result_gone" or (err.kind == "job" and (err.status_resource ~= nil
-    or err.code == "job_not_found"))
-end
 
 --- Resolves the attempt an earlier sync left in the journal. Returns
 -- `{result =}` (a job re-attached to and finished), or `{verified =,
@@ -210,7 +193,7 @@ local function resolve_attempt(self, r, opts)
     local result, err = op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
                                  timeout = opts.timeout }
     if result then return { result = result } end
-    if not job_over(err) then return nil, pending(err, attempt.status_url) end
+    if not jobs.over(err, true) then return nil, jobs.pending(err, "journaled", attempt.status_url) end
     failed_job = err.kind == "job" and err.status_resource ~= nil
   end
   local entries = entries_of(attempt.edits)
@@ -291,9 +274,7 @@ local function sync_locked(self, r, edits, opts)
     result.resolved = resolution.result or resolution
   end
   if result or not r.attempt or not journaling then return result, err end
-  if job_started and not (err.kind == "job" and err.status_resource) then
-    return nil, pending(err, r.attempt.status_url)
-  end
+  if job_started and not jobs.over(err) then return nil, jobs.pending(err, "journaled", r.attempt.status_url) end
   if not err.outcome_unknown and not job_started then
     r:clear_attempt() -- it never left, or the server refused it whole: nothing applied
     return nil, err
