@@ -48,15 +48,28 @@ local function generations(state)
   return tostring(state.replicaServerGen)
 end
 
--- The journaled attempt beside the state, if it still belongs to it.
+-- The journaled attempt beside the state, if it still belongs to it; nil
+-- when there is none; nil, err when the journal cannot be read. A damaged
+-- journal stays where it is: it may hold edits the server has or has not
+-- applied, which only a person can now sort out.
 local function load_journal(path, state)
-  local f = io.open(path .. ".journal", "rb")
+  local journal = path .. ".journal"
+  local f = io.open(journal, "rb")
   if not f then return nil end
   local text = f:read("a")
   f:close()
-  local attempt = json.decode(text)
-  if type(attempt) ~= "table" or attempt.from ~= generations(state) then
-    os.remove(path .. ".journal") -- resolved by the save that moved the generations
+  local attempt, msg, offset = json.decode(text)
+  local why = attempt == nil and ("not JSON (%s at byte %s)"):format(tostring(msg), tostring(offset))
+    or type(attempt) ~= "table" and "not a JSON object"
+    or type(attempt.from) ~= "string" and "it does not say which generations it was sent from"
+    or attempt.edits ~= nil and type(attempt.edits) ~= "table" and "its edits are not a list"
+  if why then
+    return nil, errors.new("io", ("replica journal %s is damaged: %s. It holds a synchronization that may have "
+      .. "reached the server, so it was left in place and nothing was sent: repair it, or move it away once you "
+      .. "know what became of its edits"):format(journal, why), { code = "damaged", path = journal })
+  end
+  if attempt.from ~= generations(state) then
+    os.remove(journal) -- resolved by the save that moved the generations
     return nil
   end
   return attempt
@@ -70,8 +83,8 @@ end
 -- @treturn[1] Replica the replica (prints as a one-line summary)
 -- @return[2] nil
 -- @treturn[2] table err: kind "io" (the file does not exist and no init was given, or the new file
---   could not be written) or "invalid" (not JSON, or a rule broken: service, replicaID, model,
---   layers)
+--   could not be written; code "damaged": its journal cannot be read, and is left in place) or
+--   "invalid" (not JSON, or a rule broken: service, replicaID, model, layers)
 -- @raise when path is not a string
 function replica.open(path, init)
   if type(path) ~= "string" then error("geoservices.replica: expected a file path", 2) end
@@ -94,8 +107,12 @@ function replica.open(path, init)
   end
   local ok, err = check_state(state, path)
   if not ok then return nil, err end
-  local self = setmetatable({ path = path, state = state, attempt = f and load_journal(path, state) or nil },
-                             Replica)
+  local attempt
+  if f then
+    attempt, err = load_journal(path, state)
+    if err then return nil, err end
+  end
+  local self = setmetatable({ path = path, state = state, attempt = attempt }, Replica)
   if not f then
     local saved, save_err = self:save()
     if not saved then return nil, save_err end
@@ -205,7 +222,8 @@ end
 -- (@{advance}) or when the server is known to have applied none of it. The
 -- state file itself changes only with the generations. A journal whose
 -- generations are no longer the state's was resolved by the save that moved
--- them (a crash between the two writes) and is dropped on open.
+-- them (a crash between the two writes) and is dropped on open; a journal
+-- that cannot be read is an error of @{open} naming it, and stays.
 -- @tparam table edits the edits array as sent
 -- @tparam table params `syncDirection`, `transportType` of the attempt
 -- @treturn[1] boolean true

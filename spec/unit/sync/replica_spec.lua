@@ -213,4 +213,65 @@ describe("replica state", function()
       assert.same({ replicaID = R, syncDirection = "bidirectional", replicaServerGen = 12 }, r:request_params())
     end)
   end)
+
+  describe("journal", function()
+    local EDITS = { { id = 0, features = { adds = { { attributes = { GlobalID = "{A}" } } } } } }
+
+    it("loads the attempt journaled beside the state", function()
+      local r = assert(replica.open(path, per_replica()))
+      assert(r:begin_attempt(json.array(EDITS), { syncDirection = "bidirectional" }))
+      local again = assert(replica.open(path))
+      assert.equal("{A}", again.attempt.edits[1].features.adds[1].attributes.GlobalID)
+    end)
+
+    it("drops a journal the state's generations already moved past", function()
+      local r = assert(replica.open(path, per_replica()))
+      assert(r:begin_attempt(json.array(EDITS), {}))
+      local journal = read(path .. ".journal")
+      assert(r:advance{ replicaServerGen = 13 })
+      write(path .. ".journal", journal) -- as a crash between the two writes leaves it
+      local again = assert(replica.open(path))
+      assert.is_nil(again.attempt)
+      assert.is_nil(read(path .. ".journal"))
+    end)
+
+    for _, case in ipairs{
+      { "not JSON", '{"edits":[{"id":0,"features":{"adds":[{"attributes":{"GlobalID":"{A}"' },
+      { "empty", "" },
+      { "not an object", "[1, 2]" },
+      { "an object without its generations", '{"edits":[]}' },
+      { "edits that are not a list", '{"edits":"x","from":"12"}' },
+    } do
+      it(("is an error naming the file when it is damaged (%s), and is left in place"):format(case[1]), function()
+        assert(replica.open(path, per_replica()))
+        write(path .. ".journal", case[2])
+        local r, err = replica.open(path)
+        assert.is_nil(r)
+        assert.is_true(errors.is(err))
+        assert.equal("io", err.kind)
+        assert.equal("damaged", err.code)
+        assert.truthy(err.message:find(path .. ".journal", 1, true), err.message)
+        assert.equal(case[2], read(path .. ".journal")) -- its edits are not lost
+        assert.equal(12, json.decode(read(path)).replicaServerGen)
+      end)
+    end
+
+    it("damaged, stops client:sync before anything is sent", function()
+      local serve, stop_all = helper.scripted_servers()
+      local server = serve{}
+      local ok, err = pcall(function()
+        assert(replica.open(path, per_replica()))
+        write(path .. ".journal", "{\"edits\": [")
+        local c = require("geoservices").client{ url = server.url, retry = false }
+        local result, sync_err = c:sync(path)
+        assert.is_nil(result)
+        assert.equal("damaged", sync_err.code)
+        assert.truthy(sync_err.message:find(path .. ".journal", 1, true), sync_err.message)
+        assert.equal(0, #server:requests())
+        assert.equal("{\"edits\": [", read(path .. ".journal"))
+      end)
+      stop_all()
+      assert(ok, err)
+    end)
+  end)
 end)
