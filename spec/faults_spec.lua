@@ -34,12 +34,10 @@ local function describe_outcome(result, err)
     local detail = err.code ~= nil and tostring(err.code) or (err.kind == "http" and ("HTTP " .. err.status))
     if err.kind == "protocol" and not err.code then detail = "invalid JSON" end
     local text = detail and (err.kind .. " " .. detail) or err.kind
-    if err.ambiguous then text = text .. " (ambiguous: resend = true)" end
+    if err.pending then text = text .. " (pending: the next sync re-attaches)"
+    elseif err.outcome_unknown then text = text .. " (outcome unknown: read back from the server)" end
     if err.attempts and err.attempts > 1 then text = text .. (" after %d attempts"):format(err.attempts) end
     return text
-  end
-  if type(result) == "table" and result.already_applied and #result.already_applied > 0 then
-    return ("ok after re-issue, %d already applied"):format(#result.already_applied)
   end
   if type(result) == "table" and result.partial then return "ok (partial: CompletedWithErrors)" end
   return "ok"
@@ -254,32 +252,26 @@ describe("fault matrix", function()
 
   -- ------------------------------------------------------------------ sync
   -- A synchronizeReplica with edits under faults that hit after the server
-  -- applied them (the response is lost) or before (refused).
+  -- applied them (the answer is lost) or before (refused). An edit-carrying
+  -- request is never repeated once it may have left: its outcome is unknown
+  -- and read back from the server (the layer query), in the same call.
   local SYNC_CASES = {
     { label = "reset before the response (1st attempt)", fault = { kind = "reset", attempts = { 1 } },
-      requests = 2, already = 2 },
-    { label = "reset mid-body (1st attempt)", fault = { kind = "reset_mid_body", attempts = { 1 } },
-      requests = 2, already = 2 },
-    { label = "truncated body (1st attempt)", fault = { kind = "truncate", attempts = { 1 } }, requests = 2,
-      already = 2 },
-    { label = "invalid JSON (1st attempt)", fault = { kind = "invalid_json", attempts = { 1 } }, requests = 2,
-      already = 2 },
-    { label = "HTTP 500 (1st attempt)", fault = { kind = "status", status = 500, attempts = { 1 } }, requests = 2,
-      already = 2 },
-    { label = "HTTP 502 (1st attempt)", fault = { kind = "status", status = 502, attempts = { 1 } }, requests = 2,
-      already = 2 },
-    { label = "HTTP 503 (1st attempt)", fault = { kind = "status", status = 503, attempts = { 1 } }, requests = 2,
-      already = 0 },
+      unknown = true },
+    { label = "reset mid-body (1st attempt)", fault = { kind = "reset_mid_body", attempts = { 1 } }, unknown = true },
+    { label = "truncated body (1st attempt)", fault = { kind = "truncate", attempts = { 1 } }, unknown = true },
+    { label = "invalid JSON (1st attempt)", fault = { kind = "invalid_json", attempts = { 1 } }, unknown = true },
+    { label = "HTTP 500 (1st attempt)", fault = { kind = "status", status = 500, attempts = { 1 } }, unknown = true },
+    { label = "HTTP 502 (1st attempt)", fault = { kind = "status", status = 502, attempts = { 1 } }, unknown = true },
+    { label = "HTTP 503 (1st attempt)", fault = { kind = "status", status = 503, attempts = { 1 } }, unknown = true },
     { label = "HTTP 429 (1st attempt)", fault = { kind = "status", status = 429, attempts = { 1 } }, requests = 2,
-      already = 0 },
-    { label = "HTTP 500 always", fault = { kind = "status", status = 500 }, requests = 3, kind = "http",
-      applied = true },
+      ok = true },
+    { label = "HTTP 500 always", fault = { kind = "status", status = 500 }, unknown = true },
     { label = "498 expired token (static token)", fault = { kind = "error", code = 498, message = "Invalid token." },
-      requests = 1, kind = "auth", applied = false },
+      kind = "auth" },
     { label = "499 token required", fault = { kind = "error", code = 499, message = "Token Required." },
-      requests = 1, kind = "auth", applied = false },
-    { label = "403 forbidden", fault = { kind = "error", code = 403, message = "Forbidden." },
-      requests = 1, kind = "auth", applied = false },
+      kind = "auth" },
+    { label = "403 forbidden", fault = { kind = "error", code = 403, message = "Forbidden." }, kind = "auth" },
   }
 
   for _, case in ipairs(SYNC_CASES) do
@@ -295,37 +287,36 @@ describe("fault matrix", function()
         local result, err = client():sync(r, e, { params = { transportType = transport_type } })
         local c = counts()
         record(case.label, op_name, describe_outcome(result, err), c)
-        assert.equal(case.requests, c.synchronizeReplica)
-        if case.kind then
+        assert.equal(case.requests or 1, c.synchronizeReplica, "an edit-carrying request is sent once")
+        if case.ok then
+          assert.is_not_nil(result, err and tostring(err))
+          assert.same({}, result.failed_edits)
+          assert.equal(result.replicaServerGen, json.decode(helper.read_all(r.path)).replicaServerGen)
+          assert_applied_once(gid)
+        elseif case.unknown then
+          assert.is_nil(result)
+          assert.is_true(err.outcome_unknown)
+          assert.is_nil(err.message:find("resend", 1, true), "never told to send again what may be applied")
+          assert.is_true((c.query or 0) >= 1, "the outcome is read back from the server")
+          assert.equal(before, helper.read_all(r.path), "the generation did not move")
+          -- the next sync sends only what the server was shown not to have
+          emu:control("faults/clear", {})
+          local again = assert(client():sync(r, nil, { params = { transportType = transport_type } }))
+          assert.same({}, again.failed_edits)
+          assert_applied_once(gid)
+        else
           assert.is_nil(result)
           assert.equal(case.kind, err.kind)
           assert.equal(before, helper.read_all(r.path), "state file unchanged")
-          if case.applied then
-            assert.is_true(err.ambiguous)
-            assert.matches("resend = true", err.message, 1, true)
-            -- the documented way out: sync again with resend = true
-            emu:control("faults/clear", {})
-            local again = assert(client():sync(r, e, { resend = true, params = { transportType = transport_type } }))
-            assert.equal(2, #again.already_applied)
-            assert.same({}, again.failed_edits)
-            assert_applied_once(gid)
-          else
-            assert_not_applied(gid)
-          end
-        else
-          assert.is_not_nil(result, err and tostring(err))
-          assert.same({}, result.failed_edits)
-          assert.equal(case.already, #(result.already_applied or {}))
-          assert.equal(3, result.succeeded)
-          assert.equal(result.replicaServerGen, json.decode(helper.read_all(r.path)).replicaServerGen)
-          assert_applied_once(gid)
+          assert_not_applied(gid)
+          assert.is_nil(io.open(r.path .. ".journal"), "refused whole: nothing is left to resolve")
         end
         os.remove(r.path)
       end)
     end
   end
 
-  it("delay beyond the deadline: sync (edits) times out, state unchanged, a resend completes it", function()
+  it("delay beyond the deadline: the outcome is read back, never re-sent; the next sync completes it", function()
     emu:fault{ route = "synchronizeReplica", kind = "delay", delay_ms = 1200, attempts = { 1 } }
     local r = new_replica()
     local before = helper.read_all(r.path)
@@ -334,18 +325,17 @@ describe("fault matrix", function()
     record("delay beyond the deadline", "sync (edits, embedded)", describe_outcome(result, err), counts())
     assert.is_nil(result)
     assert.equal("timeout", err.kind)
-    assert.is_true(err.ambiguous)
+    assert.is_true(err.outcome_unknown)
     assert.equal(before, helper.read_all(r.path))
     assert.equal(1, emu:count("synchronizeReplica"))
-    helper.sleep(1) -- let the delayed answer go
-    local again = assert(client():sync(r, e, { resend = true, params = { transportType = "url" } }))
-    record("delay beyond the deadline, then resend = true", "sync (edits, embedded)",
-      describe_outcome(again), counts())
-    assert.equal(2, #again.already_applied)
+    helper.sleep(1) -- let the delayed request be applied
+    local again = assert(client():sync(r))
+    record("delay beyond the deadline, then sync again", "sync (edits, embedded)", describe_outcome(again), counts())
     assert_applied_once(gid)
+    assert.equal(1, emu:count("synchronizeReplica") - 1, "the edits were not sent a second time")
   end)
 
-  it("an add without GlobalID is never re-issued: the ambiguous error says so", function()
+  it("an add without GlobalID is never re-issued: its outcome stays unknown", function()
     emu:fault{ route = "synchronizeReplica", kind = "reset", attempts = { 1 } }
     local r = new_replica()
     local before = helper.read_all(r.path)
@@ -359,17 +349,16 @@ describe("fault matrix", function()
     assert.equal(before, helper.read_all(r.path))
   end)
 
-  it("rollbackOnFailure = true is never re-issued either", function()
+  it("rollbackOnFailure = true is never re-issued either; the outcome is read back", function()
     emu:fault{ route = "synchronizeReplica", kind = "reset", attempts = { 1 } }
     local r = new_replica()
     local e, gid = new_edits()
     local result, err = client():sync(r, e, { params = { rollbackOnFailure = true, transportType = "url" } })
     record("reset (rollbackOnFailure = true)", "sync (edits, embedded)", describe_outcome(result, err), counts())
     assert.is_nil(result)
-    assert.is_true(err.ambiguous)
+    assert.is_true(err.outcome_unknown)
     assert.equal(1, emu:count("synchronizeReplica"))
-    local again = assert(client():sync(r, e, { resend = true, params = { transportType = "url" } }))
-    assert.equal(2, #again.already_applied)
+    assert(client():sync(r, nil, { params = { transportType = "url" } }))
     assert_applied_once(gid)
   end)
 
@@ -407,25 +396,29 @@ describe("fault matrix", function()
   end
 
   local ASYNC_CASES = {
+    -- a submission whose answer was lost started a job the client does not
+    -- know: its outcome is read back at the next sync, after the job ran
     { label = "reset before the response (1st attempt)", fault = { route = "synchronizeReplica", kind = "reset",
-      attempts = { 1 } }, ok = true, already = 2, at_least = { synchronizeReplica = 3 } },
+      attempts = { 1 } }, kind = "network", later = true },
     { label = "status poll reset (1st, 2nd attempts)", fault = { route = "jobs", kind = "reset", attempts = { 1, 2 } },
-      ok = true, already = 0 },
+      ok = true },
     { label = "status poll HTTP 503 (1st attempt)", fault = { route = "jobs", kind = "status", status = 503,
-      attempts = { 1 } }, ok = true, already = 0 },
+      attempts = { 1 } }, ok = true },
     { label = "result file reset mid-body (1st attempt)", fault = { route = "results", kind = "reset_mid_body",
-      attempts = { 1 } }, ok = true, already = 0, requests = { results = 2 } },
+      attempts = { 1 } }, ok = true, requests = { results = 2 } },
     { label = "result file HTTP 502 (1st attempt)", fault = { route = "results", kind = "status", status = 502,
-      attempts = { 1 } }, ok = true, already = 0, requests = { results = 2 } },
+      attempts = { 1 } }, ok = true, requests = { results = 2 } },
+    -- polls failing: the job's outcome is pending, the next sync re-attaches
     { label = "status URL 404", fault = { route = "jobs", kind = "status", status = 404 }, kind = "job",
-      code = "job_not_found", applied = true },
-    { label = "result file 404", fault = { route = "results", kind = "status", status = 404 }, kind = "http",
-      applied = true, requests = { results = 1 } },
+      code = "job_not_found", pending = true },
     { label = "result file truncated", fault = { route = "results", kind = "truncate" }, kind = "protocol",
-      applied = true, requests = { results = 3 } },
+      pending = true },
+    -- the result file is gone: the edits are read back, the changes asked again
+    { label = "result file 404", fault = { route = "results", kind = "status", status = 404 }, kind = "http",
+      later = true },
     { label = "job ending Failed", settings = { job_outcome = "Failed" }, kind = "job", applied = false },
     { label = "job ending CompletedWithErrors", settings = { job_outcome = "CompletedWithErrors" }, ok = true,
-      already = 0, partial = true },
+      partial = true },
   }
 
   for _, case in ipairs(ASYNC_CASES) do
@@ -439,11 +432,9 @@ describe("fault matrix", function()
       local c = counts()
       record(case.label, "async sync (edits, url)", describe_outcome(result, err), c)
       for route, n in pairs(case.requests or {}) do assert.equal(n, c[route], route) end
-      -- the re-issue meets our own lost job still running (409 busy) and waits it out
-      for route, n in pairs(case.at_least or {}) do assert.is_true(c[route] >= n, route) end
+      assert.equal(1, c.synchronizeReplica, "the edits are submitted once")
       if case.ok then
         assert.is_not_nil(result, err and tostring(err))
-        assert.equal(case.already, #(result.already_applied or {}))
         if case.partial then assert.is_true(result.partial) end
         assert.equal(result.replicaServerGen, json.decode(helper.read_all(r.path)).replicaServerGen)
         assert_applied_once(gid)
@@ -452,11 +443,16 @@ describe("fault matrix", function()
         assert.equal(case.kind, err.kind, tostring(err))
         if case.code then assert.equal(case.code, err.code) end
         assert.equal(before, helper.read_all(r.path), "state file unchanged")
-        if case.applied then
-          assert.matches("resend = true", err.message, 1, true)
+        if case.pending then assert.is_true(err.pending) end
+        if case.pending or case.later then
+          assert.is_nil(err.message:find("resend", 1, true))
           emu:control("faults/clear", {})
-          local again = assert(client():sync(r, e, { resend = true, params = { transportType = "url" } }))
-          assert.equal(2, #again.already_applied)
+          helper.sleep(0.3) -- the job runs its course
+          local again = assert(async_sync(client(), r, nil))
+          assert.is_not_nil(again)
+          -- pending: the job is re-attached to; later: the edits were read
+          -- back, and only the changes are asked again (no edits)
+          assert.equal(case.pending and 1 or 2, emu:count("synchronizeReplica"), "the edits were not submitted again")
           assert_applied_once(gid)
         else
           assert_not_applied(gid)
@@ -578,8 +574,14 @@ describe("fault matrix", function()
           assert.is_nil(result)
           assert.equal("job", err.kind)
           assert.equal("job_not_found", err.code)
-          assert.matches("resend = true", err.message, 1, true)
           assert.equal(before, helper.read_all(r.path))
+          -- the next sync finds the job gone, reads the edits' outcome back
+          -- (the server lost them) and sends them, once
+          assert(c:sync(r, nil, { poll_interval = 0.05 }))
+          local layer = restarted:control("state").featureServices.Parcels.layers["0"]
+          assert.is_not_nil(layer.features[gid])
+          assert.is_nil(layer.features[PARCEL2])
+          assert.equal(1, restarted:requests().counts.synchronizeReplica)
         end
         os.remove(r.path)
       end)

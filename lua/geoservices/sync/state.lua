@@ -110,16 +110,47 @@ local function journaled_edits(edits)
   return edits -- refused with its message by the validation
 end
 
--- The feature edits of a list as verification entries.
-local function entries_of(list)
+-- The feature edits of a list as verification entries; `bases` the
+-- server's values of updated features read just before they were sent.
+local function entries_of(list, bases)
   local out = {}
   each_edit(list, function(key, layer, target, op, gid, item)
     if target == "feature" and type(gid) == "string" then
       out[#out + 1] = { key = key, layer = layer, op = op, globalId = gid,
-                        feature = type(item) == "table" and item or nil }
+                        feature = type(item) == "table" and item or nil, base = bases and bases[key] or nil }
     end
   end)
   return out
+end
+
+-- The server's values of the features a request updates, read before it
+-- is sent and journaled with it: if its answer is lost, an update the
+-- server does not hold is told apart from one someone else overwrote (the
+-- first is sent again, the second is a conflict). A failed read leaves
+-- them unknown (such an update then counts as a conflict).
+local function read_bases(self, r, edits)
+  local by_layer = {}
+  each_edit(edits, function(key, layer, target, op, gid)
+    if target == "feature" and op == "update" and type(gid) == "string" then
+      by_layer[layer] = by_layer[layer] or {}
+      by_layer[layer][#by_layer[layer] + 1] = { key = key, gid = gid }
+    end
+  end)
+  local bases
+  for layer, list in pairs(by_layer) do
+    local gids = {}
+    for i, e in ipairs(list) do gids[i] = e.gid end
+    local found = verify.query(self, r.service, layer, gids, { geometry = true })
+    if not found then return bases end
+    for _, e in ipairs(list) do
+      local f = found[(e.gid:upper():gsub("[{}]", ""))]
+      if f then
+        bases = bases or {}
+        bases[e.key] = f
+      end
+    end
+  end
+  return bases
 end
 
 -- Folds verification verdicts into a result (or a resolution record):
@@ -196,7 +227,7 @@ local function resolve_attempt(self, r, opts)
     if not jobs.over(err, true) then return nil, jobs.pending(err, "journaled", attempt.status_url) end
     failed_job = err.kind == "job" and err.status_resource ~= nil
   end
-  local entries = entries_of(attempt.edits)
+  local entries = entries_of(attempt.edits, jp.bases)
   local verdicts, err = verify.edits(self, r.service, entries, { completed = false, timeout = opts.timeout })
   if not verdicts then
     err.message = "an earlier synchronization of this replica was interrupted and its edits' outcome could not "
@@ -256,11 +287,12 @@ local function sync_locked(self, r, edits, opts)
   local journaling = type(params.edits) == "table" or params.async == true
   local job_started = false
   if journaling then
+    local bases = type(params.edits) == "table" and read_bases(self, r, params.edits) or nil
     call_opts.on_send = function(fields)
       return r:begin_attempt(type(fields.edits) == "table" and fields.edits or json.array(), {
         syncDirection = fields.syncDirection, transportType = fields.transportType,
         rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
-        async = fields.async == true })
+        async = fields.async == true, bases = bases })
     end
     call_opts.on_job = function(op)
       job_started = true
