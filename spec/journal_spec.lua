@@ -87,9 +87,12 @@ describe("client:sync journal and lock", function()
     assert.equal(3, count_on_server(gids))
     -- the next sync (no edits of its own) resolves the attempt first
     local c = geoservices.client{ url = emu.url, token = "alice-token" }
+    local submitted = emu:count("synchronizeReplica")
     local result = assert(c:sync(state))
+    -- read back from the server, not sent again: 3 applied
     assert.truthy(result.resolved)
-    assert.equal(3, #result.resolved.already_applied)
+    assert.equal(3, result.resolved.verified)
+    assert.equal(submitted + 1, emu:count("synchronizeReplica")) -- this sync's own download, without edits
     assert.equal(3, count_on_server(gids))
     assert.is_nil(helper.read_all(state .. ".journal"))
     assert.is_true(json.decode(helper.read_all(state)).replicaServerGen > 1)
@@ -109,9 +112,9 @@ describe("client:sync journal and lock", function()
     local submitted = emu:count("synchronizeReplica")
     local c = geoservices.client{ url = emu.url, token = "alice-token" }
     local result = assert(c:sync(state, nil, { poll_interval = 0.05 }))
-    assert.truthy(result.resolved)
-    -- one more synchronizeReplica for this call's own sync, none for the resolution
-    assert.equal(submitted + 1, emu:count("synchronizeReplica"))
+    assert.is_true(result.reattached)
+    -- the job's own result synchronizes the replica: nothing is submitted again
+    assert.equal(submitted, emu:count("synchronizeReplica"))
     assert.equal(2, count_on_server(gids))
     assert.is_nil(helper.read_all(state .. ".journal"))
   end)
@@ -129,8 +132,8 @@ describe("client:sync journal and lock", function()
     local submitted = emu:count("synchronizeReplica")
     local c = geoservices.client{ url = emu.url, token = "alice-token" }
     local result = assert(c:sync(state, nil, { poll_interval = 0.05 }))
-    assert.truthy(result.resolved)
-    assert.equal(submitted + 1, emu:count("synchronizeReplica"))
+    assert.is_true(result.reattached)
+    assert.equal(submitted, emu:count("synchronizeReplica"))
     assert.is_nil(helper.read_all(state .. ".journal"))
   end)
 
@@ -154,19 +157,21 @@ describe("client:sync journal and lock", function()
     assert.equal(waited.replicaServerGen, json.decode(helper.read_all(state)).replicaServerGen)
   end)
 
-  it("a re-send with rollbackOnFailure converges: the interrupted attempt is resolved without rollback", function()
+  it("a lost answer with rollbackOnFailure is read back at once; the next sync sends only its own edits", function()
     local state = new_state()
     local edits, gids = edits_file(2)
     emu:fault{ route = "synchronizeReplica", kind = "reset", attempts = { 1 } }
     local c = geoservices.client{ url = emu.url, token = "alice-token" }
     local text = helper.read_all(edits)
     local _, err = c:sync(state, text, { params = { rollbackOnFailure = true } })
-    assert.is_true(err.ambiguous)
+    assert.is_true(err.outcome_unknown)
+    assert.equal(2, err.verified)
+    assert.is_nil(helper.read_all(state .. ".journal"), "settled: nothing is left to send")
     local e2 = geoservices.edits()
     local gid3 = e2:add(0, { attributes = { APN = "journal-new" } })
     local result = assert(c:sync(state, e2, { params = { rollbackOnFailure = true } }))
-    assert.equal(2, #result.resolved.already_applied)
     assert.equal(1, result.succeeded)
+    assert.equal(2, emu:count("synchronizeReplica"))
     assert.equal(3, count_on_server{ gids[1], gids[2], gid3 })
   end)
 

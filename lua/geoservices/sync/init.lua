@@ -238,7 +238,10 @@ local function finish(client, doc, status, sink, ctx)
   if ctx.on_done then
     -- the server applied the edits: a state that cannot be saved must say so
     local ok, done_err = ctx.on_done(result)
-    if not ok then return fail(done_err) end
+    if not ok then
+      if ctx.carried_edits and done_err.kind == "io" then done_err.edits_applied = true end
+      return fail(done_err)
+    end
   end
   -- from here the replica is synchronized: an error says so and carries the result
   if ctx.strict and #result.failed_edits > 0 then return nil, sync_result.strict_error(result) end

@@ -223,7 +223,10 @@ local function resolve_attempt(self, r, opts)
     op.on_done = settle(self, r, {}, attempt.edits)
     local result, err = op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
                                  timeout = opts.timeout }
-    if result then return { result = result } end
+    if result then
+      result.reattached = true -- the interrupted sync's own job, finished
+      return { result = result }
+    end
     if not jobs.over(err, true) then return nil, jobs.pending(err, "journaled", attempt.status_url) end
     failed_job = err.kind == "job" and err.status_resource ~= nil
   end
