@@ -52,9 +52,12 @@
 -- configure is never sent twice: after a failure that may have reached the
 -- server it reads the root resource and follows a configuration in
 -- progress (`op.reattached`), or says it is safe to send again.
--- client:wait_configured re-attaches after a crash or Ctrl-C. A client
--- without a token follows its own configure by signing in as the
--- administrator it created. No secret appears in an error, a printout or a
+-- client:wait_configured re-attaches after a crash or Ctrl-C. Requests go
+-- without a token until the server asks for one (a site being configured
+-- has no user yet, and its token endpoint may not answer until late), then
+-- signed in: with the client's own token, or, for a client without one, as
+-- the administrator configure created. A sign-in that fails because the
+-- token endpoint does not answer counts as a failed poll. No secret appears in an error, a printout or a
 -- dry run; the operation keeps no copy of the parameters.
 -- @module geoservices.configure
 local errors = require "geoservices.errors"
@@ -169,13 +172,42 @@ local function check_opts(opts, where)
   return opts
 end
 
+-- The clients a server has asked for a token (an auth answer to a request
+-- of configure sent without one): from then on they sign in at once. Weak
+-- keys: the mark goes away with the client.
+local asked = setmetatable({}, { __mode = "k" })
+
+-- POSTs a request of configure, signing in only when the server asks for a
+-- token. `opts.token` is the token source of Client:post: "optional" (the
+-- client's own) or an operation's function (the administrator configure
+-- created). A site being configured answers configure and its root
+-- resource without a token (no user exists yet) and its token endpoint may
+-- come up only late in the configuration, so signing in before the server
+-- asks would fail, or wait for an endpoint that does not answer, for
+-- nothing. A client with a fixed token sends it as before: that costs no
+-- request. A request refused for want of a token applied nothing, so it is
+-- sent again signed in (configure included).
+local function post_as_asked(client, url, fields, opts)
+  local source = opts.token
+  local signs_in = type(source) == "function" or client.token_provider
+  if not signs_in or asked[client] then return client:post(url, fields, opts) end
+  opts.token = false
+  local res, err, info = client:post(url, fields, opts)
+  if res or err.kind ~= "auth" then return res, err, info end
+  asked[client] = true
+  opts.token = source
+  return client:post(url, fields, opts)
+end
+
 -- Reads the root resource once; returns it with its summary metatable.
--- Before configuration no user exists, so the root is read with the
--- client's token when it can get one, else without; `token_source` (an
--- operation's own, see new_operation) overrides that.
+-- Before configuration no user exists, so the root is read without a token
+-- until the server asks for one (post_as_asked), then with the client's
+-- token; `token_source` (an operation's own, see new_operation) replaces
+-- the client's.
 local function read_root(client, timeout, token_source)
   local url = client:admin_url("")
-  local root, err = client:post(url, {}, { timeout = timeout, retry = "read", token = token_source or "optional" })
+  local root, err = post_as_asked(client, url, {}, { timeout = timeout, retry = "read",
+                                                     token = token_source or "optional" })
   if not root then return nil, err end
   if type(root.status) ~= "table" and type(root.resources) ~= "table" then
     return nil, errors.new("protocol", "root resource has no 'status' object", { url = url })
@@ -204,6 +236,18 @@ local reattach
 
 -- A failed poll worth repeating: the server's pods restart while it configures.
 local TRANSIENT = { network = true, timeout = true, http = true, protocol = true }
+
+-- A sign-in that failed because the token endpoint did not answer (it may
+-- come up only late in the configuration) is a failed poll like any other,
+-- ridden over as the wait rides over the root resource's own failures: the
+-- error takes the kind of its cause. A refused password stays "auth".
+local function sign_in_failure(err)
+  if err.kind == "auth" and err.reason == "generate_token" and TRANSIENT[err.cause_kind] then
+    return errors.new(err.cause_kind, err.message, { code = err.code, status = err.status, url = err.url,
+                                                     reason = err.reason })
+  end
+  return err
+end
 
 --- A configuration in progress, returned by `client:configure(params, {wait = false})`
 -- (with the initial root resource). Fields: `state` ("in_progress", "ready",
@@ -377,7 +421,7 @@ function Operation:wait(opts)
     step = function()
       local left = deadline - transport.now()
       local root, err = self:poll(math.max(math.min(self.request_timeout or self.client.timeout, left), 1))
-      if not root then return "failed", err end
+      if not root then return "failed", sign_in_failure(err) end
       if organization.is_done(self.state) then return "done", self.root end
       return "running", root
     end,
@@ -456,16 +500,17 @@ function configure.configure(self, p, opts)
   local url = self:admin_url("configure")
   if opts.dry_run then return preview(url, fields, files) end
   -- A site without an organization has no user yet, so configure goes
-  -- with the client's token when it can get one, else without. To follow
-  -- the configuration, a client without a token of its own signs in as the
-  -- administrator configure creates.
+  -- without a token unless the server asks for one (then with the
+  -- client's). To follow the configuration once the server asks, a client
+  -- without a token of its own signs in as the administrator configure
+  -- creates.
   local source = "optional"
   if not self.has_token then source = configure.admin_token(self, checked) end
   -- configure is never sent twice: only a request that never left is
   -- repeated ("once"). After a failure that may have reached the server the
   -- client re-attaches by reading the root resource instead.
-  local root, post_err = self:post(url, fields, { multipart = true, files = files, timeout = opts.request_timeout,
-                                                  retry = "once", token = "optional" })
+  local root, post_err = post_as_asked(self, url, fields, { multipart = true, files = files,
+    timeout = opts.request_timeout, retry = "once", token = "optional" })
   if not root then
     if not retry.ambiguous(post_err) then return nil, post_err end
     return reattach(self, post_err, opts, source)
