@@ -105,4 +105,59 @@ describe("an edit-carrying synchronizeReplica", function()
     local _, list = posts_to(s, SYNC)
     assert.equal("esriTransportTypeUrl", form_of(list[1]).transportType)
   end)
+
+  it("sends the token with the result file to its own origin, in a header, and to no other origin", function()
+    local other = serve{
+      { method = "GET", path = "/files/r.json", responses = { { json = { replicaID = REPLICA, replicaServerGen = 5,
+        transportType = "esriTransportTypeUrl", responseType = "esriReplicaResponseTypeEdits", edits = {} } } } },
+    }
+    local s = serve{
+      { method = "POST", path = SYNC, responses = {
+        { json = { transportType = "esriTransportTypeUrl", responseType = "esriReplicaResponseTypeEdits",
+                   replicaID = REPLICA, replicaServerGen = 4, URL = "{ROOT}/server/Parcels/FeatureServer/f/r.json" } },
+        { json = { transportType = "esriTransportTypeUrl", responseType = "esriReplicaResponseTypeEdits",
+                   replicaID = REPLICA, replicaServerGen = 5, URL = other.root .. "/files/r.json" } } } },
+      { method = "GET", path = "/server/Parcels/FeatureServer/f/r.json", responses = { { json = {
+        replicaID = REPLICA, replicaServerGen = 4, transportType = "esriTransportTypeUrl",
+        responseType = "esriReplicaResponseTypeEdits", edits = {} } } } },
+    }
+    local c = geoservices.client{ url = s.url, token = "t0k-secret", retry = false }
+    assert(c:synchronize_replica("Parcels", { replicaID = REPLICA, replicaServerGen = 3 }))
+    local foreign, err = c:synchronize_replica("Parcels", { replicaID = REPLICA, replicaServerGen = 4 })
+    c:close()
+    local own
+    for _, r in ipairs(s:requests()) do
+      if r.method == "GET" then own = r end
+    end
+    assert.equal("Bearer t0k-secret", own.headers["X-Esri-Authorization"])
+    assert.is_nil(own.path:find("t0k", 1, true), "never in the URL")
+    -- another origin: refused or fetched without the token, never with it
+    for _, r in ipairs(other:requests()) do
+      for _, v in pairs(r.headers) do assert.is_nil(tostring(v):find("t0k", 1, true)) end
+      assert.is_nil(r.path:find("t0k", 1, true))
+    end
+    assert.is_true(foreign ~= nil or err ~= nil)
+  end)
+
+  it("refuses a result for another replica or a generation that goes back, keeping nothing", function()
+    local answers = {
+      { replicaID = "{00000000-0000-4000-8000-000000000000}", replicaServerGen = 9 },
+      { replicaID = REPLICA, replicaServerGen = 2 },
+      { replicaID = REPLICA, replicaServerGen = 0 },
+      { replicaID = REPLICA, replicaServerGen = "nine" },
+    }
+    for _, a in ipairs(answers) do
+      local s = serve{
+        { method = "POST", path = SYNC, responses = { { json = { transportType = "esriTransportTypeEmbedded",
+          responseType = "esriReplicaResponseTypeEdits", replicaID = a.replicaID, replicaServerGen = a.replicaServerGen,
+          edits = {} } } } },
+      }
+      local c = geoservices.client{ url = s.url, token = "t0k", retry = false }
+      local result, err = c:synchronize_replica("Parcels", { replicaID = REPLICA, replicaServerGen = 3,
+                                                             transportType = "embedded" })
+      c:close()
+      assert.is_nil(result)
+      assert.equal("protocol", err.kind, tostring(a.replicaServerGen))
+    end
+  end)
 end)

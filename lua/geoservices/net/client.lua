@@ -560,8 +560,9 @@ end
 --- GETs a file (a sync result) and returns its bytes, or feeds them to a
 -- record sink while they arrive (see geoservices.net.download): Range
 -- requests of `download_chunk` bytes, resumed where a failed chunk stopped,
--- retried as reads. No token is sent: result addresses are self-contained,
--- and a token never goes in a URL.
+-- retried as reads. The token goes with it to the client's own origin, in
+-- the `X-Esri-Authorization` header (`Authorization` with `bearer`), never in
+-- the URL; a file on another origin gets none.
 -- @string url the result file's address
 -- @tparam[opt] table opts
 -- @tparam[opt] number opts.timeout seconds for the whole download (default the client's timeout)
@@ -580,9 +581,21 @@ end
 -- @raise never
 function Client:download(url, opts)
   opts = opts or {}
+  -- servers that protect their output directory ask the token for result
+  -- files too (the vendor's own clients send it): in a header, never in the
+  -- URL, and only to the client's own origin
+  local headers
+  if self.has_token and origin.same(url, self.url) then
+    local token, token_err = self._token(false)
+    if token_err then return nil, self._scrub(token_err) end
+    if token then
+      headers = { (self.bearer and "Authorization: Bearer " or "X-Esri-Authorization: Bearer ") .. token }
+    end
+  end
   local value, err = download.fetch(self.conn, url, {
     deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout)),
     sink = opts.sink, file = opts.file, on_progress = opts.on_progress, on_retry = opts.on_retry,
+    headers = headers,
   })
   if value == nil then return nil, self._scrub(err) end
   return value

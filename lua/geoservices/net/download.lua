@@ -33,6 +33,7 @@ end
 -- @tparam[opt] function opts.on_progress `on_progress(received, total)`: bytes of the whole file so far,
 --   and its size (nil until the server announces it)
 -- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
+-- @tparam[opt] table opts.headers request headers sent with every chunk (the token's, to the own origin)
 -- @treturn[1] string|boolean the file's bytes, or true with `opts.sink`
 -- @return[2] nil
 -- @treturn[2] table err: kind "network", "timeout", "cancelled", "http", "auth" (404/410 say the file
@@ -71,7 +72,9 @@ function download.fetch(conn, url, opts)
     end
     spec.save_to = opts.file
     if not sink and not opts.file then spec.max_response_bytes = conn.max_held_bytes end
-    if chunk then spec.headers = { ("Range: bytes=%d-%d"):format(offset, offset + chunk - 1) } end
+    spec.headers = {}
+    for i, h in ipairs(opts.headers or {}) do spec.headers[i] = h end -- the token's header, own origin only
+    if chunk then spec.headers[#spec.headers + 1] = ("Range: bytes=%d-%d"):format(offset, offset + chunk - 1) end
     local resp, msg, code = transport.send(conn, spec, sink and sink.deliver, progress_of())
     if not resp then
       local err = transport.failure(msg, code, url)
