@@ -36,6 +36,7 @@ local jobs = require "geoservices.emulator.jobs"
 local json = require "geoservices.json"
 local metadata = require "geoservices.emulator.metadata"
 local replicas = require "geoservices.emulator.replicas"
+local settings = require "geoservices.emulator.settings"
 local world = require "geoservices.emulator.world"
 
 local create = {}
@@ -184,9 +185,10 @@ end
 
 -- ---------------------------------------------------------------- the request
 
---- Checks a createReplica request against the service; returns the plan
--- (plain tables only: it is saved with a job) or nil, error body.
-function create.plan(svc, form)
+--- Checks a createReplica request against the service and the emulator's
+-- settings `s`; returns the plan (plain tables only: it is saved with a
+-- job) or nil, error body.
+function create.plan(svc, form, s)
   if not metadata.has_capability(svc, "Sync") then
     return nil, error_body(400, "Sync operations are not supported on this service.",
       { "The service does not have the Sync capability." })
@@ -216,14 +218,10 @@ function create.plan(svc, form)
     return refuse("The service does not support choosing the sync direction.")
   end
   plan.syncDirection = dir
-  if form.transportType ~= nil and form.transportType ~= "" then
-    local t = form.transportType:lower()
-    if t:match("transporttypeurl$") then plan.transport = "url"
-    elseif t:match("transporttypeembedded$") then plan.transport = "embedded"
-    else return refuse("Invalid transportType: " .. form.transportType) end
-  else
-    plan.transport = "url"
-  end
+  -- absent: the setting default_transport ("url", as the vendor's createReplica examples
+  -- send and its Python API defaults to; emulator.settings)
+  plan.transport = settings.transport_of(form.transportType, s.default_transport)
+  if not plan.transport then return refuse("Invalid transportType: " .. tostring(form.transportType)) end
   if (form.dataFormat or "json") ~= "json" then
     return refuse(("dataFormat %s is not supported by the emulator."):format(form.dataFormat))
   end
@@ -323,7 +321,7 @@ function create.export(svc, plan, replica, prefix)
   end
   local doc = {
     replicaName = plan.replicaName,
-    transportType = prefix .. (plan.transport == "url" and "TransportTypeUrl" or "TransportTypeEmbedded"),
+    transportType = settings.transport_name(prefix, plan.transport),
     responseType = prefix .. "ReplicaResponseTypeData",
     layers = layers,
   }
@@ -361,7 +359,7 @@ function create.create_replica(emu, request, service_name)
   if denied then return denied end
   local svc = emu.world.feature_services[service_name]
   if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
-  local plan, err = create.plan(svc, request.form)
+  local plan, err = create.plan(svc, request.form, emu.settings)
   if not plan then return err end
   local user = metadata.user_of(emu, request)
   plan.owner = user and user.name or ""
@@ -376,9 +374,12 @@ function create.create_replica(emu, request, service_name)
       replicaName = plan.replicaName,
       replicaID = "", -- known once the replica is provisioned
       targetType = plan.targetType,
-    }, outcome, emu.settings.job_step_ms)
+    }, outcome, emu.settings.job_step_ms, emu.settings.job_phase_ms)
     job.kind, job.phases, job.service, job.plan, job.prefix = "createReplica", phases, service_name, plan, prefix
-    plan.transport = "url" -- a job's result is always a file
+    -- a job's result is always a file: "If async is true, the results will always be returned
+    -- as if transportType is esriTransportTypeUrl" (https://developers.arcgis.com/rest/
+    -- services-reference/enterprise/create-replica.htm)
+    plan.transport = "url"
     return { statusUrl = service_url(emu, service_name) .. "/jobs/" .. job.id }
   end
   local replica = create.register(svc, plan, plan.owner)

@@ -13,6 +13,7 @@ local httpd = require "geoservices.httpd"
 local json = require "geoservices.json"
 local admin = require "geoservices.emulator.admin"
 local auth = require "geoservices.emulator.auth"
+local control = require "geoservices.emulator.control"
 local create = require "geoservices.emulator.create"
 local faults = require "geoservices.emulator.faults"
 local forms = require "geoservices.emulator.forms"
@@ -20,7 +21,9 @@ local organization = require "geoservices.emulator.organization"
 local persist = require "geoservices.emulator.persist"
 local jobs = require "geoservices.emulator.jobs"
 local metadata = require "geoservices.emulator.metadata"
+local query = require "geoservices.emulator.query"
 local replicas = require "geoservices.emulator.replicas"
+local settings = require "geoservices.emulator.settings"
 local sync = require "geoservices.emulator.sync"
 local world = require "geoservices.emulator.world"
 
@@ -52,27 +55,15 @@ local SERVICE_ROUTES = {
     handler = create.unregister },
   { pattern = "^/([%w_%-]+)/FeatureServer$", name = "serviceInfo", handler = metadata.service_resource },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)$", name = "layerInfo", handler = metadata.layer_resource },
+  { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/query$", name = "query", handler = query.handler },
   -- a server's and a portal's token services
   { pattern = "^/(tokens)/generateToken$", name = "generateToken", handler = auth.generate_token },
   { pattern = "^/(sharing)/rest/generateToken$", name = "generateToken", handler = auth.generate_token },
 }
 
-local DEFAULT_SETTINGS = {
-  enum_prefix = "svc",    -- prefix of transportType/responseType values
-  job_step_ms = 100,      -- time each async job status lasts before the next
-  job_outcome = nil,      -- "Failed" or "CompletedWithErrors" instead of "Completed"
-  ranges = true,          -- result files answer Range requests (206); false = always the whole file
-}
-
 -- A request body, or a multipart file part, larger than this goes to a
 -- temporary file instead of memory.
 local SPOOL_THRESHOLD = 1024 * 1024
-
-local function default_settings()
-  local s = {}
-  for k, v in pairs(DEFAULT_SETTINGS) do s[k] = v end
-  return s
-end
 
 -- The mutable state built from the data: the world plus the feature services.
 local function new_state(data)
@@ -90,7 +81,9 @@ end
 -- files), tls_cert / tls_key (PEM texts: serve HTTPS), max_body (largest
 -- request body, bytes; 1 GiB; larger ones get 413), spool_threshold (a
 -- request body or multipart file part larger than this, 1 MiB, goes to a
--- temporary file instead of memory), tmpdir (where: $TMPDIR or /tmp).
+-- temporary file instead of memory), tmpdir (where: $TMPDIR or /tmp),
+-- settings (the behaviour settings that differ from the documented
+-- defaults: emulator.settings; /_emulator/reset comes back to these).
 function emulator.new(opts)
   local data = opts.data
   if type(data) ~= "table" then
@@ -100,6 +93,8 @@ function emulator.new(opts)
   end
   local ok, w = pcall(new_state, data)
   if not ok then return nil, w end
+  local start_settings, settings_err = settings.new(opts.settings)
+  if not start_settings then return nil, settings_err end
   local host = opts.host or "127.0.0.1"
   local srv, listen_err = httpd.listen{ host = host, port = opts.port or 0, tls_cert = opts.tls_cert,
                                         tls_key = opts.tls_key, max_body = opts.max_body,
@@ -109,9 +104,11 @@ function emulator.new(opts)
   local self = setmetatable({
     data = data,
     world = w,
-    settings = default_settings(),
+    settings = settings.copy(start_settings),
+    start_settings = start_settings,
     jobs = jobs.new(),
-    result_files = {}, -- "<service>/<name>.json" -> path of a temporary file
+    result_files = {}, -- "<service>/<name>.json" -> {path =, touched = monotonic time of the last use}
+    next_sweep = 0,    -- when expired result files are looked for next (monotonic)
     next_result = 1,
     srv = srv,
     host = host,
@@ -196,9 +193,16 @@ function Emulator:load_state()
   if type(state) ~= "table" then return nil, "state file " .. self.state_file .. ": " .. tostring(err) end
   self.world.feature_services = state.feature_services
   self.jobs = jobs.restore(state.jobs)
-  self.result_files = state.result_files
+  -- a restart gives every result file a fresh lifetime: the monotonic clock of the
+  -- last use is not comparable across processes (older state files: a path only)
+  self.result_files = {}
+  for key, entry in pairs(state.result_files or {}) do
+    self.result_files[key] = { path = type(entry) == "table" and entry.path or entry, touched = core.monotonic() }
+  end
   self.next_result = state.next_result
-  self.settings = state.settings
+  -- the saved settings (changed while it ran) over the start-up ones
+  self.settings = settings.copy(self.start_settings)
+  for k, v in pairs(state.settings or {}) do self.settings[k] = v end
   self.organization = organization.restore(state.organization)
   organization.restore_admin(self)
   return true
@@ -290,12 +294,56 @@ function Emulator:store_result(service_name, text)
   local path = self:result_path(name)
   assert(core.write_file_atomic(path, text))
   self.next_result = self.next_result + 1
-  self.result_files[service_name .. "/" .. name] = path
+  self.result_files[service_name .. "/" .. name] = { path = path, touched = core.monotonic() }
   return ("%s/%s/FeatureServer/replicafiles/%s"):format(self:url(), service_name, name)
 end
 
+local function expired(self, entry, now)
+  return now - entry.touched > self.settings.result_lifetime_s
+end
+
+--- The path of a result file ("<service>/<name>"), or nil when there is
+-- none: a file unused for longer than the setting result_lifetime_s is
+-- deleted first, as the vendor's server removes files of its output
+-- directory not accessed for 10 minutes (emulator.settings). A read counts
+-- as a use.
+function Emulator:result_file(key)
+  local entry, now = self.result_files[key], core.monotonic()
+  if not entry then return nil end
+  if expired(self, entry, now) then
+    os.remove(entry.path)
+    self.result_files[key] = nil
+    self:save_state()
+    return nil
+  end
+  entry.touched = now
+  return entry.path
+end
+
+--- Deletes the expired result files (at most once a second); true when any went.
+function Emulator:expire_results()
+  local now = core.monotonic()
+  if now < self.next_sweep then return false end
+  self.next_sweep = now + 1
+  local gone = false
+  for key, entry in pairs(self.result_files) do
+    if expired(self, entry, now) then
+      os.remove(entry.path)
+      self.result_files[key] = nil
+      gone = true
+    end
+  end
+  return gone
+end
+
+function Emulator:count_results()
+  local n = 0
+  for _ in pairs(self.result_files) do n = n + 1 end
+  return n
+end
+
 function Emulator:remove_results()
-  for _, path in pairs(self.result_files) do os.remove(path) end
+  for _, entry in pairs(self.result_files) do os.remove(entry.path) end
   self.result_files = {}
 end
 
@@ -304,96 +352,15 @@ function Emulator.not_found()
            body = json.encode{ error = { code = 404, message = "Not found.", details = json.array() } } }
 end
 
--- A summary of the feature services for tests: generation, live features per
--- layer (GlobalID -> attributes) and the replicas.
-local function feature_state(w)
-  local out = json.object()
-  for name, svc in pairs(w.feature_services) do
-    local layers = json.object()
-    for id, layer in pairs(svc.layers) do
-      local features = json.object()
-      for gid, f in pairs(layer.features) do
-        if not f.deleted then features[gid] = { attributes = json.object(f.attributes), geometry = f.geometry } end
-      end
-      local attachments = json.object()
-      for gid, a in pairs(layer.attachments) do
-        if not a.deleted then attachments[gid] = { parentGlobalId = a.parentGlobalId, name = a.name } end
-      end
-      layers[tostring(id)] = { features = features, attachments = attachments }
-    end
-    local reps = json.object()
-    for rid, r in pairs(svc.replicas) do reps[rid] = { closed = r.closed == true, model = r.model } end
-    local log = json.array()
-    for i, e in ipairs(svc.log) do
-      log[i] = { gen = e.gen, layer = e.layer, target = e.target, globalId = e.globalId, op = e.op, origin = e.origin }
-    end
-    out[name] = { gen = svc.gen, layers = layers, replicas = reps, log = log }
-  end
-  return out
-end
-
--- The async jobs for tests: status, and whether the edits were imported and
--- the result exported.
-local function job_state(all)
-  local out = json.object()
-  for id, job in pairs(all.by_id) do
-    out[id] = { status = (jobs.status(job)), imported = job.imported == true, exported = job.exported == true,
-                service = job.service }
-  end
-  return out
-end
-
--- Control routes for tests and users: not part of the interface.
-function Emulator:control(path, request, exchange)
-  if path == "/_emulator/health" then
-    return json_response(200, { ok = true })
-  elseif path == "/_emulator/requests" then
-    return json_response(200, { total = self.total, counts = json.object(self.attempts) })
-  elseif path == "/_emulator/reset" then
-    -- back to the state of the data file, as if freshly started
-    self.faults:clear()
-    self.attempts, self.total = {}, 0
-    self.world = new_state(self.data)
-    self.settings = default_settings()
-    self.jobs = jobs.new()
-    self.organization = organization.new{ stage_seconds = self.configure_seconds }
-    self:remove_results()
-    return json_response(200, { ok = true })
-  elseif path == "/_emulator/state" then
-    return json_response(200, { featureServices = feature_state(self.world), jobs = job_state(self.jobs) })
-  elseif path == "/_emulator/settings" and request.method == "POST" then
-    local changes, msg = json.decode(request.body)
-    if type(changes) ~= "table" then return json_response(400, { error = { code = 400, message = tostring(msg) } }) end
-    for k, v in pairs(changes) do
-      if DEFAULT_SETTINGS[k] == nil and k ~= "job_outcome" then
-        return json_response(400, { error = { code = 400, message = "unknown setting " .. tostring(k) } })
-      end
-      if v == json.null then v = nil end
-      self.settings[k] = v
-    end
-    return json_response(200, { ok = true })
-  elseif path == "/_emulator/configure" then
-    -- POST {stage_seconds =, fail = "<stage>", fail_message =, stall = "<stage>"}:
-    -- stage timing, and a stage that fails or never finishes; GET: the settings.
-    if request.method == "POST" then
-      local body = json.decode(request.body)
-      local ok, msg = self.organization:control(type(body) == "table" and body or {})
-      if not ok then return json_response(400, { error = { code = 400, message = msg } }) end
-    end
-    return json_response(200, self.organization:settings())
-  elseif path == "/_emulator/echo" then
-    return json_response(200, self:echo(request, exchange))
-  elseif path == "/_emulator/faults/clear" then
-    self.faults:clear() -- the faults only; state and counts stay
-    return json_response(200, { ok = true })
-  elseif path == "/_emulator/faults" and request.method == "POST" then
-    local fault, msg = json.decode(request.body)
-    if not fault then return json_response(400, { error = { code = 400, message = "invalid JSON: " .. msg } }) end
-    local ok, err = self.faults:add(fault)
-    if not ok then return json_response(400, { error = { code = 400, message = err } }) end
-    return json_response(200, { ok = true })
-  end
-  return html_response(404, "Not Found")
+--- Back to the state of the data file and the start-up settings, as if freshly started.
+function Emulator:reset()
+  self.faults:clear()
+  self.attempts, self.total = {}, 0
+  self.world = new_state(self.data)
+  self.settings = settings.copy(self.start_settings)
+  self.jobs = jobs.new()
+  self.organization = organization.new{ stage_seconds = self.configure_seconds }
+  self:remove_results()
 end
 
 -- Finds the operation of a path: {base}/{admin}/<route>, the admin root
@@ -495,7 +462,7 @@ function Emulator:serve(exchange)
   self:advance_jobs()
   if request.path:sub(1, 11) == "/_emulator/" then
     if request.path ~= "/_emulator/echo" then request.body = body_text(request) end
-    exchange:respond(self:control(request.path, request, exchange))
+    exchange:respond(control.handle(self, request.path, request, exchange) or html_response(404, "Not Found"))
     self:save_state()
     return
   end
@@ -557,6 +524,7 @@ end
 --- Serves for at most `timeout_ms` (0 = only what is ready).
 function Emulator:step(timeout_ms)
   self:advance_jobs()
+  if self:expire_results() then self:save_state() end
   local wait = self:flush_delayed()
   if wait and wait < timeout_ms then timeout_ms = wait end
   for _, exchange in ipairs(self.srv:step(timeout_ms)) do

@@ -1,7 +1,7 @@
 --- Asynchronous synchronization jobs of the emulator. A job's status moves
 -- through the section 3 values as time passes: Pending, InProgress,
 -- ImportChanges, ExportChanges, then its outcome, each lasting the job step
--- time. The work follows the clock (emulator.sync.advance, run by the
+-- time or its own (settings job_step_ms, job_phase_ms). The work follows the clock (emulator.sync.advance, run by the
 -- emulator's loop and before every request): the edits are imported when the
 -- job enters ImportChanges, the result file is written when it enters
 -- ExportChanges and becomes visible (resultUrl) once the job has completed.
@@ -34,9 +34,17 @@ local function epoch_ms()
 end
 jobs.epoch_ms = epoch_ms
 
+local function phase_steps(phase_ms)
+  if not phase_ms or next(phase_ms) == nil then return nil end
+  local out = {}
+  for name, ms in pairs(phase_ms) do out[name] = ms / 1000 end
+  return out
+end
+
 --- Registers a job. `outcome` is "Completed", "CompletedWithErrors" or
--- "Failed"; `step_ms` the time each progress status lasts.
-function Jobs:submit(fields, outcome, step_ms)
+-- "Failed"; `step_ms` the time each progress status lasts, `phase_ms` (a
+-- table status name -> ms, optional) the time of the statuses that differ.
+function Jobs:submit(fields, outcome, step_ms, phase_ms)
   local id = ("j%04d%06x"):format(self.next_id, math.random(0, 0xffffff))
   self.next_id = self.next_id + 1
   local job = {
@@ -45,6 +53,7 @@ function Jobs:submit(fields, outcome, step_ms)
     fields = fields,       -- status fields known at submission (2.4)
     outcome = outcome,
     step = step_ms / 1000,
+    phase_steps = phase_steps(phase_ms),
     started = core.monotonic(),
     submission_ms = epoch_ms(),
     imported = false,      -- the edits were imported (ImportChanges)
@@ -81,6 +90,18 @@ function Jobs:get(id)
   return self.by_id[id]
 end
 
+-- How long status `name` lasts in this job, seconds.
+local function duration(job, name)
+  return job.phase_steps and job.phase_steps[name] or job.step
+end
+
+-- Seconds from the job's start to the start of phase `i`.
+local function phase_start(job, progress, i)
+  local t = 0
+  for k = 1, math.min(i - 1, #progress) do t = t + duration(job, progress[k]) end
+  return t
+end
+
 --- The index of the job's current phase: 1 Pending ... 4 ExportChanges, 5 finished
 -- (a job with its own `phases`, such as createReplica's, counts those).
 function jobs.phase(job)
@@ -89,7 +110,12 @@ function jobs.phase(job)
   if elapsed < 0 then -- saved before a reboot (the monotonic clock restarted): the job starts again
     job.started, elapsed = core.monotonic(), 0
   end
-  return math.min(#progress + 1, math.floor(elapsed / job.step) + 1)
+  local ends = 0
+  for i, name in ipairs(progress) do
+    ends = ends + duration(job, name)
+    if elapsed < ends then return i end
+  end
+  return #progress + 1
 end
 
 --- The job's current status value.
@@ -112,8 +138,9 @@ function jobs.resource(job, result_url)
   for k, v in pairs(job.fields) do r[k] = v end
   r.status = status
   r.submissionTime = tostring(job.submission_ms)
-  local elapsed_steps = math.min(#(job.phases or PROGRESS), math.floor((core.monotonic() - job.started) / job.step))
-  r.lastUpdatedTime = tostring(job.submission_ms + math.floor(elapsed_steps * job.step * 1000))
+  local progress = job.phases or PROGRESS
+  r.lastUpdatedTime = tostring(job.submission_ms
+    + math.floor(phase_start(job, progress, jobs.phase(job)) * 1000))
   r.resultUrl = (done and status ~= "Failed") and result_url or ""
   if done and status == "Failed" then
     r.messages = job.messages or { { type = "error", description = "The synchronization job failed." } }

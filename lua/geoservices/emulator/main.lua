@@ -16,6 +16,7 @@ local core = require "geoservices.core"
 local emulator = require "geoservices.emulator"
 local httpd = require "geoservices.httpd"
 local json = require "geoservices.json"
+local settings = require "geoservices.emulator.settings"
 
 local M = {}
 
@@ -61,6 +62,31 @@ function M.parser(prog)
   p:option("--max-body", "Largest request body accepted, in bytes or with a K, M or G suffix; larger ones "
     .. "get 413. Bodies over 1 MiB are spooled to $TMPDIR, not kept in memory.", "1G"):convert(M.size)
   p:option("--exit-with", "Stop when the process with this PID is gone."):convert(math.tointeger)
+  -- How the server answers where the interface leaves it open: the vendor's documented
+  -- behaviour by default (emulator/settings.lua cites the source of each).
+  local d = settings.DEFAULTS
+  p:group("Server behaviour (defaults: as the vendor documents it)",
+    p:option("--enum-prefix", ("Prefix of the enumerated values answered (esriTransportTypeUrl...); both "
+      .. "prefixes, and none, are read in requests. Default: %s."):format(d.enum_prefix)),
+    p:option("--default-transport", ("transportType when a request leaves it out, for synchronizeReplica and "
+      .. "createReplica (async answers are always URL). Default: %s."):format(d.default_transport))
+      :choices{ "url", "embedded" },
+    p:option("--edit-results", ("Per-edit results in embedded answers (never in URL result files or NoEdits "
+      .. "answers): all, failures (only the skipped edits) or none. Default: %s."):format(d.edit_results))
+      :choices{ "all", "failures", "none" },
+    p:option("--rollback-default", ("rollbackOnFailure when a request leaves it out: true (a failed edit "
+      .. "undoes the request, an error names it) or false (failed edits skipped and reported). Default: %s.")
+      :format(tostring(d.rollback_default))):choices{ "true", "false" },
+    p:option("--supports-rollback-on-failure", ("syncCapabilities.supportsRollbackOnFailure; false: the "
+      .. "parameter is ignored and the sync model decides. Default: %s.")
+      :format(tostring(d.supports_rollback_on_failure))):choices{ "true", "false" },
+    p:option("--result-lifetime", ("Seconds a result file lives unused before it is deleted (then 404). "
+      .. "Default: %d."):format(d.result_lifetime_s)):convert(tonumber),
+    p:option("--job-step-ms", ("Milliseconds each async job status lasts. Default: %d.")
+      :format(d.job_step_ms)):convert(tonumber),
+    p:option("--job-phase-ms", "Milliseconds of single job statuses, overriding --job-step-ms: "
+      .. "NAME=MS[,NAME=MS...], e.g. ImportChanges=5000.")
+  )
   p:flag("--json", 'Print the start-up line as JSON: {"event":"listening","url":...}.')
   p:flag("-v --verbose", "Log every request to standard error."):count("*")
   return p
@@ -86,6 +112,38 @@ local function read_file(path)
   local text = f:read("a")
   f:close()
   return text
+end
+
+local BEHAVIOUR_FLAGS = {
+  enum_prefix = "enum_prefix", default_transport = "default_transport", edit_results = "edit_results",
+  rollback_default = "rollback_default", supports_rollback_on_failure = "supports_rollback_on_failure",
+  result_lifetime = "result_lifetime_s", job_step_ms = "job_step_ms",
+}
+
+--- The behaviour settings given on the command line (emulator.settings).
+-- @tparam table opts the parsed arguments
+-- @treturn[1] table setting name -> value (only those given)
+-- @return[2] nil
+-- @treturn[2] string the message
+function M.behaviour(opts)
+  local out = {}
+  for flag, name in pairs(BEHAVIOUR_FLAGS) do
+    if opts[flag] ~= nil then
+      local v, err = settings.check(name, opts[flag])
+      if err then return nil, "--" .. flag:gsub("_", "-") .. ": " .. err end
+      out[name] = v
+    end
+  end
+  if opts.job_phase_ms then
+    local phases = {}
+    for item in opts.job_phase_ms:gmatch("[^,]+") do
+      local name, ms = item:match("^%s*([%a]+)%s*=%s*(%d+%.?%d*)%s*$")
+      if not name then return nil, "--job-phase-ms: NAME=MS[,NAME=MS...] expected, not " .. item end
+      phases[name] = tonumber(ms)
+    end
+    out.job_phase_ms = phases
+  end
+  return out
 end
 
 --- Runs the emulator until interrupted.
@@ -128,20 +186,21 @@ function M.main(args, env)
   if (opts.tls_cert == nil) ~= (opts.tls_key == nil) then
     return failed(EXIT_USAGE, "--tls-cert and --tls-key go together")
   end
-  local settings = { port = opts.port, host = opts.host, data = data, base_path = opts.base_path,
-                     configure_seconds = opts.configure_seconds, state_file = opts.state_file,
-                     max_body = opts.max_body,
-                     token_seconds = opts.token_seconds }
+  local behaviour, behaviour_err = M.behaviour(opts)
+  if not behaviour then return failed(EXIT_USAGE, behaviour_err) end
+  local config = { port = opts.port, host = opts.host, data = data, base_path = opts.base_path,
+                   configure_seconds = opts.configure_seconds, state_file = opts.state_file,
+                   max_body = opts.max_body, token_seconds = opts.token_seconds, settings = behaviour }
   if opts.tls_cert then
     local err
-    settings.tls_cert, err = read_file(opts.tls_cert)
-    if not settings.tls_cert then return failed(EXIT_USAGE, "cannot read " .. tostring(err)) end
-    settings.tls_key, err = read_file(opts.tls_key)
-    if not settings.tls_key then return failed(EXIT_USAGE, "cannot read " .. tostring(err)) end
+    config.tls_cert, err = read_file(opts.tls_cert)
+    if not config.tls_cert then return failed(EXIT_USAGE, "cannot read " .. tostring(err)) end
+    config.tls_key, err = read_file(opts.tls_key)
+    if not config.tls_key then return failed(EXIT_USAGE, "cannot read " .. tostring(err)) end
   end
-  if opts.verbose > 0 then settings.log = function(line) stderr:write(line, "\n") end end
+  if opts.verbose > 0 then config.log = function(line) stderr:write(line, "\n") end end
 
-  local emu, err = emulator.new(settings)
+  local emu, err = emulator.new(config)
   if not emu then return failed(EXIT_FAILED, tostring(err)) end
   if opts.json then
     stdout:write(json.encode{ event = "listening", url = emu:url(), data = data }, "\n")

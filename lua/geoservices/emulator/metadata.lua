@@ -56,11 +56,14 @@ local function has_capability(svc, cap)
 end
 metadata.has_capability = has_capability
 
---- The service's sync capabilities: the defaults, overridden by the world file's.
-function metadata.sync_capabilities(svc)
+--- The service's sync capabilities: the defaults, overridden by the world
+-- file's; the emulator's settings `s` (optional) can turn
+-- supportsRollbackOnFailure off for every service (supports_rollback_on_failure).
+function metadata.sync_capabilities(svc, s)
   local caps = {}
   for k, v in pairs(metadata.DEFAULT_SYNC_CAPABILITIES) do caps[k] = v end
   for k, v in pairs(svc.meta and svc.meta.syncCapabilities or {}) do caps[k] = v end
+  if s and s.supports_rollback_on_failure == false then caps.supportsRollbackOnFailure = false end
   return caps
 end
 
@@ -250,7 +253,7 @@ function metadata.service_resource(emu, request, service_name)
     enableZDefaults = false,
     zDefault = 0,
   }
-  if sync_enabled then doc.syncCapabilities = metadata.sync_capabilities(svc) end
+  if sync_enabled then doc.syncCapabilities = metadata.sync_capabilities(svc, emu.settings) end
   return doc
 end
 
@@ -293,7 +296,7 @@ function metadata.layer_resource(emu, request, service_name, id_text)
     maxRecordCount = 2000,
     supportedQueryFormats = "JSON",
     isDataVersioned = false,
-    supportsRollbackOnFailureParameter = true,
+    supportsRollbackOnFailureParameter = metadata.sync_capabilities(svc, emu.settings).supportsRollbackOnFailure,
     syncCanReturnChanges = true,
     allowGeometryUpdates = true,
     objectIdField = field_of_type(fields, "esriFieldTypeOID", "OBJECTID"),

@@ -1,6 +1,9 @@
 --- Emulator handlers of synchronizeReplica (4.1), its async job status
--- resource (2.4) and the result files of URL transport.
+-- resource (2.4) and the result files of URL transport (which answer 404
+-- once the emulator has deleted them: setting result_lifetime_s).
 local auth = require "geoservices.emulator.auth"
+local export = require "geoservices.emulator.export"
+local import = require "geoservices.emulator.import"
 local jobs = require "geoservices.emulator.jobs"
 local json = require "geoservices.json"
 local replicas = require "geoservices.emulator.replicas"
@@ -19,13 +22,6 @@ local function service_url(emu, name)
   return ("%s/%s/FeatureServer"):format(emu:url(), name)
 end
 
--- The fields of a URL-transport response: the document without its edits.
-local function url_response(doc, url)
-  local r = { transportType = doc.transportType, responseType = doc.responseType, replicaID = doc.replicaID,
-              replicaServerGen = doc.replicaServerGen, layerServerGens = doc.layerServerGens, URL = url }
-  return r
-end
-
 -- An error with its own HTTP status (400 for malformed input), JSON body.
 local function http_error(status, body)
   return { status = status, headers = { ["Content-Type"] = "application/json; charset=utf-8" },
@@ -38,7 +34,7 @@ function sync.synchronize(emu, request, service_name)
   if denied then return denied end
   local svc = emu.world.feature_services[service_name]
   if not svc then return replicas.error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
-  local plan, err, http_status = replicas.plan(svc, form)
+  local plan, err, http_status = replicas.plan(svc, form, emu.settings)
   if not plan then
     if http_status then return nil, http_error(http_status, err) end
     return err
@@ -51,23 +47,25 @@ function sync.synchronize(emu, request, service_name)
     local job = emu.jobs:submit({
       transportType = prefix .. "TransportTypeUrl",
       responseType = outcome == "Failed" and (prefix .. "ReplicaResponseTypeNoEdits")
-        or replicas.response_type(plan, prefix),
+        or export.response_type(plan, prefix),
       replicaName = plan.replica.replicaName,
       replicaID = plan.replica.replicaID,
       targetType = plan.replica.targetType,
-    }, outcome, emu.settings.job_step_ms)
+    }, outcome, emu.settings.job_step_ms, emu.settings.job_phase_ms)
     job.service = service_name
     job.plan = plan
     job.prefix = prefix
     plan.replica.busy_job = job
     return { statusUrl = service_url(emu, service_name) .. "/jobs/" .. job.id }
   end
-  local doc, exec_err = replicas.execute(plan, prefix)
-  if not doc then return exec_err end
+  local imported, import_err = import.run(plan)
+  if not imported then return import_err end
+  local doc = export.document(plan, prefix)
+  if export.no_edits(plan) then return doc end -- no edits, no results, no file
   if plan.transport == "url" then
-    return url_response(doc, emu:store_result(service_name, json.encode(doc)))
+    return export.url_answer(doc, emu:store_result(service_name, json.encode(doc)))
   end
-  return doc
+  return export.add_results(doc, imported, emu.settings.edit_results)
 end
 
 --- Moves an async job's work to where its clock is: entering ImportChanges
@@ -85,7 +83,7 @@ function sync.advance(emu, job)
     job.imported = true
     changed = true
     if job.outcome ~= "Failed" then
-      local ok, imported, err = pcall(replicas.import, job.plan)
+      local ok, imported, err = pcall(import.run, job.plan)
       if ok and imported then
         job.import = imported
       else
@@ -100,9 +98,10 @@ function sync.advance(emu, job)
     job.exported = true
     changed = true
     if job.outcome ~= "Failed" then
-      local doc = replicas.export(job.plan, job.import, job.prefix)
+      local doc = export.document(job.plan, job.prefix)
       job.fields.replicaServerGen = doc.replicaServerGen and tostring(doc.replicaServerGen) or nil
-      job.result = emu:store_result(job.service, json.encode(doc))
+      -- NoEdits: no file (its resultUrl stays ""); a file never carries per-edit results
+      if not export.no_edits(job.plan) then job.result = emu:store_result(job.service, json.encode(doc)) end
     end
     job.plan, job.import = nil, nil -- done with: the state file need not carry them
   end
@@ -124,7 +123,7 @@ end
 -- name is looked up in the table of files this emulator wrote: no request
 -- path ever reaches the file system (no traversal possible).
 function sync.result_file(emu, request, service_name, name)
-  local path = emu.result_files[service_name .. "/" .. name]
+  local path = emu:result_file(service_name .. "/" .. name) -- nil once expired (and deleted)
   if not path then return nil, emu.not_found() end
   local headers = { ["Content-Type"] = "application/json" }
   local range = emu.settings.ranges ~= false and request.headers and request.headers.range
