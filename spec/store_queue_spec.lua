@@ -304,6 +304,32 @@ describe("replica store queue", function()
       st:close()
     end)
 
+    it("a queued add or update without a feature to send is damaged too", function()
+      local st, path = fresh()
+      local gid = assert(st:add(0, { attributes = { NAME = "lost?" }, geometry = { x = 1, y = 1 } }))
+      assert(st:update(3, { attributes = { GlobalID = data.gid(3, 1), NAME = "kept?" } }))
+      local rows = st:pending()
+      for _, case in ipairs{ { rows[1].seq, json.null }, { rows[1].seq, '"text"' }, { rows[2].seq, '{"geometry":{}}' },
+                             { rows[2].seq, "[]" } } do
+        local seq, text = case[1], case[2]
+        local good = st.db:rows("SELECT feature FROM geoservices_edits WHERE seq = ?", seq)[1].feature
+        damage(st, "UPDATE geoservices_edits SET feature = ? WHERE seq = ?", text, seq)
+        local list, err = st:pending()
+        assert.is_nil(list)
+        assert.equal("damaged", err.code)
+        assert.truthy(err.message:find(path, 1, true), err.message)
+        assert.matches("queued edit " .. seq, err.message)
+        local id
+        id, err = st:begin_attempt{}
+        assert.is_nil(id)
+        assert.equal(seq, err.seq)
+        damage(st, "UPDATE geoservices_edits SET feature = ? WHERE seq = ?", good, seq)
+      end
+      assert.same({ gid, data.gid(3, 1) }, { st:pending()[1].globalId, st:pending()[2].globalId })
+      assert.is_false(st:attempt())
+      st:close()
+    end)
+
     it("a damaged attempt record is an error naming the file; its edits stay", function()
       local st, path = fresh()
       assert(st:update(3, { attributes = { GlobalID = data.gid(3, 1), NAME = "in flight" } }))

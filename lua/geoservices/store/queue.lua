@@ -20,36 +20,49 @@ local queue = {}
 local Store = {}
 queue.Store = Store
 
--- The JSON of a column of a row, decoded; nil, err when it is damaged
--- (written by another tool, or a disk that lost bytes): the error names the
--- file and the row, so nothing is sent, dropped or reported as done in its
--- place. `row_name` says what the row is ("queued edit 7"), `where` which
--- row of which table to repair.
-local function decode_column(st, text, row_name, column, where)
+-- The error of a row that cannot be read (written by another tool, or a
+-- disk that lost bytes): it names the file and the row, so nothing is sent,
+-- dropped or reported as done in its place. `row_name` says what the row
+-- is ("queued edit 7"), `why` what is wrong, `where` which row of which
+-- table to repair.
+local function damaged(st, row_name, why, where)
+  return errors.new("io", ("replica store %s: %s is damaged: %s; it stays where it is and nothing was sent or "
+    .. "changed: repair or delete %s"):format(st.path, row_name, why, where), { code = "damaged", path = st.path })
+end
+
+-- The JSON text of a column decoded (nil for NULL), or nil, why not.
+local function decode_column(text)
   if text == nil then return nil end
   local value, msg, offset = json.decode(text)
   if value ~= nil then return value end
-  return nil, errors.new("io", ("replica store %s: %s is damaged: its %s is not JSON (%s at byte %s); it stays "
-    .. "where it is and nothing was sent or changed: repair or delete %s"):format(st.path, row_name, column,
-    tostring(msg), tostring(offset), where), { code = "damaged", path = st.path })
+  return nil, ("not JSON (%s at byte %s)"):format(tostring(msg), tostring(offset))
 end
 
+local SENDS_FEATURE = { add = true, update = true }
+
 -- A row of a table of edits (queued, failed or in conflict) as the methods
--- give it, JSON columns decoded; `what` names such a row in errors.
+-- give it, JSON columns decoded; `what` names such a row in errors. A
+-- queued add or update must hold a feature: it is what would be sent.
 local function edit_row(st, r, what, tbl)
   local out = {
     seq = r.seq, op = r.op, layer = r.layer_id, globalId = r.global_id, attempt = r.attempt_id,
     created = r.created_at, code = r.code, description = r.description, failed = r.failed_at,
     detected = r.detected_at,
   }
+  local why
   for _, column in ipairs{ "feature", "base", "server" } do
-    local value, err = decode_column(st, r[column], ("%s %d"):format(what, r.seq), column,
-      ("the row seq = %d of %s"):format(r.seq, tbl))
-    if err then
-      err.seq = r.seq
-      return nil, err
-    end
+    local value, bad = decode_column(r[column])
+    if bad then why = ("its %s is %s"):format(column, bad) end
     out[column] = value
+  end
+  if not why and tbl == "geoservices_edits" and SENDS_FEATURE[r.op]
+    and (type(out.feature) ~= "table" or type(out.feature.attributes) ~= "table") then
+    why = ("it is an %s without a feature ({\"attributes\": {...}}) to send"):format(r.op)
+  end
+  if why then
+    local err = damaged(st, ("%s %d"):format(what, r.seq), why, ("the row seq = %d of %s"):format(r.seq, tbl))
+    err.seq = r.seq
+    return nil, err
   end
   return out
 end
@@ -202,9 +215,11 @@ function Store:attempt()
   if not r then return false end
   local attempt = { id = r.attempt_id, started = r.started_at, state = r.state, status_url = r.status_url }
   for column, field in pairs{ global_ids = "globalIds", params = "params" } do
-    local value, err = decode_column(self, r[column], ("synchronization attempt %d"):format(r.attempt_id), column,
-      ("the row attempt_id = %d of geoservices_attempts (a NULL %s is read as none)"):format(r.attempt_id, column))
-    if err then
+    local value, why = decode_column(r[column])
+    if why then
+      local err = damaged(self, ("synchronization attempt %d"):format(r.attempt_id), ("its %s is %s"):format(
+        column, why), ("the row attempt_id = %d of geoservices_attempts (a NULL %s is read as none)"):format(
+        r.attempt_id, column))
       err.attempt = r.attempt_id
       return nil, err
     end
