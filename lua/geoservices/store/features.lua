@@ -1,10 +1,9 @@
 --- The replica store's features: reading them (`st:get`, `st:count`) and
 -- the local edits (`st:add`, `st:update`, `st:delete`), each applied to the
 -- feature table and queued (geoservices.store.queue) in one transaction.
--- These are methods of the Store (geoservices.store); this module only
--- holds them.
+-- These are methods of the Store (geoservices.store), which mixes them
+-- in: call them on a store, `st:add(0, feature)`.
 -- @module geoservices.store.features
--- @local
 local edits = require "geoservices.sync.edits"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
@@ -14,7 +13,9 @@ local shared = require "geoservices.store.shared"
 
 local db_error, layer_of, normalize_gid = shared.db_error, shared.layer_of, shared.normalize_gid
 
---- The Store's methods of this module (mixed into geoservices.store's Store).
+--- The methods of a replica store (geoservices.store) that read its
+-- features and make local edits.
+-- @type Store
 local Store = {}
 
 --- The feature of a GlobalID: `{attributes = {...}, geometry = {...}}`

@@ -3,11 +3,11 @@
 -- (`st:failed`), the attempts in flight (`st:begin_attempt`,
 -- `st:attempt_job`, `st:attempt`, `st:end_attempt`). The queue is the
 -- journal: an edit leaves it only in the transaction that commits the
--- server's result for it. The methods belong to the Store
--- (geoservices.store); geoservices.store.features queues through
--- `queue.unsent` and `queue.enqueue`.
+-- server's result for it. These are methods of the Store
+-- (geoservices.store), which mixes them in: call them on a store,
+-- `st:pending()`. geoservices.store.features queues through
+-- `queue.unsent` and `queue.enqueue` (internal).
 -- @module geoservices.store.queue
--- @local
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local shared = require "geoservices.store.shared"
@@ -16,7 +16,7 @@ local db_error, now = shared.db_error, shared.now
 
 local queue = {}
 
---- The Store's methods of this module (mixed into geoservices.store's Store).
+-- The Store's methods of this module (mixed into geoservices.store's Store).
 local Store = {}
 queue.Store = Store
 
@@ -77,8 +77,8 @@ local function edit_rows(st, rows, what, tbl)
   return list
 end
 
---- The one queued edit of a GlobalID not yet sent (queue compaction keeps at
--- most one) as @{Store:pending} gives it, plus `feature_text` and
+-- The one queued edit of a GlobalID not yet sent (queue compaction keeps at
+-- most one) as Store:pending gives it, plus `feature_text` and
 -- `base_text` (the JSON as stored); false when there is none; nil, err.
 function queue.unsent(st, spec, gid)
   local rows, msg, code = st.db:rows("SELECT * FROM geoservices_edits WHERE layer_id = ? AND "
@@ -91,7 +91,7 @@ function queue.unsent(st, spec, gid)
   return row
 end
 
---- Queues an edit: `feature_text` the JSON sent (nil for a delete),
+-- Queues an edit: `feature_text` the JSON sent (nil for a delete),
 -- `base_text` the JSON of the feature before the first unsent change (nil
 -- for an add).
 function queue.enqueue(st, spec, op, gid, feature_text, base_text)
@@ -100,6 +100,10 @@ function queue.enqueue(st, spec, op, gid, feature_text, base_text)
   if not ok then return nil, db_error(st.path, msg, code) end
   return true
 end
+
+--- The methods of a replica store (geoservices.store) that read its
+-- queue of local edits and record the synchronizations that send them.
+-- @type Store
 
 --- The local edits not yet committed by the server, in order:
 -- `{seq =, op = "add"|"update"|"delete", layer =, globalId =, feature =, base =, attempt =, created =}`.
