@@ -97,7 +97,7 @@ describe("a replica's lifecycle against the emulator", function()
       assert.same({ features = 3, attachments = 0 }, result.counts[0])
       assert.same({ features = 1, attachments = 0 }, result.counts[1])
       assert.equal("url", result.transport)
-      assert.equal("svcReplicaResponseTypeData", result.responseType)
+      assert.equal("esriReplicaResponseTypeData", result.responseType)
       local first = result.data[1].features[1]
       assert.equal(PARCEL1, first.attributes.GlobalID)
       assert.equal(1, first.attributes.OBJECTID)

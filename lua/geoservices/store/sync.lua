@@ -253,7 +253,9 @@ local SYNC_OPTS = { on_status = "function", on_progress = "function", on_fill = 
                     poll_interval = "number", lock_timeout = "number", direction = "string", directions = "table",
                     params = "table" }
 
-local function sync_locked(st, client, opts)
+local sync_locked
+
+function sync_locked(st, client, opts)
   local rep, err = st:replica()
   if not rep then return nil, err end
   if type(rep.info) == "table" and rep.info.unregistered then
@@ -281,7 +283,7 @@ local function sync_locked(st, client, opts)
   for _, r in ipairs(queue) do
     if r.attempt == nil and UPLOADS[directions[r.layer] or ""] then seqs[#seqs + 1] = r.seq end
   end
-  if #seqs > 0 and resolved and resolved.from_failed_job then
+  if #seqs > 0 and (opts.after_failed_job or (resolved and resolved.from_failed_job)) then
     -- an all-or-nothing job failed: the edits go in a synchronous request
     -- whose per-edit results name the one the server refuses
     params.async, params.transportType, params.rollbackOnFailure = nil, nil, nil
@@ -328,9 +330,20 @@ local function sync_locked(st, client, opts)
     local summary, verr = settle_by_reading(st, client, rep, id, rows, opts)
     if not summary then return nil, verr end
     err.verified = summary
+    local requeued = #rows - summary.applied - #summary.rejected - #summary.conflicts
     err.message = err.message .. ("; read back from the server: %d applied, %d rejected, %d conflict(s), %d "
-      .. "queued again"):format(summary.applied, #summary.rejected, #summary.conflicts,
-        #rows - summary.applied - #summary.rejected - #summary.conflicts)
+      .. "queued again"):format(summary.applied, #summary.rejected, #summary.conflicts, requeued)
+    if requeued > 0 and err.kind == "job" and err.status_resource and not opts.after_failed_job then
+      -- an all-or-nothing job failed on one edit and applied none: the
+      -- edits go again at once in a synchronous request, whose per-edit
+      -- results name the one the server refuses and let the others through
+      local again = {}
+      for k, v in pairs(opts) do again[k] = v end
+      again.after_failed_job = true
+      local retried, err2 = sync_locked(st, client, again)
+      if retried then retried.failed_job = err end
+      return retried, err2
+    end
     return nil, err
   end
   local verdicts, oids = verdicts_of(st, client, rep, rows, result, opts)

@@ -260,6 +260,39 @@ local function finish_job(op, status, wait_opts)
   })
 end
 
+-- What the request states itself when the caller leaves it out (see the
+-- module's notes): never left to a server default.
+local function explicit_params(params, carries_edits)
+  local out = {}
+  for k, v in pairs(params) do out[k] = v end
+  local async = params.async == true
+  if out.transportType == nil then out.transportType = (carries_edits and not async) and "embedded" or "url" end
+  if out.rollbackOnFailure == nil then out.rollbackOnFailure = not carries_edits or async end
+  return out
+end
+
+-- What the answer must agree with: this replica, generations forward.
+local function expectation(params)
+  local layers
+  for _, l in ipairs(type(params.syncLayers) == "table" and params.syncLayers or {}) do
+    layers = layers or {}
+    layers[math.tointeger(l.id) or l.id] = math.tointeger(l.serverGen)
+  end
+  return { replicaID = params.replicaID, replicaServerGen = math.tointeger(params.replicaServerGen),
+           layer_gens = layers }
+end
+
+local function layer_directions(params)
+  local dirs
+  for _, l in ipairs(type(params.syncLayers) == "table" and params.syncLayers or {}) do
+    if type(l.syncDirection) == "string" then
+      dirs = dirs or {}
+      dirs[math.tointeger(l.id) or l.id] = l.syncDirection:lower()
+    end
+  end
+  return dirs
+end
+
 --- Runs synchronizeReplica on a feature service
 -- (`client:synchronize_replica(service, params, opts)`): validates the
 -- parameters, sends the request (with edits, re-issued only where that is
@@ -294,39 +327,6 @@ end
 --   or is gone), "edits" (opts.strict), "io" (opts.output could not be written); `err.ambiguous` and
 --   `err.outcome_unknown` when uploaded edits may have been applied
 -- @raise when service is not a string or params is not a table, or a parameter value cannot be sent
--- What the request states itself when the caller leaves it out (see the
--- module's notes): never left to a server default.
-local function explicit_params(params, carries_edits)
-  local out = {}
-  for k, v in pairs(params) do out[k] = v end
-  local async = params.async == true
-  if out.transportType == nil then out.transportType = (carries_edits and not async) and "embedded" or "url" end
-  if out.rollbackOnFailure == nil then out.rollbackOnFailure = not carries_edits or async end
-  return out
-end
-
--- What the answer must agree with: this replica, generations forward.
-local function expectation(params)
-  local layers
-  for _, l in ipairs(type(params.syncLayers) == "table" and params.syncLayers or {}) do
-    layers = layers or {}
-    layers[math.tointeger(l.id) or l.id] = math.tointeger(l.serverGen)
-  end
-  return { replicaID = params.replicaID, replicaServerGen = math.tointeger(params.replicaServerGen),
-           layer_gens = layers }
-end
-
-local function layer_directions(params)
-  local dirs
-  for _, l in ipairs(type(params.syncLayers) == "table" and params.syncLayers or {}) do
-    if type(l.syncDirection) == "string" then
-      dirs = dirs or {}
-      dirs[math.tointeger(l.id) or l.id] = l.syncDirection:lower()
-    end
-  end
-  return dirs
-end
-
 function sync.synchronize_replica(self, service, params, opts)
   opts = opts or {}
   local bad = check_service(service)
@@ -398,9 +398,50 @@ function sync.synchronize_replica(self, service, params, opts)
 end
 sync.finish_job = finish_job
 
---- client:sync and client:resume_sync (geoservices.sync.state), kept here so
--- the façade reaches every synchronization through this module.
-function sync.sync(self, r, edits, opts) return require("geoservices.sync.state").sync(self, r, edits, opts) end
-function sync.resume_sync(self, text) return require("geoservices.sync.state").resume_sync(self, text) end
+--- Synchronizes a replica state file (`client:sync(replica, edits, opts)`)
+-- with optional edits. The request is built from the state (the
+-- generation, or syncLayers for a perLayer replica) and the new generations
+-- are saved only after the whole result was received and parsed; after any
+-- failure the state's generations are unchanged. See the module's notes for
+-- the journal and how an interrupted attempt is resolved.
+-- @param self the client
+-- @tparam string|geoservices.sync.replica.Replica r the replica: a state file path or an opened replica
+-- @tparam[opt] geoservices.sync.edits.Edits|table|string edits an edits builder, an edits table or a
+--   JSON text (an empty builder sends no edits)
+-- @tparam[opt] table opts the options of @{synchronize_replica}, plus:
+-- @tparam[opt] table opts.params extra or overriding parameters (transportType, syncDirection,
+--   async, closeReplica...)
+-- @tparam[opt] number opts.lock_timeout seconds to wait for another synchronization of this replica
+-- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations;
+--   `result.conflicts` lists edits not applied because the server holds newer values;
+--   `result.resolved` what resolving an interrupted attempt found
+-- @treturn[2] geoservices.sync.job.Operation with `params.async = true` and `wait = false`: the job's
+--   operation (its `wait` advances the state)
+-- @return[3] nil
+-- @treturn[3] table err: the errors of @{synchronize_replica}, plus kind "busy" (another
+--   synchronization holds the replica), "io" or "invalid" (the state file cannot be read, is
+--   invalid or closed); `err.pending` when a job's outcome is not known yet (the next sync
+--   re-attaches)
+-- @raise when replica is neither a path nor a replica, and as @{synchronize_replica}
+function sync.sync(self, r, edits, opts)
+  -- the journal, the lock and the resolution live in geoservices.sync.state
+  return require("geoservices.sync.state").sync(self, r, edits, opts)
+end
+
+--- Re-attaches to an async synchronization job described by
+-- `op:to_json()` (`client:resume_sync(json_text)`), for example after a
+-- restart or from another client. Its `wait` downloads the result and, when
+-- the job came from @{sync}, settles its edits and advances the replica
+-- state file.
+-- @param self the client
+-- @string text the JSON text of `op:to_json()`
+-- @treturn[1] geoservices.sync.job.Operation the operation (call `:wait()` or `:poll()`)
+-- @return[2] nil
+-- @treturn[2] table err: kind "invalid" (not a saved operation), or "io"/"invalid" (its replica
+--   state file cannot be read)
+-- @raise when text is not a string
+function sync.resume_sync(self, text)
+  return require("geoservices.sync.state").resume_sync(self, text)
+end
 
 return sync

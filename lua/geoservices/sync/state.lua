@@ -248,7 +248,9 @@ local function resolve_attempt(self, r, opts)
   return resolution
 end
 
-local function sync_locked(self, r, edits, opts)
+local sync_locked
+
+function sync_locked(self, r, edits, opts)
   if r.state.closed then
     return nil, errors.invalid("replica", ("%s was %s"):format(r.replicaID,
       r.state.unregistered and "unregistered (replica unregister)" or "closed by an earlier sync"))
@@ -274,7 +276,7 @@ local function sync_locked(self, r, edits, opts)
     mine = select_edits(mine, function(key) return not resolution.settled[key] end)
   end
   params.edits = merged_edits(resolution and resolution.resend, mine)
-  if resolution and resolution.from_failed_job and params.edits then
+  if (opts.after_failed_job or (resolution and resolution.from_failed_job)) and params.edits then
     -- an all-or-nothing job failed: the edits go in a synchronous request
     -- whose per-edit results name the one the server refuses
     params.async, params.transportType, params.rollbackOnFailure = nil, nil, nil
@@ -282,6 +284,7 @@ local function sync_locked(self, r, edits, opts)
   local call_opts = {}
   for k, v in pairs(opts) do call_opts[k] = v end
   call_opts.params, call_opts.resend, call_opts.lock_timeout, call_opts.discard = nil, nil, nil, nil
+  call_opts.after_failed_job = nil
   call_opts.on_done = settle(self, r, params, params.edits)
   call_opts.replica_path = r.path
   -- edits, and any async job (its changes are downloaded once it ends), are
@@ -290,8 +293,9 @@ local function sync_locked(self, r, edits, opts)
   local journaling = type(params.edits) == "table" or params.async == true
   local job_started = false
   if journaling then
-    local bases = type(params.edits) == "table" and read_bases(self, r, params.edits) or nil
     call_opts.on_send = function(fields)
+      -- after the parameters were checked, before anything of them leaves
+      local bases = type(fields.edits) == "table" and read_bases(self, r, fields.edits) or nil
       return r:begin_attempt(type(fields.edits) == "table" and fields.edits or json.array(), {
         syncDirection = fields.syncDirection, transportType = fields.transportType,
         rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
@@ -323,37 +327,30 @@ local function sync_locked(self, r, edits, opts)
     r:clear_attempt()
   end
   err.verified, err.conflicts = settled.verified, settled.conflicts
+  if settled.resend and err.kind == "job" and err.status_resource and not opts.after_failed_job then
+    -- an all-or-nothing job failed on one edit and applied none: the edits
+    -- go again at once in a synchronous request whose per-edit results name
+    -- the one the server refuses and let the others through
+    local again = {}
+    for k, v in pairs(opts) do again[k] = v end
+    again.after_failed_job = true
+    local retried, err2 = sync_locked(self, r, nil, again)
+    if retried then
+      -- what reading back settled is part of this call's outcome
+      retried.failed_job, retried.resolved = err, settled
+      retried.conflicts = retried.conflicts or {}
+      for _, c in ipairs(settled.conflicts or {}) do retried.conflicts[#retried.conflicts + 1] = c end
+      for _, f in ipairs(settled.failed_edits or {}) do retried.failed_edits[#retried.failed_edits + 1] = f end
+    end
+    return retried, err2
+  end
   err.message = err.message .. ("; read back from the server: %d edit(s) settled, %d to send again at the next "
     .. "sync"):format(settled.verified - #(settled.resend and entries_of(settled.resend) or {}),
       settled.resend and #entries_of(settled.resend) or 0)
   return nil, err, verr
 end
 
---- Synchronizes a replica state file (`client:sync(replica, edits, opts)`)
--- with optional edits. The request is built from the state (the
--- generation, or syncLayers for a perLayer replica) and the new generations
--- are saved only after the whole result was received and parsed; after any
--- failure the state's generations are unchanged. See the module's notes for
--- the journal and how an interrupted attempt is resolved.
--- @param self the client
--- @tparam string|geoservices.sync.replica.Replica r the replica: a state file path or an opened replica
--- @tparam[opt] geoservices.sync.edits.Edits|table|string edits an edits builder, an edits table or a
---   JSON text (an empty builder sends no edits)
--- @tparam[opt] table opts the options of geoservices.sync.synchronize_replica, plus:
--- @tparam[opt] table opts.params extra or overriding parameters (transportType, syncDirection,
---   async, closeReplica...)
--- @tparam[opt] number opts.lock_timeout seconds to wait for another synchronization of this replica
--- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations;
---   `result.conflicts` lists edits not applied because the server holds newer values;
---   `result.resolved` what resolving an interrupted attempt found
--- @treturn[2] geoservices.sync.job.Operation with `params.async = true` and `wait = false`: the job's
---   operation (its `wait` advances the state)
--- @return[3] nil
--- @treturn[3] table err: the errors of synchronize_replica, plus kind "busy" (another
---   synchronization holds the replica), "io" or "invalid" (the state file cannot be read, is
---   invalid or closed); `err.pending` when a job's outcome is not known yet (the next sync
---   re-attaches)
--- @raise when replica is neither a path nor a replica, and as synchronize_replica
+-- client:sync (documented at geoservices.sync.sync).
 function state_sync.sync(self, r, edits, opts)
   opts = opts or {}
   local path = type(r) == "string" and r or (getmetatable(r) == replica_mod.Replica and r.path)
@@ -387,18 +384,7 @@ function state_sync.sync(self, r, edits, opts)
   return result, sync_err
 end
 
---- Re-attaches to an async synchronization job described by
--- `op:to_json()` (`client:resume_sync(json_text)`), for example after a
--- restart or from another client. Its `wait` downloads the result and, when
--- the job came from client:sync, settles its edits and advances the replica
--- state file.
--- @param self the client
--- @string text the JSON text of `op:to_json()`
--- @treturn[1] geoservices.sync.job.Operation the operation (call `:wait()` or `:poll()`)
--- @return[2] nil
--- @treturn[2] table err: kind "invalid" (not a saved operation), or "io"/"invalid" (its replica
---   state file cannot be read)
--- @raise when text is not a string
+-- client:resume_sync (documented at geoservices.sync.resume_sync).
 function state_sync.resume_sync(self, text)
   local saved, msg = json.decode(text)
   if type(saved) ~= "table" or type(saved.status_url) ~= "string" then
