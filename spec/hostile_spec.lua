@@ -138,20 +138,22 @@ describe("a hostile or broken server", function()
       os.remove(path)
     end)
 
-    it("edits the server answers without a per-edit result are an error, not 0 uploaded, 0 failed", function()
+    it("edits the server answers without a per-edit result are read back from the server, not 0 uploaded", function()
       local s = serve{
-        { method = "POST", path = SYNC, responses = { { json = { transportType = "svcTransportTypeEmbedded",
-          responseType = "svcReplicaResponseTypeEdits", replicaID = REPLICA, replicaServerGen = 9, edits = {} } } } },
+        { method = "POST", path = SYNC, responses = { { json = { transportType = "esriTransportTypeEmbedded",
+          responseType = "esriReplicaResponseTypeEdits", replicaID = REPLICA, replicaServerGen = 9, edits = {} } } } },
+        { method = "POST", path = "/server/Parcels/FeatureServer/0/query", responses = { { json = { features = {} } } } },
       }
       local path = state_file(5)
       local c = geoservices.client{ url = s.url, token = TOKEN }
       local e = geoservices.edits()
-      e:add(0, { attributes = { NAME = "z" } })
-      local result, err = c:sync(path, e)
-      assert.is_nil(result)
-      assert.equal("edits", err.kind)
-      assert.truthy(err.message:find("1 edit", 1, true), err.message)
-      assert.equal(1, #err.unanswered)
+      local gid = e:add(0, { attributes = { NAME = "z" } })
+      local result = assert(c:sync(path, e))
+      -- the server does not have it: it skipped the add (rollbackOnFailure false gives no reason)
+      assert.equal(1, #result.failed_edits)
+      assert.equal(gid, result.failed_edits[1].globalId)
+      assert.equal("skipped", result.failed_edits[1].code)
+      assert.equal(1, result.verified)
       os.remove(path)
     end)
   end)

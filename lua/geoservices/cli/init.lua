@@ -156,8 +156,6 @@ function cli.parser()
   sync:option("--output", "Save the downloaded changes there: a file with one state file, else a directory "
     .. "(<state>.result.json). Default: <state>.changes-from-<generation>.json beside each state file.")
   sync:flag("--discard", "Count the downloaded changes and keep none of them (the generation still advances).")
-  sync:flag("--resend", "The --edits were sent before by a sync that failed ambiguously: adds and deletes "
-    .. "already applied are reported as such.")
   sync:option("--lock-timeout", "Seconds to wait while another process synchronizes the same replica."):convert(
     tonumber)
   sync:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)

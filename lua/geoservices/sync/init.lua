@@ -75,8 +75,8 @@ end
 local OPTION_TYPES = {
   wait = "boolean", poll_interval = "number", timeout = "number", request_timeout = "number",
   on_status = "function", on_progress = "function", on_change = "function", on_done = "function",
-  output = "string", strict = "boolean", resend = "boolean", replica_path = "string",
-  allow_unanswered = "boolean", params = "table", lock_timeout = "number", discard = "boolean",
+  output = "string", strict = "boolean", replica_path = "string",
+  params = "table", lock_timeout = "number", discard = "boolean",
   on_send = "function", on_job = "function", enum_prefix = "string",
 }
 

@@ -283,7 +283,7 @@ function sync_locked(self, r, edits, opts)
   end
   local call_opts = {}
   for k, v in pairs(opts) do call_opts[k] = v end
-  call_opts.params, call_opts.resend, call_opts.lock_timeout, call_opts.discard = nil, nil, nil, nil
+  call_opts.params, call_opts.lock_timeout, call_opts.discard = nil, nil, nil
   call_opts.after_failed_job = nil
   call_opts.on_done = settle(self, r, params, params.edits)
   call_opts.replica_path = r.path

@@ -96,6 +96,10 @@ describe("sync result", function()
     assert.is_true(errors.is(err))
     assert.equal("protocol", err.kind)
     assert.equal("https://x/r.json", err.url)
+    assert.matches("replicaServerGen soon, not an integer", err.message)
+    local none
+    none, err = sync_result.build({ replicaID = "{R}" }, nil, sink_mod.new(), { url = "https://x/r.json", fields = {} })
+    assert.is_nil(none)
     assert.matches("neither replicaServerGen nor layerServerGens", err.message)
   end)
 

@@ -67,7 +67,7 @@ local function sync_one(args, out, client, path, edits_text, output_path)
   local watch = watch_mod.new(out, client, name)
   local opts = { params = params, poll_interval = args.poll_interval, timeout = args.wait_timeout,
                  on_status = watch.on_status, on_progress = watch.on_progress, on_change = watch.on_change,
-                 output = output_path, resend = args.resend or nil, lock_timeout = args.lock_timeout }
+                 output = output_path, lock_timeout = args.lock_timeout }
   -- an async job, or edits, may keep running on the server should Ctrl-C
   -- stop the command here: running the same sync again follows them (the
   -- state journals the edits and the job; see geoservices.sync)
