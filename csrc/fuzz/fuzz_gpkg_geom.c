@@ -1,7 +1,8 @@
 /* libFuzzer target: any bytes as a GeoPackage geometry blob. Decoding must
  * fail cleanly or give a geometry that encodes and decodes again to the
- * same kind (and, but for polygons whose open rings get closed, the same
- * points); the envelope reader must agree with the decoder about validity. */
+ * same kind and Z/M (and, but for polygons whose open rings get closed, the
+ * same points, every ordinate bit for bit); the envelope reader must agree
+ * with the decoder about validity. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +12,10 @@
 #include "store/geom.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int same_ordinate(double a, double b) {
+  return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   geoservices_geom g, h;
@@ -35,7 +40,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (geoservices_geom_encode(&g, srs, &b, env) != 0) abort();
     if (geoservices_geom_decode(&h, (const unsigned char *)b.data, b.len, &srs2, &err) != 0) abort();
     if (srs2 != srs || h.kind != kind) abort();
+    if (h.has_z != g.has_z || h.has_m != g.has_m) abort();
     if (kind != GEOM_POLYGON && kind != GEOM_POINT && h.npoints != before) abort();
+    if (kind != GEOM_POLYGON && h.npoints == g.npoints) {
+      size_t k;
+      for (k = 0; k < 2 * g.npoints; k++)
+        if (!same_ordinate(g.xy[k], h.xy[k])) abort();
+      for (k = 0; (g.has_z || g.has_m) && k < g.npoints; k++)
+        if ((g.has_z && !same_ordinate(g.zm[2 * k], h.zm[2 * k])) ||
+            (g.has_m && !same_ordinate(g.zm[2 * k + 1], h.zm[2 * k + 1])))
+          abort();
+    }
     if (kind == GEOM_POLYGON && h.npoints < g.npoints) abort();
     if (!isnan(env[0]) && (env[0] > env[1] || env[2] > env[3])) abort();
   }

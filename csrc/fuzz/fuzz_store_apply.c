@@ -1,9 +1,10 @@
 /* libFuzzer target: any bytes as a synchronization result, through the
  * record extractor (fed in two pieces) into an in-memory GeoPackage of four
- * layers (point, multipoint, polyline, polygon) with R-tree triggers, inside
- * a transaction rolled back after each input. The apply must succeed or
- * fail with a message, never crash; after the flush (which packs the empty
- * R-trees in bulk) every R-tree holds exactly its rows with a geometry. */
+ * layers (point, multipoint ZM, polyline M, polygon Z) with R-tree
+ * triggers, inside a transaction rolled back after each input. The apply
+ * must succeed or fail with a message, never crash; after the flush (which
+ * packs the empty R-trees in bulk) every R-tree holds exactly its rows with a
+ * geometry, and every geometry decodes with its layer's Z and M. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "json/records.h"
 #include "store/apply.h"
+#include "store/geom.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,7 +30,10 @@ static void setup(void) {
   if (sqlite3_open(":memory:", &db) != SQLITE_OK || geoservices_store_init(&store, db) != 0) abort();
   sqlite3_exec(db, "CREATE TABLE gpkg_contents (table_name TEXT PRIMARY KEY, last_change TEXT, min_x, min_y, max_x,"
                " max_y); CREATE TABLE geoservices_attachments (global_id TEXT PRIMARY KEY, layer_id, "
-               "parent_global_id, attachment_id, name, content_type, size, keywords, url, data)",
+               "parent_global_id, attachment_id, name, content_type, size, keywords, url, data);"
+               "CREATE TABLE gpkg_geometry_columns (table_name, column_name, z, m);"
+               "INSERT INTO gpkg_geometry_columns VALUES ('p0', 'geom', 0, 0), ('p1', 'geom', 1, 1), "
+               "('p2', 'geom', 0, 1), ('p3', 'geom', 1, 0)",
                NULL, NULL, NULL);
   for (i = 0; i < 4; i++) {
     snprintf(sql, sizeof sql,
@@ -54,6 +59,27 @@ static int count(const char *sql) {
   if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
   return n;
+}
+
+/* Every geometry of table i decodes, with the layer's Z and M. */
+static void check_dims(int i) {
+  static const char *const sql[] = {"SELECT geom FROM p0", "SELECT geom FROM p1", "SELECT geom FROM p2",
+                                    "SELECT geom FROM p3"};
+  static const int dims[][2] = {{0, 0}, {1, 1}, {0, 1}, {1, 0}};
+  sqlite3_stmt *st;
+  geoservices_geom g;
+  geoservices_geom_init(&g);
+  if (sqlite3_prepare_v2(db, sql[i], -1, &st, NULL) != SQLITE_OK) abort();
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int32_t srs;
+    const char *err;
+    if (sqlite3_column_type(st, 0) != SQLITE_BLOB) continue;
+    if (geoservices_geom_decode(&g, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &srs, &err))
+      abort();
+    if (g.has_z != dims[i][0] || g.has_m != dims[i][1]) abort();
+  }
+  sqlite3_finalize(st);
+  geoservices_geom_free(&g);
 }
 
 static int drain(geoservices_records *r, geoservices_store_cursor *c) {
@@ -95,6 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       " AND rtreecheck('rtree_p3_geom') = 'ok'",
     };
     if (count(checks[i]) != 1) abort();
+    check_dims(i);
   }
   sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
   geoservices_buf_reset(&store.pending);

@@ -406,10 +406,12 @@ static int bind_tape_value(geoservices_store *s, geoservices_store_layer *l, siz
   }
 }
 
-/* [x, y, ...] into the geometry: the first two numbers; anything else is no point. */
+/* [x, y, ...] into the geometry: x and y must be numbers (anything else is
+ * no point); a third and fourth are kept as they come (NaN when not a
+ * number, a null) for geoservices_geom_ordinates_as to place. */
 static int tape_coordinate(geoservices_store *s, const char **p) {
   uint32_t n, i;
-  double xy[2];
+  double v[4] = {NAN, NAN, NAN, NAN};
   int ok = 1;
   if ((unsigned char)**p != TAPE_ARRAY) {
     *p = geoservices_store_tape_skip(*p);
@@ -418,11 +420,16 @@ static int tape_coordinate(geoservices_store *s, const char **p) {
   (*p)++;
   n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
-    if (i < 2) ok &= tape_number(p, &xy[i]);
-    else *p = geoservices_store_tape_skip(*p);
+    if (i < 4) {
+      int number = tape_number(p, &v[i]);
+      if (i < 2) ok &= number;
+      else if (!number) v[i] = NAN;
+    } else {
+      *p = geoservices_store_tape_skip(*p);
+    }
   }
   if (n < 2 || !ok) return 0;
-  if (geoservices_geom_point(&s->geom, xy[0], xy[1])) return fail(s, SQLITE_NOMEM, "out of memory");
+  if (geoservices_geom_point_zm(&s->geom, v[0], v[1], v[2], v[3])) return fail(s, SQLITE_NOMEM, "out of memory");
   return 0;
 }
 
@@ -449,13 +456,24 @@ static int tape_parts(geoservices_store *s, const char **p) {
   return 0;
 }
 
-/* An Esri geometry object into s->geom; its kind comes from its members
- * (x/y, points, paths, rings). Curves and unknown shapes give no geometry. */
-static int tape_geometry(geoservices_store *s, const char **p) {
+/* A JSON boolean on the tape: 1 or 0, -1 for anything else. Advances past it. */
+static int tape_flag(const char **p) {
+  int op = (unsigned char)**p;
+  *p = geoservices_store_tape_skip(*p);
+  return op == TAPE_TRUE ? 1 : op == TAPE_FALSE ? 0 : -1;
+}
+
+/* An Esri geometry object into s->geom, with the layer's Z and M; its kind
+ * comes from its members (x/y, points, paths, rings). The meaning of the
+ * coordinates' third and fourth numbers is the geometry's own hasZ / hasM,
+ * wherever they come among its members, else the layer's. Curves and
+ * unknown shapes give no geometry. */
+static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l, const char **p) {
   uint32_t n, i, len, m, j;
-  double x = NAN, y = NAN;
-  int has_xy = 0;
+  double x = NAN, y = NAN, z = NAN, mv = NAN;
+  int has_xy = 0, had_z = -1, had_m = -1;
   geoservices_geom_reset(&s->geom, GEOM_NONE);
+  geoservices_geom_dims(&s->geom, l->has_z, l->has_m);
   (*p)++; /* TAPE_OBJECT */
   n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
@@ -465,6 +483,14 @@ static int tape_geometry(geoservices_store *s, const char **p) {
       if (!tape_number(p, &x)) x = NAN;
     } else if (key_is(key, len, "y")) {
       if (!tape_number(p, &y)) y = NAN;
+    } else if (key_is(key, len, "z")) {
+      if (!tape_number(p, &z)) z = NAN;
+    } else if (key_is(key, len, "m")) {
+      if (!tape_number(p, &mv)) mv = NAN;
+    } else if (key_is(key, len, "hasZ")) {
+      had_z = tape_flag(p);
+    } else if (key_is(key, len, "hasM")) {
+      had_m = tape_flag(p);
     } else if (key_is(key, len, "points")) {
       geoservices_geom_reset(&s->geom, GEOM_MULTIPOINT);
       if ((unsigned char)**p != TAPE_ARRAY) {
@@ -485,10 +511,12 @@ static int tape_geometry(geoservices_store *s, const char **p) {
       *p = geoservices_store_tape_skip(*p);
     }
   }
-  if (s->geom.kind == GEOM_NONE && has_xy) {
+  if (s->geom.kind == GEOM_NONE && has_xy) { /* a point's z and m are named: no flags needed */
     geoservices_geom_reset(&s->geom, GEOM_POINT);
-    if (!isnan(x) && !isnan(y) && geoservices_geom_point(&s->geom, x, y))
+    if (!isnan(x) && !isnan(y) && geoservices_geom_point_zm(&s->geom, x, y, z, mv))
       return fail(s, SQLITE_NOMEM, "out of memory");
+  } else {
+    geoservices_geom_ordinates_as(&s->geom, had_z < 0 ? l->has_z : had_z, had_m < 0 ? l->has_m : had_m);
   }
   return 0;
 }
@@ -515,7 +543,7 @@ static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const
         else if (bind_tape_value(s, l, col, p)) return -1;
       }
     } else if (op == TAPE_OBJECT && key_is(key, len, "geometry") && l->geom_col) {
-      if (tape_geometry(s, p) || geoservices_store_bind_geometry(s, l)) return -1;
+      if (tape_geometry(s, l, p) || geoservices_store_bind_geometry(s, l)) return -1;
     } else {
       *p = geoservices_store_tape_skip(*p);
     }
@@ -849,6 +877,24 @@ static int prepare_layer(geoservices_store *s, geoservices_store_layer *l) {
   return 0;
 }
 
+/* The geometry column's z and m flags (0 prohibited, 1 mandatory, 2
+ * optional): its blobs carry Z / M for 1 and 2. 2D without the table or row
+ * (a store made by hand, as the C tests do). */
+static void read_dims(geoservices_store *s, geoservices_store_layer *l) {
+  sqlite3_stmt *st = NULL;
+  l->has_z = l->has_m = 0;
+  if (!l->geom_col || sqlite3_prepare_v2(s->db, "SELECT z, m FROM gpkg_geometry_columns WHERE table_name = ?1 "
+                                         "AND column_name = ?2", -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_text(st, 1, l->table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, l->geom_col, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    l->has_z = sqlite3_column_int(st, 0) > 0;
+    l->has_m = sqlite3_column_int(st, 1) > 0;
+  }
+  sqlite3_finalize(st);
+}
+
 geoservices_store_layer *geoservices_store_layer_of(const geoservices_store *s, int64_t id) {
   size_t i;
   for (i = 0; i < s->nlayers; i++)
@@ -890,6 +936,7 @@ geoservices_store_layer *geoservices_store_add_layer(geoservices_store *s, int64
     free_layer(l);
     return NULL;
   }
+  read_dims(s, l);
   for (i = 0; i < s->nlayers; i++) {
     if (s->layers[i]->id == id) { /* registered again: the new one wins */
       free_layer(s->layers[i]);

@@ -69,6 +69,7 @@ typedef struct geoservices_store_layer {
   char *table;
   char *geom_col;       /* NULL for a table without geometry */
   int geom_kind;        /* the layer's geoservices_geom_kind */
+  int has_z, has_m;     /* its geometry column's z / m flags (gpkg_geometry_columns): Z/M blobs */
   int32_t srs_id;
   geoservices_store_column *cols; /* bound as ?1..?ncols; the geometry is ?ncols+1 */
   size_t ncols;
@@ -125,7 +126,9 @@ int geoservices_store_init(geoservices_store *s, sqlite3 *db);
 void geoservices_store_clear(geoservices_store *s);
 
 /* Registers (or replaces) the layer `id`: its table, geometry column (NULL
- * for none), kind and SRS, and its columns in order. names/types have ncols
+ * for none), kind and SRS, and its columns in order. Whether its geometries
+ * carry Z and M comes from the file: the column's z and m flags in
+ * gpkg_geometry_columns (none without that table or row). names/types have ncols
  * entries; gid_col must be a column; oid_col may be GEOSERVICES_STORE_NONE.
  * Prepares its statements. The layer, or NULL with the message set. */
 geoservices_store_layer *geoservices_store_add_layer(geoservices_store *s, int64_t id, const char *table,

@@ -12,6 +12,7 @@ void geoservices_geom_init(geoservices_geom *g) {
 
 void geoservices_geom_free(geoservices_geom *g) {
   free(g->xy);
+  free(g->zm);
   free(g->parts);
   free(g->ring_area);
   free(g->ring_box);
@@ -26,6 +27,11 @@ void geoservices_geom_reset(geoservices_geom *g, int kind) {
   g->kind = kind;
   g->npoints = 0;
   g->nparts = 0;
+}
+
+void geoservices_geom_dims(geoservices_geom *g, int has_z, int has_m) {
+  g->has_z = has_z != 0;
+  g->has_m = has_m != 0;
 }
 
 /* Makes room for `need` elements of `elem` bytes; doubles the capacity. */
@@ -52,17 +58,40 @@ int geoservices_geom_part(geoservices_geom *g) {
   return 0;
 }
 
-int geoservices_geom_point(geoservices_geom *g, double x, double y) {
+int geoservices_geom_point_zm(geoservices_geom *g, double x, double y, double z, double m) {
   if (g->nparts == 0 && geoservices_geom_part(g)) return -1;
   if (g->npoints >= g->point_cap) {
     size_t cap2 = g->point_cap * 2; /* capacity counted in doubles, two per point */
     if (grow(&g->xy, &cap2, (g->npoints + 1) * 2, sizeof *g->xy)) return -1;
     g->point_cap = cap2 / 2;
   }
+  if ((g->has_z || g->has_m) && g->npoints >= g->zm_cap) {
+    size_t cap2 = g->zm_cap * 2; /* z and m slots: two doubles per point too */
+    if (grow(&g->zm, &cap2, (g->npoints + 1) * 2, sizeof *g->zm)) return -1;
+    g->zm_cap = cap2 / 2;
+  }
   g->xy[2 * g->npoints] = x;
   g->xy[2 * g->npoints + 1] = y;
+  if (g->has_z || g->has_m) { /* both slots as given: only those the geometry has are ever read */
+    g->zm[2 * g->npoints] = z;
+    g->zm[2 * g->npoints + 1] = m;
+  }
   g->npoints++;
   return 0;
+}
+
+int geoservices_geom_point(geoservices_geom *g, double x, double y) {
+  return geoservices_geom_point_zm(g, x, y, NAN, NAN);
+}
+
+void geoservices_geom_ordinates_as(geoservices_geom *g, int had_z, int had_m) {
+  size_t k;
+  if (!(g->has_z || g->has_m) || (had_z && had_m)) return; /* each already in its slot */
+  for (k = 0; k < g->npoints; k++) {
+    double third = g->zm[2 * k];
+    g->zm[2 * k] = had_z ? third : NAN;
+    g->zm[2 * k + 1] = had_m ? third : NAN; /* [x, y, m]: the third number is the measure */
+  }
 }
 
 size_t geoservices_geom_part_end(const geoservices_geom *g, size_t i) {
@@ -107,12 +136,22 @@ static unsigned char *w_f64(unsigned char *p, double d) {
   return p + 8;
 }
 
-static unsigned char *w_head(unsigned char *p, uint32_t type) {
-  return w_u32(w_u8(p, 1), type);
+/* A WKB geometry's byte order and type: ISO codes, +1000 Z, +2000 M, +3000 ZM. */
+static unsigned char *w_head(unsigned char *p, const geoservices_geom *g, uint32_t type) {
+  return w_u32(w_u8(p, 1), type + (g->has_z ? 1000 : 0) + (g->has_m ? 2000 : 0));
 }
 
-static unsigned char *w_xy(unsigned char *p, const double *xy) {
-  return w_f64(w_f64(p, xy[0]), xy[1]);
+/* Point k: x y, then z and m when the geometry has them. */
+static unsigned char *w_point(unsigned char *p, const geoservices_geom *g, size_t k) {
+  p = w_f64(w_f64(p, g->xy[2 * k]), g->xy[2 * k + 1]);
+  if (g->has_z) p = w_f64(p, g->zm[2 * k]);
+  if (g->has_m) p = w_f64(p, g->zm[2 * k + 1]);
+  return p;
+}
+
+/* Bytes of one point in WKB. */
+static size_t point_size(const geoservices_geom *g) {
+  return 8 * (2 + (size_t)g->has_z + (size_t)g->has_m);
 }
 
 static int closed(const double *xy, size_t first, size_t end) {
@@ -128,15 +167,15 @@ static size_t ring_points(const geoservices_geom *g, size_t i) {
 static unsigned char *w_ring(unsigned char *p, const geoservices_geom *g, size_t i) {
   size_t first = g->parts[i], end = geoservices_geom_part_end(g, i), k;
   p = w_u32(p, (uint32_t)ring_points(g, i));
-  for (k = first; k < end; k++) p = w_xy(p, g->xy + 2 * k);
-  if (end > first && !closed(g->xy, first, end)) p = w_xy(p, g->xy + 2 * first);
+  for (k = first; k < end; k++) p = w_point(p, g, k);
+  if (end > first && !closed(g->xy, first, end)) p = w_point(p, g, first);
   return p;
 }
 
 static unsigned char *w_path(unsigned char *p, const geoservices_geom *g, size_t i) {
   size_t first = g->parts[i], end = geoservices_geom_part_end(g, i), k;
   p = w_u32(p, (uint32_t)(end - first));
-  for (k = first; k < end; k++) p = w_xy(p, g->xy + 2 * k);
+  for (k = first; k < end; k++) p = w_point(p, g, k);
   return p;
 }
 
@@ -267,34 +306,54 @@ static void envelope(const geoservices_geom *g, double env[4]) {
   if (!(env[0] <= env[1] && env[2] <= env[3])) env[0] = env[1] = env[2] = env[3] = NAN;
 }
 
+/* The range of ordinate `which` (0 z, 1 m) over the points, NaNs left out;
+ * 0 when no point has a value. */
+static int ordinate_range(const geoservices_geom *g, int which, double range[2]) {
+  size_t k;
+  range[0] = INFINITY;
+  range[1] = -INFINITY;
+  for (k = 0; k < g->npoints; k++) {
+    double v = g->zm[2 * k + (size_t)which];
+    if (v < range[0]) range[0] = v;
+    if (v > range[1]) range[1] = v;
+  }
+  return range[0] <= range[1];
+}
+
 int geoservices_geom_encode(geoservices_geom *g, int32_t srs_id, geoservices_buf *out, double env[4]) {
-  size_t size, i, r, npolys = 0;
-  int empty;
+  size_t size, i, r, npolys = 0, pt;
+  int empty, env_kind = 0;
+  double zr[2] = {NAN, NAN};
   unsigned char *p, *start;
   if (g->kind == GEOM_POINT && g->npoints > 0 && (isnan(g->xy[0]) || isnan(g->xy[1]))) g->npoints = 0;
   drop_empty_parts(g);
   if (g->kind == GEOM_POINT && g->npoints > 1) g->npoints = 1;
   empty = g->npoints == 0;
   envelope(g, env);
-  if (isnan(env[0])) empty = 1;
+  /* the envelope: [minx maxx miny maxy] (kind 1), with the z range when
+   * the points have z values (kind 2); none for an empty geometry, or one of
+   * NaNs only. No m range (kinds 3, 4), as GDAL writes none: it helps no
+   * reader, and GDAL 3.6's validator takes kind 4 for the empty flag. */
+  if (!isnan(env[0])) env_kind = g->has_z && ordinate_range(g, 0, zr) ? 2 : 1;
+  pt = point_size(g);
 
   /* the exact size first, then one reservation */
-  size = 8 + (empty ? 0 : 32);
+  size = 8 + (env_kind == 0 ? 0 : env_kind == 1 ? 32 : 48);
   switch (g->kind) {
     case GEOM_POINT:
-      size += 21;
+      size += 5 + pt;
       break;
     case GEOM_MULTIPOINT:
-      size += 9 + 21 * g->npoints;
+      size += 9 + (5 + pt) * g->npoints;
       break;
     case GEOM_POLYLINE:
-      size += 9 + (g->nparts > 1 ? 9 * g->nparts : 0) + 16 * g->npoints;
+      size += 9 + 9 * g->nparts + pt * g->npoints;
       break;
     case GEOM_POLYGON:
       if (ring_scratch(g, g->nparts)) return -1;
       npolys = g->nparts ? assemble_rings(g) : 0;
-      size += 9 + (npolys > 1 ? 9 * npolys : 0);
-      for (r = 0; r < g->nparts; r++) size += 4 + 16 * ring_points(g, r);
+      size += 9 + 9 * npolys;
+      for (r = 0; r < g->nparts; r++) size += 4 + pt * ring_points(g, r);
       break;
     default:
       return -1;
@@ -304,41 +363,37 @@ int geoservices_geom_encode(geoservices_geom *g, int32_t srs_id, geoservices_buf
 
   *p++ = 'G';
   *p++ = 'P';
-  *p++ = 0;                                 /* version 1 */
-  *p++ = (unsigned char)(empty ? 0x11 : 0x03); /* little-endian; envelope [minx maxx miny maxy] or empty */
+  *p++ = 0; /* version 1 */
+  /* little-endian, the envelope's kind, the empty flag */
+  *p++ = (unsigned char)(0x01 | env_kind << 1 | (empty ? 0x10 : 0));
   p = w_u32(p, (uint32_t)srs_id);
-  if (!empty)
+  if (env_kind > 0)
     for (i = 0; i < 4; i++) p = w_f64(p, env[i]);
+  if (env_kind == 2) p = w_f64(w_f64(p, zr[0]), zr[1]);
 
   switch (g->kind) {
     case GEOM_POINT:
-      p = w_head(p, WKB_POINT);
+      p = w_head(p, g, WKB_POINT);
       if (g->npoints) {
-        p = w_xy(p, g->xy);
-      } else {
-        p = w_f64(w_f64(p, NAN), NAN);
+        p = w_point(p, g, 0);
+      } else { /* POINT EMPTY: every ordinate NaN */
+        size_t k;
+        for (k = 0; k < pt / 8; k++) p = w_f64(p, NAN);
       }
       break;
     case GEOM_MULTIPOINT:
-      p = w_u32(w_head(p, WKB_MULTIPOINT), (uint32_t)g->npoints);
-      for (i = 0; i < g->npoints; i++) p = w_xy(w_head(p, WKB_POINT), g->xy + 2 * i);
+      p = w_u32(w_head(p, g, WKB_MULTIPOINT), (uint32_t)g->npoints);
+      for (i = 0; i < g->npoints; i++) p = w_point(w_head(p, g, WKB_POINT), g, i);
       break;
-    case GEOM_POLYLINE:
-      if (g->nparts <= 1) {
-        p = w_head(p, WKB_LINESTRING);
-        if (g->nparts) p = w_path(p, g, 0);
-        else p = w_u32(p, 0);
-      } else {
-        p = w_u32(w_head(p, WKB_MULTILINESTRING), (uint32_t)g->nparts);
-        for (i = 0; i < g->nparts; i++) p = w_path(w_head(p, WKB_LINESTRING), g, i);
-      }
+    case GEOM_POLYLINE: /* MULTI for one path too: see geom.h */
+      p = w_u32(w_head(p, g, WKB_MULTILINESTRING), (uint32_t)g->nparts);
+      for (i = 0; i < g->nparts; i++) p = w_path(w_head(p, g, WKB_LINESTRING), g, i);
       break;
     case GEOM_POLYGON:
-      if (npolys > 1) p = w_u32(w_head(p, WKB_MULTIPOLYGON), (uint32_t)npolys);
-      if (npolys == 0) p = w_u32(w_head(p, WKB_POLYGON), 0);
+      p = w_u32(w_head(p, g, WKB_MULTIPOLYGON), (uint32_t)npolys);
       for (i = 0; i < g->nparts; i++) {
         if (g->ring_owner[i] != i) continue; /* a hole: written with its exterior */
-        p = w_u32(w_head(p, WKB_POLYGON), (uint32_t)g->ring_count[i]);
+        p = w_u32(w_head(p, g, WKB_POLYGON), (uint32_t)g->ring_count[i]);
         /* the exterior first, then its holes in the server's order */
         for (r = i; r != SIZE_MAX; r = g->ring_next[r]) p = w_ring(p, g, r);
       }
@@ -383,6 +438,7 @@ static double rd_f64(reader *r, int le) {
 typedef struct {
   int le;
   uint32_t base; /* 1..7 */
+  int z, m;      /* the ordinates beyond x and y */
   size_t dims;   /* 2, 3 or 4 ordinates per point */
 } wkb_head;
 
@@ -407,6 +463,8 @@ static int rd_head(reader *r, wkb_head *h) {
   }
   if (type < 1 || type > 6) return r->error = "unsupported geometry type", -1;
   h->base = type;
+  h->z = z;
+  h->m = m;
   h->dims = 2 + (size_t)z + (size_t)m;
   return 0;
 }
@@ -418,27 +476,28 @@ static int rd_count(reader *r, int le, size_t min_each, uint32_t *n) {
   return 0;
 }
 
-static int rd_points(reader *r, geoservices_geom *g, const wkb_head *h, int skip_nan) {
+/* One point's ordinates (the room checked by the caller) into g: its z and
+ * m, NaN for those this element lacks. With skip_nan, not a point without x/y. */
+static int rd_ordinates(reader *r, geoservices_geom *g, const wkb_head *h, int skip_nan) {
+  double x = rd_f64(r, h->le), y = rd_f64(r, h->le), z = NAN, m = NAN;
+  if (h->z) z = rd_f64(r, h->le);
+  if (h->m) m = rd_f64(r, h->le);
+  if (skip_nan && (isnan(x) || isnan(y))) return 0;
+  if (geoservices_geom_point_zm(g, x, y, z, m)) return r->error = "out of memory", -1;
+  return 0;
+}
+
+static int rd_points(reader *r, geoservices_geom *g, const wkb_head *h) {
   uint32_t n, i;
   if (rd_count(r, h->le, 8 * h->dims, &n)) return -1;
-  for (i = 0; i < n; i++) {
-    double x = rd_f64(r, h->le), y = rd_f64(r, h->le);
-    r->p += 8 * (h->dims - 2);
-    if (skip_nan && (isnan(x) || isnan(y))) continue;
-    if (geoservices_geom_point(g, x, y)) return r->error = "out of memory", -1;
-  }
+  for (i = 0; i < n; i++)
+    if (rd_ordinates(r, g, h, 0)) return -1;
   return 0;
 }
 
 static int rd_point(reader *r, geoservices_geom *g, const wkb_head *h) {
-  double x, y;
   if (need(r, 8 * h->dims)) return -1;
-  x = rd_f64(r, h->le);
-  y = rd_f64(r, h->le);
-  r->p += 8 * (h->dims - 2);
-  if (isnan(x) || isnan(y)) return 0; /* POINT EMPTY */
-  if (geoservices_geom_point(g, x, y)) return r->error = "out of memory", -1;
-  return 0;
+  return rd_ordinates(r, g, h, 1); /* NaN x or y: POINT EMPTY */
 }
 
 static int rd_polygon(reader *r, geoservices_geom *g, const wkb_head *h) {
@@ -446,7 +505,7 @@ static int rd_polygon(reader *r, geoservices_geom *g, const wkb_head *h) {
   if (rd_count(r, h->le, 4, &n)) return -1;
   for (i = 0; i < n; i++) {
     if (geoservices_geom_part(g)) return r->error = "out of memory", -1;
-    if (rd_points(r, g, h, 0)) return -1;
+    if (rd_points(r, g, h)) return -1;
   }
   return 0;
 }
@@ -460,7 +519,7 @@ static int rd_element(reader *r, geoservices_geom *g, uint32_t want) {
     case WKB_POINT: return rd_point(r, g, &h);
     case WKB_LINESTRING:
       if (geoservices_geom_part(g)) return r->error = "out of memory", -1;
-      return rd_points(r, g, &h, 0);
+      return rd_points(r, g, &h);
     default: return rd_polygon(r, g, &h);
   }
 }
@@ -498,6 +557,7 @@ static int decode(reader *r, geoservices_geom *g, int32_t *srs_id, double env[4]
   uint32_t n, i;
   int empty;
   if (rd_header(r, srs_id, &empty, env) || rd_head(r, &h)) return -1;
+  geoservices_geom_dims(g, h.z, h.m); /* the elements of a multi geometry fill what they lack with NaN */
   switch (h.base) {
     case WKB_POINT:
       geoservices_geom_reset(g, GEOM_POINT);
@@ -505,7 +565,7 @@ static int decode(reader *r, geoservices_geom *g, int32_t *srs_id, double env[4]
     case WKB_LINESTRING:
       geoservices_geom_reset(g, GEOM_POLYLINE);
       if (geoservices_geom_part(g)) return r->error = "out of memory", -1;
-      return rd_points(r, g, &h, 0);
+      return rd_points(r, g, &h);
     case WKB_POLYGON:
       geoservices_geom_reset(g, GEOM_POLYGON);
       return rd_polygon(r, g, &h);

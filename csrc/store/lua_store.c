@@ -432,14 +432,18 @@ static int lua_number_at(lua_State *L, int t, lua_Integer i, double *d) {
   return ok;
 }
 
-/* {x, y, ...} at the top into the geometry's current part. */
+/* {x, y, ...} at the top into the geometry's current part; a third and
+ * fourth number as they come (NaN for anything else: nil, the JSON null),
+ * for geoservices_geom_ordinates_as to place. */
 static void lua_coordinate(lua_State *L, geoservices_geom *g) {
-  double x = 0, y = 0;
+  double x = 0, y = 0, third = NAN, fourth = NAN;
   int t = lua_gettop(L);
   if (lua_type(L, t) != LUA_TTABLE) luaL_error(L, "store: a coordinate must be an array {x, y}");
   if (!lua_number_at(L, t, 1, &x) || !lua_number_at(L, t, 2, &y))
     luaL_error(L, "store: a coordinate must be an array {x, y}");
-  if (geoservices_geom_point(g, x, y)) luaL_error(L, "store: not enough memory");
+  if (!lua_number_at(L, t, 3, &third)) third = NAN;
+  if (!lua_number_at(L, t, 4, &fourth)) fourth = NAN;
+  if (geoservices_geom_point_zm(g, x, y, third, fourth)) luaL_error(L, "store: not enough memory");
 }
 
 static void lua_parts(lua_State *L, geoservices_geom *g, int nested) {
@@ -465,10 +469,32 @@ static void lua_parts(lua_State *L, geoservices_geom *g, int nested) {
   }
 }
 
-/* An Esri geometry table at idx into g (kind from its members). */
-static void lua_geometry(lua_State *L, int idx, geoservices_geom *g) {
+/* A boolean member of a geometry table: 1 or 0; -1 when absent or not a boolean. */
+static int lua_flag(lua_State *L, int idx, const char *name) {
+  int t = lua_getfield(L, idx, name), v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return t == LUA_TBOOLEAN ? v : -1;
+}
+
+/* A number member of a geometry table, NaN otherwise. */
+static double lua_ordinate(lua_State *L, int idx, const char *name) {
+  double v = lua_getfield(L, idx, name) == LUA_TNUMBER ? (double)lua_tonumber(L, -1) : NAN;
+  lua_pop(L, 1);
+  return v;
+}
+
+/* An Esri geometry table at idx into g (kind from its members), carrying Z
+ * and M as has_z / has_m say (the layer's). The coordinates' third and fourth
+ * numbers mean what the table's own hasZ / hasM say, else what the layer's do. */
+static void lua_geometry(lua_State *L, int idx, geoservices_geom *g, int has_z, int has_m) {
+  int had_z, had_m;
   idx = lua_absindex(L, idx);
   geoservices_geom_reset(g, GEOM_NONE);
+  geoservices_geom_dims(g, has_z, has_m);
+  had_z = lua_flag(L, idx, "hasZ");
+  had_m = lua_flag(L, idx, "hasM");
+  if (had_z < 0) had_z = has_z;
+  if (had_m < 0) had_m = has_m;
   if (lua_getfield(L, idx, "rings") != LUA_TNIL) {
     geoservices_geom_reset(g, GEOM_POLYGON);
     lua_parts(L, g, 1);
@@ -480,14 +506,16 @@ static void lua_geometry(lua_State *L, int idx, geoservices_geom *g) {
     lua_parts(L, g, 0);
   } else {
     int tx = lua_getfield(L, idx, "x"), ty = lua_getfield(L, idx, "y");
-    if (tx != LUA_TNIL || ty != LUA_TNIL) {
+    if (tx != LUA_TNIL || ty != LUA_TNIL) { /* a point's z and m are named: no flags needed */
       geoservices_geom_reset(g, GEOM_POINT);
       if (tx == LUA_TNUMBER && ty == LUA_TNUMBER &&
-          geoservices_geom_point(g, (double)lua_tonumber(L, -2), (double)lua_tonumber(L, -1)))
+          geoservices_geom_point_zm(g, (double)lua_tonumber(L, -2), (double)lua_tonumber(L, -1),
+                                    lua_ordinate(L, idx, "z"), lua_ordinate(L, idx, "m")))
         luaL_error(L, "store: not enough memory");
     }
     lua_pop(L, 2);
   }
+  if (g->kind != GEOM_POINT) geoservices_geom_ordinates_as(g, had_z, had_m);
   lua_settop(L, idx);
 }
 
@@ -497,29 +525,68 @@ static void push_array(lua_State *L, int n, int array_mt) {
   lua_setmetatable(L, -2);
 }
 
-static void push_xy(lua_State *L, const double *xy, int array_mt) {
-  push_array(L, 2, array_mt);
-  lua_pushnumber(L, xy[0]);
-  lua_rawseti(L, -2, 1);
-  lua_pushnumber(L, xy[1]);
-  lua_rawseti(L, -2, 2);
+/* Whether some point of g has a value of ordinate `which` (0 z, 1 m). */
+static int has_values(const geoservices_geom *g, int which) {
+  size_t k;
+  if (!(which == 0 ? g->has_z : g->has_m)) return 0;
+  for (k = 0; k < g->npoints; k++)
+    if (!isnan(g->zm[2 * k + (size_t)which])) return 1;
+  return 0;
 }
 
-/* Pushes the Esri table of g: {x =, y =}, {points =}, {paths =} or {rings =}. */
+/* An ordinate of an Esri coordinate array: the number, or the JSON null for
+ * a point without one (NaN is no JSON). */
+static void push_ordinate(lua_State *L, double v) {
+  if (isnan(v)) lua_pushlightuserdata(L, NULL);
+  else lua_pushnumber(L, v);
+}
+
+/* [x, y], [x, y, z], [x, y, m] or [x, y, z, m] of point k. */
+static void push_coordinate(lua_State *L, const geoservices_geom *g, size_t k, int with_z, int with_m,
+                            int array_mt) {
+  lua_Integer n = 2;
+  push_array(L, 2 + with_z + with_m, array_mt);
+  lua_pushnumber(L, g->xy[2 * k]);
+  lua_rawseti(L, -2, 1);
+  lua_pushnumber(L, g->xy[2 * k + 1]);
+  lua_rawseti(L, -2, 2);
+  if (with_z) {
+    push_ordinate(L, g->zm[2 * k]);
+    lua_rawseti(L, -2, ++n);
+  }
+  if (with_m) {
+    push_ordinate(L, g->zm[2 * k + 1]);
+    lua_rawseti(L, -2, ++n);
+  }
+}
+
+/* Pushes the Esri table of g: {x =, y =}, {points =}, {paths =} or {rings =}.
+ * Z and M as the server writes them: a point's z and m members (absent when
+ * it has none), the others' coordinate arrays with hasZ / hasM set (an
+ * ordinate no point of the geometry has is left out: the geometry it came
+ * from had none). */
 static void push_geometry(lua_State *L, const geoservices_geom *g) {
   static const char *const member[] = {NULL, NULL, "points", "paths", "rings"};
   size_t i, k;
-  int array_mt;
+  int array_mt, with_z = has_values(g, 0), with_m = has_values(g, 1);
   luaL_checkstack(L, 6, "store: geometry");
   geoservices_push_json_array_mt(L);
   array_mt = lua_gettop(L);
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 4);
   if (g->kind == GEOM_POINT) {
     if (g->npoints) {
       lua_pushnumber(L, g->xy[0]);
       lua_setfield(L, -2, "x");
       lua_pushnumber(L, g->xy[1]);
       lua_setfield(L, -2, "y");
+      if (with_z) {
+        lua_pushnumber(L, g->zm[0]);
+        lua_setfield(L, -2, "z");
+      }
+      if (with_m) {
+        lua_pushnumber(L, g->zm[1]);
+        lua_setfield(L, -2, "m");
+      }
     } else {
       lua_pushlightuserdata(L, NULL); /* an empty point: {"x": null} */
       lua_setfield(L, -2, "x");
@@ -527,7 +594,7 @@ static void push_geometry(lua_State *L, const geoservices_geom *g) {
   } else if (g->kind == GEOM_MULTIPOINT) {
     push_array(L, (int)g->npoints, array_mt);
     for (k = 0; k < g->npoints; k++) {
-      push_xy(L, g->xy + 2 * k, array_mt);
+      push_coordinate(L, g, k, with_z, with_m, array_mt);
       lua_rawseti(L, -2, (lua_Integer)k + 1);
     }
     lua_setfield(L, -2, member[GEOM_MULTIPOINT]);
@@ -537,12 +604,20 @@ static void push_geometry(lua_State *L, const geoservices_geom *g) {
       size_t first = g->parts[i], end = geoservices_geom_part_end(g, i);
       push_array(L, (int)(end - first), array_mt);
       for (k = first; k < end; k++) {
-        push_xy(L, g->xy + 2 * k, array_mt);
+        push_coordinate(L, g, k, with_z, with_m, array_mt);
         lua_rawseti(L, -2, (lua_Integer)(k - first) + 1);
       }
       lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, member[g->kind]);
+  }
+  if (g->kind != GEOM_POINT && with_z) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "hasZ");
+  }
+  if (g->kind != GEOM_POINT && with_m) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "hasM");
   }
   lua_remove(L, array_mt);
 }
@@ -570,15 +645,18 @@ static scratch *new_scratch(lua_State *L) {
   return sc;
 }
 
-/* gpkg_geometry(esri_geometry, srs_id) -> GeoPackage blob, envelope {minx, maxx, miny, maxy} or nil */
+/* gpkg_geometry(esri_geometry, srs_id) -> GeoPackage blob, envelope {minx, maxx, miny, maxy} or nil.
+ * Z and M as the geometry says: its hasZ / hasM, a point's z / m. */
 static int l_gpkg_geometry(lua_State *L) {
   double env[4];
   lua_Integer srs = luaL_optinteger(L, 2, 0);
   scratch *sc;
-  int i;
+  int i, has_z, has_m;
   luaL_checktype(L, 1, LUA_TTABLE);
+  has_z = lua_flag(L, 1, "hasZ") == 1 || !isnan(lua_ordinate(L, 1, "z"));
+  has_m = lua_flag(L, 1, "hasM") == 1 || !isnan(lua_ordinate(L, 1, "m"));
   sc = new_scratch(L);
-  lua_geometry(L, 1, &sc->g);
+  lua_geometry(L, 1, &sc->g, has_z, has_m);
   if (sc->g.kind == GEOM_NONE) return luaL_argerror(L, 1, "not an Esri geometry (x/y, points, paths or rings)");
   if (geoservices_geom_encode(&sc->g, (int32_t)srs, &sc->out, env)) return luaL_error(L, "store: not enough memory");
   lua_pushlstring(L, sc->out.data, sc->out.len);
@@ -666,7 +744,7 @@ static int l_store_put(lua_State *L) {
   }
   geoservices_geom_reset(&s->geom, GEOM_NONE);
   if (lua_getfield(L, 3, "geometry") == LUA_TTABLE && l->geom_col) {
-    lua_geometry(L, -1, &s->geom);
+    lua_geometry(L, -1, &s->geom, l->has_z, l->has_m);
     if (geoservices_store_bind_geometry(s, l)) {
       geoservices_store_bind_begin(l);
       return push_store_fail(L, u);

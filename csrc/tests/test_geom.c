@@ -1,7 +1,8 @@
 /* Unit tests of the GeoPackage geometry codec (store/geom.c) and of the
  * date conversions (store/isotime.c): headers and envelopes, ring
- * orientation deciding Polygon or MultiPolygon, holes finding their
- * exterior, decoding of foreign blobs, truncated input. */
+ * orientation deciding the polygons of a MultiPolygon, holes finding their
+ * exterior, single parts written as MULTI, Z and M, decoding of foreign
+ * blobs, truncated input. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,9 +40,10 @@ static void encode(geoservices_geom *g, geoservices_buf *b, double env[4]) {
 }
 
 static const unsigned char *wkb_of(const geoservices_buf *b) {
+  static const size_t env_size[] = {0, 32, 48, 48, 64};
   const unsigned char *p = (const unsigned char *)b->data;
   int kind = (p[3] >> 1) & 7;
-  return p + 8 + (kind == 1 ? 32 : 0);
+  return p + 8 + env_size[kind];
 }
 
 /* Clockwise (Esri exterior) and counter-clockwise (hole) squares. */
@@ -104,12 +106,14 @@ static void test_polygons(void) {
   CHECK(geoservices_ring_area(EXT, 0, 5) < 0);  /* clockwise with y up */
   CHECK(geoservices_ring_area(HOLE, 0, 5) > 0); /* counter-clockwise */
 
-  /* exterior + hole: one Polygon of two rings */
+  /* exterior + hole: a MultiPolygon of one Polygon of two rings */
   geoservices_geom_reset(&g, GEOM_POLYGON);
   part(&g, EXT, 5);
   part(&g, HOLE, 5);
   encode(&g, &b, env);
   w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_MULTIPOLYGON && u32le(w + 5) == 1);
+  w += 9;
   CHECK(u32le(w + 1) == WKB_POLYGON && u32le(w + 5) == 2);
   CHECK(u32le(w + 9) == 5 && u32le(w + 9 + 4 + 80) == 5);
   CHECK(f64le(w + 9 + 4 + 16) == 0 && f64le(w + 9 + 4 + 24) == 10); /* the order the server sent */
@@ -157,7 +161,7 @@ static void test_polygons(void) {
     geoservices_geom_reset(&g, GEOM_POLYGON);
     part(&g, EXT, 4);
     encode(&g, &b, env);
-    w = wkb_of(&b);
+    w = wkb_of(&b) + 9;
     CHECK(u32le(w + 1) == WKB_POLYGON && u32le(w + 5) == 1 && u32le(w + 9) == 5);
     CHECK(f64le(w + 13 + 64) == 0 && f64le(w + 13 + 72) == 0);
   }
@@ -170,10 +174,12 @@ static void test_polygons(void) {
   w = wkb_of(&b);
   CHECK(u32le(w + 1) == WKB_MULTIPOLYGON && u32le(w + 5) == 2);
 
-  /* no rings: POLYGON EMPTY */
+  /* no rings: MULTIPOLYGON EMPTY */
   geoservices_geom_reset(&g, GEOM_POLYGON);
   encode(&g, &b, env);
-  CHECK((unsigned char)b.data[3] == 0x11 && u32le(wkb_of(&b) + 1) == WKB_POLYGON && u32le(wkb_of(&b) + 5) == 0);
+  CHECK((unsigned char)b.data[3] == 0x11 && u32le(wkb_of(&b) + 1) == WKB_MULTIPOLYGON && u32le(wkb_of(&b) + 5) == 0);
+  CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+  CHECK(d.kind == GEOM_POLYGON && d.nparts == 0);
 
   geoservices_geom_free(&g);
   geoservices_geom_free(&d);
@@ -193,11 +199,15 @@ static void test_lines_and_points(void) {
   geoservices_geom_init(&d);
   geoservices_buf_init(&b, 0);
 
+  /* one path: a MultiLineString of one LineString all the same */
   geoservices_geom_reset(&g, GEOM_POLYLINE);
   part(&g, path1, 3);
   encode(&g, &b, env);
   w = wkb_of(&b);
-  CHECK(u32le(w + 1) == WKB_LINESTRING && u32le(w + 5) == 3);
+  CHECK(u32le(w + 1) == WKB_MULTILINESTRING && u32le(w + 5) == 1);
+  CHECK(u32le(w + 9 + 1) == WKB_LINESTRING && u32le(w + 9 + 5) == 3);
+  CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+  CHECK(d.kind == GEOM_POLYLINE && d.nparts == 1 && d.npoints == 3);
 
   part(&g, path2, 2);
   encode(&g, &b, env);
@@ -222,6 +232,106 @@ static void test_lines_and_points(void) {
   geoservices_buf_free(&b);
 }
 
+/* Z and M: ISO WKB types, every ordinate in place, envelopes with their
+ * ranges, the third number of an M-only coordinate its measure, and back. */
+static void test_zm(void) {
+  geoservices_geom g, d;
+  geoservices_buf b;
+  double env[4];
+  int32_t srs;
+  const char *err;
+  const unsigned char *p, *w;
+  const double odd = 0.1 + 0.2;
+  geoservices_geom_init(&g);
+  geoservices_geom_init(&d);
+  geoservices_buf_init(&b, 0);
+
+  /* POINT ZM: an XYZ envelope (kind 2: no m range, as GDAL), type 3001 */
+  geoservices_geom_reset(&g, GEOM_POINT);
+  geoservices_geom_dims(&g, 1, 1);
+  geoservices_geom_point_zm(&g, 6000000.123456789, 2000000.987654321, 512.25, 7.5);
+  encode(&g, &b, env);
+  p = (const unsigned char *)b.data;
+  CHECK(p[3] == (0x01 | 2 << 1));
+  CHECK(b.len == 8 + 48 + 5 + 32);
+  CHECK(f64le(p + 40) == 512.25 && f64le(p + 48) == 512.25);
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == 3001 && f64le(w + 5) == 6000000.123456789 && f64le(w + 21) == 512.25 && f64le(w + 29) == 7.5);
+  CHECK(env[0] == 6000000.123456789 && env[3] == 2000000.987654321); /* the caller's envelope stays x/y */
+  CHECK(geoservices_geom_decode(&d, p, b.len, &srs, &err) == 0);
+  CHECK(d.has_z && d.has_m && d.npoints == 1 && d.zm[0] == 512.25 && d.zm[1] == 7.5);
+  CHECK(geoservices_gpkg_envelope(NULL, p, b.len, env) == 1 && env[1] == 6000000.123456789);
+
+  /* a Z point without its z: NaN in the blob, the envelope x/y only */
+  geoservices_geom_reset(&g, GEOM_POINT);
+  geoservices_geom_dims(&g, 1, 0);
+  geoservices_geom_point(&g, 1, 2);
+  encode(&g, &b, env);
+  p = (const unsigned char *)b.data;
+  CHECK(p[3] == 0x03 && u32le(wkb_of(&b) + 1) == 1001 && isnan(f64le(wkb_of(&b) + 21)));
+  /* an empty Z point: three NaNs */
+  geoservices_geom_reset(&g, GEOM_POINT);
+  encode(&g, &b, env);
+  CHECK((unsigned char)b.data[3] == 0x11 && b.len == 8 + 5 + 24 && isnan(f64le(wkb_of(&b) + 21)));
+
+  /* a path of [x, y, m] numbers in an M layer: the third number is m */
+  {
+    static const double path[] = {0, 0, 5, 3, 4, 6};
+    size_t k;
+    geoservices_geom_reset(&g, GEOM_POLYLINE);
+    geoservices_geom_dims(&g, 0, 1);
+    geoservices_geom_part(&g);
+    for (k = 0; k < 3; k++) geoservices_geom_point_zm(&g, path[2 * k], path[2 * k + 1], (double)k + odd, NAN);
+    geoservices_geom_ordinates_as(&g, 0, 1);
+    encode(&g, &b, env);
+    p = (const unsigned char *)b.data;
+    CHECK(p[3] == (0x01 | 1 << 1)); /* XY envelope: no m range */
+    w = wkb_of(&b);
+    CHECK(u32le(w + 1) == 2005 && u32le(w + 5) == 1 && u32le(w + 9 + 1) == 2002 && u32le(w + 9 + 5) == 3);
+    CHECK(f64le(w + 9 + 9 + 16) == odd && f64le(w + 9 + 9 + 24 + 16) == 1 + odd);
+    CHECK(geoservices_geom_decode(&d, p, b.len, &srs, &err) == 0);
+    CHECK(!d.has_z && d.has_m && d.npoints == 3 && d.zm[2 * 2 + 1] == 2 + odd);
+  }
+
+  /* [x, y, z] numbers in a ZM layer whose geometry says hasZ only: no m */
+  geoservices_geom_reset(&g, GEOM_MULTIPOINT);
+  geoservices_geom_dims(&g, 1, 1);
+  geoservices_geom_point_zm(&g, 1, 2, 3, NAN);
+  geoservices_geom_point_zm(&g, 4, 5, 6, NAN);
+  geoservices_geom_ordinates_as(&g, 1, 0);
+  encode(&g, &b, env);
+  p = (const unsigned char *)b.data;
+  CHECK(p[3] == (0x01 | 2 << 1)); /* XYZ envelope: no point has an m */
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == 3004 && u32le(w + 9 + 1) == 3001 && f64le(w + 9 + 5 + 16) == 3 && isnan(f64le(w + 9 + 5 + 24)));
+
+  /* an open Z ring is closed with its first point's z */
+  {
+    static const double ring[] = {0, 0, 0, 10, 10, 10, 10, 0};
+    size_t k;
+    geoservices_geom_reset(&g, GEOM_POLYGON);
+    geoservices_geom_dims(&g, 1, 0);
+    geoservices_geom_part(&g);
+    for (k = 0; k < 4; k++) geoservices_geom_point_zm(&g, ring[2 * k], ring[2 * k + 1], 100 + (double)k, NAN);
+    encode(&g, &b, env);
+    w = wkb_of(&b) + 9;
+    CHECK(u32le(w + 1) == 1003 && u32le(w + 9) == 5 && f64le(w + 13 + 4 * 24 + 16) == 100);
+    CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+    CHECK(d.has_z && !d.has_m && d.npoints == 5 && d.zm[2 * 4] == 100);
+  }
+
+  /* a 2D geometry keeps no z even when given one */
+  geoservices_geom_reset(&g, GEOM_POINT);
+  geoservices_geom_dims(&g, 0, 0);
+  geoservices_geom_point_zm(&g, 1, 2, 3, 4);
+  encode(&g, &b, env);
+  CHECK(b.len == 8 + 32 + 21 && u32le(wkb_of(&b) + 1) == WKB_POINT);
+
+  geoservices_geom_free(&g);
+  geoservices_geom_free(&d);
+  geoservices_buf_free(&b);
+}
+
 /* Blobs other writers make: big-endian, no envelope, ISO Z, extended WKB. */
 static void test_foreign_blobs(void) {
   /* GP v0, flags 0 (big-endian header, no envelope), srs 4326, then a
@@ -240,6 +350,7 @@ static void test_foreign_blobs(void) {
   geoservices_geom_init(&g);
   CHECK(geoservices_geom_decode(&g, be_point_z, sizeof be_point_z, &srs, &err) == 0);
   CHECK(srs == 4326 && g.kind == GEOM_POINT && g.npoints == 1 && g.xy[0] == 1 && g.xy[1] == 2);
+  CHECK(g.has_z && !g.has_m && g.zm[0] == 3);
   CHECK(geoservices_gpkg_envelope(&g, be_point_z, sizeof be_point_z, env) == 1);
   CHECK(env[0] == 1 && env[1] == 1 && env[2] == 2 && env[3] == 2);
   {
@@ -263,6 +374,21 @@ static void test_foreign_blobs(void) {
     memcpy(bad, be_point_z, sizeof bad);
     bad[12] = 7; /* a GeometryCollection */
     CHECK(geoservices_geom_decode(&g, bad, sizeof bad, &srs, &err) != 0 && strstr(err, "unsupported"));
+    memcpy(bad, be_point_z, sizeof bad);
+    bad[9] = 0x40; /* extended WKB: Point with the M flag (0x40000001), the third number its m */
+    bad[11] = 0;
+    bad[12] = 1;
+    CHECK(geoservices_geom_decode(&g, bad, sizeof bad, &srs, &err) == 0 && !g.has_z && g.has_m && g.zm[1] == 3);
+  }
+  {
+    /* a MultiPoint Z (1004) holding a 2D point: its z is NaN */
+    static const unsigned char mixed[] = {'G', 'P', 0, 0x01, 0, 0, 0, 0,
+                                          1, 0xEC, 3, 0, 0, 1, 0, 0, 0,
+                                          1, 1, 0, 0, 0,
+                                          0, 0, 0, 0, 0, 0, 0xF0, 0x3F,
+                                          0, 0, 0, 0, 0, 0, 0, 0x40};
+    CHECK(geoservices_geom_decode(&g, mixed, sizeof mixed, &srs, &err) == 0);
+    CHECK(g.kind == GEOM_MULTIPOINT && g.has_z && g.npoints == 1 && g.xy[0] == 1 && g.xy[1] == 2 && isnan(g.zm[0]));
   }
   {
     /* a LineString claiming 2^32-1 points in a few bytes */
@@ -306,6 +432,7 @@ int main(void) {
   test_point();
   test_polygons();
   test_lines_and_points();
+  test_zm();
   test_foreign_blobs();
   test_isotime();
   return CHECK_DONE("test_geom");

@@ -2,7 +2,8 @@
  * SQLite database: records from the extractor's tape into a feature table
  * with its R-tree triggers, GlobalIDs normalized, dates as DATETIME text,
  * REPLACE keeping the R-tree right, records before their layer id,
- * attachments, the callback for the rest, errors. */
+ * attachments, Z and M as the geometry column's flags say, the callback for
+ * the rest, errors. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +359,66 @@ static void test_bulk_rtree(void) {
   geoservices_buf_free(&doc);
 }
 
+/* The geometry of a row, decoded. */
+static int row_geometry(const char *sql, geoservices_geom *g) {
+  sqlite3_stmt *st;
+  int32_t srs;
+  const char *err;
+  int rc = -1;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_BLOB)
+    rc = geoservices_geom_decode(g, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &srs, &err);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* A ZM line layer (its z and m flags in gpkg_geometry_columns) and an
+ * M-only point layer: the coordinates' third and fourth numbers land as the
+ * geometry's hasZ / hasM say, wherever those come, else as the layer's. */
+static void test_zm(void) {
+  static const char *const names[] = {"OBJECTID", "GlobalID"};
+  static const int types[] = {STORE_COL_INTEGER, STORE_COL_GUID};
+  static const char doc[] =
+    "{\"edits\": [{\"id\": 5, \"features\": {\"adds\": ["
+    "{\"attributes\": {\"OBJECTID\": 1, \"GlobalID\": \"{00000005-0000-4000-8000-000000000001}\"},"
+    " \"geometry\": {\"paths\": [[[1, 2, 3, 4], [5, 6, 7.25, 8.5]]]}},"
+    "{\"attributes\": {\"OBJECTID\": 2, \"GlobalID\": \"{00000005-0000-4000-8000-000000000002}\"},"
+    " \"geometry\": {\"paths\": [[[1, 2, 3], [5, 6, 7]]], \"hasM\": false, \"hasZ\": true}},"
+    "{\"attributes\": {\"OBJECTID\": 3, \"GlobalID\": \"{00000005-0000-4000-8000-000000000003}\"},"
+    " \"geometry\": {\"hasZ\": false, \"hasM\": true, \"paths\": [[[1, 2, 30], [5, 6, null]]]}}"
+    "]}}, {\"id\": 6, \"features\": {\"adds\": ["
+    "{\"attributes\": {\"OBJECTID\": 1, \"GlobalID\": \"{00000006-0000-4000-8000-000000000001}\"},"
+    " \"geometry\": {\"m\": 9.75, \"x\": 1, \"y\": 2, \"z\": 100}}"
+    "]}}]}";
+  geoservices_geom g;
+  seen s;
+  geoservices_store_cursor c;
+  geoservices_geom_init(&g);
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  CHECK(sqlite3_exec(db, "CREATE TABLE gpkg_geometry_columns (table_name TEXT, column_name TEXT, z INTEGER, "
+                         "m INTEGER); INSERT INTO gpkg_geometry_columns VALUES ('lines', 'geom', 1, 1), "
+                         "('mpts', 'geom', 0, 2); CREATE TABLE lines (OBJECTID INTEGER PRIMARY KEY, "
+                         "GlobalID TEXT UNIQUE, geom MULTILINESTRING); CREATE TABLE mpts (OBJECTID INTEGER PRIMARY "
+                         "KEY, GlobalID TEXT UNIQUE, geom POINT)", NULL, NULL, NULL) == SQLITE_OK);
+  CHECK(geoservices_store_add_layer(&store, 5, "lines", "geom", GEOM_POLYLINE, 3857, names, types, 2, 1, 0) != NULL);
+  CHECK(geoservices_store_add_layer(&store, 6, "mpts", "geom", GEOM_POINT, 3857, names, types, 2, 1, 0) != NULL);
+  CHECK(geoservices_store_layer_of(&store, 5)->has_z && geoservices_store_layer_of(&store, 5)->has_m);
+  CHECK(!geoservices_store_layer_of(&store, 6)->has_z && geoservices_store_layer_of(&store, 6)->has_m);
+  CHECK(!geoservices_store_layer_of(&store, 0)->has_z); /* no row for pts */
+  CHECK_MSG(apply_doc(doc, 0, &s, &c) == 0, "%s", store.message);
+  CHECK(row_geometry("SELECT geom FROM lines WHERE OBJECTID = 1", &g) == 0);
+  CHECK(g.has_z && g.has_m && g.npoints == 2 && g.zm[0] == 3 && g.zm[1] == 4 && g.zm[2] == 7.25 && g.zm[3] == 8.5);
+  CHECK(row_geometry("SELECT geom FROM lines WHERE OBJECTID = 2", &g) == 0);
+  CHECK(g.npoints == 2 && g.zm[0] == 3 && isnan(g.zm[1]) && g.zm[2] == 7 && isnan(g.zm[3]));
+  CHECK(row_geometry("SELECT geom FROM lines WHERE OBJECTID = 3", &g) == 0);
+  CHECK(g.npoints == 2 && isnan(g.zm[0]) && g.zm[1] == 30 && isnan(g.zm[2]) && isnan(g.zm[3]));
+  CHECK(row_geometry("SELECT geom FROM mpts WHERE OBJECTID = 1", &g) == 0);
+  CHECK(!g.has_z && g.has_m && g.npoints == 1 && g.zm[1] == 9.75);
+  CHECK(count("SELECT ST_MinX(geom) = 1 AND ST_MaxY(geom) = 6 FROM lines WHERE OBJECTID = 1") == 1);
+  geoservices_geom_free(&g);
+}
+
 static void test_guid(void) {
   char out[40];
   CHECK(geoservices_store_normalize_guid("{0b7b1111-2222-4333-8444-555566667777}", 38, out) == 38);
@@ -377,6 +438,7 @@ int main(void) {
   test_errors();
   test_flat();
   test_bulk_rtree();
+  test_zm();
   teardown();
   return CHECK_DONE("test_store_apply");
 }
