@@ -153,4 +153,28 @@ describe("exactly once against the documented emulator", function()
       end
     end
   end
+
+  it("the store keeps speaking the prefix its server answers in", function()
+    emu:reset()
+    emu:control("settings", { enum_prefix = "svc" })
+    local c = client()
+    local st = assert(geoservices.store.create(c, dir .. "/svc-prefix.gpkg",
+      { service = "Parcels", layers = { 0 }, replicaName = "crew-svc", syncModel = "perReplica" }))
+    assert(st:sync(c))
+    assert.equal("svc", assert(st:replica()).info.enum_prefix)
+    -- the next request, to a server that logs it, is in that prefix
+    local rep = assert(st:replica())
+    local s = helper.start_scripted{ routes = {
+      { method = "POST", path = "/server/Parcels/FeatureServer/synchronizeReplica", responses = { { json = {
+        transportType = "svcTransportTypeUrl", responseType = "svcReplicaResponseTypeNoEdits",
+        replicaID = rep.replicaID, replicaServerGen = rep.replicaServerGen } } } } } }
+    local c2 = geoservices.client{ url = s.url, token = "alice-token" }
+    st:sync(c2, { direction = "upload" })
+    local body = s:requests()[1].body
+    assert.truthy(body:find("transportType=svcTransportTypeUrl", 1, true), body)
+    s:stop()
+    st:close()
+    c:close()
+    c2:close()
+  end)
 end)
