@@ -86,6 +86,13 @@ local function gids_of(answer)
   return out
 end
 
+local function attribute_names(f)
+  local names = {}
+  for k in pairs(f.attributes) do names[#names + 1] = k end
+  table.sort(names)
+  return names
+end
+
 local function has_feature(emu, gid)
   return #query(emu, ("GlobalID IN ('%s')"):format(gid)).features == 1
 end
@@ -400,9 +407,14 @@ describe("the emulator's documented defaults", function()
       assert.equal(200, status)
       local attrs = answer.features[1].attributes
       assert.equal("101-200-01", attrs.APN)
-      assert.equal(PARCEL1, attrs.GlobalID)
+      assert.equal(1, attrs.OBJECTID) -- always answered
       assert.is_nil(attrs.OWNER)
+      assert.is_nil(attrs.GlobalID)
       assert.is_nil(answer.features[1].geometry)
+      -- without outFields: the OBJECTID alone, as the vendor documents
+      local _, bare = post(emu, "/Parcels/FeatureServer/0/query", { { "f", "json" }, { "where", "1=1" } })
+      assert.equal(3, #bare.features)
+      for _, f in ipairs(bare.features) do assert.same({ "OBJECTID" }, attribute_names(f)) end
     end)
 
     it("checks a token that is sent and refuses a where clause it cannot read", function()

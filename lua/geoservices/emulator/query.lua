@@ -8,8 +8,11 @@
 --   GUID fields do); or comparisons joined by AND (emulator.create's reading:
 --   `FIELD op literal`, `FIELD IS [NOT] NULL`);
 -- * `objectIds` (comma-separated), combined with `where` by AND;
--- * `outFields`: `*` or a comma-separated list (any case); OBJECTID and
---   GlobalID are always answered, as the service's identifying fields;
+-- * `outFields`: `*` or a comma-separated list (any case); OBJECTID is
+--   always answered, and alone when outFields is absent ("If there are no
+--   OutFields specified, then only the OBJECTID field will be returned. The
+--   OBJECTID field is always returned", https://resources.arcgis.com/en/help/
+--   windows-phone-sdk/apiref/ESRI.ArcGIS.Client~ESRI.ArcGIS.Client.FeatureLayer~OutFields.html);
 -- * `returnGeometry`: true (default) or false; `f`: json.
 --
 -- The answer: `{objectIdFieldName, globalIdFieldName, geometryType,
@@ -124,13 +127,13 @@ local function object_ids(text)
   return ids
 end
 
--- The attributes to answer: all (`*` or nothing asked), else the fields
--- asked for (names in any case) plus OBJECTID and GlobalID.
+-- The attributes to answer: all for `*`, else the fields asked for (names
+-- in any case) plus OBJECTID.
 local function pick_fields(attrs, out_fields)
-  if out_fields == nil or out_fields:match("^%s*%*?%s*$") then return json.object(world.deep_copy(attrs)) end
+  if out_fields and out_fields:match("^%s*%*%s*$") then return json.object(world.deep_copy(attrs)) end
   local out = json.object()
-  local wanted = { objectid = true, globalid = true }
-  for name in out_fields:gmatch("[^,%s]+") do wanted[name:lower()] = true end
+  local wanted = { objectid = true }
+  for name in (out_fields or ""):gmatch("[^,%s]+") do wanted[name:lower()] = true end
   for k, v in pairs(attrs) do
     if type(k) == "string" and wanted[k:lower()] then out[k] = world.deep_copy(v) end
   end
