@@ -34,6 +34,7 @@ local commit = require "geoservices.store.commit"
 local errors = require "geoservices.errors"
 local jobs = require "geoservices.sync.job"
 local json = require "geoservices.json"
+local options = require "geoservices.sync.options"
 local outcome = require "geoservices.sync.outcome"
 local paths = require "geoservices.store.paths"
 local replica_mod = require "geoservices.sync.replica"
@@ -305,6 +306,10 @@ function sync_locked(st, client, opts)
   local touched, on_change = watcher(st, rows)
   local tmp = temp_output(st)
   local o = sub_opts(opts, tmp, on_change, rep)
+  if not options.journal_enabled() then
+    -- the torture's mutation check: the attempt is forgotten as it leaves
+    o.on_send = function() return st:end_attempt(id, {}) end
+  end
   local job_started = false
   o.on_job = function(op)
     job_started = true
