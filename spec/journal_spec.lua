@@ -92,6 +92,8 @@ describe("client:sync journal and lock", function()
     -- read back from the server, not sent again: 3 applied
     assert.truthy(result.resolved)
     assert.equal(3, result.resolved.verified)
+    assert.equal("read back from the server: 3 edit(s) applied, 0 rejected, 0 conflict(s), 0 to send again",
+      tostring(result.resolved))
     assert.equal(submitted + 1, emu:count("synchronizeReplica")) -- this sync's own download, without edits
     assert.equal(3, count_on_server(gids))
     assert.is_nil(helper.read_all(state .. ".journal"))

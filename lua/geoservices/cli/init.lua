@@ -130,7 +130,7 @@ function cli.parser()
     :choices{ "server", "portal" }
   p:flag("--bearer", "Send the token in an Authorization: Bearer header instead of a form field.")
   p:option("--timeout", "Seconds per request (default: 30, or the profile's)."):convert(tonumber)
-  p:option("--enum-prefix", "Vendor prefix of enumerated values (svcTransportTypeUrl...).", "svc")
+  p:option("--enum-prefix", "Vendor prefix of enumerated values (esriTransportTypeUrl...).", "esri")
   p:option("--ca-file", "PEM file of the certificate authority to trust.")
   p:flag("--insecure", "Skip TLS certificate verification (never by default).")
   p:flag("--json", "One JSON object per line on standard output, for scripts.")

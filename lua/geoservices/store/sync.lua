@@ -245,7 +245,8 @@ local function resolve(st, client, rep, attempt, opts)
   local summary
   summary, err = settle_by_reading(st, client, rep, attempt.id, rows, opts)
   if not summary then return nil, err end
-  return { summary = summary, from_failed_job = failed_job }
+  summary.requeued = #rows - summary.applied - #summary.rejected - #summary.conflicts
+  return { summary = outcome.resolution(summary), from_failed_job = failed_job }
 end
 
 local UPLOADS = { bidirectional = true, upload = true }

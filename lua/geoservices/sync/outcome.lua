@@ -119,4 +119,22 @@ function outcome.classify(sent, sink, ctx)
   return verdicts, counts
 end
 
+--- What reading an interrupted attempt back from the server settled:
+-- `applied` (a count), `rejected` and `conflicts` (lists); prints as one line.
+local Resolution = { __name = "geoservices.SyncResolution" }
+Resolution.__index = Resolution
+
+function Resolution:__tostring()
+  local rejected = type(self.rejected) == "table" and #self.rejected or #(self.failed_edits or {})
+  return ("read back from the server: %d edit(s) applied, %d rejected, %d conflict(s), %d to send again"):format(
+    self.applied or 0, rejected, #(self.conflicts or {}), self.requeued or 0)
+end
+
+--- Gives a resolution record its one-line summary.
+-- @tparam table t the record
+-- @treturn table t
+function outcome.resolution(t)
+  return setmetatable(t, Resolution)
+end
+
 return outcome

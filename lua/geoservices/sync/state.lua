@@ -160,10 +160,13 @@ local function record_verdicts(into, verdicts, entries)
   into.conflicts = into.conflicts or {}
   into.failed_edits = into.failed_edits or {}
   into.verified = (into.verified or 0)
+  into.applied, into.requeued = into.applied or 0, into.requeued or 0
   for _, e in ipairs(entries) do
     local v = verdicts[e.key]
     if v ~= nil then
       into.verified = into.verified + 1
+      if v == outcome.APPLIED then into.applied = into.applied + 1 end
+      if v == "not_applied" then into.requeued = into.requeued + 1 end
       if into.outcomes then into.outcomes[e.key] = v end
       if type(v) == "table" and v.conflict then
         into.conflicts[#into.conflicts + 1] = { layer = e.layer, op = e.op, globalId = e.globalId,
@@ -238,7 +241,7 @@ local function resolve_attempt(self, r, opts)
       .. "be read from the server yet (they stay journaled, nothing was sent again): " .. err.message
     return nil, err
   end
-  local resolution = { settled = {}, from_failed_job = failed_job }
+  local resolution = outcome.resolution{ settled = {}, from_failed_job = failed_job }
   record_verdicts(resolution, verdicts, entries)
   for key, v in pairs(verdicts) do
     if v ~= "not_applied" then resolution.settled[key] = true end
