@@ -1,14 +1,23 @@
--- A client process for the store crash and lock specs: synchronizes one
--- replica store and prints one JSON line with the outcome. Killed with
--- SIGKILL at any moment by the spec that started it.
+-- A client process for the store crash and lock specs and the torture:
+-- synchronizes one replica store and prints one JSON line with the
+-- outcome. Killed with SIGKILL at any moment by the spec that started it.
 --   lua5.4 spec/support/store_child.lua URL STORE.gpkg [sync|async|hold] [lock_timeout]
 -- "hold": holds a write transaction on the store for 2 seconds instead.
+-- Environment (the torture, spec/torture/run.lua): TORTURE_MARKERS=1 prints
+-- phase markers, TORTURE_PAUSE=<marker> pauses at one (spec/torture/markers.lua);
+-- TORTURE_TRANSPORT=url|embedded asks for that transportType (otherwise the
+-- store chooses).
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
+local markers = require "spec.torture.markers"
+local reported = require "spec.torture.reported"
 
 local url, path, mode, lock_timeout = arg[1], arg[2], arg[3] or "sync", tonumber(arg[4])
+local TRANSPORTS = { url = "esriTransportTypeUrl", embedded = "esriTransportTypeEmbedded" }
+local transport = os.getenv("TORTURE_TRANSPORT")
 local st = assert(geoservices.store.open(path))
 local client = geoservices.client{ url = url, token = "alice-token", timeout = 60 }
+markers.watch(client, { embedded = transport == "embedded" and mode ~= "async" })
 io.stdout:write("started\n")
 io.stdout:flush()
 if mode == "hold" then
@@ -22,11 +31,14 @@ if mode == "hold" then
   os.exit(0)
 end
 local result, err = st:sync(client, {
-  params = { async = mode == "async" or nil }, poll_interval = 0.05, lock_timeout = lock_timeout, timeout = 120,
+  params = { async = mode == "async" or nil, transportType = TRANSPORTS[transport] }, poll_interval = 0.05,
+  lock_timeout = lock_timeout, timeout = 120, on_fill = markers.on_fill(),
 })
+markers.mark("done")
 io.stdout:write(json.encode{
   ok = result ~= nil, kind = err and err.kind, message = err and err.message,
   uploaded = result and result.uploaded, resolved = result and result.resolved ~= nil,
+  reported = reported.of(result),
 }, "\n")
 io.stdout:flush()
 os.exit(result and 0 or 1)

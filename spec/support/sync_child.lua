@@ -1,9 +1,15 @@
--- A client process for the crash and lock specs: synchronizes one replica
--- state file and prints one JSON line with the outcome. Killed with SIGKILL
--- at any moment by the spec that started it.
+-- A client process for the crash and lock specs and the torture:
+-- synchronizes one replica state file and prints one JSON line with the
+-- outcome. Killed with SIGKILL at any moment by the spec that started it.
 --   lua5.4 spec/support/sync_child.lua URL STATE EDITS.json|- [sync|async][-resend] [lock_timeout]
+-- Environment (the torture, spec/torture/run.lua): TORTURE_MARKERS=1 prints
+-- phase markers, TORTURE_PAUSE=<marker> pauses at one (spec/torture/markers.lua);
+-- TORTURE_TRANSPORT=url|embedded asks for that transportType (otherwise the
+-- client chooses).
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
+local markers = require "spec.torture.markers"
+local reported = require "spec.torture.reported"
 
 local url, state, edits_path, mode, lock_timeout = arg[1], arg[2], arg[3], arg[4], tonumber(arg[5])
 local edits
@@ -12,18 +18,24 @@ if edits_path and edits_path ~= "-" then
   edits = f:read("a")
   f:close()
 end
+local TRANSPORTS = { url = "esriTransportTypeUrl", embedded = "esriTransportTypeEmbedded" }
+local transport = os.getenv("TORTURE_TRANSPORT")
 local client = geoservices.client{ url = url, token = "alice-token", timeout = 60 }
+mode = mode or "sync"
+local async = mode:match("^async") and true or nil
+markers.watch(client, { embedded = transport == "embedded" and not async, commit_after_body = true })
 io.stdout:write("started\n")
 io.stdout:flush()
-mode = mode or "sync"
 local result, err = client:sync(state, edits, {
-  params = { async = mode:match("^async") and true or nil }, poll_interval = 0.05, lock_timeout = lock_timeout,
-  timeout = 120, resend = mode:match("%-resend$") and true or nil,
+  params = { async = async, transportType = TRANSPORTS[transport] }, poll_interval = 0.05,
+  lock_timeout = lock_timeout, timeout = 120, resend = mode:match("%-resend$") and true or nil,
 })
+markers.mark("done")
 io.stdout:write(json.encode{
   ok = result ~= nil, kind = err and err.kind, message = err and err.message,
   generation = result and result.replicaServerGen, succeeded = result and result.succeeded,
   already_applied = result and #(result.already_applied or {}), resolved = result and result.resolved ~= nil,
+  reported = reported.of(result),
 }, "\n")
 io.stdout:flush()
 os.exit(result and 0 or 1)

@@ -1,92 +1,120 @@
--- The crash torture of store:sync (`lua5.4 spec/torture/run.lua RUNS SEED store`).
--- Each run: two local adds and an update of an earlier add are queued in
--- store A, a child process (spec/support/store_child.lua) runs A's sync,
--- sync or async at random, and is killed with SIGKILL at a random moment;
--- then A syncs again until it succeeds (a job still running refuses a
--- re-send: busy, try again). Store B downloads after every run. At the end:
--- every add is on the server exactly once, in A and in B, A's queue and
--- failed edits are empty, and every update reached B.
+-- The torture of the replica store (store:sync), in one mode. Each run:
+-- replica A's user queues two adds, an update of an earlier feature and
+-- (every third run) a delete in store A; a child process
+-- (spec/support/store_child.lua) synchronizes A and is killed in the run's
+-- target phase (or the emulator is, with the child's request in flight).
+-- In every other run with an update, replica B then edits the feature A
+-- updated. Then A synchronizes again (in this process) until it succeeds,
+-- and B downloads. At the end the store's values of every feature A
+-- touched are compared with the server's, feature by feature.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
+local reported = require "spec.torture.reported"
+local scenario = require "spec.torture.scenario"
+local strike = require "spec.torture.strike"
 
-local q = helper.shell_quote
-local RUNS = tonumber(arg[1]) or 50
-local SEED = tonumber(arg[2]) or os.time()
-math.randomseed(SEED)
+local M = {}
 
-local dir = helper.tmp_dir() -- in spec/helper.lua's scratch directory: gone when the state closes, even on an error
-local emu = helper.start_emulator()
-emu:control("settings", { job_step_ms = 40 })
-local client = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
-local a = assert(geoservices.store.create(client, dir .. "/a.gpkg", { service = "Parcels", layers = { 0 },
-  replicaName = "a", syncModel = "perReplica" }, { poll_interval = 0.05 }))
-local b = assert(geoservices.store.create(client, dir .. "/b.gpkg", { service = "Parcels", layers = { 0 },
-  replicaName = "b", syncModel = "perLayer" }, { poll_interval = 0.05 }))
-local base = a:count(0)
-a:close()
+M.TITLE = "store:sync (replica store)"
 
-local tally = { runs = 0, killed = 0, exited = 0, resolved = 0, retries = 0 }
-local gids = {}
-for run = 1, RUNS do
-  local st = assert(geoservices.store.open(dir .. "/a.gpkg"))
-  for i = 1, 2 do
-    gids[#gids + 1] = assert(st:add(0, { attributes = { OWNER = ("t%d.%d"):format(run, i) },
-                                          geometry = { x = run, y = i } }))
+local TRANSPORTS = { url = "esriTransportTypeUrl", embedded = "esriTransportTypeEmbedded" }
+
+-- What the store lists for its user: rejected edits and conflicts.
+local function store_reports(st)
+  local list = {}
+  for how, rows in pairs{ failed_edits = st:failed() or {}, conflicts = st.conflicts and st:conflicts() or {} } do
+    for _, r in ipairs(rows) do
+      list[#list + 1] = { op = r.op, globalId = r.globalId, how = how, value = reported.value_of(r) }
+    end
   end
-  if run > 1 then assert(st:update(0, { attributes = { GlobalID = gids[#gids - 2], ACRES = run } })) end
+  return list
+end
+
+-- A's sync in this process until it succeeds (the lock of a child still
+-- running is waited for); what it reported goes to the ledger.
+local function sync_a(ctx, mode)
+  local last
+  for _ = 1, 30 do
+    local st = assert(geoservices.store.open(ctx.path_a))
+    local r, err = st:sync(ctx.client, { lock_timeout = 60, timeout = 60, poll_interval = 0.05,
+      params = { async = mode.async or nil, transportType = not mode.async and TRANSPORTS[mode.transport] or nil } })
+    if r then
+      ctx.ledger:report(reported.of(r))
+      ctx.ledger:report(store_reports(st))
+      st:close()
+      return true
+    end
+    st:close()
+    last = err
+    helper.sleep(0.2)
+  end
+  return nil, "store A's sync never succeeded: " .. tostring(last and last.message)
+end
+
+local function queue_edits(ctx, plan, run)
+  local st = assert(geoservices.store.open(ctx.path_a))
+  for _, add in ipairs(plan.adds) do
+    add.gid = assert(st:add(0, { attributes = { OWNER = add.value, APN = ("t%d"):format(run) },
+                                 geometry = { x = -117 - run / 1000, y = 34 } }))
+  end
+  if plan.update then
+    assert(st:update(0, { attributes = { GlobalID = plan.update.gid, OWNER = plan.update.value } }))
+  end
+  if plan.delete then assert(st:delete(0, plan.delete)) end
   st:close()
-  local log = dir .. "/child.log"
-  local out = io.popen(("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/support/store_child.lua %s %s %s > %s 2>&1 & "
-    .. "echo $!"):format(q(package.path), q(package.cpath), q(emu.url), q(dir .. "/a.gpkg"),
-    math.random() < 0.5 and "async" or "sync", q(log))):read("a")
-  local pid = assert(tonumber(out:match("%d+")))
-  helper.sleep(math.random() * 0.2) -- a store sync here takes 0.1 to 0.3 s, the process start included
-  if helper.process_alive(pid) then tally.killed = tally.killed + 1 else tally.exited = tally.exited + 1 end
-  os.execute("kill -9 " .. pid .. " 2>/dev/null")
-  helper.wait_for("child exit", function() return not helper.process_alive(pid) end, 30)
-  st = assert(geoservices.store.open(dir .. "/a.gpkg"))
-  local result, err
-  for _ = 1, 100 do
-    result, err = st:sync(client, { poll_interval = 0.05, timeout = 30 })
-    if result then break end
-    tally.retries = tally.retries + 1
-    helper.sleep(0.1)
-  end
-  assert(result, err and tostring(err))
-  if result.resolved then tally.resolved = tally.resolved + 1 end
-  assert(#st:pending() == 0 and #st:failed() == 0, "queue not empty after run " .. run)
-  st:close()
-  assert(b:sync(client, { poll_interval = 0.05 }))
-  tally.runs = run
 end
 
-local problems = {}
-local fresh = assert(geoservices.store.create(client, dir .. "/fresh.gpkg", { service = "Parcels", layers = { 0 },
-  replicaName = "fresh" }, { poll_interval = 0.05 }))
-local st = assert(geoservices.store.open(dir .. "/a.gpkg"))
-for _, s in ipairs{ st, b, fresh } do
-  if s:count(0) ~= base + #gids then
-    problems[#problems + 1] = ("%s: %d features, expected %d"):format(s.path, s:count(0), base + #gids)
+function M.run_mode(mode, runs)
+  local ctx = scenario.start(mode)
+  if ctx.setup_error then return scenario.abort(ctx, 0, ctx.setup_error) end
+  ctx.client = geoservices.client{ url = ctx.emu.url, token = "alice-token", timeout = 30 }
+  ctx.path_a = ctx.dir .. "/a.gpkg"
+  local created, cerr = geoservices.store.create(ctx.client, ctx.path_a, { service = "Parcels", layers = { 0 },
+    replicaName = "torture-a", syncModel = "perReplica" }, { poll_interval = 0.05 })
+  if not created then return scenario.abort(ctx, 0, "store A: " .. tostring(cerr and cerr.message)) end
+  scenario.set_origin(ctx, created:replica().replicaID)
+  created:close()
+  for run = 1, runs do
+    local plan = scenario.user_edits(ctx, run)
+    queue_edits(ctx, plan, run)
+    scenario.record_edits(ctx, plan, run)
+    local hit = strike.run{
+      dir = ctx.dir, emu = ctx.emu, mode = mode, target = scenario.target(ctx, run),
+      script = "spec/support/store_child.lua",
+      args = { ctx.emu.url, ctx.path_a, mode.async and "async" or "sync", "60" },
+      env = { TORTURE_TRANSPORT = not mode.async and mode.transport or nil },
+      kill_emulator = scenario.emulator_kill(ctx, run),
+    }
+    scenario.count_hit(ctx, hit)
+    scenario.interfere(ctx, plan, run)
+    local ok, err = sync_a(ctx, mode)
+    if not ok then
+      ctx.client:close()
+      return scenario.abort(ctx, run, err)
+    end
+    ctx.b:sync(ctx.emu.url)
   end
-  for i, gid in ipairs(gids) do
-    local f = s:get(0, gid)
-    if not f then problems[#problems + 1] = ("%s: add %d (%s) lost"):format(s.path, i, gid) end
+  local ok, err = sync_a(ctx, mode)
+  ctx.client:close()
+  if not ok then return scenario.abort(ctx, runs, err) end
+  ctx.b:sync(ctx.emu.url)
+  local st = assert(geoservices.store.open(ctx.path_a))
+  local tally = scenario.analyse(ctx, { ["store A"] = function(gid)
+    local f = st:get(0, "{" .. gid .. "}") or st:get(0, gid)
+    return f and f.attributes.OWNER or false
+  end })
+  local pending, failed = st:pending() or {}, st:failed() or {}
+  if #pending > 0 then
+    tally.stuck = (tally.stuck or 0) + #pending
+    tally.problems[#tally.problems + 1] = ("store A still queues %d edits after its last sync"):format(#pending)
   end
+  -- nothing in this torture is refused by the server: a listed rejection is a wrong one
+  if #failed > 0 then
+    tally.stuck = (tally.stuck or 0) + #failed
+    tally.problems[#tally.problems + 1] = ("store A lists %d rejected edits, none was refused"):format(#failed)
+  end
+  st:close()
+  return scenario.finish(ctx, tally)
 end
-for i = 1, #gids - 2, 2 do -- every update reached B as the server has it
-  local fa, fb = fresh:get(0, gids[i]), b:get(0, gids[i])
-  if fa.attributes.ACRES ~= fb.attributes.ACRES then
-    problems[#problems + 1] = ("update of %s: server %s, b %s"):format(gids[i], tostring(fa.attributes.ACRES),
-      tostring(fb.attributes.ACRES))
-  end
-end
-print(("store torture seed %d: %d runs, %d children killed mid-sync, %d had finished, %d interrupted attempts "
-  .. "resolved by the next sync, %d busy retries; %d adds, %d problems"):format(SEED, tally.runs, tally.killed,
-  tally.exited, tally.resolved, tally.retries, #gids, #problems))
-for _, p in ipairs(problems) do print("  " .. p) end
-st:close()
-b:close()
-fresh:close()
-emu:stop()
-os.execute("rm -rf " .. q(dir))
-os.exit(#problems == 0 and 0 or 1, true) -- closing the state removes the scratch directory
+
+return M

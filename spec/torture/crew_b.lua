@@ -1,0 +1,48 @@
+-- Replica B, the other crew: a client:sync state file in the torture's own
+-- process (never killed). It edits features replica A also edits, between
+-- A's interrupted sync and A's next one, and downloads after every run;
+-- every change it receives goes to the ledger.
+local geoservices = require "geoservices"
+local json = require "geoservices.json"
+local helper = require "spec.helper"
+
+local M = {}
+
+M.REPLICA_ID = "{5E1A0C2B-2222-4A5B-9C8D-000000000002}"
+
+local Crew = {}
+Crew.__index = Crew
+
+function M.new(dir, ledger)
+  local path = dir .. "/crew-b.json"
+  helper.write_file(path, json.encode{ service = "Parcels", replicaID = M.REPLICA_ID, model = "perReplica",
+                                       replicaServerGen = 1 })
+  return setmetatable({ path = path, ledger = ledger }, Crew)
+end
+
+--- One sync of B, with `edits` (an edits builder) or none; retried while
+-- the emulator restarts. Raises when it never succeeds.
+function Crew:sync(url, edits)
+  local last
+  for _ = 1, 40 do
+    local c = geoservices.client{ url = url, token = "alice-token", timeout = 30 }
+    local r, err = c:sync(self.path, edits, { lock_timeout = 30, timeout = 60,
+      on_change = function(_, kind, record) self.ledger:received_change(kind, record) end })
+    c:close()
+    if r then return r end
+    last = err
+    edits = nil -- an interrupted attempt keeps its edits in B's journal
+    helper.sleep(0.2)
+  end
+  error("replica B could not synchronize: " .. tostring(last and last.message))
+end
+
+--- B sets OWNER of feature `gid` to `value`.
+function Crew:update(url, gid, value, run)
+  local e = geoservices.edits()
+  e:update(0, { attributes = { GlobalID = gid, OWNER = value } })
+  self.ledger:record("b", "update", gid, value, run)
+  return self:sync(url, e)
+end
+
+return M

@@ -1,0 +1,247 @@
+-- The torture's ledger: every edit the users made (replica A's adds,
+-- updates and deletes, replica B's updates of features A also edits), in
+-- the order they were made, what the syncs reported to their callers, and
+-- what replica B downloaded. `analyse` then reads the server's own change
+-- log (GET /_emulator/changelog: every applied edit and every refused
+-- attempt, with the attributes sent) and counts what went wrong:
+--
+--   lost         an edit that never reached the server and was not reported
+--                to the user (rejected, in conflict, overwritten)
+--   duplicated   an add whose GlobalID reached the server more than once
+--                (refused attempts included: the server refusing a duplicate
+--                does not make sending it right)
+--   re-applied   an update (known by its unique value) applied more than once
+--   false conflicts  an edit reported in conflict though no other replica
+--                edited its feature after it: not delivered, for no reason
+--   stale        an update applied after another replica's newer edit of the
+--                same feature: the newer value overwritten by an older one
+--   downloaded twice  a change replica B received more than once
+--   wrong values the final value of a feature on the server (and in the
+--                replicas that hold data) is not the last edit made to it
+-- Every unique value the torture writes goes to the OWNER field.
+local M = {}
+
+local FIELD = "OWNER"
+
+local Ledger = {}
+Ledger.__index = Ledger
+
+local function norm(gid)
+  return (tostring(gid):upper():gsub("[{}]", ""))
+end
+M.norm = norm
+
+function M.new(a_origin, b_origin)
+  return setmetatable({
+    a_origin = norm(a_origin), b_origin = norm(b_origin),
+    action = 0,
+    edits = {},      -- {who = "a"|"b", op =, gid =, value =, action =, run =}
+    reports = {},    -- "op|gid" -> list of {action =, how =}
+    received = {},   -- "kind|gid|value" -> count (replica B's downloads)
+    b_view = {},     -- gid -> B's value (false: deleted)
+  }, Ledger)
+end
+
+function Ledger:record(who, op, gid, value, run)
+  self.action = self.action + 1
+  local e = { who = who, op = op, gid = norm(gid), value = value, action = self.action, run = run }
+  self.edits[#self.edits + 1] = e
+  if who == "b" then self.b_view[e.gid] = value end
+  return e
+end
+
+--- What a sync told its caller (spec/torture/reported.lua's list).
+function Ledger:report(list)
+  for _, r in ipairs(list or {}) do
+    local key = ("%s|%s"):format(tostring(r.op), norm(r.globalId))
+    local l = self.reports[key] or {}
+    l[#l + 1] = { action = self.action, how = r.how, value = r.value }
+    self.reports[key] = l
+  end
+end
+
+--- A change replica B downloaded (its on_change).
+function Ledger:received_change(kind, record)
+  local gid, value
+  if kind == "delete" then
+    gid = type(record) == "table" and (record.globalId or record.GlobalID) or record
+  elseif type(record) == "table" and type(record.attributes) == "table" then
+    gid, value = record.attributes.GlobalID, record.attributes[FIELD]
+  end
+  if type(gid) ~= "string" then return end
+  local key = ("%s|%s|%s"):format(kind, norm(gid), tostring(value))
+  self.received[key] = (self.received[key] or 0) + 1
+  self.b_view[norm(gid)] = kind ~= "delete" and value or false
+end
+
+-- How the user was told about an edit, if at all.
+function Ledger:reported_how(e)
+  for _, r in ipairs(self.reports[("%s|%s"):format(e.op, e.gid)] or {}) do
+    if r.action >= e.action and (r.value == nil or e.value == nil or r.value == e.value) then return r.how end
+  end
+  return nil
+end
+
+-- Whether replica B edited the feature of `e` after it.
+function Ledger:edited_later_by_b(e)
+  for _, b in ipairs(self.edits) do
+    if b.who == "b" and b.gid == e.gid and b.action > e.action then return true end
+  end
+  return false
+end
+
+-- The change log's feature entries by GlobalID.
+local function entries_by_gid(changelog)
+  local by = {}
+  for _, entry in ipairs(changelog.entries) do
+    if (entry.target == nil or entry.target == "features") and type(entry.globalId) == "string" then
+      local gid = norm(entry.globalId)
+      local l = by[gid] or {}
+      l[#l + 1] = entry
+      by[gid] = l
+    end
+  end
+  return by
+end
+
+local function value_of(entry)
+  return type(entry.attributes) == "table" and entry.attributes[FIELD] or nil
+end
+
+-- The entries of one edit: its applications, and the attempts made after
+-- its first application (refused or not: a duplicate add, an update or a
+-- delete sent again). Attempts refused before it was ever applied (a
+-- request rolled back because of another edit) are no duplicates.
+local function attempts_of(e, by_gid, origin)
+  local applied, again = {}, {}
+  for _, entry in ipairs(by_gid[e.gid] or {}) do
+    local same = entry.op == e.op and (entry.origin == nil or norm(entry.origin) == origin)
+      and (e.op ~= "update" or value_of(entry) == e.value)
+    if same then
+      if applied[1] then again[#again + 1] = entry end
+      if not entry.refused then applied[#applied + 1] = entry end
+    end
+  end
+  return again, applied
+end
+
+local function refused_count(list)
+  local n = 0
+  for _, entry in ipairs(list) do
+    if entry.refused then n = n + 1 end
+  end
+  return n
+end
+
+--- Counts from the change log `changelog` ({entries =, source =}) and the
+-- final values: `server` (GlobalID -> feature, the live ones) and `views`
+-- (name -> function(gid) -> value or false: a replica holding data).
+function Ledger:analyse(changelog, server, views)
+  local t = { adds = 0, updates = 0, deletes = 0, b_updates = 0, lost = 0, duplicated = 0, reapplied = 0,
+              stale = 0, downloaded_twice = 0, reported = 0, conflicts = 0, false_conflicts = 0, resent_updates = 0,
+              resent_deletes = 0, wrong = 0, problems = {} }
+  local function problem(fmt, ...) t.problems[#t.problems + 1] = fmt:format(...) end
+  if changelog.source ~= "changelog" then
+    t.degraded = "the emulator has no /_emulator/changelog: updates (by value), re-applied updates, stale "
+      .. "overwrites and refused duplicate adds cannot be counted"
+  end
+  local by_gid = entries_by_gid(changelog)
+  local server_by_gid = {}
+  for gid, f in pairs(server) do server_by_gid[norm(gid)] = f end
+  local applied_of = {}
+  for _, e in ipairs(self.edits) do
+    local origin = e.who == "a" and self.a_origin or self.b_origin
+    local again, applied = attempts_of(e, by_gid, origin)
+    applied_of[e] = applied
+    if e.who == "b" then
+      t.b_updates = t.b_updates + 1
+    else
+      t[e.op .. "s"] = t[e.op .. "s"] + 1
+      local how = self:reported_how(e)
+      if e.op == "update" and t.degraded then how = "not counted" end
+      if how then t.reported = t.reported + 1 end
+      if how == "conflicts" then
+        t.conflicts = t.conflicts + 1
+        if not self:edited_later_by_b(e) then
+          t.false_conflicts = t.false_conflicts + 1
+          problem("false conflict: %s %s = %s (run %d) reported in conflict though no other replica edited "
+            .. "it after (applied %d times): it never reached the server", e.op, e.gid, tostring(e.value), e.run,
+            #applied)
+        end
+      end
+      if #applied == 0 and not how then
+        t.lost = t.lost + 1
+        problem("lost: %s %s (run %d%s)", e.op, e.gid, e.run, e.value and (", " .. e.value) or "")
+      end
+      if e.op == "add" and #again > 0 then
+        t.duplicated = t.duplicated + #again
+        problem("duplicated add: %s (run %d) sent again %d times after it was applied (%d of them refused)", e.gid,
+          e.run, #again, refused_count(again))
+      elseif e.op == "update" then
+        if #applied > 1 then
+          t.reapplied = t.reapplied + #applied - 1
+          problem("re-applied update: %s = %s (run %d) applied %d times", e.gid, e.value, e.run, #applied)
+        end
+        t.resent_updates = t.resent_updates + refused_count(again)
+      elseif e.op == "delete" and #again > 0 then
+        t.resent_deletes = t.resent_deletes + #again
+      end
+    end
+  end
+  -- stale overwrites: an update of A applied after B's newer edit of the feature
+  for _, a in ipairs(self.edits) do
+    if a.who == "a" and a.op == "update" then
+      for _, b in ipairs(self.edits) do
+        if b.who == "b" and b.gid == a.gid and b.action > a.action and applied_of[b][1] then
+          for _, entry in ipairs(applied_of[a]) do
+            if entry.gen and applied_of[b][1].gen and entry.gen > applied_of[b][1].gen then
+              t.stale = t.stale + 1
+              problem("stale overwrite: %s = %s (A, run %d) applied at gen %s over B's newer %s (gen %s)", a.gid,
+                a.value, a.run, tostring(entry.gen), b.value, tostring(applied_of[b][1].gen))
+            end
+          end
+        end
+      end
+    end
+  end
+  for key, n in pairs(self.received) do
+    if n > 1 then
+      t.downloaded_twice = t.downloaded_twice + n - 1
+      problem("downloaded %d times by B: %s", n, key)
+    end
+  end
+  -- final values: the last edit made to each feature, leaving out the edits
+  -- the user was told did not go through
+  local expected, order = {}, {}
+  for _, e in ipairs(self.edits) do
+    if not (#applied_of[e] == 0 and self:reported_how(e)) then
+      if expected[e.gid] == nil then order[#order + 1] = e.gid end
+      if e.op == "delete" then expected[e.gid] = false else expected[e.gid] = e.value end
+    end
+  end
+  views = views or {}
+  views.server = function(gid)
+    local f = server_by_gid[gid]
+    return f and f.attributes[FIELD] or false
+  end
+  views.B = function(gid)
+    local v = self.b_view[gid]
+    if v == nil then return false end -- B never received it
+    return v
+  end
+  local names = {}
+  for name in pairs(views) do names[#names + 1] = name end
+  table.sort(names)
+  for _, gid in ipairs(order) do
+    for _, name in ipairs(names) do
+      local got = views[name](gid)
+      if got ~= expected[gid] then
+        t.wrong = t.wrong + 1
+        problem("%s holds %s = %s, the last edit made was %s", name, gid, tostring(got), tostring(expected[gid]))
+      end
+    end
+  end
+  return t
+end
+
+return M

@@ -1,0 +1,99 @@
+-- The torture's printout: the phase table (where the kills landed), the
+-- tally of each mode, the first problems of each, a line of kills per phase
+-- and the total line (both read by spec/torture_spec.lua).
+local phases = require "spec.torture.phases"
+
+local M = {}
+
+local function n(v) return v or 0 end
+
+-- The counts that fail a torture, with their names in the total line.
+M.FAILING = {
+  { "lost", "lost" }, { "false_conflicts", "false conflicts" }, { "duplicated", "duplicated" },
+  { "reapplied", "re-applied" }, { "stale", "stale" }, { "downloaded_twice", "downloaded twice" },
+  { "wrong", "wrong values" }, { "stuck", "stuck" }, { "errors", "errors" },
+}
+
+-- The tally table's columns: heading, tally key ("runs": the mode's runs).
+local COLUMNS = {
+  { "runs", "runs" }, { "adds", "adds" }, { "updates", "updates" }, { "deletes", "deletes" },
+  { "B edits", "b_updates" }, { "lost", "lost" }, { "false confl", "false_conflicts" },
+  { "dup adds", "duplicated" }, { "re-applied", "reapplied" }, { "stale", "stale" },
+  { "dl twice", "downloaded_twice" }, { "wrong", "wrong" }, { "stuck", "stuck" }, { "errors", "errors" },
+  { "conflicts", "conflicts" }, { "reported", "reported" }, { "upd resent", "resent_updates" },
+  { "del resent", "resent_deletes" },
+}
+
+--- The sum of the failing counts of every mode (0: the torture passed).
+function M.failures(results)
+  local sum = 0
+  for _, r in ipairs(results) do
+    for _, f in ipairs(M.FAILING) do sum = sum + n(r.tally[f[1]]) end
+    if r.tally.degraded then sum = sum + 1 end
+  end
+  return sum
+end
+
+local function tally_table(results)
+  local out = {}
+  local head = { ("%-38s"):format("mode") }
+  for _, c in ipairs(COLUMNS) do head[#head + 1] = (" %" .. math.max(#c[1], 4) .. "s"):format(c[1]) end
+  out[1] = table.concat(head)
+  for _, r in ipairs(results) do
+    local line = { ("%-38s"):format(r.mode.label) }
+    for _, c in ipairs(COLUMNS) do
+      local v = c[2] == "runs" and r.runs or r.tally[c[2]]
+      line[#line + 1] = (" %" .. math.max(#c[1], 4) .. "d"):format(n(v))
+    end
+    out[#out + 1] = table.concat(line)
+  end
+  return table.concat(out, "\n")
+end
+
+local function kills_line(results)
+  local kills, emulator = {}, 0
+  for _, r in ipairs(results) do
+    for phase, c in pairs(r.counts) do
+      kills[phase] = n(kills[phase]) + n(c.child) + n(c.emulator)
+      emulator = emulator + n(c.emulator)
+    end
+  end
+  local cells = {}
+  for _, phase in ipairs(phases.ORDER) do
+    cells[#cells + 1] = ("%s %d"):format(phases.TITLES[phase], n(kills[phase]))
+  end
+  return table.concat(cells, ", ") .. (", emulator mid-request %d"):format(emulator)
+end
+
+--- Prints everything; `info`: target, title, runs, seed, journal_off, seconds.
+function M.print(results, info)
+  print(("torture %s: %d runs over %d modes, seed %d%s"):format(info.title, info.runs, #results, info.seed,
+    info.journal_off and ", JOURNAL DISABLED (GEOSERVICES_TEST_DISABLE_JOURNAL=1)" or ""))
+  print("kills by phase (of the client; of the emulator with a request of the client in flight, in parentheses):")
+  local rows = {}
+  for _, r in ipairs(results) do rows[#rows + 1] = { label = r.mode.label, counts = r.counts } end
+  print(phases.format(rows))
+  print("tally by mode (from the server's change log):")
+  print(tally_table(results))
+  for _, r in ipairs(results) do
+    local problems = r.tally.problems or {}
+    if #problems > 0 then
+      print(("problems in %s (%d):"):format(r.mode.label, #problems))
+      for i = 1, math.min(#problems, 12) do print("  " .. problems[i]) end
+      if #problems > 12 then print(("  ... and %d more"):format(#problems - 12)) end
+    end
+    if r.tally.degraded then print("  " .. r.tally.degraded) end
+  end
+  print(("torture %s kills: %s"):format(info.target, kills_line(results)))
+  local cells, runs = {}, 0
+  for _, r in ipairs(results) do runs = runs + r.runs end
+  for _, f in ipairs(M.FAILING) do
+    local sum = 0
+    for _, r in ipairs(results) do sum = sum + n(r.tally[f[1]]) end
+    cells[#cells + 1] = ("%s %d"):format(f[2], sum)
+  end
+  print(("torture %s total: runs %d, %s, seed %d, %.0f s: %s"):format(info.target, runs, table.concat(cells, ", "),
+    info.seed, info.seconds, M.failures(results) == 0 and "PASS" or "FAIL"))
+end
+
+return M

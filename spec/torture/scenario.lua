@@ -1,0 +1,123 @@
+-- What the two tortures (client:sync, spec/torture/sync_mode.lua; the
+-- store, spec/torture/store.lua) share in one mode: a fresh emulator in the
+-- mode's settings, the ledger, replica B, the user's edits of each run, the
+-- run's target phase and whether the emulator dies in it, the phase counts,
+-- and the verdict from the server's change log.
+local helper = require "spec.helper"
+local crew_b = require "spec.torture.crew_b"
+local emulator = require "spec.torture.emulator"
+local ledger_mod = require "spec.torture.ledger"
+local phases = require "spec.torture.phases"
+
+local M = {}
+
+--- A mode's context: `dir`, `emu` (started), `ledger`, `b`, `pool` (A's live
+-- features), `counts` (phase -> {child =, emulator =}).
+function M.start(mode, a_origin)
+  local dir = helper.tmp_dir()
+  local emu = emulator.new(dir, { rollback_default = mode.rollback, job_step_ms = 40, job_phase_ms = {} })
+  local ok, err = pcall(emu.start, emu)
+  local ledger = ledger_mod.new(a_origin or "", crew_b.REPLICA_ID)
+  local ctx = { mode = mode, dir = dir, emu = emu, ledger = ledger, b = crew_b.new(dir, ledger), pool = {},
+                counts = {}, journals_seen = 0, in_flight_runs = 0, setup_error = not ok and err or nil }
+  return ctx
+end
+
+--- Sets replica A's GlobalID once it is known (the store creates its replica).
+function M.set_origin(ctx, a_origin)
+  ctx.ledger.a_origin = ledger_mod.norm(a_origin)
+end
+
+--- The user's edits of run `run`: two adds, an update of one of A's earlier
+-- features, and every third run a delete of another. Values are unique:
+-- the change log tells each edit's attempts apart by them.
+function M.user_edits(ctx, run)
+  local m = ctx.mode.index
+  local plan = { adds = { { value = ("t%d-%d-add1"):format(m, run) }, { value = ("t%d-%d-add2"):format(m, run) } } }
+  if #ctx.pool > 0 then
+    local i = math.random(#ctx.pool)
+    plan.update = { gid = ctx.pool[i], value = ("t%d-%d-upd"):format(m, run) }
+    if run % 3 == 0 and #ctx.pool > 2 then
+      local j = math.random(#ctx.pool - 1)
+      if j >= i then j = j + 1 end
+      plan.delete, plan.delete_index = ctx.pool[j], j
+    end
+  end
+  return plan
+end
+
+--- Into the ledger (after the GlobalIDs of the adds are known) and the pool.
+function M.record_edits(ctx, plan, run)
+  for _, add in ipairs(plan.adds) do ctx.ledger:record("a", "add", add.gid, add.value, run) end
+  if plan.update then ctx.ledger:record("a", "update", plan.update.gid, plan.update.value, run) end
+  if plan.delete then
+    ctx.ledger:record("a", "delete", plan.delete, nil, run)
+    table.remove(ctx.pool, plan.delete_index)
+  end
+  for _, add in ipairs(plan.adds) do ctx.pool[#ctx.pool + 1] = add.gid end
+end
+
+--- The run's target phase: the mode's phases in turn (shifted by the mode,
+-- so that a short torture still reaches every phase across its modes).
+function M.target(ctx, run)
+  local targets = phases.targets(ctx.mode)
+  return targets[(run + ctx.mode.index) % #targets + 1]
+end
+
+--- Whether the emulator is killed in this run: with a request of the child
+-- in flight, two runs in three ("alone": the child lives on and sees the
+-- server vanish and come back; "with_child": both die).
+function M.emulator_kill(ctx, run)
+  local plan = phases.plan(M.target(ctx, run), ctx.mode)
+  if not plan.in_flight then return false end
+  ctx.in_flight_runs = ctx.in_flight_runs + 1
+  local k = ctx.in_flight_runs % 3
+  return (k == 1 and "alone") or (k == 2 and "with_child") or false
+end
+
+function M.count_hit(ctx, hit)
+  for who, phase in pairs{ child = hit.child_phase, emulator = hit.emulator_phase } do
+    local c = ctx.counts[phase] or {}
+    c[who] = (c[who] or 0) + 1
+    ctx.counts[phase] = c
+  end
+  local outcome = hit.child:outcome()
+  if outcome and outcome.reported then ctx.ledger:report(outcome.reported) end
+end
+
+--- In every other run with an update, B edits the feature A updated, after
+-- A's sync was interrupted and before A syncs again: A's value is older.
+function M.interfere(ctx, plan, run)
+  if plan.update and run % 2 == 0 then
+    ctx.b:update(ctx.emu.url, plan.update.gid, ("b%d-%d"):format(ctx.mode.index, run), run)
+  end
+end
+
+--- The counts from the server's change log and final values; `views`: the
+-- replicas holding data (name -> function(gid) -> value or false).
+function M.analyse(ctx, views)
+  local changelog = ctx.emu:changelog("Parcels")
+  local server = ctx.emu:features("Parcels", 0)
+  local tally = ctx.ledger:analyse(changelog, server, views)
+  tally.journals_seen = ctx.journals_seen
+  return tally
+end
+
+function M.finish(ctx, tally)
+  ctx.emu:stop()
+  os.execute("rm -rf " .. helper.shell_quote(ctx.dir))
+  return { mode = ctx.mode, counts = ctx.counts, tally = tally }
+end
+
+--- A mode that could not go on (A never synchronized again): counted as an error.
+function M.abort(ctx, run, message)
+  local ok, tally = pcall(M.analyse, ctx, {})
+  if not ok then
+    tally = { problems = {}, lost = 0, duplicated = 0, reapplied = 0, stale = 0, downloaded_twice = 0, wrong = 0 }
+  end
+  tally.errors = (tally.errors or 0) + 1
+  table.insert(tally.problems, 1, ("stopped after run %d: %s"):format(run, tostring(message)))
+  return M.finish(ctx, tally)
+end
+
+return M
