@@ -248,3 +248,134 @@ ds = None
     assert.equal(theirs:gsub("%s", ""), ours)
   end)
 end)
+
+-- The layer's schema as GDAL (python3-gdal) reads it: domains, fields.
+local GDAL_SCHEMA = [[
+import json, sys
+from osgeo import gdal, ogr
+ds = gdal.OpenEx(sys.argv[1], gdal.OF_VECTOR)
+out = {"domains": {}, "layers": {}}
+for name in ds.GetFieldDomainNames() or []:
+    d = ds.GetFieldDomain(name)
+    if d.GetDomainType() == ogr.OFDT_CODED:
+        out["domains"][name] = {"coded": {str(k): v for k, v in d.GetEnumeration().items()},
+                                "description": d.GetDescription()}
+    elif d.GetDomainType() == ogr.OFDT_RANGE:
+        out["domains"][name] = {"min": d.GetMinAsDouble(), "max": d.GetMaxAsDouble(),
+                                "description": d.GetDescription()}
+for i in range(ds.GetLayerCount()):
+    layer = ds.GetLayer(i)
+    defn = layer.GetLayerDefn()
+    fields = {}
+    for j in range(defn.GetFieldCount()):
+        f = defn.GetFieldDefn(j)
+        fields[f.GetName()] = {"domain": f.GetDomainName(), "nullable": bool(f.IsNullable()),
+                               "default": f.GetDefault(), "width": f.GetWidth()}
+    out["layers"][layer.GetName()] = fields
+print(json.dumps(out))
+]]
+
+local function gdal_schema(path)
+  local out, ok = run(("/usr/bin/python3 -c %s %s"):format(q(GDAL_SCHEMA), q(path)))
+  assert(ok, out)
+  return json.decode(out:match("{.*}"))
+end
+
+local STATUS = { type = "codedValue", name = "PoleStatus", description = "whether a pole stands",
+                 codedValues = { { name = "In service", code = 1 }, { name = "Retired", code = 2 } } }
+local HEIGHT = { type = "range", name = "PoleHeight", range = { 0, 60.5 } }
+local MATERIAL = { type = "codedValue", name = "PoleMaterial",
+                   codedValues = { { name = "Wood", code = "WD" }, { name = "Steel", code = "ST" } } }
+
+local SCHEMA_LAYERS = {
+  { id = 0, name = "Poles", type = "Feature Layer", geometryType = "esriGeometryPoint",
+    objectIdField = "OBJECTID", globalIdField = "GlobalID", extent = { spatialReference = { wkid = 4326 } },
+    fields = {
+      { name = "OBJECTID", type = "esriFieldTypeOID", alias = "Object ID", nullable = false, editable = false },
+      { name = "GlobalID", type = "esriFieldTypeGlobalID", length = 38, nullable = false, editable = false },
+      { name = "STATUS", type = "esriFieldTypeSmallInteger", alias = "Status", nullable = false, editable = true,
+        defaultValue = 1, domain = STATUS },
+      { name = "HEIGHT", type = "esriFieldTypeDouble", alias = "Height (m)", nullable = true, editable = true,
+        domain = HEIGHT },
+      { name = "MATERIAL", type = "esriFieldTypeString", length = 20, alias = "Material", nullable = true,
+        editable = true, defaultValue = "WD", domain = MATERIAL },
+      { name = "CREW", type = "esriFieldTypeString", length = 40, alias = "Crew", nullable = false, editable = true },
+      { name = "NOTE", type = "esriFieldTypeString", alias = "NOTE", nullable = true, editable = true,
+        domain = json.null, defaultValue = json.null },
+      { name = "REMARK", type = "esriFieldTypeString", alias = "Note", nullable = true, editable = true },
+    } },
+  { id = 1, name = "Inspections", type = "Table", objectIdField = "OBJECTID", globalIdField = "GlobalID",
+    fields = {
+      { name = "OBJECTID", type = "esriFieldTypeOID", nullable = false, editable = false },
+      { name = "GlobalID", type = "esriFieldTypeGlobalID", length = 38, nullable = false, editable = false },
+      { name = "RESULT", type = "esriFieldTypeSmallInteger", alias = "Pole status", domain = STATUS },
+    } },
+}
+
+describe("the replica store writes the layers' schema where GDAL and QGIS read it (issue 28)", function()
+  local dir, path
+
+  setup(function()
+    dir = helper.tmp_dir()
+    path = dir .. "/schema.gpkg"
+    local st = assert(store.create_from(path, REPLICA, SCHEMA_LAYERS))
+    st:close()
+  end)
+
+  teardown(function() os.execute("rm -rf " .. q(dir)) end)
+
+  it("gives GDAL the coded-value and range domains, once each, and the fields that use them", function()
+    local schema = gdal_schema(path)
+    assert.same({
+      PoleStatus = { coded = { ["1"] = "In service", ["2"] = "Retired" }, description = "whether a pole stands" },
+      PoleHeight = { min = 0, max = 60.5, description = "" },
+      PoleMaterial = { coded = { WD = "Wood", ST = "Steel" }, description = "" },
+    }, schema.domains)
+    local poles = schema.layers.Poles
+    assert.same({ domain = "PoleStatus", nullable = false, default = "1", width = 0 }, poles.STATUS)
+    assert.same({ domain = "PoleHeight", nullable = true, default = json.null, width = 0 }, poles.HEIGHT)
+    assert.same({ domain = "PoleMaterial", nullable = true, default = "'WD'", width = 20 }, poles.MATERIAL)
+    assert.same({ domain = "", nullable = false, default = json.null, width = 40 }, poles.CREW)
+    assert.equal("PoleStatus", schema.layers.Inspections.RESULT.domain)
+    local out = run("ogrinfo -so -al " .. q(path))
+    assert.truthy(out:find("STATUS: Integer(Int16) (0.0) NOT NULL DEFAULT 1, domain name=PoleStatus", 1, true), out)
+  end)
+
+  it("keeps the aliases in gpkg_data_columns, registered as the schema extension, and passes the validator", function()
+    local st <close> = assert(store.open(path))
+    local rows = assert(st.db:rows("SELECT table_name, column_name, name, title, constraint_name "
+      .. "FROM gpkg_data_columns ORDER BY table_name, column_name"))
+    assert.same({
+      { table_name = "Inspections", column_name = "RESULT", name = "Pole status", title = "Pole status",
+        constraint_name = "PoleStatus" },
+      { table_name = "Poles", column_name = "CREW", name = "Crew", title = "Crew" },
+      { table_name = "Poles", column_name = "HEIGHT", name = "Height (m)", title = "Height (m)",
+        constraint_name = "PoleHeight" },
+      { table_name = "Poles", column_name = "MATERIAL", name = "Material", title = "Material",
+        constraint_name = "PoleMaterial" },
+      { table_name = "Poles", column_name = "OBJECTID", name = "Object ID", title = "Object ID" },
+      { table_name = "Poles", column_name = "REMARK", name = "Note", title = "Note" },
+      { table_name = "Poles", column_name = "STATUS", name = "Status", title = "Status",
+        constraint_name = "PoleStatus" },
+    }, rows)
+    assert.same({ { n = 2 } }, st.db:rows("SELECT count(*) AS n FROM gpkg_extensions WHERE extension_name = "
+      .. "'gpkg_schema' AND scope = 'read-write' AND column_name IS NULL"))
+    local complaints, empties = validate(path)
+    assert.equal("", complaints)
+    assert.equal(0, empties)
+  end)
+
+  it("gives a local add the layer's defaults and refuses one without a value the layer requires", function()
+    local copy = dir .. "/adds.gpkg"
+    assert(os.execute(("cp %s %s"):format(q(path), q(copy))))
+    local st <close> = assert(store.open(copy))
+    local added = assert(st:add(0, { attributes = { CREW = "B" }, geometry = { x = 1, y = 2 } }))
+    local f = assert(st:get(0, added))
+    assert.equal(1, f.attributes.STATUS)
+    assert.equal("WD", f.attributes.MATERIAL)
+    local nope, err = st:add(0, { attributes = { STATUS = 2 }, geometry = { x = 1, y = 2 } })
+    assert.is_nil(nope)
+    assert.truthy(tostring(err):find("CREW", 1, true), tostring(err))
+    assert.equal(1, st:count(0))
+  end)
+end)

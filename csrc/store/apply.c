@@ -129,6 +129,19 @@ void geoservices_store_bind_begin(geoservices_store_layer *l) {
   sqlite3_clear_bindings(l->upsert);
   l->gid_bound = 0;
   l->geom_bound = 0;
+  memset(l->given, 0, l->ncols ? l->ncols : 1);
+}
+
+void geoservices_store_given(geoservices_store_layer *l, size_t col) {
+  if (col < l->ncols) l->given[col] = 1;
+}
+
+int geoservices_store_bind_defaults(geoservices_store *s, geoservices_store_layer *l) {
+  size_t i;
+  for (i = 0; i < l->ncols; i++)
+    if (!l->given[i] && l->defaults[i] && bind_rc(s, sqlite3_bind_value(l->upsert, (int)i + 1, l->defaults[i])))
+      return -1;
+  return 0;
 }
 
 size_t geoservices_store_find_column(geoservices_store_layer *l, const char *name, size_t len, size_t position) {
@@ -796,7 +809,12 @@ static void free_layer(geoservices_store_layer *l) {
   sqlite3_finalize(l->remove_oid);
   sqlite3_finalize(l->rtree);
   free(l->rtree_name);
-  for (i = 0; i < l->ncols; i++) free(l->cols[i].name);
+  for (i = 0; i < l->ncols; i++) {
+    free(l->cols[i].name);
+    if (l->defaults) sqlite3_value_free(l->defaults[i]);
+  }
+  free(l->defaults);
+  free(l->given);
   free(l->cols);
   free(l->guess);
   free(l->scratch);
@@ -895,6 +913,34 @@ static void read_dims(geoservices_store *s, geoservices_store_layer *l) {
   sqlite3_finalize(st);
 }
 
+/* Each column's DEFAULT (PRAGMA table_info), evaluated once into a value. */
+static int read_defaults(geoservices_store *s, geoservices_store_layer *l) {
+  sqlite3_stmt *st = NULL, *eval = NULL;
+  int rc = sqlite3_prepare_v2(s->db, "SELECT name, dflt_value FROM pragma_table_info(?1)", -1, &st, NULL);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, l->table);
+  sqlite3_bind_text(st, 1, l->table, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0), *dflt = (const char *)sqlite3_column_text(st, 1);
+    size_t col;
+    char *sql;
+    if (!name || !dflt) continue;
+    col = geoservices_store_find_column(l, name, strlen(name), GEOSERVICES_STORE_NONE);
+    if (col == GEOSERVICES_STORE_NONE || l->defaults[col]) continue;
+    sql = sqlite3_mprintf("SELECT %s", dflt);
+    if (!sql) break;
+    rc = sqlite3_prepare_v2(s->db, sql, -1, &eval, NULL);
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK) continue; /* not an expression of its own: SQLite still applies it when a column is left out */
+    if (sqlite3_step(eval) == SQLITE_ROW) l->defaults[col] = sqlite3_value_dup(sqlite3_column_value(eval, 0));
+    sqlite3_finalize(eval);
+    eval = NULL;
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return rc == SQLITE_ROW ? fail(s, SQLITE_NOMEM, "out of memory")
+                                                 : fail_sqlite(s, rc, "a column's default");
+  return 0;
+}
+
 geoservices_store_layer *geoservices_store_layer_of(const geoservices_store *s, int64_t id) {
   size_t i;
   for (i = 0; i < s->nlayers; i++)
@@ -924,7 +970,9 @@ geoservices_store_layer *geoservices_store_add_layer(geoservices_store *s, int64
   l->geom_col = geom_col ? dup(geom_col) : NULL;
   l->cols = calloc(ncols ? ncols : 1, sizeof *l->cols);
   l->scratch = malloc((ncols ? ncols : 1) * GEOSERVICES_STORE_SCRATCH);
-  if (!l->table || (geom_col && !l->geom_col) || !l->cols || !l->scratch) goto oom;
+  l->defaults = calloc(ncols ? ncols : 1, sizeof *l->defaults);
+  l->given = calloc(ncols ? ncols : 1, 1);
+  if (!l->table || (geom_col && !l->geom_col) || !l->cols || !l->scratch || !l->defaults || !l->given) goto oom;
   l->ncols = ncols;
   for (i = 0; i < ncols; i++) {
     l->cols[i].name = dup(names[i]);
@@ -937,6 +985,10 @@ geoservices_store_layer *geoservices_store_add_layer(geoservices_store *s, int64
     return NULL;
   }
   read_dims(s, l);
+  if (read_defaults(s, l)) {
+    free_layer(l);
+    return NULL;
+  }
   for (i = 0; i < s->nlayers; i++) {
     if (s->layers[i]->id == id) { /* registered again: the new one wins */
       free_layer(s->layers[i]);

@@ -78,6 +78,8 @@ typedef struct geoservices_store_layer {
   size_t *guess;        /* per attribute position: the column found there last time */
   size_t guess_cap;
   char *scratch;        /* GEOSERVICES_STORE_SCRATCH bytes per column */
+  sqlite3_value **defaults; /* per column: the table's DEFAULT, evaluated once (NULL: none) */
+  unsigned char *given; /* per column: the feature bound by hand gave it (a null too) */
   sqlite3_stmt *upsert, *remove, *remove_oid;
   sqlite3_stmt *rtree;  /* INSERT OR REPLACE into rtree_<table>_<geom>, NULL without one */
   char *rtree_name;     /* rtree_<table>_<geom> */
@@ -143,8 +145,14 @@ int geoservices_store_apply(geoservices_store *s, geoservices_store_cursor *curs
                             geoservices_store_other_fn other, void *ctx);
 
 /* Binding one feature by hand (the Lua layer's local edits): begin, bind
- * values by column, fill s->geom and bind it, then upsert. */
+ * values by column (marking each column the feature names, a null too),
+ * bind the defaults of the others, fill s->geom and bind it, then upsert. */
 void geoservices_store_bind_begin(geoservices_store_layer *l);
+void geoservices_store_given(geoservices_store_layer *l, size_t col);
+/* Each column the feature did not name gets the table's DEFAULT, as the
+ * server gives an add the layer's defaults (downloads never: the server's
+ * row is whole). 0, or -1 with the message set. */
+int geoservices_store_bind_defaults(geoservices_store *s, geoservices_store_layer *l);
 size_t geoservices_store_find_column(geoservices_store_layer *l, const char *name, size_t len, size_t position);
 int geoservices_store_bind_integer(geoservices_store *s, geoservices_store_layer *l, size_t col, int64_t v);
 int geoservices_store_bind_double(geoservices_store *s, geoservices_store_layer *l, size_t col, double v);

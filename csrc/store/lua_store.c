@@ -692,7 +692,8 @@ static int l_esri_geometry(lua_State *L) {
 /* ---- features by hand --------------------------------------------------------- */
 
 /* put(layer_id, {attributes = {...}, geometry = {...}}) -> true: INSERT OR
- * REPLACE of the whole row, as apply does for a downloaded add. */
+ * REPLACE of the whole row, as apply does for a downloaded add; a column
+ * the attributes do not name (a null names it) gets the table's default. */
 static int l_store_put(lua_State *L) {
   store_ud *u = check_store(L, 1);
   geoservices_store_layer *l = check_layer(L, u, 2);
@@ -713,6 +714,7 @@ static int l_store_put(lua_State *L) {
       name = lua_tolstring(L, -2, &len);
       col = geoservices_store_find_column(l, name, len, GEOSERVICES_STORE_NONE);
       if (col != GEOSERVICES_STORE_NONE) {
+        geoservices_store_given(l, col);
         switch (lua_type(L, -1)) {
           case LUA_TNUMBER:
             if (lua_isinteger(L, -1)) rc = geoservices_store_bind_integer(s, l, col, (int64_t)lua_tointeger(L, -1));
@@ -741,6 +743,10 @@ static int l_store_put(lua_State *L) {
     }
   } else if (!lua_isnil(L, 4)) {
     return luaL_error(L, "store:put: attributes must be a table");
+  }
+  if (geoservices_store_bind_defaults(s, l)) {
+    geoservices_store_bind_begin(l);
+    return push_store_fail(L, u);
   }
   geoservices_geom_reset(&s->geom, GEOM_NONE);
   if (lua_getfield(L, 3, "geometry") == LUA_TTABLE && l->geom_col) {

@@ -419,6 +419,36 @@ static void test_zm(void) {
   geoservices_geom_free(&g);
 }
 
+/* A feature bound by hand gets the table's defaults for the columns it does
+ * not name (a null names one); a downloaded one never. */
+static void test_defaults(void) {
+  static const char *const names[] = {"OBJECTID", "GlobalID", "S", "N", "R"};
+  static const int types[] = {STORE_COL_INTEGER, STORE_COL_GUID, STORE_COL_TEXT, STORE_COL_INTEGER, STORE_COL_REAL};
+  geoservices_store_layer *l;
+  seen s;
+  geoservices_store_cursor c;
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  CHECK(sqlite3_exec(db, "CREATE TABLE dflt (OBJECTID INTEGER PRIMARY KEY, GlobalID TEXT UNIQUE, "
+                         "S TEXT(5) DEFAULT 'it''s', N SMALLINT NOT NULL DEFAULT 7, R REAL DEFAULT 0.1)",
+                         NULL, NULL, NULL) == SQLITE_OK);
+  l = geoservices_store_add_layer(&store, 7, "dflt", NULL, GEOM_NONE, 0, names, types, 5, 1, 0);
+  CHECK(l != NULL);
+  geoservices_store_bind_begin(l);
+  geoservices_store_given(l, 1);
+  CHECK(geoservices_store_bind_text(&store, l, 1, "{00000007-0000-4000-8000-000000000001}", 38) == 0);
+  geoservices_store_given(l, 4); /* R named, as a null */
+  CHECK(geoservices_store_bind_defaults(&store, l) == 0);
+  CHECK(geoservices_store_upsert(&store, l) == 0);
+  CHECK_STREQ(text("SELECT S || '|' || N || '|' || coalesce(R, 'null') FROM dflt"), "it's|7|null");
+  /* downloaded: the row as the server sent it, NOT NULL's default only where REPLACE puts it */
+  CHECK(apply_doc("{\"edits\": [{\"id\": 7, \"features\": {\"adds\": [{\"attributes\": {\"OBJECTID\": 2, "
+                  "\"GlobalID\": \"{00000007-0000-4000-8000-000000000002}\", \"N\": null}}]}}]}",
+                  0, &s, &c) == 0);
+  CHECK_STREQ(text("SELECT coalesce(S, 'null') || '|' || N || '|' || coalesce(R, 'null') FROM dflt "
+                   "WHERE OBJECTID = 2"), "null|7|null");
+}
+
 static void test_guid(void) {
   char out[40];
   CHECK(geoservices_store_normalize_guid("{0b7b1111-2222-4333-8444-555566667777}", 38, out) == 38);
@@ -439,6 +469,7 @@ int main(void) {
   test_flat();
   test_bulk_rtree();
   test_zm();
+  test_defaults();
   teardown();
   return CHECK_DONE("test_store_apply");
 }

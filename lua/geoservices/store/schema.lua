@@ -14,8 +14,15 @@
 --   milliseconds back, as the server sends them.
 -- * Geometry columns are declared with the layer's widest type: point
 --   `POINT`, multipoint `MULTIPOINT`, polyline `MULTILINESTRING`, polygon
---   `MULTIPOLYGON`; each feature is written as its own parts say (a
---   one-path polyline is a LineString, a one-exterior polygon a Polygon).
+--   `MULTIPOLYGON`, and every feature is written as that type (a one-path
+--   polyline is a MultiLineString of one; csrc/store/geom.h says why); z and
+--   m flags from the layer's hasZ / hasM.
+-- * Fields keep what the layer says of them: a string's length (`TEXT(n)`),
+--   `NOT NULL` for an editable field that is not nullable, its default, and
+--   in the GeoPackage schema extension (`gpkg_data_columns`,
+--   `gpkg_data_column_constraints`) its alias and its coded-value or range
+--   domain, which GDAL lists as field domains and QGIS shows as value maps
+--   and ranges.
 -- * Our own tables are prefixed `geoservices_`; `geoservices_sync_log` is
 --   registered in gpkg_contents as an attributes table, so GDAL lists the
 --   feature layers and the log, not our internal tables.
@@ -31,14 +38,16 @@ schema.FORMAT = 2
 schema.APPLICATION_ID = 0x47504B47 -- "GPKG"
 schema.USER_VERSION = 10300
 
--- Esri field type -> SQL type, store column type (csrc/store/apply.h).
+-- Esri field type -> SQL type, store column type (csrc/store/apply.h). The
+-- GeoPackage types of the same width (12-128r18 table 1: SMALLINT 16 bits,
+-- MEDIUMINT 32, INTEGER 64, FLOAT 32), so GDAL and QGIS know the range.
 local FIELD_TYPES = {
   esriFieldTypeOID = { "INTEGER", "integer" },
-  esriFieldTypeInteger = { "INTEGER", "integer" },
-  esriFieldTypeSmallInteger = { "INTEGER", "integer" },
+  esriFieldTypeInteger = { "MEDIUMINT", "integer" },
+  esriFieldTypeSmallInteger = { "SMALLINT", "integer" },
   esriFieldTypeBigInteger = { "INTEGER", "integer" },
   esriFieldTypeDouble = { "REAL", "real" },
-  esriFieldTypeSingle = { "REAL", "real" },
+  esriFieldTypeSingle = { "FLOAT", "real" },
   esriFieldTypeString = { "TEXT", "text" },
   esriFieldTypeGUID = { "TEXT(38)", "guid" },
   esriFieldTypeGlobalID = { "TEXT(38)", "guid" },
@@ -161,6 +170,89 @@ local function table_name(layer, taken)
   return name
 end
 
+-- ---- the schema extension (12-128r18 F.9): aliases and domains -------------
+
+-- A number as SQL text, every bit of it.
+local function number_sql(v)
+  if math.type(v) == "integer" then return tostring(v) end
+  local i = math.tointeger(v)
+  if i then return tostring(i) end
+  return ("%.17g"):format(v)
+end
+
+-- Epoch milliseconds as the DATETIME text the store writes (csrc/store/isotime.c).
+local function iso_of_ms(ms)
+  ms = math.tointeger(ms)
+  if not ms then return nil end
+  local ok, text = pcall(os.date, "!%Y-%m-%dT%H:%M:%S", ms // 1000)
+  if not ok or #text ~= 19 or text:sub(1, 1) == "-" then return nil end -- beyond what the format holds
+  return ("%s.%03dZ"):format(text, ms % 1000)
+end
+
+local NUMERIC = { integer = true, real = true }
+
+-- The DEFAULT clause of a field's defaultValue (nil when none fits the column).
+local function default_sql(f, column_type)
+  local v = f.defaultValue
+  if type(v) == "number" and v == v and NUMERIC[column_type] then return number_sql(v) end
+  if type(v) == "number" and column_type == "date" then
+    local iso = iso_of_ms(v)
+    return iso and schema.literal(iso)
+  end
+  if type(v) == "string" and column_type == "text" then return schema.literal(v) end
+end
+
+-- The gpkg_data_column_constraints rows of an Esri domain: {type, value,
+-- min, max, description}; nil for what has no GeoPackage form (a range on
+-- text or dates, an empty or inverted range, an inherited domain).
+local function constraint_rows(domain, column_type)
+  if type(domain) ~= "table" or type(domain.name) ~= "string" or domain.name == "" then return nil end
+  local rows = {}
+  local description = type(domain.description) == "string" and domain.description ~= "" and domain.description
+  if domain.type == "codedValue" and type(domain.codedValues) == "table" then
+    if not (NUMERIC[column_type] or column_type == "text") then return nil end
+    for _, cv in ipairs(domain.codedValues) do
+      local code = type(cv.code) == "number" and number_sql(cv.code) or type(cv.code) == "string" and cv.code
+      if code then rows[#rows + 1] = { type = "enum", value = code, description = tostring(cv.name or code) } end
+    end
+    -- GDAL keeps a coded domain's own description in a row of this name
+    if description and #rows > 0 then
+      rows[#rows + 1] = { type = "enum", value = "", description = description,
+                          name = "_" .. domain.name .. "_domain_description" }
+    end
+  elseif domain.type == "range" and type(domain.range) == "table" and NUMERIC[column_type] then
+    local min, max = domain.range[1], domain.range[2]
+    if type(min) ~= "number" or type(max) ~= "number" or min ~= min or max ~= max or min >= max then
+      return nil
+    end
+    rows[1] = { type = "range", min = min, max = max, description = description or nil }
+  end
+  return #rows > 0 and rows or nil
+end
+
+-- The SQL of a layer's rows in the schema extension: its columns' aliases
+-- and domains (a domain shared by several fields or layers is written once).
+local function data_column_sql(spec)
+  local lit, sql, named = schema.literal, {}, {}
+  for _, d in ipairs(spec.data_columns or {}) do
+    for _, r in ipairs(d.constraints or {}) do
+      sql[#sql + 1] = ("INSERT OR IGNORE INTO gpkg_data_column_constraints (constraint_name, constraint_type, "
+        .. "value, min, min_is_inclusive, max, max_is_inclusive, description) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+        :format(lit(r.name or d.constraint), lit(r.type), r.value and lit(r.value) or "NULL",
+          r.min and number_sql(r.min) or "NULL", r.min and "1" or "NULL", r.max and number_sql(r.max) or "NULL",
+          r.max and "1" or "NULL", r.description and lit(r.description) or "NULL")
+    end
+    -- the alias as the title; as the name too (a short name, unique in the
+    -- table) the first time it comes: readers take one or the other
+    local name = d.alias and not named[d.alias] and d.alias
+    if name then named[name] = true end
+    sql[#sql + 1] = ("INSERT INTO gpkg_data_columns (table_name, column_name, name, title, constraint_name) "
+      .. "VALUES (%s, %s, %s, %s, %s)"):format(lit(spec.table), lit(d.column), name and lit(name) or "NULL",
+        d.alias and lit(d.alias) or "NULL", d.constraints and lit(d.constraint) or "NULL")
+  end
+  return sql
+end
+
 local function find_field(fields, pred)
   for _, f in ipairs(fields) do
     if pred(f) then return f end
@@ -206,7 +298,7 @@ function schema.layer_spec(layer, taken)
     has_z = geometry ~= nil and layer.hasZ == true, has_m = geometry ~= nil and layer.hasM == true,
     spatial_reference = layer.spatialReference or (type(layer.extent) == "table" and layer.extent.spatialReference),
     globalid = gid_field.name, oid = oid_field and oid_field.name,
-    columns = {}, description = type(layer.description) == "string" and layer.description or "",
+    columns = {}, data_columns = {}, description = type(layer.description) == "string" and layer.description or "",
   }
   local names = {}
   local function add_column(f)
@@ -220,7 +312,18 @@ function schema.layer_spec(layer, taken)
     if f.type == "esriFieldTypeString" and math.tointeger(f.length) and f.length > 0 then
       sql = ("TEXT(%d)"):format(f.length)
     end
-    spec.columns[#spec.columns + 1] = { name = f.name, type = t[2], sql = sql, esri_type = f.type }
+    local column = { name = f.name, type = t[2], sql = sql, esri_type = f.type }
+    -- a value the server requires of an edit is required of a local one; a
+    -- field the server fills itself (not editable) is left free
+    if f.nullable == false and f.editable ~= false and f ~= oid_field then column.not_null = true end
+    column.default = default_sql(f, t[2])
+    spec.columns[#spec.columns + 1] = column
+    local alias = type(f.alias) == "string" and f.alias ~= "" and f.alias ~= f.name and f.alias or nil
+    local constraints = constraint_rows(f.domain, t[2])
+    if alias or constraints then
+      spec.data_columns[#spec.data_columns + 1] = { column = f.name, alias = alias, constraints = constraints,
+                                                    constraint = constraints and f.domain.name }
+    end
     return true
   end
   if oid_field then
@@ -255,6 +358,8 @@ function schema.layer_sql(spec, srs_id)
     local def = q(c.name) .. " " .. c.sql
     if spec.oid and i == 1 then def = q(c.name) .. " INTEGER PRIMARY KEY" end
     if c.name == spec.globalid then def = def .. " UNIQUE" end
+    if c.not_null then def = def .. " NOT NULL" end
+    if c.default then def = def .. " DEFAULT " .. c.default end
     defs[#defs + 1] = def
     if i == 1 and spec.oid and spec.geometry_column then
       defs[#defs + 1] = q(spec.geometry_column) .. " " .. spec.geometry_type
@@ -302,6 +407,7 @@ function schema.layer_sql(spec, srs_id)
     sql[#sql + 1] = trigger("delete", ("AFTER DELETE ON %s WHEN OLD.%s NOT NULL "
       .. "BEGIN DELETE FROM %s WHERE id = OLD.%s; END"):format(qt, qg, qr, qid))
   end
+  for _, s in ipairs(data_column_sql(spec)) do sql[#sql + 1] = s end
   return sql
 end
 
@@ -332,6 +438,17 @@ schema.BASE_SQL = {
   [[CREATE TABLE gpkg_extensions (table_name TEXT, column_name TEXT, extension_name TEXT NOT NULL,
     definition TEXT NOT NULL, scope TEXT NOT NULL,
     CONSTRAINT ge_tce UNIQUE (table_name, column_name, extension_name))]],
+  -- the schema extension (12-128r18 F.9): aliases and domains, as GDAL writes it
+  [[CREATE TABLE gpkg_data_columns (table_name TEXT NOT NULL, column_name TEXT NOT NULL, name TEXT, title TEXT,
+    description TEXT, mime_type TEXT, constraint_name TEXT,
+    CONSTRAINT pk_gdc PRIMARY KEY (table_name, column_name), CONSTRAINT gdc_tn UNIQUE (table_name, name))]],
+  [[CREATE TABLE gpkg_data_column_constraints (constraint_name TEXT NOT NULL, constraint_type TEXT NOT NULL,
+    value TEXT, min NUMERIC, min_is_inclusive BOOLEAN, max NUMERIC, max_is_inclusive BOOLEAN, description TEXT,
+    CONSTRAINT gdcc_ntv UNIQUE (constraint_name, constraint_type, value))]],
+  [[INSERT INTO gpkg_extensions (table_name, column_name, extension_name, definition, scope) VALUES
+    ('gpkg_data_columns', NULL, 'gpkg_schema', 'http://www.geopackage.org/spec121/#extension_schema', 'read-write'),
+    ('gpkg_data_column_constraints', NULL, 'gpkg_schema', 'http://www.geopackage.org/spec121/#extension_schema',
+     'read-write')]],
   -- the replica: one row
   [[CREATE TABLE geoservices_replica (id INTEGER PRIMARY KEY CHECK (id = 1), format INTEGER NOT NULL,
     service TEXT, replica_id TEXT, replica_name TEXT, sync_model TEXT, sync_direction TEXT,
