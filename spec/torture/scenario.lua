@@ -57,11 +57,12 @@ function M.record_edits(ctx, plan, run)
   for _, add in ipairs(plan.adds) do ctx.pool[#ctx.pool + 1] = add.gid end
 end
 
---- The run's target phase: the mode's phases in turn (shifted by the mode,
--- so that a short torture still reaches every phase across its modes).
+--- The run's target phase: the mode's phases in turn, each mode starting
+-- three further on, so that a short torture (three runs a mode) still aims
+-- at every phase in at least two modes.
 function M.target(ctx, run)
   local targets = phases.targets(ctx.mode)
-  return targets[(run + ctx.mode.index) % #targets + 1]
+  return targets[((ctx.mode.index - 1) * 3 + run - 1) % #targets + 1]
 end
 
 --- Whether the emulator is killed in this run: with a request of the child
