@@ -379,3 +379,68 @@ describe("the replica store writes the layers' schema where GDAL and QGIS read i
     assert.equal(1, st:count(0))
   end)
 end)
+
+-- What GDAL makes of each layer's CRS: its name, projected or not, its authority.
+local GDAL_CRS = [[
+import json, sys
+from osgeo import gdal
+gdal.UseExceptions()
+ds = gdal.OpenEx(sys.argv[1], gdal.OF_VECTOR)
+out = {}
+for i in range(ds.GetLayerCount()):
+    layer = ds.GetLayer(i)
+    sr = layer.GetSpatialRef()
+    if layer.GetGeomType() == 0:
+        continue
+    out[layer.GetName()] = sr and {"name": sr.GetName(), "projected": bool(sr.IsProjected()),
+                                   "authority": "%s:%s" % (sr.GetAuthorityName(None), sr.GetAuthorityCode(None))}
+print(json.dumps(out))
+]]
+
+-- A WKT of the layer's own (a custom Lambert projection no authority knows).
+local CUSTOM_WKT = 'PROJCS["Crew_Local_Lambert",GEOGCS["GCS_WGS_1984",DATUM["D_WGS_1984",SPHEROID["WGS_1984",'
+  .. '6378137.0,298.257223563]],PRIMEM["Greenwich",0.0],UNIT["Degree",0.0174532925199433]],'
+  .. 'PROJECTION["Lambert_Conformal_Conic"],PARAMETER["False_Easting",500000.0],PARAMETER["False_Northing",0.0],'
+  .. 'PARAMETER["Central_Meridian",-100.5],PARAMETER["Standard_Parallel_1",33.0],'
+  .. 'PARAMETER["Standard_Parallel_2",45.0],PARAMETER["Latitude_Of_Origin",39.0],UNIT["Meter",1.0]]'
+
+describe("the replica store defines every layer's CRS in WKT (issue 28)", function()
+  local dir
+
+  setup(function() dir = helper.tmp_dir() end)
+  teardown(function() os.execute("rm -rf " .. q(dir)) end)
+
+  local function srs_layer(id, name, sr)
+    return { id = id, name = name, type = "Feature Layer", geometryType = "esriGeometryPoint",
+             objectIdField = "OBJECTID", globalIdField = "GlobalID", fields = FIELDS, spatialReference = sr }
+  end
+
+  it("writes the WKT of an Esri-only wkid, or the layer's own, where GDAL parses it", function()
+    local path = dir .. "/srs.gpkg"
+    local st = assert(store.create_from(path, REPLICA, {
+      srs_layer(0, "Albers", { wkid = 102003, latestWkid = 102003 }),
+      srs_layer(1, "Robinson", { wkid = 54030 }),
+      srs_layer(2, "Custom", { wkt = CUSTOM_WKT }),
+      srs_layer(3, "OwnWkt", { wkid = 102008, wkt = CUSTOM_WKT }),
+    }))
+    local rows = assert(st.db:rows("SELECT srs_id, organization, organization_coordsys_id, definition "
+      .. "FROM gpkg_spatial_ref_sys WHERE srs_id > 4326 ORDER BY srs_id"))
+    st:close()
+    for _, r in ipairs(rows) do
+      assert.truthy(r.definition:find("^PROJCS%[") or r.definition:find("^GEOGCS%["), r.definition)
+    end
+    local out, ok = run(("/usr/bin/python3 -c %s %s"):format(q(GDAL_CRS), q(path)))
+    assert(ok, out)
+    local crs = json.decode(out:match("{.*}"))
+    assert.same({ name = "USA_Contiguous_Albers_Equal_Area_Conic", projected = true, authority = "ESRI:102003" },
+      crs.Albers)
+    assert.same({ name = "World_Robinson", projected = true, authority = "ESRI:54030" }, crs.Robinson)
+    assert.equal("Crew_Local_Lambert", crs.Custom.name)
+    assert.is_true(crs.Custom.projected)
+    assert.equal("Crew_Local_Lambert", crs.OwnWkt.name) -- the layer's own WKT before any table
+    local complaints = validate(path)
+    assert.equal("", complaints)
+    local info = run("ogrinfo -so -al " .. q(path))
+    assert.falsy(info:find("ERROR", 1, true), info)
+  end)
+end)

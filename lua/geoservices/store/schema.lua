@@ -28,6 +28,8 @@
 --   feature layers and the log, not our internal tables.
 -- @module geoservices.store.schema
 -- @local
+local ESRI_SRS = require "geoservices.store.esri_srs"
+
 local schema = {}
 
 --- The version of our own tables (geoservices_replica.format): 1 as first
@@ -106,8 +108,10 @@ local MERCATOR_WKIDS = { [3857] = true, [102100] = true, [102113] = true, [90091
 
 --- The gpkg_spatial_ref_sys row of a layer's spatialReference (nil: none).
 -- 4326 and Web Mercator (3857, 102100...) get their full definition; any
--- other wkid an entry with that code and an "undefined" definition (GDAL
--- then resolves EPSG codes itself); a WKT-only reference gets a private id.
+-- other wkid an entry with that code, whose definition is the layer's own
+-- WKT when it gives one, else for an Esri-only code (32768 and up) the WKT
+-- of geoservices.store.esri_srs, else "undefined" (GDAL then resolves EPSG
+-- codes itself); a WKT-only reference gets a private id.
 -- @tparam ?table sr the spatialReference ({wkid =, latestWkid =} or {wkt =})
 -- @tparam function next_private_id gives an unused srs_id for a WKT-only reference
 -- @treturn table the row
@@ -118,14 +122,16 @@ function schema.srs_row(sr, next_private_id)
   local wkid = math.tointeger(sr.latestWkid) or math.tointeger(sr.wkid)
   if wkid == 4326 then return SRS_4326 end
   if wkid and (MERCATOR_WKIDS[wkid] or MERCATOR_WKIDS[math.tointeger(sr.wkid) or 0]) then return SRS_3857 end
+  local wkt = type(sr.wkt) == "string" and sr.wkt ~= "" and sr.wkt
   if wkid then
     -- EPSG codes are below 32768; the vendor's own (ESRI authority) above
     local org = wkid < 32768 and "EPSG" or "ESRI"
-    return { srs_name = ("%s:%d"):format(org, wkid), srs_id = wkid, organization = org,
-             organization_coordsys_id = wkid, definition = "undefined",
+    local known = org == "ESRI" and (ESRI_SRS[wkid] or ESRI_SRS[math.tointeger(sr.wkid) or 0])
+    return { srs_name = known and known.name or ("%s:%d"):format(org, wkid), srs_id = wkid, organization = org,
+             organization_coordsys_id = wkid, definition = wkt or known and known.definition or "undefined",
              description = "spatial reference wkid " .. wkid .. " of the feature service" }
   end
-  if type(sr.wkt) == "string" and sr.wkt ~= "" then
+  if wkt then
     local id = next_private_id()
     return { srs_name = "feature service WKT " .. id, srs_id = id, organization = "NONE",
              organization_coordsys_id = id, definition = sr.wkt, description = "from the layer's WKT" }
