@@ -1,7 +1,7 @@
-/* What the request's three files share (request.c: the userdata's life,
- * the transfer callbacks and the pool of idle handles; request_setup.c: its
- * options; request_result.c: what result() gives). driver.c sees only
- * net/request.h. */
+/* What the request's files share (request.c: the userdata's life and its
+ * Lua methods; transfer.c: libcurl's callbacks; pool.c: idle handles and
+ * buffers; request_setup.c: the options; request_result.c: what result()
+ * gives). driver.c sees only net/request.h. */
 #ifndef GEOSERVICES_REQUEST_INTERNAL_H
 #define GEOSERVICES_REQUEST_INTERNAL_H
 
@@ -35,7 +35,11 @@ typedef struct easy_pool {
 easy_pool *geoservices_pool_get(lua_State *L);
 CURL *geoservices_pool_take(easy_pool *pool, int *preset);
 void geoservices_pool_take_buf(easy_pool *pool, int which, geoservices_buf *b, size_t limit);
-/* libcurl's write and header callbacks of every request. */
+void geoservices_pool_give(easy_pool *pool, CURL *easy, int keep_options);
+void geoservices_pool_give_buf(easy_pool *pool, int which, geoservices_buf *b);
+/* Creates the state's pool (in the registry; its __gc cleans the handles up). */
+void geoservices_pool_open(lua_State *L);
+/* libcurl's write and header callbacks of every request (net/transfer.c). */
 size_t geoservices_request_on_body(char *ptr, size_t size, size_t nmemb, void *userdata);
 size_t geoservices_request_on_header(char *ptr, size_t size, size_t nmemb, void *userdata);
 /* The metatable of the json option's lean results, in the registry. */
