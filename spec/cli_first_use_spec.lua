@@ -187,8 +187,8 @@ describe("the geoservices command for a newcomer", function()
       assert.truthy(err.message:find("Invalid username or password", 1, true))
       assert.falsy(wrong.out:find("Wrong-Pa55-x", 1, true))
       local none = with({})
-      assert.equal(1, none.code) -- no password anywhere, and no terminal to ask on
-      assert.truthy(find(events(none.out), "error")[1].message:find("no password for user 'alice'", 1, true))
+      assert.equal(2, none.code) -- no password anywhere, and no terminal to ask on: bad input
+      assert.truthy(find(events(none.out), "error")[1].message:find("no password for alice", 1, true))
     end)
 
     it("--dry-run shows the generateToken request with the password redacted and sends nothing", function()
@@ -276,7 +276,7 @@ password_file = %s
         { ORG_ADMIN_PASSWORD = ORG_PASSWORD, ORG_ADMIN_ANSWER = "x" })
       assert.equal(1, c.code)
       local r = run{ "--url", emu.url, "--username", "siteadmin", "--password-file", "-", "status" }
-      assert.equal(1, r.code) -- no password on standard input: nothing to sign in with
+      assert.equal(2, r.code) -- no password on standard input: bad input, nothing sent
       r = run({ "--url", emu.url, "--username", "siteadmin", "--password-file", "-", "status" }, nil, ORG_PASSWORD)
       assert.equal(1, r.code, r.out .. r.err)
       assert.truthy(r.out:find("organization failed", 1, true))

@@ -35,6 +35,16 @@ function files.read_secret(path, what)
   return text
 end
 
+--- An input error (kind "invalid") when `path` is given but cannot be read;
+-- nil otherwise. `option` names where it was given ("--ca-file").
+function files.check_readable(path, option)
+  if path == nil then return nil end
+  local f, msg = io.open(path, "rb")
+  if not f then return errors.new("invalid", ("%s: cannot read %s"):format(option, tostring(msg))) end
+  f:close()
+  return nil
+end
+
 function files.dirname(path)
   return path:match("^(.*)/[^/]*$") or "."
 end

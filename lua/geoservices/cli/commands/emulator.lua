@@ -18,6 +18,13 @@ return function(args, out)
       .. "luarocks install geoservices-emulator\n")
     return out:result(EXIT.usage, { command = "emulator" })
   end
+  -- its usage errors end like every command's (with --json, an error event
+  -- and the result event), so they are found here before it starts
+  local parsed, usage_err = emulator_main.parser("geoservices emulator"):pparse(args.emulator_args)
+  if not parsed then
+    out.stderr:write(emulator_main.parser("geoservices emulator"):get_usage(), "\n\n")
+    return output.usage_error(out, usage_err)
+  end
   local list = {}
   if out.mode == "json" then list[#list + 1] = "--json" end
   for _ = 1, out.verbose do list[#list + 1] = "--verbose" end

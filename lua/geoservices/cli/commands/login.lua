@@ -4,9 +4,11 @@
 -- token option until it expires. The password comes from --password-file
 -- (- for standard input), $GEOSERVICES_PASSWORD or a prompt without echo;
 -- never from the command line.
+local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
 local output = require "geoservices.cli.output"
 local profile = require "geoservices.cli.profile"
+local secrets = require "geoservices.cli.secrets"
 
 local EXIT = output.EXIT
 
@@ -20,7 +22,6 @@ local function prompt_line(env, label)
 end
 
 return function(args, out, env, prof, prof_name)
-  local cli = require "geoservices.cli"
   local url = args.url or env.getenv("GEOSERVICES_URL")
   if not url or url == "" then url = prof.url end
   if not url or url == "" then
@@ -29,8 +30,12 @@ return function(args, out, env, prof, prof_name)
   url = url:gsub("/+$", "")
   local username = args.username or prof.username or prompt_line(env, "Username")
   if not username then return output.usage_error(out, "login: give --username (or set username in the profile)") end
+  local unreadable = files.check_readable(args.ca_file or prof.ca_file, "--ca-file")
+  if unreadable then return output.fail(out, unreadable, { command = "login" }) end
+  local password, password_err = secrets.password_source(args, prof, env, username)
+  if not password then return output.fail(out, password_err, { command = "login" }) end
   local ok, provider = pcall(geoservices.token, {
-    url = url, username = username, password = cli.password_source(args, prof, env, username),
+    url = url, username = username, password = password,
     endpoint = args.token_endpoint or prof.token_endpoint, token_url = prof.token_url,
     expiration = args.expiration, client = "requestip", -- used later without a Referer, from this machine
     ca_file = args.ca_file or prof.ca_file, insecure = (args.insecure or prof.insecure == "true") or nil,

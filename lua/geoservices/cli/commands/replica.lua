@@ -393,7 +393,10 @@ end
 local function failed(args, out)
   local path = args.state
   local st, err = geoservices.store.open(path, { readonly = true })
-  if not st then return output.fail(out, err, { command = "replica" }) end
+  if not st then -- no store there: input the command cannot work on
+    out:error(err, { replica = path })
+    return out:result(EXIT.usage, { command = "replica", replica = path })
+  end
   local list
   list, err = st:failed()
   st:close()
