@@ -444,3 +444,50 @@ describe("the replica store defines every layer's CRS in WKT (issue 28)", functi
     assert.falsy(info:find("ERROR", 1, true), info)
   end)
 end)
+
+describe("the replica store keeps dates of any year where GDAL reads them (issue 28)", function()
+  local dir
+
+  setup(function() dir = helper.tmp_dir() end)
+  teardown(function() os.execute("rm -rf " .. q(dir)) end)
+
+  -- epoch milliseconds of the server and the date GDAL should show for each
+  local DATES = {
+    { 253402300800000, "10000/01/01 00:00:00+00" },        -- year 10000
+    { 253402300799999, "9999/12/31 23:59:59.999+00" },
+    { 32503680000001, "3000/01/01 00:00:00.001+00" },
+    { -1, "1969/12/31 23:59:59.999+00" },
+    { -62135596800000, "0001/01/01 00:00:00+00" },
+    { -62198755200000, "-001/01/01 00:00:00+00" },       -- before year 0
+    { 971890876800000, "32767/12/31 00:00:00+00" },      -- the last year GDAL holds (16 bits)
+    -- beyond 32767 GDAL has no form for a year: it reads the text as invalid
+    -- (and shows no date), store:get still gives the server's value back
+    { 3155760000000000, false },
+  }
+
+  it("writes DATETIME text for every one, which GDAL reads as the same instant, and store:get gives back", function()
+    local path = dir .. "/dates.gpkg"
+    local dates = { id = 0, name = "Dates", type = "Table", objectIdField = "OBJECTID", globalIdField = "GlobalID",
+                    fields = { FIELDS[1], FIELDS[2], { name = "WHEN", type = "esriFieldTypeDate" } } }
+    local adds = json.array()
+    for i, d in ipairs(DATES) do
+      adds[i] = { attributes = { OBJECTID = i, GlobalID = gid(0, i), WHEN = d[1] } }
+    end
+    helper.write_file(dir .. "/dates.json", json.encode{ edits = { { id = 0, features = { adds = adds } } } })
+    local st <close> = assert(store.create_from(path, REPLICA, { dates }, dir .. "/dates.json"))
+    assert.same({ { t = "text", n = #DATES } }, st.db:rows('SELECT typeof("WHEN") AS t, count(*) AS n FROM "Dates" '
+      .. "GROUP BY 1"))
+    for i, d in ipairs(DATES) do
+      assert.equal(d[1], st:get(0, gid(0, i)).attributes.WHEN)
+    end
+    local out = run("ogrinfo -q -al " .. q(path) .. " Dates")
+    assert.falsy(out:find("Unexpected data type", 1, true), out)
+    local shown = {}
+    for text in out:gmatch("WHEN %(DateTime%) = ([^\n]+)") do shown[#shown + 1] = text end
+    local want = {}
+    for _, d in ipairs(DATES) do want[#want + 1] = d[2] or nil end -- GDAL leaves an invalid one unset
+    assert.same(want, shown)
+    local _, invalid = out:gsub("Invalid content for record", "")
+    assert.equal(1, invalid, out) -- the year 101972 alone
+  end)
+end)

@@ -176,10 +176,9 @@ int geoservices_store_bind_integer(geoservices_store *s, geoservices_store_layer
   char *text = scratch_of(l, col);
   size_t n;
   switch (l->cols[col].type) {
-    case STORE_COL_DATE:
+    case STORE_COL_DATE: /* any year: see isotime.h */
       n = geoservices_iso_from_ms(v, text);
-      if (n) return bind_rc(s, sqlite3_bind_text(l->upsert, param, text, (int)n, SQLITE_STATIC));
-      break; /* beyond year 9999: kept as the integer */
+      return bind_rc(s, sqlite3_bind_text(l->upsert, param, text, (int)n, SQLITE_STATIC));
     case STORE_COL_REAL:
       return bind_rc(s, sqlite3_bind_double(l->upsert, param, (double)v));
     case STORE_COL_TEXT:

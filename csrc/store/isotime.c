@@ -38,12 +38,22 @@ static char *put_digits(char *p, unsigned v, int n) {
   return p + n;
 }
 
-size_t geoservices_iso_from_ms(int64_t ms, char out[GEOSERVICES_ISO_LEN + 1]) {
+/* The digits of v, at least `min` of them. */
+static char *put_number(char *p, uint64_t v, int min) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v || n < min);
+  while (n) *p++ = tmp[--n];
+  return p;
+}
+
+size_t geoservices_iso_from_ms(int64_t ms, char out[GEOSERVICES_ISO_MAX + 1]) {
   int64_t days, rest, y;
   unsigned m, d;
   char *p = out;
-  /* +-9999 years fit easily; anything beyond is not a date we write */
-  if (ms < INT64_C(-62167219200000) || ms > INT64_C(253402300799999)) return 0;
   days = ms / MS_PER_DAY;
   rest = ms % MS_PER_DAY;
   if (rest < 0) {
@@ -51,8 +61,8 @@ size_t geoservices_iso_from_ms(int64_t ms, char out[GEOSERVICES_ISO_LEN + 1]) {
     days--;
   }
   civil_from_days(days, &y, &m, &d);
-  if (y < 0 || y > 9999) return 0;
-  p = put_digits(p, (unsigned)y, 4);
+  if (y < 0) *p++ = '-'; /* before 0000 (1 BC): "-0001" */
+  p = put_number(p, y < 0 ? (uint64_t)-y : (uint64_t)y, 4);
   *p++ = '-';
   p = put_digits(p, m, 2);
   *p++ = '-';
@@ -88,15 +98,33 @@ static int at(const char *s, size_t len, size_t i, char c) {
   return i < len && s[i] == c;
 }
 
+/* A year: an optional minus sign, then four to nine digits. */
+static int year(const char *s, size_t len, size_t *i, int64_t *y) {
+  int negative = at(s, len, *i, '-'), n = 0;
+  if (negative) (*i)++;
+  *y = 0;
+  while (*i < len && s[*i] >= '0' && s[*i] <= '9') {
+    if (++n > 9) return -1;
+    *y = *y * 10 + (s[(*i)++] - '0');
+  }
+  if (n < 4) return -1;
+  if (negative) *y = -*y;
+  return 0;
+}
+
+static int leap(int64_t y) {
+  return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
 int geoservices_ms_from_iso(const char *s, size_t len, int64_t *ms) {
   static const unsigned mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   size_t i = 0;
-  unsigned y, mo, d, h = 0, mi = 0, sec = 0, frac = 0, oh, om;
-  int64_t offset = 0;
-  if (digits(s, len, &i, 4, &y) || !at(s, len, i++, '-') || digits(s, len, &i, 2, &mo) ||
+  unsigned mo, d, h = 0, mi = 0, sec = 0, frac = 0, oh, om;
+  int64_t y, days, base, t, offset = 0;
+  if (year(s, len, &i, &y) || !at(s, len, i++, '-') || digits(s, len, &i, 2, &mo) ||
       !at(s, len, i++, '-') || digits(s, len, &i, 2, &d))
     return -1;
-  if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1]) return -1;
+  if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap(y))) return -1;
   if (i < len && (s[i] == 'T' || s[i] == ' ')) {
     i++;
     if (digits(s, len, &i, 2, &h) || !at(s, len, i++, ':') || digits(s, len, &i, 2, &mi)) return -1;
@@ -126,7 +154,17 @@ int geoservices_ms_from_iso(const char *s, size_t len, int64_t *ms) {
     }
   }
   if (i != len) return -1;
-  *ms = days_from_civil((int64_t)y, mo, d) * MS_PER_DAY + (int64_t)h * 3600000 + (int64_t)mi * 60000 +
-        (int64_t)sec * 1000 + frac - offset;
+  days = days_from_civil(y, mo, d);
+  /* days * MS_PER_DAY + t, refused when 64-bit milliseconds cannot hold it
+   * (a negative day counted from its end, so that INT64_MIN's day fits) */
+  t = (int64_t)h * 3600000 + (int64_t)mi * 60000 + (int64_t)sec * 1000 + frac - offset;
+  if (days < 0) {
+    days++;
+    t -= MS_PER_DAY;
+  }
+  if (days > INT64_MAX / MS_PER_DAY || days < INT64_MIN / MS_PER_DAY) return -1;
+  base = days * MS_PER_DAY;
+  if ((t > 0 && base > INT64_MAX - t) || (t < 0 && base < INT64_MIN - t)) return -1;
+  *ms = base + t;
   return 0;
 }

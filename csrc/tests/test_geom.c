@@ -399,7 +399,7 @@ static void test_foreign_blobs(void) {
 }
 
 static void test_isotime(void) {
-  char out[GEOSERVICES_ISO_LEN + 1];
+  char out[GEOSERVICES_ISO_MAX + 1];
   int64_t ms, v;
   CHECK(geoservices_iso_from_ms(0, out) == 24);
   CHECK_STREQ(out, "1970-01-01T00:00:00.000Z");
@@ -409,14 +409,44 @@ static void test_isotime(void) {
   CHECK_STREQ(out, "1969-12-31T23:59:59.999Z");
   geoservices_iso_from_ms(INT64_C(951782400123), out);
   CHECK_STREQ(out, "2000-02-29T00:00:00.123Z");
-  CHECK(geoservices_iso_from_ms(INT64_C(253402300800000), out) == 0); /* year 10000 */
-  CHECK(geoservices_iso_from_ms(INT64_C(-62167219200001), out) == 0); /* before year 0 */
+  /* beyond 0000..9999: the year as long as it needs, a sign before 0000 */
+  CHECK(geoservices_iso_from_ms(INT64_C(253402300800000), out) == 25);
+  CHECK_STREQ(out, "10000-01-01T00:00:00.000Z");
+  CHECK(geoservices_iso_from_ms(INT64_C(253402300799999), out) == 24);
+  CHECK_STREQ(out, "9999-12-31T23:59:59.999Z");
+  CHECK(geoservices_iso_from_ms(INT64_C(-62167219200001), out) == 25);
+  CHECK_STREQ(out, "-0001-12-31T23:59:59.999Z");
   CHECK(geoservices_iso_from_ms(INT64_C(-62167219200000), out) == 24);
   CHECK_STREQ(out, "0000-01-01T00:00:00.000Z");
+  CHECK(geoservices_iso_from_ms(INT64_MAX, out) <= GEOSERVICES_ISO_MAX);
+  CHECK_STREQ(out, "292278994-08-17T07:12:55.807Z");
+  CHECK(geoservices_iso_from_ms(INT64_MIN, out) <= GEOSERVICES_ISO_MAX);
+  CHECK_STREQ(out, "-292275055-05-16T16:47:04.192Z");
+  {
+    static const int64_t edges[] = {INT64_MAX, INT64_MIN, INT64_C(253402300800000), INT64_C(-62167219200001),
+                                    INT64_C(3155760000000000)};
+    size_t k;
+    for (k = 0; k < sizeof edges / sizeof edges[0]; k++) {
+      size_t n = geoservices_iso_from_ms(edges[k], out);
+      CHECK_MSG(geoservices_ms_from_iso(out, n, &ms) == 0 && ms == edges[k], "round trip of %s", out);
+    }
+  }
   for (v = INT64_C(-30000000000000); v < INT64_C(30000000000000); v += INT64_C(7777777777)) {
     size_t n = geoservices_iso_from_ms(v, out);
     CHECK_MSG(n == 24 && geoservices_ms_from_iso(out, n, &ms) == 0 && ms == v, "round trip of %lld", (long long)v);
   }
+  for (v = INT64_MIN; v < INT64_MAX - INT64_C(77777777777777777); v += INT64_C(77777777777777777)) {
+    size_t n = geoservices_iso_from_ms(v, out);
+    CHECK_MSG(geoservices_ms_from_iso(out, n, &ms) == 0 && ms == v, "round trip of %lld", (long long)v);
+  }
+  CHECK(geoservices_ms_from_iso("999999999-01-01", 15, &ms) != 0); /* beyond 64-bit milliseconds */
+  CHECK(geoservices_ms_from_iso("1000000000-01-01", 16, &ms) != 0);
+  CHECK(geoservices_ms_from_iso("-2023-11-14", 11, &ms) == 0 && ms < 0);
+  CHECK(geoservices_ms_from_iso("202-11-14", 9, &ms) != 0);
+  CHECK(geoservices_ms_from_iso("2024-02-29", 10, &ms) == 0);
+  CHECK(geoservices_ms_from_iso("2023-02-29", 10, &ms) != 0); /* not a leap year */
+  CHECK(geoservices_ms_from_iso("1900-02-29", 10, &ms) != 0);
+  CHECK(geoservices_ms_from_iso("2000-02-29", 10, &ms) == 0);
   CHECK(geoservices_ms_from_iso("2023-11-14", 10, &ms) == 0 && ms == INT64_C(1699920000000));
   CHECK(geoservices_ms_from_iso("2023-11-14T22:13:20Z", 20, &ms) == 0 && ms == INT64_C(1700000000000));
   CHECK(geoservices_ms_from_iso("2023-11-14 23:13:20.5+01:00", 27, &ms) == 0 && ms == INT64_C(1700000000500));
