@@ -15,6 +15,8 @@
 --                edited its feature after it: not delivered, for no reason
 --   stale        an update applied after another replica's newer edit of the
 --                same feature: the newer value overwritten by an older one
+--                (not counted: the first application of a request that had
+--                left A before B's edit, an async job importing late)
 --   downloaded twice  a change replica B received more than once
 --   wrong values the final value of a feature on the server (and in the
 --                replicas that hold data) is not the last edit made to it
@@ -138,7 +140,8 @@ end
 -- (name -> function(gid) -> value or false: a replica holding data).
 function Ledger:analyse(changelog, server, views)
   local t = { adds = 0, updates = 0, deletes = 0, b_updates = 0, lost = 0, duplicated = 0, reapplied = 0,
-              stale = 0, downloaded_twice = 0, reported = 0, conflicts = 0, false_conflicts = 0, resent_updates = 0,
+              stale = 0, late_imports = 0, downloaded_twice = 0, reported = 0, conflicts = 0, false_conflicts = 0,
+              resent_updates = 0,
               resent_deletes = 0, wrong = 0, problems = {} }
   local function problem(fmt, ...) t.problems[#t.problems + 1] = fmt:format(...) end
   if changelog.source ~= "changelog" then
@@ -188,16 +191,28 @@ function Ledger:analyse(changelog, server, views)
       end
     end
   end
-  -- stale overwrites: an update of A applied after B's newer edit of the feature
+  -- stale overwrites: an update of A applied after B's newer edit of the
+  -- feature, unless it is the first application of a request that had
+  -- already left A before B's edit (an async job imports late: the
+  -- server's order, not a stale value sent again)
   for _, a in ipairs(self.edits) do
     if a.who == "a" and a.op == "update" then
       for _, b in ipairs(self.edits) do
-        if b.who == "b" and b.gid == a.gid and b.action > a.action and applied_of[b][1] then
-          for _, entry in ipairs(applied_of[a]) do
-            if entry.gen and applied_of[b][1].gen and entry.gen > applied_of[b][1].gen then
+        local b_gen = b.who == "b" and b.gid == a.gid and b.action > a.action and applied_of[b][1]
+          and applied_of[b][1].gen
+        for i, entry in ipairs(b_gen and applied_of[a] or {}) do
+          if entry.gen and entry.gen > b_gen then
+            if i == 1 and a.left_before_b then
+              t.late_imports = t.late_imports + 1
+              a.order = math.max(a.order or a.action, b.action + 0.5) -- the server's order decides the final value
+              problem("note: %s = %s (A, run %d) left A before B's %s (gen %s), applied after it at gen %s%s", a.gid,
+                a.value, a.run, b.value, tostring(b_gen), tostring(entry.gen),
+                self:reported_how(a) and (", reported to A's user as " .. self:reported_how(a)) or "")
+            else
               t.stale = t.stale + 1
-              problem("stale overwrite: %s = %s (A, run %d) applied at gen %s over B's newer %s (gen %s)", a.gid,
-                a.value, a.run, tostring(entry.gen), b.value, tostring(applied_of[b][1].gen))
+              problem("stale overwrite: %s = %s (A, run %d) applied at gen %s over B's newer %s (gen %s)%s", a.gid,
+                a.value, a.run, tostring(entry.gen), b.value, tostring(b_gen),
+                i == 1 and ", sent after B's edit" or (", its application number %d"):format(i))
             end
           end
         end
@@ -213,7 +228,9 @@ function Ledger:analyse(changelog, server, views)
   -- final values: the last edit made to each feature, leaving out the edits
   -- the user was told did not go through
   local expected, order = {}, {}
-  for _, e in ipairs(self.edits) do
+  local by_order = table.move(self.edits, 1, #self.edits, 1, {})
+  table.sort(by_order, function(x, y) return (x.order or x.action) < (y.order or y.action) end)
+  for _, e in ipairs(by_order) do
     if not (#applied_of[e] == 0 and self:reported_how(e)) then
       if expected[e.gid] == nil then order[#order + 1] = e.gid end
       if e.op == "delete" then expected[e.gid] = false else expected[e.gid] = e.value end

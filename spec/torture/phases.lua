@@ -40,6 +40,9 @@ function M.plan(target, mode)
     return { pause = "receiving", marker = "receiving", window = { 0.02, 0.3 } }
   elseif target == "download" then
     return { marker = "download", window = { 0.03, 0.4 }, delay = { route = "results", ms = 500 }, in_flight = true }
+  elseif target == "verify" then
+    -- an unknown outcome being read from the server (the layer's query)
+    return { marker = "verify", window = { 0.03, 0.25 }, delay = { route = "query", ms = 300 }, in_flight = true }
   elseif target == "commit" then
     return { pause = "commit", marker = "commit", window = { 0.02, 0.3 } }
   end

@@ -19,7 +19,8 @@ local COLUMNS = {
   { "runs", "runs" }, { "adds", "adds" }, { "updates", "updates" }, { "deletes", "deletes" },
   { "B edits", "b_updates" }, { "lost", "lost" }, { "false confl", "false_conflicts" },
   { "dup adds", "duplicated" }, { "re-applied", "reapplied" }, { "stale", "stale" },
-  { "dl twice", "downloaded_twice" }, { "wrong", "wrong" }, { "stuck", "stuck" }, { "errors", "errors" },
+  { "late", "late_imports" }, { "dl twice", "downloaded_twice" }, { "wrong", "wrong" }, { "stuck", "stuck" },
+  { "errors", "errors" },
   { "conflicts", "conflicts" }, { "reported", "reported" }, { "upd resent", "resent_updates" },
   { "del resent", "resent_deletes" },
 }
@@ -73,7 +74,8 @@ function M.print(results, info)
   local rows = {}
   for _, r in ipairs(results) do rows[#rows + 1] = { label = r.mode.label, counts = r.counts } end
   print(phases.format(rows))
-  print("tally by mode (from the server's change log):")
+  print("tally by mode (from the server's change log; late: an update sent before B's edit, imported after it by "
+    .. "the job, not counted as stale):")
   print(tally_table(results))
   for _, r in ipairs(results) do
     local problems = r.tally.problems or {}

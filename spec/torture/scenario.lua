@@ -8,6 +8,7 @@ local crew_b = require "spec.torture.crew_b"
 local emulator = require "spec.torture.emulator"
 local ledger_mod = require "spec.torture.ledger"
 local phases = require "spec.torture.phases"
+local strike = require "spec.torture.strike"
 
 local M = {}
 
@@ -49,7 +50,7 @@ end
 --- Into the ledger (after the GlobalIDs of the adds are known) and the pool.
 function M.record_edits(ctx, plan, run)
   for _, add in ipairs(plan.adds) do ctx.ledger:record("a", "add", add.gid, add.value, run) end
-  if plan.update then ctx.ledger:record("a", "update", plan.update.gid, plan.update.value, run) end
+  if plan.update then plan.update.entry = ctx.ledger:record("a", "update", plan.update.gid, plan.update.value, run) end
   if plan.delete then
     ctx.ledger:record("a", "delete", plan.delete, nil, run)
     table.remove(ctx.pool, plan.delete_index)
@@ -86,10 +87,24 @@ function M.count_hit(ctx, hit)
   if outcome and outcome.reported then ctx.ledger:report(outcome.reported) end
 end
 
+--- In every third run, the sync after the kill is a child too, killed
+-- while it reads the server to settle the unknown outcome the first kill
+-- left (the emulator instead in every sixth run); a sync that reads
+-- nothing is not killed ("missed"). `args`: the child's, without edits.
+function M.kill_while_verifying(ctx, run, script, args, env)
+  if run % 3 ~= 0 then return end
+  M.count_hit(ctx, strike.run{ dir = ctx.dir, emu = ctx.emu, mode = ctx.mode, target = "verify", script = script,
+    args = args, env = env, kill_emulator = run % 6 == 0 and "alone" or false })
+end
+
 --- In every other run with an update, B edits the feature A updated, after
 -- A's sync was interrupted and before A syncs again: A's value is older.
-function M.interfere(ctx, plan, run)
+function M.interfere(ctx, plan, run, hit)
   if plan.update and run % 2 == 0 then
+    -- whether A's request had left before B's edit (the child passed "sent")
+    for _, marker in ipairs(hit.child:markers()) do
+      if marker == "sent" then plan.update.entry.left_before_b = true end
+    end
     ctx.b:update(ctx.emu.url, plan.update.gid, ("b%d-%d"):format(ctx.mode.index, run), run)
   end
 end

@@ -86,7 +86,10 @@ function M.run_mode(mode, runs)
       kill_emulator = scenario.emulator_kill(ctx, run),
     }
     scenario.count_hit(ctx, hit)
-    scenario.interfere(ctx, plan, run)
+    scenario.interfere(ctx, plan, run, hit)
+    scenario.kill_while_verifying(ctx, run, "spec/support/store_child.lua",
+      { ctx.emu.url, ctx.path_a, mode.async and "async" or "sync", "60" },
+      { TORTURE_TRANSPORT = not mode.async and mode.transport or nil })
     local ok, err = sync_a(ctx, mode)
     if not ok then
       ctx.client:close()

@@ -66,7 +66,10 @@ function M.run_mode(mode, runs)
     }
     scenario.count_hit(ctx, hit)
     if helper.read_all(ctx.state_a .. ".journal") then ctx.journals_seen = ctx.journals_seen + 1 end
-    scenario.interfere(ctx, plan, run)
+    scenario.interfere(ctx, plan, run, hit)
+    scenario.kill_while_verifying(ctx, run, "spec/support/sync_child.lua",
+      { ctx.emu.url, ctx.state_a, "-", mode.async and "async" or "sync", "60" },
+      { TORTURE_TRANSPORT = not mode.async and mode.transport or nil })
     local ok, err = sync_a(ctx, mode)
     if not ok then return scenario.abort(ctx, run, err) end
     ctx.b:sync(ctx.emu.url)
