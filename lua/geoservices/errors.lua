@@ -5,6 +5,8 @@
 -- "server", "auth", "protocol", "cancelled" (the task was cancelled), "task"
 -- (a task raised an error; see geoservices.loop).
 -- @module geoservices.errors
+local redact = require "geoservices.redact"
+
 local errors = {}
 
 local Error = {}
@@ -37,7 +39,7 @@ function Error.__tostring(e)
   if e.code ~= nil and e.kind ~= "invalid" then parts[#parts + 1] = " (code " .. tostring(e.code) .. ")" end
   if e.status and e.status ~= 200 and e.kind ~= "http" then parts[#parts + 1] = " [HTTP " .. e.status .. "]" end
   if e.url then parts[#parts + 1] = " <" .. e.url .. ">" end
-  return table.concat(parts)
+  return redact.text(table.concat(parts))
 end
 
 --- Makes an error table. `fields` may carry code, details, status, url...
@@ -51,7 +53,9 @@ function errors.new(kind, message, fields)
   if fields then
     for k, v in pairs(fields) do e[k] = v end
   end
-  return setmetatable(e, Error)
+  -- made here, scrubbed here: no registered secret (geoservices.redact)
+  -- reaches a message, whatever a server reflected
+  return setmetatable(redact.scrub(e), Error)
 end
 
 --- Whether `value` is an error made by this module.

@@ -133,10 +133,11 @@ function pp.format(value, opts)
   local o = {}
   for k, v in pairs(pp.DEFAULTS) do o[k] = v end
   for k, v in pairs(opts or {}) do o[k] = v end
-  if type(value) ~= "table" then return scalar(value, o) end
+  -- the text is scrubbed too: a string may hold a secret in any encoding
+  if type(value) ~= "table" then return redact.text(scalar(value, o)) end
   local out = {}
   format_table(value, o, 0, {}, out, "")
-  return table.concat(out, "\n")
+  return redact.text(table.concat(out, "\n"))
 end
 
 --- Prints `value` with @{format} to standard output (`geoservices.pp(value)`).

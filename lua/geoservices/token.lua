@@ -140,7 +140,8 @@ function token.new(opts)
   local used -- the password last sent: what errors are scrubbed of
   function self._password()
     if type(password) == "function" then used = password() else used = password end
-    return used
+    return redact.register(used) -- scrubbed from whatever the server answers
+
   end
   function self._used_password() return used end
   function self._held() return current, valid_until end
@@ -220,8 +221,6 @@ local function failure(self, err)
       reason = "generate_token", code = err and err.code, details = err and err.details, status = err and err.status,
       url = self.url, cause_kind = err and err.kind,
     })
-  local password = self._used_password()
-  if type(password) == "string" then redact.scrub(e, { password }) end
   return e
 end
 
@@ -249,7 +248,7 @@ function TokenProvider:fetch(client)
   else
     self.expires = (os.time() + math.floor(lifetime)) * 1000
   end
-  self._keep(value, started + lifetime - margin_for(self, lifetime))
+  self._keep(redact.register(value), started + lifetime - margin_for(self, lifetime))
   self.count = self.count + 1
   self.ssl = body.ssl == true or nil
   return value

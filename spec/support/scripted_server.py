@@ -11,8 +11,11 @@ last one repeats. A response: {"status": 200, "headers": {...}, "body": "text"
 | "json": value | "file": path | "endless": true | "gzip_bomb_mb": N | "delay": seconds,
 "pause_at": N, "pause": seconds (the body's first N bytes, a pause, the rest) | "hang_up": true
 (read the request, then close the connection without answering: an answer lost in transit)}.
-"{ROOT}" in a body is replaced by http://127.0.0.1:PORT. Binds 127.0.0.1 on a
-free port, prints "listening on http://127.0.0.1:PORT", and exits when its
+"{ROOT}" in a body is replaced by http://127.0.0.1:PORT. With "json", "echo": true |
+"escaped" makes {REQUEST} and {HEADERS} in its strings the request's body and headers, as
+servers reflect a request in their errors ("escaped": as a JSON text of its own, / as \\/ and
+punctuation as \\u00XX, so the decoded answer still shows them). Binds
+127.0.0.1 on a free port, prints "listening on http://127.0.0.1:PORT", and exits when its
 parent process is gone (--exit-with PID) or when killed.
 """
 import gzip
@@ -20,6 +23,7 @@ import http.server
 import io
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -40,6 +44,15 @@ def find_route(method, path):
         if (p.endswith("*") and path.startswith(p[:-1])) or p == path:
             return i, r
     return None, None
+
+
+def echo(text, body, headers, how):
+    def escaped(s):
+        if how == "escaped":  # embedded as its own JSON text: a decoded answer still shows the escapes
+            s = re.sub(r"[&<>+=!%' ]", lambda m: "\\u%04x" % ord(m.group()), json.dumps(s)[1:-1].replace("/", "\\/"))
+        return json.dumps(s)[1:-1]
+    heads = "".join("%s: %s\n" % kv for kv in headers.items())
+    return text.replace("{REQUEST}", escaped(body.decode("latin-1"))).replace("{HEADERS}", escaped(heads))
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -100,7 +113,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             data = open(resp["file"], "rb").read()
             headers.setdefault("Content-Type", "application/json")
         elif "json" in resp:
-            data = json.dumps(resp["json"]).replace("{ROOT}", root).encode()
+            data = json.dumps(resp["json"]).replace("{ROOT}", root)
+            data = (echo(data, body, self.headers, resp["echo"]) if resp.get("echo") else data).encode()
             headers.setdefault("Content-Type", "application/json")
         else:
             data = resp.get("body", "").replace("{ROOT}", root).encode()

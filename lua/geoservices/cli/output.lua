@@ -1,8 +1,12 @@
 --- What the command prints: one JSON object per line (`--json`), plain
 -- lines, or (on a terminal) lines redrawn in place; the exit codes; progress
--- bars. Every command writes through an Out.
+-- bars. Every command writes through an Out, whose standard output and
+-- error pass every write through the one scrubber (geoservices.redact):
+-- no registered secret, in any encoding, reaches a line, a `--json` event,
+-- a dry run or a log line, whatever a server reflected.
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
+local redact = require "geoservices.redact"
 
 local output = {}
 
@@ -30,9 +34,26 @@ local DRY_RUN = output.DRY_RUN
 local Out = {}
 Out.__index = Out
 
+-- A stream whose writes are scrubbed: each call's pieces are joined first,
+-- so a secret split across them is still found.
+local function scrubbed(stream)
+  return {
+    write = function(_, ...)
+      local ok, err = stream:write(redact.text(table.concat({ ... })))
+      if not ok then return ok, err end
+      return _
+    end,
+    flush = function() return stream:flush() end,
+    close = function() return stream:close() end,
+  }
+end
+
+--- The command's output for parsed `args` on `env`'s streams (`stdout`,
+-- `stderr`, `tty`, `stderr_tty`, `getenv`), every write scrubbed.
 function output.new(args, env)
   local mode = args.json and "json" or (env.tty and "tty" or "lines")
-  return setmetatable({ mode = mode, stdout = env.stdout, stderr = env.stderr, verbose = args.verbose or 0,
+  return setmetatable({ mode = mode, stdout = scrubbed(env.stdout), stderr = scrubbed(env.stderr),
+                        verbose = args.verbose or 0,
                         live_shown = false, color = mode == "tty" and output.use_color(args, env, env.tty),
                         err_color = mode ~= "json" and output.use_color(args, env, env.stderr_tty),
                         running = nil }, Out)
@@ -85,17 +106,24 @@ local function error_fields(err)
            status = err.status, url = err.url }
 end
 
--- Reports an error: a JSON event, or a line on standard error.
+-- Reports an error: a JSON event, or a line on standard error; then what
+-- to do next when one action fits (`self.advise(err)`, set by main: see
+-- geoservices.cli.hints), as the event's `hint` or a second line.
 function Out:error(err, extra)
+  local advice = self.advise and self.advise(err) or {}
   if self.mode == "json" then
     local ev = error_fields(err)
     ev.event = "error"
+    ev.hint = advice.hint
     for k, v in pairs(extra or {}) do ev[k] = v end
     self:emit(ev)
   else
     self:clear_live()
     local where = extra and extra.replica and (extra.replica .. ": ") or ""
-    self.stderr:write(self:paint("geoservices:", "red", "stderr"), " ", where, tostring(err), "\n")
+    local text = advice.message and (("%s: %s <%s>"):format(err.kind, advice.message, tostring(err.url)))
+      or tostring(err)
+    self.stderr:write(self:paint("geoservices:", "red", "stderr"), " ", where, text, "\n")
+    if advice.hint then self.stderr:write("  ", self:paint("hint:", "yellow", "stderr"), " ", advice.hint, "\n") end
     self.stderr:flush()
   end
 end

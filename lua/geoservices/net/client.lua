@@ -154,7 +154,7 @@ function client.new(opts, class)
   -- client (pp, inspect, error reports) can never reveal it.
   local provider = type(token) == "function" and token or nil
   local generator = token_mod.is(token) and token or nil
-  local current = type(token) == "string" and token or nil
+  local current = redact.register(type(token) == "string" and token or nil) -- the one list of secrets
   local valid_until -- a function provider's token is replaced after this (monotonic clock)
   self.has_token = token ~= nil
   self.token_provider = provider ~= nil or generator ~= nil
@@ -170,7 +170,7 @@ function client.new(opts, class)
       if type(fresh) ~= "string" or fresh == "" then
         return nil, errors.new("auth", "token provider returned no token", { reason = "token_provider" })
       end
-      current, valid_until = fresh, nil
+      current, valid_until = redact.register(fresh), nil
       expires = math.tointeger(tonumber(expires))
       if expires then -- epoch ms: replaced a fifth of its life (at most a minute) early
         local life = math.max(0, expires / 1000 - (os.time() + 1))
@@ -182,11 +182,7 @@ function client.new(opts, class)
   -- Every error this client returns passes through here: no secret it
   -- holds may reach a message, whatever a server reflected.
   function self._scrub(err)
-    local secrets = { current }
-    local password = generator and generator._used_password()
-    if type(password) == "string" then secrets[#secrets + 1] = password end
-    if #secrets > 0 then redact.scrub(err, secrets) end
-    return err
+    return redact.scrub(err) -- every secret is registered (geoservices.redact)
   end
   self.driver = core.driver{ max_host_connections = check_count(opts, "max_host_connections") }
   -- What net/ needs of the client, handed down as plain values: net never
@@ -404,6 +400,7 @@ local post_token, post_attempt = post_attempt_mod.token, post_attempt_mod.run
 -- @raise when a field cannot be sent (a function, a userdata) or its name is not a string
 function Client:post(url, fields, opts)
   opts = opts or NO_OPTS
+  redact.register_fields(fields) -- a password, an answer, a key: scrubbed from whatever comes back
   local deadline = opts.deadline or (transport.now() + (opts.timeout or self.timeout))
   local info = { attempts = 0, ambiguous = opts.ambiguous == true }
   -- credentials go only to the client's own origin (scheme, host, port)
