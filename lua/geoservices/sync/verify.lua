@@ -57,7 +57,13 @@ function verify.query(client, service, layer, gids, opts)
     end
     for _, f in ipairs(doc.features) do
       local attrs = type(f) == "table" and f.attributes
-      local gid = type(attrs) == "table" and (attrs[field] or attrs.GlobalID or attrs.globalid)
+      local gid = type(attrs) == "table" and attrs[field]
+      if gid == nil and type(attrs) == "table" then
+        -- field names are not case-sensitive on the server (GLOBALID, globalid)
+        for k, v in pairs(attrs) do
+          if type(k) == "string" and k:lower() == field:lower() then gid = v end
+        end
+      end
       if type(gid) == "string" then found[normalize(gid)] = f end
     end
   end

@@ -154,6 +154,12 @@ describe("sync.verify", function()
     assert.equal("skipped", v.a.code)
   end)
 
+  it("finds the GlobalID field whatever the case the server spells it in", function()
+    local c = fake_client{ [ADD] = { attributes = { GLOBALID = ADD, OBJECTID = 3 } } }
+    local v = assert(verify.edits(c, "Parcels", { entries()[1] }))
+    assert.equal("applied", v.a)
+  end)
+
   it("a query that fails resolves nothing", function()
     local v, err = verify.edits(fake_client({}, true), "Parcels", entries())
     assert.is_nil(v)
