@@ -16,7 +16,14 @@
 -- (a server) or `{url}/sharing/rest/generateToken` (a portal), or to the
 -- address given as `token_url`. The password is kept in a closure: it is
 -- never a field, never printed by `tostring` or `geoservices.pp`, and shows
--- as `<redacted>` to a client's observers (dry runs, logs).
+-- as `<redacted>` to a client's observers (dry runs, logs); it and every
+-- token are registered with geoservices.redact, so no error or output shows
+-- them in any encoding, whatever the server reflects.
+--
+-- A token's lifetime is the server's (@{lifetime}: `expires` minus the Date
+-- of its answer, or `expires_in`), counted on the monotonic clock from when
+-- it was asked for: a local clock hours off the server's never makes it ask
+-- for more than one token per lifetime.
 --
 -- A failure to obtain a token is an error of kind "auth" with
 -- `reason = "generate_token"` carrying the server's message.
@@ -137,13 +144,11 @@ function token.new(opts)
   }, TokenProvider)
   -- The secrets live in closures: no field, print or dump reveals them.
   local current, valid_until -- the token; monotonic time after which it is replaced
-  local used -- the password last sent: what errors are scrubbed of
   function self._password()
+    local used
     if type(password) == "function" then used = password() else used = password end
     return redact.register(used) -- scrubbed from whatever the server answers
-
   end
-  function self._used_password() return used end
   function self._held() return current, valid_until end
   function self._keep(value, until_t) current, valid_until = value, until_t end
   return self
@@ -202,6 +207,70 @@ function TokenProvider:describe()
            files = described.files }
 end
 
+local MONTHS = { jan = 1, feb = 2, mar = 3, apr = 4, may = 5, jun = 6, jul = 7, aug = 8, sep = 9, oct = 10,
+                 nov = 11, dec = 12 }
+
+-- Days from 1970-01-01 to a date of the proleptic Gregorian calendar (H.
+-- Hinnant's days_from_civil): UTC arithmetic, no time zone, no os.time.
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = (y >= 0 and y or y - 399) // 400
+  local yoe = y - era * 400
+  local doy = (153 * (m > 2 and m - 3 or m + 9) + 2) // 5 + d - 1
+  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+  return era * 146097 + doe - 719468
+end
+
+--- Seconds since the epoch of an HTTP date (RFC 9110: IMF-fixdate, and the
+-- obsolete RFC 850 and asctime forms), or nil.
+-- @string text the Date header
+-- @treturn ?integer seconds
+-- @raise never
+function token.http_date(text)
+  if type(text) ~= "string" then return nil end
+  local d, mon, y, h, mi, sec = text:match("^%a+, (%d%d?) (%a%a%a) (%d%d%d%d) (%d%d):(%d%d):(%d%d) GMT")
+  if not d then
+    d, mon, y, h, mi, sec = text:match("^%a+, (%d%d)%-(%a%a%a)%-(%d%d) (%d%d):(%d%d):(%d%d) GMT")
+    if y then y = tonumber(y) + (tonumber(y) < 70 and 2000 or 1900) end
+  end
+  if not d then mon, d, h, mi, sec, y = text:match("^%a+ (%a%a%a) +(%d%d?) (%d%d):(%d%d):(%d%d) (%d%d%d%d)") end
+  local month = mon and MONTHS[mon:lower()]
+  if not month then return nil end
+  return days_from_civil(tonumber(y), month, tonumber(d)) * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60
+    + tonumber(sec)
+end
+
+local function sane(seconds)
+  return type(seconds) == "number" and seconds > 0 and seconds < math.huge
+end
+
+--- Seconds a token is good for from when it was received, from what the
+-- server said: its `expires` (epoch milliseconds by the server's clock)
+-- minus the Date of its answer (less a second: Date counts whole seconds);
+-- else its `expires_in`; else `expires` by the local clock, taken only
+-- within (0, asked]; else what was asked. A local clock hours off the
+-- server's changes nothing but the last case, and there it gives what was
+-- asked rather than a token per request (or one kept for hours): the server
+-- says 498 if the token ends sooner, and it is replaced once.
+-- @tparam table answer `expires`, `expires_in`, `date` (the Date header), `asked` (seconds asked for)
+-- @treturn number seconds
+-- @raise never
+function token.lifetime(answer)
+  local expires = tonumber(answer.expires)
+  local server_now = token.http_date(answer.date)
+  if expires and server_now then
+    local life = expires / 1000 - server_now - 1
+    if sane(life) then return life end
+  end
+  local expires_in = tonumber(answer.expires_in)
+  if sane(expires_in) then return expires_in end
+  if expires then
+    local life = expires / 1000 - os.time() - 1
+    if sane(life) and life <= answer.asked then return life end
+  end
+  return answer.asked
+end
+
 local function margin_for(self, lifetime)
   return math.min(self.refresh_margin or token.REFRESH_MARGIN, lifetime / 5)
 end
@@ -231,23 +300,18 @@ function TokenProvider:fetch(client)
   local fields, err = self:fields()
   if not fields then return nil, err end
   local started = core.monotonic()
-  local body, post_err = client:post(self.url, fields, { token = false, retry = "read" })
+  local body, post_err, info = client:post(self.url, fields, { token = false, retry = "read" })
   fields.password = nil
   if not body then return nil, failure(self, post_err) end
-  local value = body.token
+  local value = body.token or body.access_token
   if type(value) ~= "string" or value == "" then
     return nil, failure(self, errors.new("protocol", "the answer has no token"))
   end
-  local lifetime = self.expiration * 60
-  local expires = math.tointeger(tonumber(body.expires))
-  if expires then
-    -- the server's clock, in milliseconds; ours reads whole seconds: count
-    -- one second less so the token is never kept past its end
-    lifetime = math.max(0, math.min(lifetime, expires / 1000 - (os.time() + 1)))
-    self.expires = expires
-  else
-    self.expires = (os.time() + math.floor(lifetime)) * 1000
-  end
+  -- counted from when the request left (the token was made after that) on
+  -- the monotonic clock, so changing or skewed wall clocks do not matter
+  local lifetime = token.lifetime{ expires = body.expires, expires_in = body.expires_in,
+                                   date = info and info.date, asked = self.expiration * 60 }
+  self.expires = math.tointeger(tonumber(body.expires)) or (os.time() + math.floor(lifetime)) * 1000
   self._keep(redact.register(value), started + lifetime - margin_for(self, lifetime))
   self.count = self.count + 1
   self.ssl = body.ssl == true or nil

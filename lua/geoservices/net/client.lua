@@ -173,8 +173,10 @@ function client.new(opts, class)
       current, valid_until = redact.register(fresh), nil
       expires = math.tointeger(tonumber(expires))
       if expires then -- epoch ms: replaced a fifth of its life (at most a minute) early
-        local life = math.max(0, expires / 1000 - (os.time() + 1))
-        valid_until = core.monotonic() + life - math.min(token_mod.REFRESH_MARGIN, life / 5)
+        local life = expires / 1000 - (os.time() + 1)
+        -- a token just given cannot have ended: the local clock is off; it
+        -- is then kept until the server says 498 (never one per request)
+        if life > 0 then valid_until = core.monotonic() + life - math.min(token_mod.REFRESH_MARGIN, life / 5) end
       end
     end
     return current
@@ -392,7 +394,7 @@ local post_token, post_attempt = post_attempt_mod.token, post_attempt_mod.run
 -- @treturn[1] table the decoded JSON object (with opts.records: its top-level fields)
 -- @treturn[1] nil
 -- @treturn[1] table how the call went: `{attempts = n, ambiguous = true}` when an earlier attempt
---   may have reached the server
+--   may have reached the server; `date`: the answer's Date header (the server's clock)
 -- @return[2] nil
 -- @treturn[2] table err, kind "network", "timeout", "cancelled", "http", "server", "auth" or
 --   "protocol" (after the retries the policy allows; `err.attempts`, `err.retry_after` tell them)

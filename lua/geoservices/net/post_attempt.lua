@@ -90,7 +90,10 @@ function post_attempt.run(self, url, fields, opts, deadline, source, own_origin,
   else
     decoded, err = response.decode(resp, url, conn.max_json_depth)
   end
-  if decoded then return "done", decoded, nil, sent_token, why_none end
+  if decoded then
+    info.date = resp.headers.date -- the server's clock: a token's lifetime is counted from it
+    return "done", decoded, nil, sent_token, why_none
+  end
   return "failed", err, retry.parse_retry_after(resp.headers["retry-after"]), sent_token, why_none
 end
 
