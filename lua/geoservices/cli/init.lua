@@ -27,6 +27,7 @@
 -- @module geoservices.cli
 local dry_run = require "geoservices.cli.dry_run"
 local files = require "geoservices.cli.files"
+local hints = require "geoservices.cli.hints"
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
 local output = require "geoservices.cli.output"
@@ -38,6 +39,11 @@ local cli = {}
 
 -- One file per subcommand: function(args, out, client, env) -> exit code
 -- (nil after a dry run's refused request: main prints what was captured).
+-- A command file may instead define its own grammar: it returns
+-- `{help = "...", exits = "0 ..., 2 ...", examples = {"geoservices NAME ...", ...},
+-- define = function(command) (argparse: add its arguments) end,
+-- run = function(args, out, client, env) -> exit code}`; naming it here is
+-- all it takes (geoservices.cli.parser builds its command from it).
 local commands = {
   services = require "geoservices.cli.commands.services",
   snapshots = require "geoservices.cli.commands.snapshots",
@@ -77,7 +83,7 @@ cli.progress_bar = output.progress_bar
 -- @treturn table the parser; `parser:pparse(args)` parses without exiting
 -- @raise never
 function cli.parser()
-  return parser_mod.new()
+  return parser_mod.new(commands)
 end
 
 -- main -------------------------------------------------------------------------
@@ -188,16 +194,27 @@ local function run_command(parsed, out, env)
   local prof, prof_name = profile.select(parsed.profile, env.getenv)
   if not prof then return output.usage_error(out, prof_name) end
   out.follow_prefix = cli.follow_prefix(parsed)
+  -- what to do next after an error (geoservices.cli.hints): the addresses
+  -- that answered tell a wrong base URL from a missing resource
+  local ctx = { args = parsed, profile = prof, answered = {},
+                base_url = parsed.url or env.getenv("GEOSERVICES_URL") or prof.url }
+  out.advise = function(err) return hints.advise(err, ctx) end
   if command == "login" then return commands.login(parsed, out, env, prof, prof_name) end
   local client, msg, generator = make_client(parsed, env, prof, prof_name)
   if not client then
     if type(msg) == "table" then return output.fail(out, msg, { command = command }) end
     return output.usage_error(out, msg)
   end
+  ctx.base_url = client.url
+  client:observe(function(event)
+    if event.type == "response" and event.status and event.status < 400 then ctx.answered[event.url] = true end
+    return nil
+  end)
   if parsed.verbose > 0 and out.mode ~= "json" then env.stderr:write(tostring(client), "\n") end
   local captured = parsed.dry_run and dry_run.attach(client)
   if captured and generator then captured[#captured + 1] = generator:describe() end
-  local code = commands[command](parsed, out, client, env)
+  local cmd = commands[command]
+  local code = (type(cmd) == "table" and cmd.run or cmd)(parsed, out, client, env)
   client:close()
   -- a dry run shows what would have been sent unless the command failed
   -- first (invalid input: its own exit code, never 0)
@@ -227,8 +244,8 @@ function cli.main(args, env)
     if a == "--json" then json_mode = true end
   end
   local parser = cli.parser()
-  local ok, parsed = parser:pparse(list)
-  if not ok then return usage_failure(env, json_mode, parser:get_usage(), parsed) end
+  local ok, parsed, failed_in = parser_mod.parse(parser, list)
+  if not ok then return usage_failure(env, json_mode, failed_in:get_usage(), parsed) end
   if parsed.version then
     env.stdout:write(("geoservices %s (lua-geoservices, %s, libcurl %s)\n"):format(geoservices.VERSION,
       _VERSION, tostring(require("geoservices.core").curl_version().version)))

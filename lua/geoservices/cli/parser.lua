@@ -19,9 +19,9 @@ Exit codes (each command's --help lists its own):
 
 -- Each command's own exit codes, shown by its --help.
 local COMMAND_EXITS = {
-  sync = "0 every replica synchronized, 1 a synchronization failed, 2 bad usage or an invalid state file, "
-    .. "3 partial (some edits failed), 130 interrupted (a job or edits that may have reached the server: "
-    .. "run the same sync again to follow them)",
+  sync = "0 every replica synchronized, 1 a synchronization failed, 2 bad usage, a store or state file that "
+    .. "cannot be read (nothing sent), 3 partial (some edits failed), 130 interrupted (a job or edits that may "
+    .. "have reached the server: run the same sync again to follow them)",
   configure = "0 the organization is ready (or, with --no-wait, the request was accepted), 1 configuration "
     .. "failed (a stage failed, the deadline passed, the server refused), 2 bad usage or invalid parameters "
     .. "(nothing sent), 130 interrupted (the configuration keeps running: follow it with --attach)",
@@ -31,19 +31,102 @@ local COMMAND_EXITS = {
   status = "0 the state was read (ready, in progress or not configured), 1 the request failed or the "
     .. "organization's configuration failed, 2 bad usage",
   login = "0 the token was generated and stored, 1 generateToken refused (wrong password...) or the token "
-    .. "could not be stored, 2 bad usage (no address, no username)",
+    .. "could not be stored, 2 bad usage (no address, no username, no password to be had)",
   emulator = "0 stopped, 1 could not start, 2 bad usage, 130 interrupted (Ctrl-C; nothing keeps running)",
-  replica = "0 done, 1 the request or the job failed, 2 bad usage, an invalid state file or a request the service "
-    .. "cannot take (refused before anything was sent: a sync model or direction it does not support...), "
-    .. "3 partial (the createReplica job ended CompletedWithErrors), 130 interrupted (a createReplica job keeps "
-    .. "running: follow it with replica resume)",
+  replica = "0 done, 1 the request or the job failed, 2 bad usage, a store or state file that cannot be read, or "
+    .. "a request the service cannot take (refused before anything was sent: a sync model or direction it does "
+    .. "not support...), 3 partial (the createReplica job ended CompletedWithErrors), 130 interrupted (a "
+    .. "createReplica job keeps running: follow it with replica resume)",
 }
 
---- Builds the argument parser (lua-argparse).
-function parser.new()
-  local p = argparse("geoservices", "Client of a GIS server's REST interface: synchronizeReplica, configure, "
-    .. "getServicesById, notebooks/snapshots/list; and a local emulator of it.")
-    :epilog(EPILOG)
+-- Two or three real command lines per command, the last part of its --help
+-- (spec/cli_messages_spec.lua parses every one; spec/cli_help_spec.lua runs
+-- them against the emulator). The emulator's are its own program's.
+local EXAMPLES = {
+  [""] = {
+    "geoservices --url http://127.0.0.1:8080/server --username admin login",
+    "geoservices replica create Parcels --layers 0 --name crew-1 crew-1.gpkg",
+    "geoservices sync crew-1.gpkg",
+  },
+  sync = {
+    "geoservices sync crew-1.gpkg                    # upload its queued edits, download the changes",
+    "geoservices --json sync crew-1.gpkg crew-2.gpkg # several stores, one JSON object per line",
+    "geoservices sync crew-1.gpkg --async --wait-timeout 600",
+  },
+  configure = {
+    "geoservices --dry-run configure org.json        # check the parameters, show the request, send nothing",
+    "geoservices configure org.json --poll-interval 2",
+    "geoservices --username siteadmin configure --attach   # follow a configuration already running",
+  },
+  services = {
+    "geoservices services 4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c",
+    "geoservices --json services 4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c 7a1e3c5b2d4f4e6a9c8b7a6f5e4d3c2b",
+  },
+  snapshots = {
+    "geoservices snapshots nb-street-trees",
+    "geoservices --json snapshots nb-street-trees",
+  },
+  status = {
+    "geoservices status",
+    "geoservices --json status",
+  },
+  login = {
+    "geoservices --url https://gis.example.com/server --username alice login",
+    "geoservices --profile prod login                # the profile's address and user",
+    "geoservices --username alice --password-file alice.password login --expiration 480",
+  },
+  replica = {
+    "geoservices replica create Parcels --layers 0,1 --name crew-2 crew-2.gpkg",
+    "geoservices replica info crew-2.gpkg",
+    "geoservices replica unregister crew-2.gpkg",
+  },
+  ["replica create"] = {
+    "geoservices replica create Parcels --layers 0 --name crew-1 crew-1.gpkg",
+    "geoservices replica create Parcels --layers 0,1 --geometry=-117.2,34.0,-117.1,34.1 --in-sr 4326 east.gpkg",
+    "geoservices --dry-run replica create Parcels --layers 0 --direction download check.gpkg",
+  },
+  ["replica resume"] = {
+    "geoservices replica resume crew-1.gpkg          # after Ctrl-C or a crash during replica create",
+    "geoservices --json replica resume crew-1.gpkg",
+  },
+  ["replica info"] = {
+    "geoservices replica info crew-1.gpkg",
+    "geoservices --json replica info crew-1.gpkg",
+  },
+  ["replica unregister"] = {
+    "geoservices --dry-run replica unregister crew-1.gpkg",
+    "geoservices replica unregister crew-1.gpkg",
+  },
+  ["replica failed"] = {
+    "geoservices replica failed crew-1.gpkg",
+    "geoservices --json replica failed crew-1.gpkg",
+  },
+}
+parser.EXAMPLES = EXAMPLES
+
+local function examples_text(path)
+  local list = EXAMPLES[path]
+  if not list then return nil end
+  return "Examples:\n  " .. table.concat(list, "\n  ")
+end
+
+-- The end of a command's help: its exit codes, then its examples.
+local function epilog(path, exits)
+  local parts = {}
+  if exits then parts[#parts + 1] = "Exit codes: " .. exits .. "." end
+  parts[#parts + 1] = examples_text(path)
+  return table.concat(parts, "\n\n")
+end
+
+--- Builds the argument parser (lua-argparse). `extra` maps the names of
+-- commands defined by their own files to those modules: a module with
+-- `define(command)` adds its arguments to its argparse command, whose
+-- description is `help`, with its `exits` and `examples` (a list of command lines).
+function parser.new(extra)
+  local p = argparse("geoservices", "Client of a GIS server's REST interface: replicas kept in GeoPackage stores "
+    .. "(.gpkg) that QGIS and GDAL open (createReplica, synchronizeReplica), configure, getServicesById, "
+    .. "notebooks/snapshots/list; and a local emulator of the server.")
+    :epilog(EPILOG .. "\n\n" .. examples_text(""))
   p:option("--url", "The server's {base_url}, e.g. https://host/server (default: $GEOSERVICES_URL, "
     .. "then the profile's).")
   p:option("--profile", "Named profile of $XDG_CONFIG_HOME/geoservices/config (default: $GEOSERVICES_PROFILE, "
@@ -72,20 +155,26 @@ function parser.new()
   p:command_target("command")
   p:require_command(false) -- --version alone; main reports a missing command
   local function command(name, description)
-    return p:command(name, description):epilog("Exit codes: " .. COMMAND_EXITS[name] .. ".")
+    return p:command(name, description):epilog(epilog(name, COMMAND_EXITS[name]))
+  end
+  local function subcommand(parent, parent_name, name, description)
+    return parent:command(name, description):epilog(epilog(parent_name .. " " .. name))
   end
 
-  local sync = command("sync", "Synchronize one or more replicas from their state files (see geoservices.replica).")
-  sync:argument("state", "Replica state file (JSON) or replica store (.gpkg).", nil, nil, "+")
-  sync:option("--edits", "Edits to upload, a JSON file (the edits array); only with one state file.")
+  local sync = command("sync", "Synchronize replica stores (.gpkg): upload their queued local edits, download "
+    .. "the server's changes into them; also replica state files (JSON, see geoservices.replica).")
+  sync:argument("state", "A replica store (.gpkg), or a replica state file (JSON).", nil, nil, "+")
+  sync:option("--edits", "Only with one state file (JSON): edits to upload, a JSON file (the edits array). A "
+    .. "store uploads its own queued edits.")
   sync:option("--direction", "syncDirection: download, upload, bidirectional or snapshot.")
     :choices{ "download", "upload", "bidirectional", "snapshot" }
   sync:option("--transport", "transportType: url or embedded.")
     :choices{ "url", "embedded" }
   sync:flag("--async", "Run as an asynchronous job and follow its status.")
-  sync:option("--output", "Save the downloaded changes there: a file with one state file, else a directory "
-    .. "(<state>.result.json). Default: <state>.changes-from-<generation>.json beside each state file.")
-  sync:flag("--discard", "Count the downloaded changes and keep none of them (the generation still advances).")
+  sync:option("--output", "State files only: save the downloaded changes there: a file with one state file, "
+    .. "else a directory (<state>.result.json). Default: <state>.changes-from-<generation>.json beside each.")
+  sync:flag("--discard", "State files only: count the downloaded changes and keep none of them (the generation "
+    .. "still advances).")
   sync:option("--lock-timeout", "Seconds to wait while another process synchronizes the same replica."):convert(
     tonumber)
   sync:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)
@@ -111,15 +200,15 @@ function parser.new()
 
   command("status", "The organization root resource: state and stages.")
 
-  local replica = command("replica", "A replica's lifecycle: create one (createReplica) into a state file that "
-    .. "sync then synchronizes, read the server's view of it, unregister it.")
+  local replica = command("replica", "A replica's lifecycle: create one (createReplica) into a replica store "
+    .. "(.gpkg) that sync then synchronizes, read the server's view of it, unregister it.")
   replica:command_target("replica_command")
-  local rcreate = replica:command("create", "createReplica: register a replica of some layers of a feature "
-    .. "service and download its data (async by default, followed until done); the state goes to OUT, the data "
-    .. "beside it (OUT without .json, plus .data.json).")
+  local rcreate = subcommand(replica, "replica", "create", "createReplica: register a replica of some layers of a "
+    .. "feature service and download its data (async by default, followed until done) into OUT: a replica store "
+    .. "(OUT.gpkg: a GeoPackage that QGIS and GDAL open, holding the data, its generations and the local edits), "
+    .. "or a state file (OUT.json, the data beside it in OUT.data.json).")
   rcreate:argument("service", "The feature service, e.g. Parcels.")
-  rcreate:argument("out", "The new replica's state file (JSON; must not exist), or a replica store (OUT.gpkg: a "
-    .. "GeoPackage holding the data, its generations and the local edits).")
+  rcreate:argument("out", "The new replica store (OUT.gpkg), or state file (OUT.json); must not exist.")
   rcreate:option("--layers", "Layer ids, e.g. 0,1."):args(1):count(1)
   rcreate:option("--name", "replicaName.")
   rcreate:option("--model", "syncModel (default perReplica, or perLayer where the service supports only that).")
@@ -136,22 +225,36 @@ function parser.new()
     :count("*")
   rcreate:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)
   rcreate:option("--wait-timeout", "Overall seconds to wait for the job."):convert(tonumber)
-  local rresume = replica:command("resume", "Follow the createReplica job an interrupted create left (journaled "
-    .. "beside OUT) and keep its replica in OUT.")
-  rresume:argument("out", "The state file create was given.")
+  local rresume = subcommand(replica, "replica", "resume", "Follow the createReplica job an interrupted create "
+    .. "left (journaled beside OUT) and keep its replica in OUT.")
+  rresume:argument("out", "The store (.gpkg) or state file create was given.")
   rresume:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)
   rresume:option("--wait-timeout", "Overall seconds to wait for the job."):convert(tonumber)
-  replica:command("info", "The replica's resource on the server beside its local state."):argument("state",
-    "Replica state file (JSON) or replica store (.gpkg).")
-  replica:command("unregister", "unRegisterReplica: the server forgets the replica; the state file is marked "
-    .. "closed."):argument("state", "Replica state file (JSON) or replica store (.gpkg).")
-  replica:command("failed", "The local edits of a replica store the server rejected, with its code and "
-    .. "description."):argument("state", "Replica store (.gpkg).")
+  subcommand(replica, "replica", "info", "The replica's resource on the server beside its local state.")
+    :argument("state", "A replica store (.gpkg), or a replica state file (JSON).")
+  subcommand(replica, "replica", "unregister", "unRegisterReplica: the server forgets the replica; the store (or "
+    .. "state file) is marked unregistered.")
+    :argument("state", "A replica store (.gpkg), or a replica state file (JSON).")
+  subcommand(replica, "replica", "failed", "The local edits of a replica store the server rejected, with its "
+    .. "code and description.")
+    :argument("state", "A replica store (.gpkg).")
 
   local login = command("login", "Generate a token with the server's generateToken (--username, "
     .. "--password-file or a prompt) and store it for the profile, readable only by you (0600), in "
     .. "$XDG_CONFIG_HOME/geoservices/tokens/<profile>.json; later commands of the profile use it until it expires.")
   login:option("--expiration", "Minutes the token is asked for.", "120"):convert(tonumber)
+
+  -- Commands defined by their own files (see geoservices.cli).
+  local names = {}
+  for name, module in pairs(extra or {}) do
+    if type(module) == "table" and module.define then names[#names + 1] = name end
+  end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local module = extra[name]
+    EXAMPLES[name] = EXAMPLES[name] or module.examples
+    module.define(p:command(name, module.help):epilog(epilog(name, module.exits)))
+  end
 
   -- The emulator's options belong to its own program (geoservices.emulator.main,
   -- in the geoservices-emulator rock): everything after `emulator`, --help
@@ -161,6 +264,25 @@ function parser.new()
     :handle_options(false)
     :argument("emulator_args", "Options of the emulator.", nil, nil, "*")
   return p
+end
+
+--- Parses `list` without exiting: true and the parsed arguments, or false,
+-- the message and the (sub)command's parser where the mistake is, whose
+-- usage is the one to show (`geoservices replica create [-h] ...`, not the
+-- top-level one).
+function parser.parse(p, list)
+  if type(p._parse) ~= "function" then -- another argparse: its own pparse, the top usage
+    local ok, result = p:pparse(list)
+    return ok, result, p
+  end
+  local failed_in, message
+  local ok, result = pcall(p._parse, p, list, function(at, msg)
+    failed_in, message = at, msg
+    error(msg, 0)
+  end)
+  if ok then return true, result end
+  if message == nil then error(result, 0) end
+  return false, message, failed_in or p
 end
 
 return parser
