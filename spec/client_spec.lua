@@ -35,7 +35,7 @@ describe("geoservices.net.client", function()
 
   describe("against file:// fixtures", function()
     local function client_for(dir)
-      return geoservices.client{ url = helper.FIXTURES .. "/" .. dir, token = "t" }
+      return geoservices.client{ url = helper.FIXTURES .. "/" .. dir, token = "t", file_urls = true }
     end
 
     it("decodes a result with integers kept as integers", function()

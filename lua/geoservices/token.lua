@@ -31,6 +31,7 @@
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local form = require "geoservices.form"
+local origin = require "geoservices.net.origin"
 local redact = require "geoservices.redact"
 
 local token = {}
@@ -112,8 +113,9 @@ function token.new(opts)
     if not url then error("geoservices.token: option 'url' (or 'token_url') is required", 2) end
     token_url = url:gsub("/+$", "") .. "/" .. token.ENDPOINTS[endpoint]
   end
-  if not token_url:match("^https?://[^/]") then
-    error("geoservices.token: the generateToken address must be an http(s):// address", 2)
+  local problem = origin.address_problem(token_url)
+  if problem then
+    error(("geoservices.token: option '%s' %s"):format(opts.token_url and "token_url" or "url", problem), 2)
   end
   local username = check(opts, "username", "string")
   if not username or username == "" then error("geoservices.token: option 'username' is required", 2) end
@@ -128,7 +130,16 @@ function token.new(opts)
   local ip = check(opts, "ip", "string")
   if client_type == "ip" and not ip then error("geoservices.token: option 'ip' is required with client \"ip\"", 2) end
   local expiration = check(opts, "expiration", "number") or token.DEFAULT_EXPIRATION
-  if expiration <= 0 then error("geoservices.token: option 'expiration' must be positive", 2) end
+  if not (expiration > 0 and expiration < math.huge) then
+    error("geoservices.token: option 'expiration' must be a positive number of minutes", 2)
+  end
+  local margin, timeout = check(opts, "refresh_margin", "number"), check(opts, "timeout", "number")
+  if margin and not (margin >= 0 and margin < math.huge) then
+    error("geoservices.token: option 'refresh_margin' must be a finite number of seconds, at least 0", 2)
+  end
+  if timeout and not (timeout > 0 and timeout < math.huge) then
+    error("geoservices.token: option 'timeout' must be a positive number of seconds", 2)
+  end
   local self = setmetatable({
     url = token_url,
     username = username,
@@ -136,10 +147,10 @@ function token.new(opts)
     referer = client_type == "referer" and (check(opts, "referer", "string") or origin_of(url or token_url)) or nil,
     ip = ip,
     expiration = expiration,
-    refresh_margin = check(opts, "refresh_margin", "number"),
+    refresh_margin = margin,
     expires = nil,   -- epoch milliseconds of the current token, as the server said
     count = 0,       -- tokens obtained so far
-    settings = { timeout = check(opts, "timeout", "number"), ca_file = check(opts, "ca_file", "string"),
+    settings = { timeout = timeout, ca_file = check(opts, "ca_file", "string"),
                  insecure = check(opts, "insecure", "boolean"), user_agent = check(opts, "user_agent", "string") },
   }, TokenProvider)
   -- The secrets live in closures: no field, print or dump reveals them.

@@ -167,7 +167,9 @@ local function check_opts(opts, where)
     if type(value) ~= kind then error(("%s: option '%s' must be a %s"):format(where, name, kind), 3) end
   end
   for _, name in ipairs{ "poll_interval", "timeout", "stall_after", "request_timeout" } do
-    if opts[name] and opts[name] <= 0 then error(("%s: option '%s' must be positive"):format(where, name), 3) end
+    if opts[name] and not (opts[name] > 0 and opts[name] < math.huge) then -- NaN and inf too
+      error(("%s: option '%s' must be positive"):format(where, name), 3)
+    end
   end
   return opts
 end

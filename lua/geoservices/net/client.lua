@@ -46,7 +46,8 @@ end
 -- made (never inside an operation, after edits were sent).
 local function check_count(opts, name, default)
   local value = check_option(opts, name, "number", default)
-  if value ~= nil and (math.type(value) ~= "integer" and value ~= math.floor(value) or value < 1) then
+  if value ~= nil and (math.type(value) ~= "integer" and (value ~= math.floor(value) or value == math.huge)
+                       or value < 1) then
     error(("geoservices.client: option '%s' must be a whole number of at least 1, got %s"):format(
       name, tostring(value)), 3)
   end
@@ -58,7 +59,7 @@ local known_options = {
   user_agent = true, max_response_bytes = true, max_host_connections = true, enum_prefix = true,
   retry = true, max_json_depth = true, download_chunk = true,
   username = true, password = true, token_url = true, token_endpoint = true, token_expiration = true,
-  token_client = true, referer = true, bearer = true,
+  token_client = true, referer = true, bearer = true, file_urls = true,
 }
 
 --- Creates a client (`geoservices.client(opts)`). Nothing is sent: the
@@ -84,7 +85,8 @@ local known_options = {
 --   (default the origin of url); it is sent as the `Referer` header with the token
 -- @tparam[opt=false] boolean opts.bearer send the token in an `Authorization: Bearer` header
 --   instead of the `token` form field
--- @tparam[opt=30] number opts.timeout seconds per request (positive)
+-- @tparam[opt=30] number opts.timeout seconds per request (positive, finite)
+-- @tparam[opt=false] boolean opts.file_urls accept a `file://` url (tests against fixture files)
 -- @tparam[opt] string opts.ca_file PEM file of the certificate authorities to trust
 -- @tparam[opt=false] boolean opts.insecure skip TLS certificate verification (explicit opt-in)
 -- @tparam[opt] string opts.user_agent the User-Agent header
@@ -108,9 +110,8 @@ function client.new(opts, class)
     if not known_options[name] then error(("geoservices.client: unknown option '%s'"):format(tostring(name)), 2) end
   end
   local url = check_option(opts, "url", "string")
-  if not url or not (url:match("^https?://[^/]") or url:match("^file://")) then
-    error("geoservices.client: option 'url' must be an http(s):// address", 2)
-  end
+  local url_problem = origin.address_problem(url, check_option(opts, "file_urls", "boolean"))
+  if url_problem then error("geoservices.client: option 'url' " .. url_problem, 2) end
   local token = opts.token
   if token ~= nil and type(token) ~= "string" and type(token) ~= "function" and not token_mod.is(token) then
     error("geoservices.client: option 'token' must be a string or a function", 2)
@@ -119,6 +120,10 @@ function client.new(opts, class)
     if token ~= nil then error("geoservices.client: give either 'token' or 'username' and 'password'", 2) end
     if type(opts.username) ~= "string" or opts.username == "" then
       error("geoservices.client: option 'username' is required with 'password'", 2)
+    end
+    local minutes = check_option(opts, "token_expiration", "number")
+    if minutes ~= nil and not (minutes > 0 and minutes < math.huge) then
+      error("geoservices.client: option 'token_expiration' must be a positive number of minutes", 2)
     end
     local ok, made = pcall(token_mod.new, {
       url = url:gsub("/+$", ""), token_url = check_option(opts, "token_url", "string"),
@@ -132,7 +137,9 @@ function client.new(opts, class)
     token = made
   end
   local timeout = check_option(opts, "timeout", "number", DEFAULT_TIMEOUT)
-  if timeout <= 0 then error("geoservices.client: option 'timeout' must be positive", 2) end
+  if not (timeout > 0 and timeout < math.huge) then
+    error("geoservices.client: option 'timeout' must be a positive number of seconds", 2)
+  end
   local admin_path = check_option(opts, "admin_path", "string", "admin"):gsub("^/+", ""):gsub("/+$", "")
   local self = setmetatable({
     url = url:gsub("/+$", ""),

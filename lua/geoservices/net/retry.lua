@@ -74,7 +74,7 @@ function retry.policy(opt)
       if retry.DEFAULTS[k] == nil then
         error(("geoservices.client: unknown retry option '%s'"):format(tostring(k)), 3)
       end
-      if type(v) ~= "number" or v < 0 then
+      if type(v) ~= "number" or not (v >= 0 and v < math.huge) then -- NaN and inf too
         error(("geoservices.client: retry option '%s' must be a non-negative number"):format(k), 3)
       end
       p[k] = v

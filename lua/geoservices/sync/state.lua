@@ -360,7 +360,8 @@ function state_sync.sync(self, r, edits, opts)
   opts = opts or {}
   local path = type(r) == "string" and r or (getmetatable(r) == replica_mod.Replica and r.path)
   if not path then error("client:sync: expected a replica or a state file path", 2) end
-  if opts.lock_timeout ~= nil and (type(opts.lock_timeout) ~= "number" or opts.lock_timeout <= 0) then
+  if opts.lock_timeout ~= nil and (type(opts.lock_timeout) ~= "number"
+                                   or not (opts.lock_timeout > 0 and opts.lock_timeout < math.huge)) then
     return nil, errors.invalid("lock_timeout", "must be a positive number of seconds")
   end
   if active[path] then
