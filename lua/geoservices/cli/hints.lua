@@ -119,6 +119,81 @@ local function transfer_advice(err, ctx)
   return nil
 end
 
+-- ------------------------------------------------------------ follow-up commands
+
+-- A word as the shell reads it back: quoted when it holds anything the
+-- shell would split or expand.
+local function shell_word(word)
+  word = tostring(word)
+  if word ~= "" and word:match("^[%w@%%+=:,./_-]+$") then return word end
+  return "'" .. word:gsub("'", "'\\''") .. "'"
+end
+hints.shell_word = shell_word
+
+-- A file that only existed for the interrupted process: standard input, or
+-- a process substitution's /dev/fd/63. Pasted later, it would be gone.
+local function throwaway(path)
+  return path == "-" or path == "/dev/stdin" or path:match("^/dev/fd/") ~= nil
+    or path:match("^/proc/[%w]+/fd/") ~= nil
+end
+
+--- The start of a command that reaches the same server, profile and token
+-- the same way, as words, and what must be given again: never a secret
+-- itself (a --token value is left out) nor a file that is gone once the
+-- process ends (a password or token read from standard input or /dev/fd/N).
+-- @treturn table the words, starting with "geoservices"
+-- @treturn ?string what to give again ("give the token again (...)"), or nil
+function hints.follow_words(args)
+  local words, again = { "geoservices" }, {}
+  local function add(flag, value)
+    if value == nil or value == false then return end
+    words[#words + 1] = flag
+    if value ~= true then words[#words + 1] = value end
+  end
+  add("--profile", args.profile)
+  add("--url", args.url)
+  if args.admin_path and args.admin_path ~= "admin" then add("--admin-path", args.admin_path) end
+  if args.token_env and args.token_env ~= "GEOSERVICES_TOKEN" then add("--token-env", args.token_env) end
+  if args.token and args.token ~= "" then
+    again[#again + 1] = "give the token again (--token-file FILE, or $GEOSERVICES_TOKEN)"
+  elseif args.token_file and throwaway(args.token_file) then
+    again[#again + 1] = "give the token again (--token-file FILE, or $GEOSERVICES_TOKEN)"
+  else
+    add("--token-file", args.token_file)
+  end
+  add("--username", args.username)
+  if args.password_file and throwaway(args.password_file) then
+    again[#again + 1] = ("give the password of %s again (asked on a terminal, or --password-file FILE, or "
+      .. "$GEOSERVICES_PASSWORD)"):format(args.username or "the user")
+  else
+    add("--password-file", args.password_file)
+  end
+  add("--token-endpoint", args.token_endpoint)
+  add("--bearer", args.bearer)
+  add("--ca-file", args.ca_file)
+  add("--insecure", args.insecure)
+  return words, #again > 0 and table.concat(again, "; ") or nil
+end
+
+--- A command line to paste: the words of @{follow_words} and then `...`,
+-- each quoted for the shell where needed.
+-- @treturn string the command
+function hints.follow_command(args, ...)
+  local words = hints.follow_words(args)
+  for _, w in ipairs{ ... } do words[#words + 1] = w end
+  for i, w in ipairs(words) do words[i] = shell_word(w) end
+  return table.concat(words, " ")
+end
+
+--- The follow-up command of a command's output `out` (main sets
+-- `out.follow_command`; without it, the bare words).
+function hints.follow(out, ...)
+  if out.follow_command then return out.follow_command(...) end
+  local words = { "geoservices" }
+  for _, w in ipairs{ ... } do words[#words + 1] = shell_word(w) end
+  return table.concat(words, " ")
+end
+
 --- The advice for an error: nil, or `{message =, hint =}` (either may be
 -- nil): `message` replaces the error's own text in the printed line,
 -- `hint` is the next step.

@@ -130,25 +130,9 @@ local function default_env()
 end
 
 -- The start of a command that reaches the same server, profile and token
--- the same way (never a secret itself: a --token value is left out): what an
--- interrupted command prints for following what it left running.
+-- the same way (see geoservices.cli.hints.follow_words).
 function cli.follow_prefix(args)
-  local parts = { "geoservices" }
-  local function add(flag, value)
-    if value ~= nil and value ~= false then parts[#parts + 1] = value == true and flag or (flag .. " " .. value) end
-  end
-  add("--profile", args.profile)
-  add("--url", args.url)
-  if args.admin_path and args.admin_path ~= "admin" then add("--admin-path", args.admin_path) end
-  if args.token_env ~= "GEOSERVICES_TOKEN" then add("--token-env", args.token_env) end
-  if args.token_file ~= "-" then add("--token-file", args.token_file) end
-  add("--username", args.username)
-  if args.password_file ~= "-" then add("--password-file", args.password_file) end
-  add("--token-endpoint", args.token_endpoint)
-  add("--bearer", args.bearer)
-  add("--ca-file", args.ca_file)
-  add("--insecure", args.insecure)
-  return table.concat(parts, " ")
+  return hints.follow_command(args)
 end
 
 -- Ctrl-C: one line naming what still runs on the server and how to follow
@@ -157,15 +141,18 @@ local function interrupted(out, args)
   out:clear_live()
   local work = out.running
   local line
+  -- what the pasted command needs that it cannot hold: a secret, a file gone with this process
+  local again = work and (work.resupply or out.resupply)
   if work then
-    line = ("interrupted; %s keeps running on the server: follow it with `%s`"):format(work.what, work.follow)
+    line = ("interrupted; %s keeps running on the server: follow it with `%s`%s"):format(work.what, work.follow,
+      again and ("; " .. again) or "")
   else
     line = "interrupted; nothing was left running on the server"
   end
   if out.mode == "json" then
     out:emit{ event = "error", kind = "interrupted", message = line }
     out:emit{ event = "result", exit = EXIT.interrupted, ok = false, interrupted = true, command = args.command,
-              running = work and work.what or nil, follow = work and work.follow or nil }
+              running = work and work.what or nil, follow = work and work.follow or nil, resupply = again }
   end
   out.stderr:write(out:paint("geoservices:", "red", "stderr"), " ", line, "\n")
   out.stderr:flush()
@@ -194,6 +181,8 @@ local function run_command(parsed, out, env)
   local prof, prof_name = profile.select(parsed.profile, env.getenv)
   if not prof then return output.usage_error(out, prof_name) end
   out.follow_prefix = cli.follow_prefix(parsed)
+  out.follow_command = function(...) return hints.follow_command(parsed, ...) end
+  out.resupply = select(2, hints.follow_words(parsed))
   -- what to do next after an error (geoservices.cli.hints): the addresses
   -- that answered tell a wrong base URL from a missing resource
   local ctx = { args = parsed, profile = prof, answered = {},

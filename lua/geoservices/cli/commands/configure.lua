@@ -6,6 +6,7 @@ local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
+local hints = require "geoservices.cli.hints"
 local json = require "geoservices.json"
 local organization = require "geoservices.configure.organization"
 local output = require "geoservices.cli.output"
@@ -81,9 +82,11 @@ end
 -- token of its own: once configured the root resource needs one, so
 -- following the configuration means signing in as that administrator.
 local function following(out, admin)
-  out:server_work{ what = "the configuration of the organization",
-                   follow = (out.follow_prefix or "geoservices") .. (admin and (" --username " .. admin) or "")
-                     .. " configure --attach" }
+  local follow = admin and hints.follow(out, "--username", admin, "configure", "--attach")
+    or hints.follow(out, "configure", "--attach")
+  out:server_work{ what = "the configuration of the organization", follow = follow,
+                   resupply = admin and ("give the password of %s (the administrator it creates) when asked, or "
+                     .. "set GEOSERVICES_PASSWORD"):format(admin) or nil }
 end
 
 -- The server's own words about the configuration, when they change.

@@ -13,6 +13,7 @@
 local core = require "geoservices.core"
 local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
+local hints = require "geoservices.cli.hints"
 local json = require "geoservices.json"
 local output = require "geoservices.cli.output"
 local watch = require "geoservices.cli.watch"
@@ -149,7 +150,7 @@ local function follow(out, client, path, dest, run, poll_opts)
     local ok, msg = core.write_file_atomic(journal_path(path), op:to_json() .. "\n")
     if not ok then return nil, geoservices.errors.new("io", "cannot journal the job: " .. tostring(msg)) end
     out:server_work{ what = ("the createReplica job of %s"):format(name),
-                     follow = (out.follow_prefix or "geoservices") .. " replica resume " .. path }
+                     follow = hints.follow(out, "replica", "resume", path) }
     return true
   end
   opts.on_done = function(result)
@@ -201,8 +202,8 @@ local function create(args, out, client)
   local refused = dest.check(path)
   if refused then return output.fail(out, refused, { command = "replica" }) end
   if exists(journal_path(path)) then
-    return output.usage_error(out, ("a createReplica job for %s is journaled in %s: follow it with `%s replica "
-      .. "resume %s`"):format(path, journal_path(path), out.follow_prefix or "geoservices", path))
+    return output.usage_error(out, ("a createReplica job for %s is journaled in %s: follow it with `%s`"):format(
+      path, journal_path(path), hints.follow(out, "replica", "resume", path)))
   end
   local params = {
     replicaName = args.name, layers = args.layers, syncModel = args.model, syncDirection = args.direction,

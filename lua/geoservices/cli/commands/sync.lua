@@ -3,6 +3,7 @@
 -- download's bytes, records) through cli/watch.lua.
 local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
+local hints = require "geoservices.cli.hints"
 local output = require "geoservices.cli.output"
 local watch_mod = require "geoservices.cli.watch"
 
@@ -46,7 +47,7 @@ local function sync_store(args, out, client, path, edits_text)
                  on_status = watch.on_status, on_progress = watch.on_progress, on_fill = watch.on_fill,
                  lock_timeout = args.lock_timeout }
   out:server_work{ what = ("the synchronization of %s (its edits may have reached it)"):format(name),
-                   follow = (out.follow_prefix or "geoservices") .. " sync " .. path }
+                   follow = hints.follow(out, "sync", path) }
   local ok, result, sync_err = pcall(st.sync, st, client, opts)
   st:close()
   if ok then watch.report_download(result ~= nil) end
@@ -74,8 +75,7 @@ local function sync_one(args, out, client, path, edits_text, output_path)
   if args.async or edits_text then
     out:server_work{ what = args.async and ("the synchronization job of %s"):format(name)
                        or ("the synchronization of %s (its edits may have reached it)"):format(name),
-                     follow = (out.follow_prefix or "geoservices") .. " sync " .. path
-                       .. (args.async and " --async" or "") }
+                     follow = hints.follow(out, "sync", path, args.async and "--async" or nil) }
   end
   local ok, result, sync_err = pcall(client.sync, client, replica, edits_text, opts)
   if ok then watch.report_download(result ~= nil) end
