@@ -18,7 +18,7 @@
 --   polyline is a MultiLineString of one; csrc/store/geom.h says why); z and
 --   m flags from the layer's hasZ / hasM.
 -- * Fields keep what the layer says of them: a string's length (`TEXT(n)`),
---   `NOT NULL` for an editable field that is not nullable, its default, and
+--   its default (not NOT NULL: see layer_spec), and
 --   in the GeoPackage schema extension (`gpkg_data_columns`,
 --   `gpkg_data_column_constraints`) its alias and its coded-value or range
 --   domain, which GDAL lists as field domains and QGIS shows as value maps
@@ -34,8 +34,9 @@ local schema = {}
 
 --- The version of our own tables (geoservices_replica.format): 1 as first
 -- released; 2 adds the base of queued and failed edits and the conflicts
--- table (see @{MIGRATIONS}).
-schema.FORMAT = 2
+-- table (see @{MIGRATIONS}); 3 the capture triggers (geoservices.store.capture,
+-- geoservices.store.migrate).
+schema.FORMAT = 3
 
 schema.APPLICATION_ID = 0x47504B47 -- "GPKG"
 schema.USER_VERSION = 10300
@@ -319,9 +320,11 @@ function schema.layer_spec(layer, taken)
       sql = ("TEXT(%d)"):format(f.length)
     end
     local column = { name = f.name, type = t[2], sql = sql, esri_type = f.type }
-    -- a value the server requires of an edit is required of a local one; a
-    -- field the server fills itself (not editable) is left free
-    if f.nullable == false and f.editable ~= false and f ~= oid_field then column.not_null = true end
+    -- what the server requires of an edit is kept (the layer's metadata) and
+    -- checked when the edit is synchronized, not declared NOT NULL: the
+    -- server's own data may hold nulls there, and a download must never be
+    -- refused by the file, nor a QGIS user's edit aborted by it
+    if f.nullable == false and f.editable ~= false and f ~= oid_field then column.required = true end
     column.default = default_sql(f, t[2])
     spec.columns[#spec.columns + 1] = column
     local alias = type(f.alias) == "string" and f.alias ~= "" and f.alias ~= f.name and f.alias or nil
@@ -364,7 +367,6 @@ function schema.layer_sql(spec, srs_id)
     local def = q(c.name) .. " " .. c.sql
     if spec.oid and i == 1 then def = q(c.name) .. " INTEGER PRIMARY KEY" end
     if c.name == spec.globalid then def = def .. " UNIQUE" end
-    if c.not_null then def = def .. " NOT NULL" end
     if c.default then def = def .. " DEFAULT " .. c.default end
     defs[#defs + 1] = def
     if i == 1 and spec.oid and spec.geometry_column then
