@@ -177,7 +177,7 @@ describe("replica store queue", function()
       local st = assert(store.open(path))
       assert.is_true(columns(st, "geoservices_edits").base)
       assert.is_true(columns(st, "geoservices_failed_edits").base)
-      assert.equal(2, st:_db():rows("SELECT format FROM geoservices_replica")[1].format)
+      assert.equal(3, st:_db():rows("SELECT format FROM geoservices_replica")[1].format)
       local pending = assert(st:pending())
       assert.same({ "update", "add", "delete" }, { pending[1].op, pending[2].op, pending[3].op })
       assert.equal("renamed offline", pending[1].feature.attributes.NAME)
@@ -271,23 +271,23 @@ describe("replica store queue", function()
       assert(st:update(0, { attributes = { GlobalID = data.gid(0, 1), NAME = "sound" } }))
       assert(st:update(0, { attributes = { GlobalID = data.gid(0, 2), NAME = "to damage" } }))
       local seq = st:pending()[2].seq
-      damage(st, "UPDATE geoservices_edits SET feature = ? WHERE seq = ?", '{"attributes":{"NAME":"caf\xE9"}}', seq)
+      damage(st, "UPDATE geoservices_edits SET base = ? WHERE seq = ?", '{"row":{"NAME":"caf\xE9"}}', seq)
       local list, err = st:pending()
       assert.is_nil(list)
       assert.equal("io", err.kind)
       assert.equal("damaged", err.code)
       assert.truthy(err.message:find(path, 1, true), err.message)
       assert.matches("edit " .. seq, err.message)
+      assert.matches("base", err.message)
       local id
       id, err = st:begin_attempt{}
       assert.is_nil(id)
       assert.matches("edit " .. seq, err.message)
       assert.is_false(st:attempt())
-      -- folding an update into it is refused the same way
-      local ok
-      ok, err = st:update(0, { attributes = { GlobalID = data.gid(0, 2), NAME = "again" } })
-      assert.is_nil(ok)
-      assert.matches("edit " .. seq, err.message)
+      -- an edit of the same feature is still taken (the trigger folds it in
+      -- without reading the damaged row), and the row stays damaged
+      assert(st:update(0, { attributes = { GlobalID = data.gid(0, 2), NAME = "again" } }))
+      assert.equal("again", st:get(0, data.gid(0, 2)).attributes.NAME)
       -- a sync refuses before sending anything
       local server = serve{}
       local c = geoservices.client{ url = server.url, retry = false }
@@ -304,29 +304,49 @@ describe("replica store queue", function()
       st:close()
     end)
 
-    it("a queued add or update without a feature to send is damaged too", function()
+    it("a queued add or update whose feature is gone from the table is damaged too", function()
       local st, path = fresh()
       local gid = assert(st:add(0, { attributes = { NAME = "lost?" }, geometry = { x = 1, y = 1 } }))
       assert(st:update(3, { attributes = { GlobalID = data.gid(3, 1), NAME = "kept?" } }))
       local rows = st:pending()
-      for _, case in ipairs{ { rows[1].seq, json.null }, { rows[1].seq, '"text"' }, { rows[2].seq, '{"geometry":{}}' },
-                             { rows[2].seq, "[]" } } do
-        local seq, text = case[1], case[2]
-        local good = st.db:rows("SELECT feature FROM geoservices_edits WHERE seq = ?", seq)[1].feature
-        damage(st, "UPDATE geoservices_edits SET feature = ? WHERE seq = ?", text, seq)
+      -- the rows deleted behind the triggers' back (capture switched off by hand)
+      for _, case in ipairs{ { rows[1].seq, 0, gid }, { rows[2].seq, 3, data.gid(3, 1) } } do
+        local seq, layer, g = case[1], case[2], case[3]
+        local tbl = st.layers[layer].table
+        local saved = st.db:rows(('SELECT * FROM "%s" WHERE GlobalID = ?'):format(tbl), g)[1]
+        damage(st, "UPDATE geoservices_capture SET enabled = 0")
+        damage(st, ('DELETE FROM "%s" WHERE GlobalID = ?'):format(tbl), g)
         local list, err = st:pending()
         assert.is_nil(list)
         assert.equal("damaged", err.code)
         assert.truthy(err.message:find(path, 1, true), err.message)
         assert.matches("queued edit " .. seq, err.message)
+        assert.matches("not in table " .. tbl, err.message)
         local id
         id, err = st:begin_attempt{}
         assert.is_nil(id)
         assert.equal(seq, err.seq)
-        damage(st, "UPDATE geoservices_edits SET feature = ? WHERE seq = ?", good, seq)
+        local names, marks, values = {}, {}, {}
+        for k, v in pairs(saved) do
+          names[#names + 1], marks[#marks + 1], values[#values + 1] = '"' .. k .. '"', "?", v
+        end
+        damage(st, ('INSERT INTO "%s" (%s) VALUES (%s)'):format(tbl, table.concat(names, ", "),
+          table.concat(marks, ", ")), table.unpack(values, 1, #names))
+        damage(st, "UPDATE geoservices_capture SET enabled = 1")
       end
       assert.same({ gid, data.gid(3, 1) }, { st:pending()[1].globalId, st:pending()[2].globalId })
       assert.is_false(st:attempt())
+      -- an edit in flight holds what was sent: without a feature it is damaged
+      local id = assert(st:begin_attempt{})
+      local seq = rows[2].seq
+      for _, text in ipairs{ '"text"', '{"geometry":{}}', "[]" } do
+        damage(st, "UPDATE geoservices_edits SET feature = ? WHERE seq = ?", text, seq)
+        local list, err = st:pending()
+        assert.is_nil(list)
+        assert.equal("damaged", err.code)
+        assert.matches("queued edit " .. seq, err.message)
+      end
+      assert.equal(id, st:attempt().id)
       st:close()
     end)
 

@@ -100,7 +100,8 @@ end
 -- server): the rows' fates and the OBJECTIDs of the adds found; the
 -- generations do not move (no data came).
 function commit.verified(st, attempt_id, by_seq, object_ids, rows, summary)
-  return st:transaction(function()
+  -- the library's own writes: never captured as local edits
+  return st:_uncaptured(function()
     local oids = {}
     for _, r in ipairs(rows) do
       local oid = object_ids[commit.row_key(r)]
@@ -146,7 +147,8 @@ function commit.result(st, rep, c)
   end
   local by_seq = c.by_seq
   local overwritten = {}
-  local ok, err = st:transaction(function()
+  -- one transaction, the library's own writes never captured as local edits
+  local ok, err = st:_uncaptured(function()
     local db = st.db
     for id in pairs(snapshot) do
       local cleared, cerr = st:clear_layer(id)

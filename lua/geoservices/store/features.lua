@@ -1,13 +1,13 @@
 --- The replica store's features: reading them (`st:get`, `st:count`) and
--- the local edits (`st:add`, `st:update`, `st:delete`), each applied to the
--- feature table and queued (geoservices.store.queue) in one transaction.
+-- the local edits (`st:add`, `st:update`, `st:delete`), each written to the
+-- feature table, where its capture triggers queue it
+-- (geoservices.store.capture) exactly as they queue an edit made in QGIS.
 -- These are methods of the Store (geoservices.store), which mixes them
 -- in: call them on a store, `st:add(0, feature)`.
 -- @module geoservices.store.features
 local edits = require "geoservices.sync.edits"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
-local queue = require "geoservices.store.queue"
 local schema = require "geoservices.store.schema"
 local shared = require "geoservices.store.shared"
 
@@ -108,26 +108,16 @@ local function copy_attributes(attributes)
   return a
 end
 
-local function feature_json(attributes, geometry)
-  local f = { attributes = attributes }
-  if geometry ~= nil then f.geometry = geometry end
-  return json.encode(f)
-end
-
--- The base of an edit: the JSON of a feature as the store holds it.
-local function base_json(current)
-  return feature_json(current.attributes, current.geometry)
-end
-
 local function put(self, spec, attributes, geometry)
   local ok, msg, code = self.db:put(spec.id, { attributes = attributes, geometry = geometry })
   if not ok then return nil, db_error(self.path, msg, code) end
   return true
 end
 
---- Adds a feature locally and queues it for upload, in one transaction. It
--- gets a new GlobalID unless it has one, and (with an OBJECTID field) a
--- negative OBJECTID until the server gives it its own.
+--- Adds a feature locally; the table's capture trigger queues it for
+-- upload in the same transaction. It gets a new GlobalID unless it has
+-- one, and (with an OBJECTID field) a negative OBJECTID until the server
+-- gives it its own.
 -- @int layer_id the layer
 -- @tparam table feature `{attributes = {...}, geometry = {...}}` (copied)
 -- @treturn[1] string the GlobalID
@@ -151,7 +141,6 @@ function Store:add(layer_id, feature)
   gid = normalize_gid(gid)
   attributes[spec.globalid] = gid
   if spec.oid then attributes[spec.oid] = nil end
-  local queued = feature_json(attributes, feature.geometry)
   return self:transaction(function()
     local db = self.db
     local exists, msg, code = db:get(layer_id, gid)
@@ -165,23 +154,20 @@ function Store:add(layer_id, feature)
     end
     local okp, perr = put(self, spec, attributes, feature.geometry)
     if not okp then return nil, perr end
-    local okq, qerr = queue.enqueue(self, spec, "add", gid, queued)
-    if not okq then return nil, qerr end
     return gid
   end)
 end
 
---- Updates a feature locally (the attributes given replace those of the
--- row; a geometry given replaces its geometry) and queues the update with
--- its base (the feature as it was before). An update of a feature whose add
--- or update is still unsent is folded into it, and keeps that edit's base.
+--- Updates a feature locally: the attributes given replace those of the
+-- row, a geometry given replaces its geometry. The table's capture trigger
+-- queues the update with its base (the feature as it was before), or folds
+-- it into the feature's add or update not sent yet, which keeps its base.
 -- @int layer_id the layer
 -- @tparam table feature `{attributes = {GlobalID = ..., changed fields}, geometry = ...}`
 -- @treturn[1] boolean true
 -- @return[2] nil
 -- @treturn[2] table err: "invalid" (unknown layer or GlobalID, a geometry of another kind, text
---   that is not UTF-8: `err.parameter` names the field), "busy", "io" (code "damaged": the
---   unsent edit it would fold into cannot be read)
+--   that is not UTF-8: `err.parameter` names the field), "busy", "io"
 -- @raise when layer_id is not an integer, feature not a table, or without a GlobalID
 function Store:update(layer_id, feature)
   if type(feature) ~= "table" then error("store:update: the feature must be a table", 2) end
@@ -199,45 +185,30 @@ function Store:update(layer_id, feature)
   local text_ok, terr = check_text(changes, feature.geometry)
   if not text_ok then return nil, terr end
   return self:transaction(function()
-    local db = self.db
-    local current, msg, code = db:get(layer_id, gid)
+    local current, msg, code = self.db:get(layer_id, gid)
     if not current then
       if msg then return nil, db_error(self.path, msg, code) end
       return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id))
     end
-    local queued, qerr = queue.unsent(self, spec, gid)
-    if queued == nil then return nil, qerr end
-    local base = not queued and base_json(current) -- taken before the change
     local attributes = current.attributes
     for k, v in pairs(changes) do attributes[k] = v end
     local geometry = feature.geometry
     if geometry == nil then geometry = current.geometry end
     local okp, perr = put(self, spec, attributes, geometry)
     if not okp then return nil, perr end
-    if queued then -- fold into the edit that has not left yet
-      local f = queued.feature
-      for k, v in pairs(changes) do f.attributes[k] = v end
-      if feature.geometry ~= nil then f.geometry = feature.geometry end
-      local okr, m, c = db:run("UPDATE geoservices_edits SET feature = ? WHERE seq = ?",
-        feature_json(f.attributes, f.geometry), queued.seq)
-      if not okr then return nil, db_error(self.path, m, c) end
-      return true
-    end
-    local okq, eerr = queue.enqueue(self, spec, "update", gid, feature_json(changes, feature.geometry), base)
-    if not okq then return nil, eerr end
     return true
   end)
 end
 
---- Deletes a feature locally and queues the delete, with its base (the
--- feature before its first unsent change). A feature whose add never left
--- the queue is simply forgotten; an unsent update gives way to the delete.
+--- Deletes a feature locally. The table's capture trigger queues the
+-- delete with its base (the feature before its first unsent change); a
+-- feature whose add was never sent is simply forgotten, and an unsent
+-- update gives way to the delete.
 -- @int layer_id the layer
 -- @string global_id the GlobalID
 -- @treturn[1] boolean true
 -- @return[2] nil
--- @treturn[2] table err: "invalid" (unknown layer or GlobalID), "busy", "io" (code "damaged" as
---   @{Store:update})
+-- @treturn[2] table err: "invalid" (unknown layer or GlobalID), "busy", "io"
 -- @raise when layer_id is not an integer or global_id not a string
 function Store:delete(layer_id, global_id)
   if type(global_id) ~= "string" or global_id == "" then error("store:delete needs a GlobalID string", 2) end
@@ -246,25 +217,9 @@ function Store:delete(layer_id, global_id)
   if not spec then return nil, err end
   local gid = normalize_gid(global_id)
   return self:transaction(function()
-    local db = self.db
-    local current, msg, code = db:get(layer_id, gid)
-    if not current then
-      if msg then return nil, db_error(self.path, msg, code) end
-      return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, layer_id))
-    end
-    local queued, qerr = queue.unsent(self, spec, gid)
-    if queued == nil then return nil, qerr end
-    local n, m, c = db:remove(layer_id, gid)
+    local n, m, c = self.db:remove(layer_id, gid)
     if not n then return nil, db_error(self.path, m, c) end
-    local base = base_json(current)
-    if queued then
-      local okr, rm, rc = db:run("DELETE FROM geoservices_edits WHERE seq = ?", queued.seq)
-      if not okr then return nil, db_error(self.path, rm, rc) end
-      if queued.op == "add" then return true end -- the server never saw it
-      base = queued.base_text -- the feature before the update it replaces
-    end
-    local okq, eerr = queue.enqueue(self, spec, "delete", gid, nil, base)
-    if not okq then return nil, eerr end
+    if n == 0 then return nil, errors.invalid("GlobalID", ("no feature %s in layer %d"):format(gid, spec.id)) end
     return true
   end)
 end

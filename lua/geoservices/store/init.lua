@@ -33,10 +33,12 @@
 -- geoservices.store.queue, the synchronization in geoservices.store.sync.
 -- Their methods are all methods of the one Store.
 -- @module geoservices.store
+local capture = require "geoservices.store.capture"
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local features = require "geoservices.store.features"
 local json = require "geoservices.json"
+local migrate = require "geoservices.store.migrate"
 local paths = require "geoservices.store.paths"
 local queue = require "geoservices.store.queue"
 local result_file = require "geoservices.store.result_file"
@@ -76,32 +78,6 @@ end
 -- store of an older one was opened read-only).
 local function new_store(db, path, layers, format)
   return setmetatable({ db = db, path = path, layers = layers, format = format or schema.FORMAT }, Store)
-end
-
--- Brings a store of an older format up to schema.FORMAT in one write
--- transaction: a failure leaves the file as it was, and another process
--- opening the same store meanwhile waits for the lock, then finds the
--- format current and does nothing. Returns true, or nil, msg, code.
-local function migrate(db)
-  local ok, m, c = db:begin()
-  if not ok then return nil, m, c end
-  local function abort(msg, code)
-    db:rollback()
-    return nil, msg, code
-  end
-  local rows
-  rows, m, c = db:rows("SELECT format FROM geoservices_replica WHERE id = 1")
-  if not rows then return abort(m, c) end
-  for n = rows[1].format + 1, schema.FORMAT do
-    for _, sql in ipairs(schema.MIGRATIONS[n]) do
-      ok, m, c = db:exec(sql)
-      if not ok then return abort(m, c) end
-    end
-  end
-  ok, m, c = db:run("UPDATE geoservices_replica SET format = ? WHERE id = 1", schema.FORMAT)
-  if ok then ok, m, c = db:commit() end
-  if not ok then return abort(m, c) end
-  return true
 end
 
 --- Opens an existing store. A store written by an earlier version of this
@@ -146,7 +122,7 @@ function store.open(path, opts)
   end
   local format = rows[1].format
   if format < schema.FORMAT and not (opts and opts.readonly) then
-    local ok, mm, mc = migrate(db)
+    local ok, mm, mc = migrate.run(db)
     if not ok then return fail(mm, mc) end
     format = schema.FORMAT
   end
@@ -289,6 +265,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     end
     check(db:begin())
     for _, sql in ipairs(schema.BASE_SQL) do check(db:exec(sql)) end
+    for _, sql in ipairs(capture.CONTROL_SQL) do check(db:exec(sql)) end
     for _, r in ipairs(srs_rows(specs)) do
       check(db:run("INSERT INTO gpkg_spatial_ref_sys (srs_name, srs_id, organization, organization_coordsys_id, "
         .. "definition, description) VALUES (?, ?, ?, ?, ?, ?)", r.srs_name, r.srs_id, r.organization,
@@ -296,6 +273,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     end
     for _, spec in ipairs(specs) do
       for _, sql in ipairs(schema.layer_sql(spec, spec.srs_id or -1)) do check(db:exec(sql)) end
+      for _, sql in ipairs(capture.layer_sql(spec)) do check(db:exec(sql)) end
       spec.sync_direction = directions[spec.id]
       local meta
       for _, l in ipairs(layers_metadata) do
@@ -456,6 +434,28 @@ function Store:transaction(fn, ...)
   return table.unpack(results, 2, results.n)
 end
 
+--- Runs `fn()` with change capture off (geoservices.store.capture): the
+-- library's own writes of what the server sent are not local edits. It
+-- runs in a transaction (the caller's, or its own): capture is switched
+-- back on before fn's results are returned, and a rollback restores it
+-- too, so no other connection ever sees it off. A store of an older format
+-- opened read-only has no capture to switch.
+-- @tparam function fn the work
+-- @return fn's results, or nil, err
+-- @raise what fn raises
+function Store:_uncaptured(fn)
+  local db = self:_db()
+  if self.format < 3 then return fn() end
+  return self:transaction(function()
+    local ok, msg, code = capture.set(db, false)
+    if not ok then return nil, db_error(self.path, msg, code) end
+    local results = table.pack(fn())
+    ok, msg, code = capture.set(db, true)
+    if not ok then return nil, db_error(self.path, msg, code) end
+    return table.unpack(results, 1, results.n)
+  end)
+end
+
 --- Applies the complete records of a core.records() extractor: downloaded
 -- features and attachments go into the tables (in C, no Lua value per
 -- record); the other records (fields, layer fields, edit results, and
@@ -470,9 +470,12 @@ end
 --   complete records are consumed either way: roll back
 -- @raise outside a transaction; what on_record raises
 function Store:apply(records, on_record)
-  local n, delivered, code = self:_db():apply(records, on_record)
-  if not n then return nil, db_error(self.path, delivered, code) end
-  return n, delivered
+  local db = self:_db()
+  return self:_uncaptured(function()
+    local n, delivered, code = db:apply(records, on_record)
+    if not n then return nil, db_error(self.path, delivered, code) end
+    return n, delivered
+  end)
 end
 
 --- Removes every feature of a layer (before a snapshot layer's replacement data).
@@ -481,9 +484,12 @@ end
 function Store:clear_layer(layer_id)
   local spec, err = layer_of(self, layer_id)
   if not spec then return nil, err end
-  local ok, msg, code = self:_db():run("DELETE FROM " .. schema.ident(spec.table))
-  if not ok then return nil, db_error(self.path, msg, code) end
-  return true
+  local db = self:_db()
+  return self:_uncaptured(function()
+    local ok, msg, code = db:run("DELETE FROM " .. schema.ident(spec.table))
+    if not ok then return nil, db_error(self.path, msg, code) end
+    return true
+  end)
 end
 
 --- The generations held: `{replicaServerGen =, replicaServerSibGen =, layerServerGens = {{id =,

@@ -5,11 +5,12 @@
 -- journal: an edit leaves it only in the transaction that commits the
 -- server's result for it. These are methods of the Store
 -- (geoservices.store), which mixes them in: call them on a store,
--- `st:pending()`. geoservices.store.features queues through
--- `queue.unsent` and `queue.enqueue` (internal).
+-- `st:pending()`. The edits are queued by the capture triggers of the
+-- feature tables (geoservices.store.capture), whoever makes them.
 -- @module geoservices.store.queue
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
+local outgoing = require "geoservices.store.outgoing"
 local shared = require "geoservices.store.shared"
 
 local db_error, now = shared.db_error, shared.now
@@ -41,23 +42,40 @@ end
 local SENDS_FEATURE = { add = true, update = true }
 
 -- A row of a table of edits (queued, failed or in conflict) as the methods
--- give it, JSON columns decoded; `what` names such a row in errors. A
--- queued add or update must hold a feature: it is what would be sent.
+-- give it, JSON columns decoded, the base as a feature; `what` names such a
+-- row in errors. The feature of a queued add or update not sent yet is read
+-- from the feature table (geoservices.store.outgoing), with `changes`
+-- (false: its values all came back to its base); one in flight holds what
+-- was sent, and must hold a feature.
 local function edit_row(st, r, what, tbl)
   local out = {
     seq = r.seq, op = r.op, layer = r.layer_id, globalId = r.global_id, attempt = r.attempt_id,
     created = r.created_at, code = r.code, description = r.description, failed = r.failed_at,
-    detected = r.detected_at,
+    detected = r.detected_at, outcome = r.outcome,
   }
+  local spec = st.layers[r.layer_id]
   local why
-  for _, column in ipairs{ "feature", "base", "server" } do
-    local value, bad = decode_column(r[column])
-    if bad then why = ("its %s is %s"):format(column, bad) end
-    out[column] = value
-  end
-  if not why and tbl == "geoservices_edits" and SENDS_FEATURE[r.op]
-    and (type(out.feature) ~= "table" or type(out.feature.attributes) ~= "table") then
-    why = ("it is an %s without a feature ({\"attributes\": {...}}) to send"):format(r.op)
+  local base, bad_base = outgoing.base(spec, r.base)
+  if base == false then why = ("its base is %s"):format(bad_base) end
+  out.base = base or nil
+  local server, bad_server = decode_column(r.server)
+  if bad_server then why = ("its server is %s"):format(bad_server) end
+  out.server = server
+  local queued = tbl == "geoservices_edits"
+  if not why and queued and not spec then
+    why = ("its layer %s is not in this store"):format(tostring(r.layer_id))
+  elseif not why and queued and r.attempt_id == nil and SENDS_FEATURE[r.op] then
+    local feature, changes_or_why, err = outgoing.feature(st, spec, r.op, r.global_id, out.base)
+    if err then return nil, err end
+    if feature then out.feature, out.changes = feature, changes_or_why else why = changes_or_why end
+  else
+    local value, bad = decode_column(r.feature)
+    if bad then why = ("its feature is %s"):format(bad) end
+    out.feature = value
+    if not why and queued and SENDS_FEATURE[r.op]
+      and (type(out.feature) ~= "table" or type(out.feature.attributes) ~= "table") then
+      why = ("it is an %s without a feature ({\"attributes\": {...}}) to send"):format(r.op)
+    end
   end
   if why then
     local err = damaged(st, ("%s %d"):format(what, r.seq), why, ("the row seq = %d of %s"):format(r.seq, tbl))
@@ -77,40 +95,18 @@ local function edit_rows(st, rows, what, tbl)
   return list
 end
 
--- The one queued edit of a GlobalID not yet sent (queue compaction keeps at
--- most one) as Store:pending gives it, plus `feature_text` and
--- `base_text` (the JSON as stored); false when there is none; nil, err.
-function queue.unsent(st, spec, gid)
-  local rows, msg, code = st.db:rows("SELECT * FROM geoservices_edits WHERE layer_id = ? AND "
-    .. "global_id = ? AND attempt_id IS NULL ORDER BY seq DESC", spec.id, gid)
-  if not rows then return nil, db_error(st.path, msg, code) end
-  if not rows[1] then return false end
-  local row, err = edit_row(st, rows[1], "queued edit", "geoservices_edits")
-  if not row then return nil, err end
-  row.feature_text, row.base_text = rows[1].feature, rows[1].base
-  return row
-end
-
--- Queues an edit: `feature_text` the JSON sent (nil for a delete),
--- `base_text` the JSON of the feature before the first unsent change (nil
--- for an add).
-function queue.enqueue(st, spec, op, gid, feature_text, base_text)
-  local ok, msg, code = st.db:run("INSERT INTO geoservices_edits (layer_id, op, global_id, feature, base, "
-    .. "created_at) VALUES (?, ?, ?, ?, ?, ?)", spec.id, op, gid, feature_text, base_text, now())
-  if not ok then return nil, db_error(st.path, msg, code) end
-  return true
-end
-
 --- The methods of a replica store (geoservices.store) that read its
 -- queue of local edits and record the synchronizations that send them.
 -- @type Store
 
 --- The local edits not yet committed by the server, in order:
 -- `{seq =, op = "add"|"update"|"delete", layer =, globalId =, feature =, base =, attempt =, created =}`.
--- `feature` is what is sent (an update's changed attributes and geometry);
--- `base` the feature (`{attributes =, geometry =}`) as it was before the
--- first unsent local change of its GlobalID: an update's and a delete's,
--- never an add's (nor an edit queued by a store of format 1).
+-- `feature` is what is sent (geoservices.store.outgoing: an add's values,
+-- an update's changed attributes and geometry), read from the feature table
+-- until the edit is sent, then what was sent; `base` the feature
+-- (`{attributes =, geometry =}`) as it was before the first unsent local
+-- change of its GlobalID: an update's and a delete's, never an add's (nor
+-- an edit queued by a store of format 1).
 -- @return the list, or nil, err: kind "io", code "damaged" when a row cannot be decoded (the
 --   message names the file and the row; nothing is changed)
 function Store:pending()
@@ -157,8 +153,10 @@ function Store:discard_conflict(seq)
 end
 
 --- Records an attempt before it is sent: the queued edits not yet in
--- flight (or those of `opts.seqs`) are marked with it, and its GlobalIDs
--- kept. For the synchronization half.
+-- flight (or those of `opts.seqs`) are marked with it, what each sends is
+-- kept with it (read from the feature table now), and its GlobalIDs kept.
+-- An update whose values all came back to its base is dropped from the
+-- queue: it has nothing to send. For the synchronization half.
 -- @tparam[opt] table opts `seqs` (the queue rows sent), `params` (kept as JSON), `status_url`
 -- @treturn[1] integer the attempt id
 -- @treturn[1] table the queue rows it holds (as @{pending})
@@ -180,8 +178,13 @@ function Store:begin_attempt(opts)
       if not wanted or wanted[r.seq] then
         local row, err = edit_row(self, r, "queued edit", "geoservices_edits")
         if not row then return nil, err end -- nothing recorded: the edits stay queued, unsent
-        chosen[#chosen + 1] = row
-        gids[#gids + 1] = r.global_id
+        if row.changes == false then
+          local ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
+          if not ok then return nil, db_error(self.path, m, c) end
+        else
+          chosen[#chosen + 1] = row
+          gids[#gids + 1] = r.global_id
+        end
       end
     end
     local changes, id, icode = db:run("INSERT INTO geoservices_attempts (started_at, state, status_url, "
@@ -189,9 +192,10 @@ function Store:begin_attempt(opts)
       opts.params and json.encode(opts.params) or nil)
     if not changes then return nil, db_error(self.path, id, icode) end
     for _, r in ipairs(chosen) do
-      local ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = ? WHERE seq = ?", id, r.seq)
+      local ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = ?, feature = ? WHERE seq = ?", id,
+        r.feature ~= nil and json.encode(r.feature) or nil, r.seq)
       if not ok then return nil, db_error(self.path, m, c) end
-      r.attempt = id
+      r.attempt, r.changes = id, nil
     end
     return id, chosen
   end)
@@ -232,6 +236,32 @@ function Store:attempt()
   return attempt
 end
 
+-- An edit that goes back to the queue meets the edit of its feature made
+-- while it was in flight (the triggers queued that one apart): the two
+-- become one, as the triggers fold edits ("requeued newer" -> the op the
+-- requeued row keeps, false when both go).
+local FOLD = {
+  ["add update"] = "add", ["add delete"] = false, ["update update"] = "update",
+  ["update delete"] = "delete", ["delete add"] = "update",
+}
+
+local function requeue(st, r)
+  local db = st.db
+  local ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = NULL, feature = NULL WHERE seq = ?", r.seq)
+  if not ok then return nil, m, c end
+  local newer
+  newer, m, c = db:rows("SELECT seq, op FROM geoservices_edits WHERE layer_id = ? AND global_id = ? AND "
+    .. "attempt_id IS NULL AND seq > ? ORDER BY seq", r.layer_id, r.global_id, r.seq)
+  if not newer then return nil, m, c end
+  local n = newer[1]
+  local fold = n and FOLD[r.op .. " " .. n.op]
+  if fold == nil then return true end
+  ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", n.seq)
+  if ok and fold == false then ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq) end
+  if ok and fold then ok, m, c = db:run("UPDATE geoservices_edits SET op = ? WHERE seq = ?", fold, r.seq) end
+  return ok, m, c
+end
+
 --- Resolves an attempt (in the transaction that commits its result), each
 -- queue row of it by `outcomes[seq]`:
 --
@@ -240,7 +270,8 @@ end
 -- * `{conflict = true, server = <feature table>, description =}`: the server holds other values
 --   (another replica's newer edit); it moves to the conflicts (@{conflicts}), never sent again;
 -- * nil: not applied (or not known to be); it returns to the queue, unsent, and goes with the
---   next synchronization.
+--   next synchronization (folded with an edit of its feature made meanwhile, and sending what
+--   the feature table holds then).
 --
 -- The attempt is forgotten.
 -- @int attempt_id the attempt
@@ -249,7 +280,7 @@ end
 function Store:end_attempt(attempt_id, outcomes)
   return self:transaction(function()
     local db = self.db
-    local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id = ?", attempt_id)
+    local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id = ? ORDER BY seq", attempt_id)
     if not rows then return nil, db_error(self.path, msg, code) end
     for _, r in ipairs(rows) do
       local o = outcomes and outcomes[r.seq]
@@ -267,7 +298,7 @@ function Store:end_attempt(attempt_id, outcomes)
       if ok and (o == true or type(o) == "table") then
         ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
       elseif ok then
-        ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = NULL WHERE seq = ?", r.seq)
+        ok, m, c = requeue(self, r)
       end
       if not ok then return nil, db_error(self.path, m, c) end
     end
