@@ -77,7 +77,7 @@ describe("the examples of every --help", function()
         helper.write_file(dir .. "/org.json", json.encode(params))
       end,
     },
-    services = {}, snapshots = {}, status = {},
+    services = {}, snapshots = {}, status = {}, replicas = {},
     login = {
       env = { GEOSERVICES_PASSWORD = "alice-pass1", GEOSERVICES_TOKEN = false },
       setup = function()

@@ -96,6 +96,19 @@ describe("Ctrl-C hints that can be pasted", function()
       assert.is_true(json.decode(helper.read_all(dir .. "/my crew.json")).replicaServerGen > 1, text)
     end)
 
+  it("Ctrl-C during the createReplica request: how to see whether the replica was made, runnable", function()
+    emu:fault{ route = "createReplica", kind = "delay", delay_ms = 3000 }
+    local r = ctrl_c("sending", ("GEOSERVICES_TOKEN=alice-token geoservices --url %s replica create Parcels "
+      .. "--layers 0 --name crew-9 crew-9.gpkg"):format(q(emu.url)))
+    assert.equal(130, r.exit, r.output)
+    local command, line = follow_of(r.output)
+    assert.equal(("geoservices --url %s replicas Parcels"):format(emu.url), command)
+    assert.truthy(line:find("a replica named crew-9 may have been created", 1, true), line)
+    local code, text = paste(command, "export GEOSERVICES_TOKEN=alice-token; ")
+    assert.equal(0, code, text)
+    assert.truthy(text:find("1 replica of Parcels", 1, true) and text:find("crew-9", 1, true), text)
+  end)
+
   it("a --token value is never printed; the hint says to give the token again", function()
     helper.write_file(dir .. "/crew.json", json.encode{ service = "Parcels", replicaID = CREW1,
                                                       model = "perReplica", replicaServerGen = 1 })

@@ -19,7 +19,7 @@ local FUNCTIONS = {
   ["geoservices.sync.job"] = { "Operation:poll", "Operation:wait", "Operation:done", "Operation:to_json" },
   ["geoservices.sync.create"] = { "create_replica", "resume_create_replica", "Result:replica_state" },
   ["geoservices.sync.service"] = { "service_info", "layer_info", "ServiceInfo:layer", "LayerInfo:field" },
-  ["geoservices.sync.replicas"] = { "replica_info", "unregister_replica" },
+  ["geoservices.sync.replicas"] = { "replica_info", "unregister_replica", "list_replicas" },
   ["geoservices.configure"] = { "configure", "status", "wait_configured", "redact", "Operation:poll",
                                 "Operation:wait" },
   ["geoservices.configure.organization"] = { "key", "is_failure", "stages", "state", "failures", "current_stage",

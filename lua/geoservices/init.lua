@@ -70,6 +70,7 @@ function Client:resume_create_replica(text) return create.resume_create_replica(
 function Client:service_info(service, opts) return service_meta.service_info(self, service, opts) end
 function Client:layer_info(service, id, opts) return service_meta.layer_info(self, service, id, opts) end
 function Client:replica_info(service, id, opts) return replicas.replica_info(self, service, id, opts) end
+function Client:list_replicas(service, opts) return replicas.list_replicas(self, service, opts) end
 function Client:unregister_replica(service, id, opts) return replicas.unregister_replica(self, service, id, opts) end
 function Client:get_services_by_id(ids, opts) return services.get_services_by_id(self, ids, opts) end
 function Client:list_snapshots(item_id, opts) return services.list_snapshots(self, item_id, opts) end

@@ -53,6 +53,7 @@ local commands = {
   emulator = require "geoservices.cli.commands.emulator",
   login = require "geoservices.cli.commands.login",
   replica = require "geoservices.cli.commands.replica",
+  replicas = require "geoservices.cli.commands.replicas",
 }
 
 --- Exit codes of the command.
@@ -144,8 +145,8 @@ local function interrupted(out, args)
   -- what the pasted command needs that it cannot hold: a secret, a file gone with this process
   local again = work and (work.resupply or out.resupply)
   if work then
-    line = ("interrupted; %s keeps running on the server: follow it with `%s`%s"):format(work.what, work.follow,
-      again and ("; " .. again) or "")
+    line = ("interrupted; %s keeps running on the server: %s with `%s`%s"):format(work.what,
+      work.verb or "follow it", work.follow, again and ("; " .. again) or "")
   else
     line = "interrupted; nothing was left running on the server"
   end

@@ -69,8 +69,8 @@ end
 
 --- Tells what keeps running on the server from now on, should the command
 -- be interrupted: `{what = "the configuration", follow = "geoservices ... --attach",
--- save = function() -> follow text}` (save, when given, writes what is needed to
--- follow it and returns the command); nil once it ended.
+-- verb = "follow it" (how the line introduces the command), resupply = what the
+-- command needs given again}`; nil once it ended.
 function Out:server_work(work)
   self.running = work
 end

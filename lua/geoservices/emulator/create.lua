@@ -471,6 +471,30 @@ function create.replica_info(emu, request, service_name, id_text)
   return doc
 end
 
+--- GET {service}/FeatureServer/replicas: the replicas' names and ids, a
+-- JSON array as the vendor documents the resource ("replicas (Feature
+-- Service)": every replica for an administrator, only the user's own
+-- otherwise), oldest first.
+function create.list_replicas(emu, request, service_name)
+  local denied = metadata.check_token(emu, request)
+  if denied then return denied end
+  local svc = emu.world.feature_services[service_name]
+  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local user = metadata.user_of(emu, request)
+  local list = {}
+  for _, r in pairs(svc.replicas) do
+    if not user or user.role == "administrator" or r.owner == user.name then list[#list + 1] = r end
+  end
+  table.sort(list, function(a, b)
+    local ta, tb = a.creationDate or 0, b.creationDate or 0
+    if ta ~= tb then return ta < tb end
+    return tostring(a.replicaName) < tostring(b.replicaName)
+  end)
+  local out = json.array()
+  for i, r in ipairs(list) do out[i] = { replicaName = r.replicaName, replicaID = r.replicaID } end
+  return out
+end
+
 --- POST {service}/FeatureServer/unRegisterReplica (replicaID)
 function create.unregister(emu, request, service_name)
   local denied = metadata.check_token(emu, request)

@@ -51,6 +51,7 @@ local SERVICE_ROUTES = {
   -- replicas' lifecycle and the metadata they are checked against (emulator.create, emulator.metadata)
   { pattern = "^/([%w_%-]+)/FeatureServer/createReplica$", name = "createReplica", handler = create.create_replica },
   { pattern = "^/([%w_%-]+)/FeatureServer/replicas/([^/]+)$", name = "replicaInfo", handler = create.replica_info },
+  { pattern = "^/([%w_%-]+)/FeatureServer/replicas$", name = "replicas", handler = create.list_replicas },
   { pattern = "^/([%w_%-]+)/FeatureServer/unRegisterReplica$", name = "unRegisterReplica",
     handler = create.unregister },
   { pattern = "^/([%w_%-]+)/FeatureServer$", name = "serviceInfo", handler = metadata.service_resource },

@@ -390,6 +390,8 @@ local post_token, post_attempt = post_attempt_mod.token, post_attempt_mod.run
 -- @tparam[opt] boolean opts.multipart send as multipart/form-data
 -- @tparam[opt] boolean opts.fresh_connect a new connection (a request that must reach the server at
 --   most once: libcurl re-sends a body on its own when a reused connection dies before the answer)
+-- @tparam[opt] boolean opts.array a top-level JSON array is an answer too (a resource that lists,
+--   such as a feature service's replicas)
 -- @tparam[opt] table opts.files file parts of a multipart request (`{name =, file = path | data =, filename =}`)
 -- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
 -- @param[opt] opts.token whose token goes with this request: nil (the client's), false (none: a

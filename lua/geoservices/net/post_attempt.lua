@@ -88,7 +88,7 @@ function post_attempt.run(self, url, fields, opts, deadline, source, own_origin,
   if sink then
     decoded, err = response.streamed(resp, url, sink.records, deliver, top, conn.max_json_depth)
   else
-    decoded, err = response.decode(resp, url, conn.max_json_depth)
+    decoded, err = response.decode(resp, url, conn.max_json_depth, opts.array)
   end
   if decoded then
     info.date = resp.headers.date -- the server's clock: a token's lifetime is counted from it

@@ -65,10 +65,11 @@ end
 --   as `body`)
 -- @string url the address
 -- @tparam[opt] number max_depth nesting limit (the same as the request's when it decoded the body)
+-- @tparam[opt] boolean array_ok a top-level JSON array is an answer too (a resource that lists)
 -- @treturn[1] table the decoded object
 -- @return[2] nil
 -- @treturn[2] table err: kind "server", "auth", "http" or "protocol"
-function response.decode(resp, url, max_depth)
+function response.decode(resp, url, max_depth, array_ok)
   -- a body decoded by the core is never looked at again (a lean result has none)
   local status, decoded = resp.status, resp.json
   local body, msg, offset
@@ -90,7 +91,7 @@ function response.decode(resp, url, max_depth)
     return nil, errors.new("protocol", ("invalid JSON response (%s, %d bytes) at byte %s: %s"):format(
       ctype, #body, tostring(offset), tostring(msg)), { status = status, url = url, offset = offset })
   end
-  if not object then
+  if not object and not (array_ok and json.is_array(decoded)) then
     local got = type(decoded) == "table" and "an array" or type(decoded)
     return nil, errors.new("protocol", "expected a JSON object, got " .. got, { status = status, url = url })
   end

@@ -174,6 +174,68 @@ function replicas.replica_info(self, name, id, opts)
   return replicas.build_info(name, doc)
 end
 
+-- The replicas of a service: see ReplicaList below.
+local ReplicaList = { __name = "geoservices.ReplicaList" }
+ReplicaList.__index = ReplicaList
+
+function ReplicaList:__tostring()
+  local shown = {}
+  for i, r in ipairs(self) do
+    if i > 10 then
+      shown[#shown + 1] = ("... (%d more)"):format(#self - 10)
+      break
+    end
+    shown[i] = tostring(r.replicaName)
+  end
+  return ("%d replica%s of %s%s"):format(#self, #self == 1 and "" or "s", tostring(self.service),
+    #shown > 0 and (": " .. table.concat(shown, ", ")) or "")
+end
+
+--- Lists the replicas of a feature service (`client:list_replicas(service)`,
+-- `{service}/FeatureServer/replicas?f=json`): as the vendor documents it, an
+-- administrator gets every replica, another user the replicas they created.
+-- With `opts.details`, each replica's resource is read too (@{replica_info},
+-- one request each): owner, model, generations, last sync.
+-- @param self the client
+-- @string name the service
+-- @tparam[opt] table opts `details` (boolean), `timeout` (seconds, per request)
+-- @treturn[1] ReplicaList the replicas, in the server's order (prints as a one-line summary)
+-- @return[2] nil
+-- @treturn[2] table err: kind "invalid" (a bad service name, nothing sent), "server" (no such
+--   service), "network", "timeout", "cancelled", "http", "auth", "protocol"
+-- @raise when name is not a string
+function replicas.list_replicas(self, name, opts)
+  local bad = service.check_name(name, "list_replicas")
+  if bad then return nil, bad end
+  opts = opts or {}
+  local doc, err = self:post(service.url(self, name, "replicas"), {},
+                             { timeout = opts.timeout, retry = "read", array = true })
+  if not doc then return nil, err end
+  if not json.is_array(doc) and next(doc) ~= nil then
+    return nil, errors.new("protocol", "the replicas resource did not answer a list",
+      { url = service.url(self, name, "replicas") })
+  end
+  local list = setmetatable({ service = name }, ReplicaList)
+  for _, entry in ipairs(doc) do
+    if type(entry) == "table" and type(entry.replicaID) == "string" then
+      local item = { service = name }
+      for k, v in pairs(entry) do item[k] = v end
+      if opts.details then
+        local info, info_err = replicas.replica_info(self, name, entry.replicaID, { timeout = opts.timeout })
+        if info then
+          item = info
+        elseif info_err.kind == "server" then
+          item.error = info_err -- unregistered since it was listed
+        else
+          return nil, info_err
+        end
+      end
+      list[#list + 1] = item
+    end
+  end
+  return list
+end
+
 -- The outcome of unRegisterReplica: see Unregistered below.
 local Unregistered = { __name = "geoservices.Unregistered" }
 Unregistered.__index = Unregistered
@@ -238,6 +300,13 @@ end
 -- `replica crew-1 {5E1A...} of Parcels: perReplica, bidirectional, layers 0,1, generation 12`.
 -- @table ReplicaInfo
 
+--- The replicas of a service (`client:list_replicas`): an array of
+-- `{replicaName =, replicaID =, service =}` (and whatever else the server
+-- listed), or with `details` of @{ReplicaInfo} (an entry whose resource was
+-- gone by then keeps its name and id, and `error`); `service`. `tostring`
+-- gives `3 replicas of Parcels: crew-1, crew-2, office`.
+-- @table ReplicaList
+
 --- The outcome of unRegisterReplica: `replicaID`, `service`, `success`
 -- (true), `already` (true when a re-sent request found the replica gone:
 -- the first one unregistered it). `tostring` gives
@@ -245,5 +314,6 @@ end
 -- @table Unregistered
 
 replicas.ReplicaInfo = ReplicaInfo
+replicas.ReplicaList = ReplicaList
 replicas.Unregistered = Unregistered
 return replicas

@@ -216,7 +216,8 @@ local function create(args, out, client)
   -- until the job is known (on_job), an interruption leaves at most a replica the server may have made
   out:server_work{ what = ("the createReplica request of %s (a replica%s may have been created)"):format(
                      dest.name(path), args.name and (" named " .. args.name) or ""),
-                   follow = (out.follow_prefix or "geoservices") .. " replica create ... again" }
+                   verb = "see whether it was (then unregister it, or create again)",
+                   follow = hints.follow(out, "replicas", args.service) }
   return follow(out, client, path, dest, function(opts)
     return client:create_replica(args.service, params, opts)
   end, { poll_interval = args.poll_interval, timeout = args.wait_timeout,
