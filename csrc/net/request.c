@@ -98,7 +98,7 @@ geoservices_request *geoservices_request_push_closed(lua_State *L) {
 
 /* core.request(opts): opts are url (required), method, form | body |
  * multipart, headers, content_type, timeout_ms, connect_timeout_ms, ca_file,
- * insecure, user_agent, max_response_bytes, discard, save_to, records, and
+ * insecure, user_agent, max_response_bytes, discard, save_to, resume_from, records, and
  * json (with max_json_depth): result() decodes a body that is JSON straight
  * from the response buffer and gives its value as `json` instead of `body`
  * (a body that is not JSON, or none, comes as `body`), in a lean result

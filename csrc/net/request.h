@@ -40,6 +40,8 @@ typedef struct geoservices_request {
   int discard;                /* count the body, keep none of it (benchmarks, probes) */
   int save_fd;                /* save_to: a successful body is appended here as it arrives; -1 = none */
   int save_errno;             /* the write to save_fd failed with this errno (the transfer aborted) */
+  size_t resume_from;         /* a resumed download (a Range request from this byte): a 200 answer... */
+  size_t skipped;             /* ...is the whole file again: its first resume_from bytes are dropped */
   int preset;                 /* its easy handle came from the pool not reset (see pool_give) */
   int reset_handle;           /* it set options a plain request never sets: reset the handle after it */
 } geoservices_request;

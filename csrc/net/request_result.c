@@ -188,6 +188,10 @@ int geoservices_request_push_result(lua_State *L, geoservices_request *req, int 
   lua_setfield(L, -2, "seconds");
   lua_pushinteger(L, (lua_Integer)req->received);
   lua_setfield(L, -2, "bytes");
+  if (req->skipped) { /* resume_from: the whole file came again, these bytes were dropped */
+    lua_pushinteger(L, (lua_Integer)req->skipped);
+    lua_setfield(L, -2, "skipped");
+  }
   if (req->records && req->records->failed && req->records->records) {
     size_t offset = geoservices_records_offset(req->records->records) + 1;
     lua_pushfstring(L, "invalid JSON at byte %I: %s", (lua_Integer)offset,

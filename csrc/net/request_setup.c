@@ -19,7 +19,7 @@
 enum {
   O_URL, O_METHOD, O_CA_FILE, O_USER_AGENT, O_CONTENT_TYPE, O_TIMEOUT_MS, O_CONNECT_TIMEOUT_MS,
   O_MAX_RESPONSE_BYTES, O_DISCARD, O_SAVE_TO, O_INSECURE, O_HEADERS, O_FORM, O_BODY, O_MULTIPART,
-  O_RECORDS, O_JSON, O_MAX_JSON_DEPTH, O_FRESH_CONNECT, O_COUNT
+  O_RECORDS, O_JSON, O_MAX_JSON_DEPTH, O_FRESH_CONNECT, O_RESUME_FROM, O_COUNT
 };
 
 /* Each name with its length, so that a key is told by its length first. */
@@ -32,7 +32,7 @@ static const struct {
   OPT_NAME("timeout_ms"), OPT_NAME("connect_timeout_ms"), OPT_NAME("max_response_bytes"), OPT_NAME("discard"),
   OPT_NAME("save_to"), OPT_NAME("insecure"), OPT_NAME("headers"), OPT_NAME("form"), OPT_NAME("body"),
   OPT_NAME("multipart"), OPT_NAME("records"), OPT_NAME("json"), OPT_NAME("max_json_depth"),
-  OPT_NAME("fresh_connect"),
+  OPT_NAME("fresh_connect"), OPT_NAME("resume_from"),
 };
 
 typedef struct {
@@ -244,6 +244,7 @@ static void configure(lua_State *L, geoservices_request *req, const request_opts
   if (!url) luaL_error(L, "request option 'url' is required");
   req->max_response_bytes = (size_t)opt_integer(L, o, O_MAX_RESPONSE_BYTES, 0);
   req->discard = opt_boolean(L, o, O_DISCARD);
+  req->resume_from = (size_t)opt_integer(L, o, O_RESUME_FROM, 0);
   {
     const char *save_to = opt_string(L, o, O_SAVE_TO);
     if (save_to) {

@@ -55,9 +55,7 @@ static size_t on_records_body(geoservices_request *req, char *ptr, size_t n) {
 
 /* libcurl callbacks: they only append to C buffers or feed the extractor,
  * never touch Lua. */
-size_t geoservices_request_on_body(char *ptr, size_t size, size_t nmemb, void *userdata) {
-  geoservices_request *req = (geoservices_request *)userdata;
-  size_t n = size * nmemb;
+static size_t on_body(geoservices_request *req, char *ptr, size_t n) {
   if (req->max_response_bytes && req->received + n > req->max_response_bytes) {
     req->too_large = 1;
     return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
@@ -84,6 +82,29 @@ size_t geoservices_request_on_body(char *ptr, size_t size, size_t nmemb, void *u
     if (geoservices_buf_append(&req->response_body, ptr, n)) return 0;
   }
   req->received += n;
+  return n;
+}
+
+/* resume_from: a download resumed with a Range request that the server
+ * answers 200 gets the whole file again; the bytes it already has are
+ * dropped as they arrive, so the body, the saved file and the extractor
+ * continue where they stopped (result().skipped tells it happened). A
+ * paused chunk comes back whole: its dropped bytes are counted once. */
+size_t geoservices_request_on_body(char *ptr, size_t size, size_t nmemb, void *userdata) {
+  geoservices_request *req = (geoservices_request *)userdata;
+  size_t n = size * nmemb, drop = 0, done;
+  if (req->resume_from > req->skipped) {
+    long status = 0;
+    curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status == 200) drop = n < req->resume_from - req->skipped ? n : req->resume_from - req->skipped;
+  }
+  if (drop == n && n > 0) {
+    req->skipped += drop;
+    return n;
+  }
+  done = on_body(req, ptr + drop, n - drop);
+  if (done != n - drop) return done; /* 0 (abort) or CURL_WRITEFUNC_PAUSE */
+  req->skipped += drop;
   return n;
 }
 

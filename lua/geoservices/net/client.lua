@@ -322,7 +322,9 @@ end
 --    sent and the call fails with that error (a dry run, a test's fault);
 --  * "progress" while a body arrives (`url`, `received`, `total`);
 --  * "response" when a request ended (`url`, `status`, `bytes`, `seconds`, or `error`, `code`);
---  * "retry" before a retry's wait (`url`, `error`, `delay`, `attempt`).
+--  * "retry" before a retry's wait (`url`, `error`, `delay`, `attempt`);
+--  * "restart" when a download resumed from `offset` got the whole file again (HTTP 200): it went on
+--    from byte 0, skipping the bytes it had (`url`, `offset`, `error` saying so).
 -- Observers see no token and no secret. The CLI's progress display and dry
 -- run, a logger or a test attach here instead of replacing methods.
 -- @func fn the observer

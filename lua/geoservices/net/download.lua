@@ -1,8 +1,13 @@
 --- GETs a file (a sync result) in Range requests of `conn.download_chunk`
 -- bytes, so a reset or a failed chunk is resumed where it stopped instead of
 -- starting over; a server that ignores Range simply answers 200 with the
--- whole file. The bytes go to a record sink while they arrive (nothing is
--- kept here: memory stays bounded), or are returned whole. No token is sent:
+-- whole file. A resumed request answered 200 (not 206) brings the whole
+-- file again: the download starts again from byte 0, the C core drops the
+-- bytes already received as they arrive (request option resume_from), so
+-- nothing is appended twice or fed twice to the record extractor, and the
+-- client's observers get a "restart" event that says so. The bytes go to a
+-- record sink while they arrive (nothing is kept here: memory stays
+-- bounded), to a file, or are returned whole. No token is sent:
 -- result addresses are self-contained, and a token never goes in a URL.
 -- Failures are retried as reads, through the one retry driver.
 local errors = require "geoservices.errors"
@@ -10,6 +15,23 @@ local retry = require "geoservices.net.retry"
 local transport = require "geoservices.net.transport"
 
 local download = {}
+
+-- The whole file came again for a request resumed at `offset`: a message
+-- that says what happened (and, when it is shorter than what was received
+-- or no longer matches it, why the download cannot go on).
+local function restart_error(url, offset, size, why)
+  local message = ("the server answered the download resumed from byte %d with the whole file (HTTP 200, "
+    .. "not 206 Partial Content)"):format(offset)
+  if size then
+    message = message .. (": it has %d bytes, shorter than the %d already received; the file changed on the "
+      .. "server, synchronize again"):format(size, offset)
+  elseif why then
+    message = message .. ": it started again from byte 0, but no longer matches the bytes received: " .. why
+  else
+    message = message .. ": it started again from byte 0 and skipped the bytes already received"
+  end
+  return errors.new("protocol", message, { code = "range_ignored", url = url, offset = offset })
+end
 
 local function http_error(status, url, offset)
   local kind = (status == 401 or status == 403) and "auth" or "http"
@@ -75,36 +97,32 @@ function download.fetch(conn, url, opts)
     spec.headers = {}
     for i, h in ipairs(opts.headers or {}) do spec.headers[i] = h end -- the token's header, own origin only
     if chunk then spec.headers[#spec.headers + 1] = ("Range: bytes=%d-%d"):format(offset, offset + chunk - 1) end
+    -- a 200 to a resumed request is the whole file: what is here already is dropped
+    if offset > 0 then spec.resume_from = offset end
     local resp, msg, code = transport.send(conn, spec, sink and sink.deliver, progress_of())
     if not resp then
       local err = transport.failure(msg, code, url)
       return code == "refused" and "fatal" or "failed", err
     end
+    local restarted = resp.status == 200 and offset > 0
+    if restarted and (resp.skipped or 0) < offset then
+      return "fatal", restart_error(url, offset, resp.skipped or 0)
+    end
     if sink and resp.json_error and resp.status < 300 then
+      if restarted then return "fatal", restart_error(url, offset, nil, resp.json_error) end
       return "fatal", errors.new("protocol", "result file: " .. resp.json_error,
         { url = url, offset = resp.json_offset })
+    end
+    if restarted and conn.observed() then
+      conn.notify{ type = "restart", url = url, offset = offset, error = restart_error(url, offset) }
     end
     local retry_after = retry.parse_retry_after(resp.headers["retry-after"])
     local status, body = resp.status, resp.body
     local received = sink and resp.bytes or #body
     if status == 200 then
       -- the whole file: the server does not do ranges (or changed its mind
-      -- after the first chunks: skip what was already taken)
-      if sink then
-        if offset > 0 then -- the extractor has seen these bytes already: cannot skip them now
-          return "fatal", errors.new("protocol", "the server ignored the Range request of a resumed download",
-            { url = url })
-        end
-        return "done", true
-      end
-      if opts.file then
-        if offset > 0 then -- the saved file holds these bytes already: cannot skip them now
-          return "fatal", errors.new("protocol", "the server ignored the Range request of a resumed download",
-            { url = url })
-        end
-        return "done", true
-      end
-      if offset > 0 then body = body:sub(offset + 1) end
+      -- after the first chunks: the bytes already taken were dropped)
+      if sink or opts.file then return "done", true end
       parts[#parts + 1] = body
       return "done", table.concat(parts)
     elseif status == 206 then
