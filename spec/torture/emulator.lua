@@ -61,11 +61,6 @@ function Emulator:kill()
   self.pid = nil
 end
 
-function Emulator:restart()
-  self:kill()
-  self:start()
-end
-
 --- Stops it for good (SIGINT: it closes itself) and waits.
 function Emulator:stop()
   if not self.pid then return end

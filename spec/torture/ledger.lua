@@ -135,98 +135,69 @@ local function refused_count(list)
   return n
 end
 
---- Counts from the change log `changelog` ({entries =, source =}) and the
--- final values: `server` (GlobalID -> feature, the live ones) and `views`
--- (name -> function(gid) -> value or false: a replica holding data).
-function Ledger:analyse(changelog, server, views)
-  local t = { adds = 0, updates = 0, deletes = 0, b_updates = 0, lost = 0, duplicated = 0, reapplied = 0,
-              stale = 0, late_imports = 0, downloaded_twice = 0, reported = 0, conflicts = 0, false_conflicts = 0,
-              resent_updates = 0,
-              resent_deletes = 0, wrong = 0, problems = {} }
-  local function problem(fmt, ...) t.problems[#t.problems + 1] = fmt:format(...) end
-  if changelog.source ~= "changelog" then
-    t.degraded = "the emulator has no /_emulator/changelog: updates (by value), re-applied updates, stale "
-      .. "overwrites and refused duplicate adds cannot be counted"
-  end
-  local by_gid = entries_by_gid(changelog)
-  local server_by_gid = {}
-  for gid, f in pairs(server) do server_by_gid[norm(gid)] = f end
-  local applied_of = {}
-  for _, e in ipairs(self.edits) do
-    local origin = e.who == "a" and self.a_origin or self.b_origin
-    local again, applied = attempts_of(e, by_gid, origin)
-    applied_of[e] = applied
-    if e.who == "b" then
-      t.b_updates = t.b_updates + 1
-    else
-      t[e.op .. "s"] = t[e.op .. "s"] + 1
-      local how = self:reported_how(e)
-      if e.op == "update" and t.degraded then how = "not counted" end
-      if how then t.reported = t.reported + 1 end
-      if how == "conflicts" then
-        t.conflicts = t.conflicts + 1
-        if not self:edited_later_by_b(e) then
-          t.false_conflicts = t.false_conflicts + 1
-          problem("false conflict: %s %s = %s (run %d) reported in conflict though no other replica edited "
-            .. "it after (applied %d times): it never reached the server", e.op, e.gid, tostring(e.value), e.run,
-            #applied)
-        end
-      end
-      if #applied == 0 and not how then
-        t.lost = t.lost + 1
-        problem("lost: %s %s (run %d%s)", e.op, e.gid, e.run, e.value and (", " .. e.value) or "")
-      end
-      if e.op == "add" and #again > 0 then
-        t.duplicated = t.duplicated + #again
-        problem("duplicated add: %s (run %d) sent again %d times after it was applied (%d of them refused)", e.gid,
-          e.run, #again, refused_count(again))
-      elseif e.op == "update" then
-        if #applied > 1 then
-          t.reapplied = t.reapplied + #applied - 1
-          problem("re-applied update: %s = %s (run %d) applied %d times", e.gid, e.value, e.run, #applied)
-        end
-        t.resent_updates = t.resent_updates + refused_count(again)
-      elseif e.op == "delete" and #again > 0 then
-        t.resent_deletes = t.resent_deletes + #again
-      end
+-- One edit of A against its entries: lost, reported, duplicated, re-applied.
+function Ledger:count_edit(t, e, again, applied)
+  t[e.op .. "s"] = t[e.op .. "s"] + 1
+  local how = self:reported_how(e)
+  if how then t.reported = t.reported + 1 end
+  if how == "conflicts" then
+    t.conflicts = t.conflicts + 1
+    if not self:edited_later_by_b(e) then
+      t.false_conflicts = t.false_conflicts + 1
+      t.problem("false conflict: %s %s = %s (run %d) reported in conflict though no other replica edited it "
+        .. "after (applied %d times)", e.op, e.gid, tostring(e.value), e.run, #applied)
     end
   end
-  -- stale overwrites: an update of A applied after B's newer edit of the
-  -- feature, unless it is the first application of a request that had
-  -- already left A before B's edit (an async job imports late: the
-  -- server's order, not a stale value sent again)
+  if #applied == 0 and not how and not (e.op == "update" and t.degraded) then
+    t.lost = t.lost + 1
+    t.problem("lost: %s %s (run %d%s)", e.op, e.gid, e.run, e.value and (", " .. e.value) or "")
+  end
+  if e.op == "add" and #again > 0 then
+    t.duplicated = t.duplicated + #again
+    t.problem("duplicated add: %s (run %d) sent again %d times after it was applied (%d of them refused)", e.gid,
+      e.run, #again, refused_count(again))
+  elseif e.op == "update" then
+    if #applied > 1 then
+      t.reapplied = t.reapplied + #applied - 1
+      t.problem("re-applied update: %s = %s (run %d) applied %d times", e.gid, e.value, e.run, #applied)
+    end
+    t.resent_updates = t.resent_updates + refused_count(again)
+  elseif e.op == "delete" and #again > 0 then
+    t.resent_deletes = t.resent_deletes + #again
+  end
+end
+
+-- Stale overwrites: an update of A applied after B's newer edit of the
+-- feature, unless it is the first application of a request that had
+-- already left A before B's edit (an async job imports late: the server's
+-- order, not a stale value sent again; that order then decides the final value).
+function Ledger:count_stale(t, applied_of)
   for _, a in ipairs(self.edits) do
-    if a.who == "a" and a.op == "update" then
-      for _, b in ipairs(self.edits) do
-        local b_gen = b.who == "b" and b.gid == a.gid and b.action > a.action and applied_of[b][1]
-          and applied_of[b][1].gen
-        for i, entry in ipairs(b_gen and applied_of[a] or {}) do
-          if entry.gen and entry.gen > b_gen then
-            if i == 1 and a.left_before_b then
-              t.late_imports = t.late_imports + 1
-              a.order = math.max(a.order or a.action, b.action + 0.5) -- the server's order decides the final value
-              problem("note: %s = %s (A, run %d) left A before B's %s (gen %s), applied after it at gen %s%s", a.gid,
-                a.value, a.run, b.value, tostring(b_gen), tostring(entry.gen),
-                self:reported_how(a) and (", reported to A's user as " .. self:reported_how(a)) or "")
-            else
-              t.stale = t.stale + 1
-              problem("stale overwrite: %s = %s (A, run %d) applied at gen %s over B's newer %s (gen %s)%s", a.gid,
-                a.value, a.run, tostring(entry.gen), b.value, tostring(b_gen),
-                i == 1 and ", sent after B's edit" or (", its application number %d"):format(i))
-            end
-          end
+    for _, b in ipairs(a.who == "a" and a.op == "update" and self.edits or {}) do
+      local b_gen = b.who == "b" and b.gid == a.gid and b.action > a.action and applied_of[b][1]
+        and applied_of[b][1].gen
+      for i, entry in ipairs(b_gen and applied_of[a] or {}) do
+        if entry.gen and entry.gen > b_gen and i == 1 and a.left_before_b then
+          t.late_imports = t.late_imports + 1
+          a.order = math.max(a.order or a.action, b.action + 0.5)
+          t.problem("note: %s = %s (A, run %d) left A before B's %s (gen %s), applied after it at gen %s%s", a.gid,
+            a.value, a.run, b.value, tostring(b_gen), tostring(entry.gen),
+            self:reported_how(a) and (", reported to A's user as " .. self:reported_how(a)) or "")
+        elseif entry.gen and entry.gen > b_gen then
+          t.stale = t.stale + 1
+          t.problem("stale overwrite: %s = %s (A, run %d) applied at gen %s over B's newer %s (gen %s)%s", a.gid,
+            a.value, a.run, tostring(entry.gen), b.value, tostring(b_gen),
+            i == 1 and ", sent after B's edit" or (", its application number %d"):format(i))
         end
       end
     end
   end
-  for key, n in pairs(self.received) do
-    if n > 1 then
-      t.downloaded_twice = t.downloaded_twice + n - 1
-      problem("downloaded %d times by B: %s", n, key)
-    end
-  end
-  -- final values: the last edit made to each feature, leaving out the edits
-  -- the user was told did not go through
+end
+
+-- The final value of each feature: that of the last edit made to it
+-- (false: deleted), leaving out the edits the user was told did not go
+-- through. Returns the values and the GlobalIDs in order.
+function Ledger:expected_values(applied_of)
   local expected, order = {}, {}
   local by_order = table.move(self.edits, 1, #self.edits, 1, {})
   table.sort(by_order, function(x, y) return (x.order or x.action) < (y.order or y.action) end)
@@ -236,28 +207,55 @@ function Ledger:analyse(changelog, server, views)
       if e.op == "delete" then expected[e.gid] = false else expected[e.gid] = e.value end
     end
   end
+  return expected, order
+end
+
+--- Counts from the change log `changelog` ({entries =, source =}) and the
+-- final values: `server` (GlobalID -> feature, the live ones) and `views`
+-- (name -> function(gid) -> value or false: a replica holding data; B's
+-- view, from what it downloaded, is added).
+function Ledger:analyse(changelog, server, views)
+  local t = { adds = 0, updates = 0, deletes = 0, b_updates = 0, lost = 0, duplicated = 0, reapplied = 0,
+              stale = 0, late_imports = 0, downloaded_twice = 0, reported = 0, conflicts = 0, false_conflicts = 0,
+              resent_updates = 0, resent_deletes = 0, wrong = 0, problems = {} }
+  function t.problem(fmt, ...) t.problems[#t.problems + 1] = fmt:format(...) end
+  if changelog.source ~= "changelog" then
+    t.degraded = "the emulator has no /_emulator/changelog: updates (by value), re-applied updates, stale "
+      .. "overwrites and refused duplicate adds cannot be counted"
+  end
+  local by_gid = entries_by_gid(changelog)
+  local applied_of = {}
+  for _, e in ipairs(self.edits) do
+    local again, applied = attempts_of(e, by_gid, e.who == "a" and self.a_origin or self.b_origin)
+    applied_of[e] = applied
+    if e.who == "b" then t.b_updates = t.b_updates + 1 else self:count_edit(t, e, again, applied) end
+  end
+  self:count_stale(t, applied_of)
+  for key, n in pairs(self.received) do
+    if n > 1 then
+      t.downloaded_twice = t.downloaded_twice + n - 1
+      t.problem("downloaded %d times by B: %s", n, key)
+    end
+  end
+  local server_by_gid = {}
+  for gid, f in pairs(server) do server_by_gid[norm(gid)] = f end
   views = views or {}
-  views.server = function(gid)
-    local f = server_by_gid[gid]
-    return f and f.attributes[FIELD] or false
-  end
-  views.B = function(gid)
-    local v = self.b_view[gid]
-    if v == nil then return false end -- B never received it
-    return v
-  end
+  views.server = function(gid) return server_by_gid[gid] and server_by_gid[gid].attributes[FIELD] or false end
+  views.B = function(gid) return self.b_view[gid] or false end -- nil: B never received it
   local names = {}
   for name in pairs(views) do names[#names + 1] = name end
   table.sort(names)
+  local expected, order = self:expected_values(applied_of)
   for _, gid in ipairs(order) do
     for _, name in ipairs(names) do
       local got = views[name](gid)
       if got ~= expected[gid] then
         t.wrong = t.wrong + 1
-        problem("%s holds %s = %s, the last edit made was %s", name, gid, tostring(got), tostring(expected[gid]))
+        t.problem("%s holds %s = %s, the last edit made was %s", name, gid, tostring(got), tostring(expected[gid]))
       end
     end
   end
+  t.problem = nil
   return t
 end
 
