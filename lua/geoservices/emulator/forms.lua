@@ -7,6 +7,12 @@
 -- into one buffer, and a multipart file part larger than `part_threshold` is copied to
 -- a file of its own (`tmpfile()`), which the caller removes (the emulator's
 -- come from `exchange:tmpfile()` and go when the request ends).
+--
+-- The values decoded are counted: once a request's answer is out, the
+-- emulator calls forms.release(), which runs a full collection after large
+-- ones, so a 256 MiB field's memory goes back to the system when the
+-- request ends, not whenever later allocations happen to run the collector
+-- (an idle emulator makes almost none).
 local core = require "geoservices.core"
 local httpd = require "geoservices.httpd"
 
@@ -17,6 +23,28 @@ local MALFORMED_ESCAPE = "malformed percent-escape in form field"
 local CHUNK = 1024 * 1024           -- bytes read at a time from a source
 local PART_THRESHOLD = 1024 * 1024  -- a larger file part goes to its own file
 local MAX_PART_HEADERS = 64 * 1024
+
+--- Bytes of decoded values after which forms.release() collects.
+forms.RELEASE_AFTER = 4 * 1024 * 1024
+local decoded_bytes = 0 -- of values handed out since the last release
+
+local function counted(fields)
+  for _, value in pairs(fields) do
+    if type(value) == "string" then decoded_bytes = decoded_bytes + #value end
+  end
+  return fields
+end
+
+--- Returns the memory of the requests answered since the last call: a full
+-- collection when their decoded values came to @{RELEASE_AFTER} bytes or
+-- more (their tables are garbage once the answer is out). Returns whether it
+-- collected.
+function forms.release()
+  if decoded_bytes < forms.RELEASE_AFTER then return false end
+  decoded_bytes = 0
+  collectgarbage("collect")
+  return true
+end
 
 -- A reader of `source`: read(n) -> up to n bytes, or nil at the end; close().
 local function open_source(source, chunk)
@@ -53,7 +81,7 @@ function forms.decode_urlencoded(source, opts)
       if err ~= MALFORMED_ESCAPE then err = "cannot read the request body: " .. tostring(err) end
       return nil, err
     end
-    return fields
+    return counted(fields)
   end
   local fields = {}
   for pair in source:gmatch("[^&]+") do
@@ -62,7 +90,7 @@ function forms.decode_urlencoded(source, opts)
     if not name or not value then return nil, MALFORMED_ESCAPE end
     fields[name] = value
   end
-  return fields
+  return counted(fields)
 end
 
 local function header_param(header, name)
@@ -172,7 +200,10 @@ function forms.decode_multipart(source, content_type, opts)
     local mark = buf:sub(1, 2)
     if mark == "--" then -- closing delimiter
       reader.close()
-      return fields, files
+      for _, part in pairs(files) do
+        if part.data then decoded_bytes = decoded_bytes + #part.data end
+      end
+      return counted(fields), files
     end
     if mark ~= "\r\n" then return fail("malformed multipart boundary line") end
     -- the part's headers, up to a blank line

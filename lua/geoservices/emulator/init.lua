@@ -531,6 +531,7 @@ function Emulator:step(timeout_ms)
   for _, exchange in ipairs(self.srv:step(timeout_ms)) do
     self:handle(exchange)
   end
+  forms.release() -- answered: a large request's memory goes back now
   self:flush_delayed()
 end
 
