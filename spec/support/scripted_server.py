@@ -9,7 +9,8 @@ SCRIPT is {"routes": [{"method": "POST", "path": "/server/x", "responses": [...]
 A path ending in "*" matches a prefix. Responses are used in order; the
 last one repeats. A response: {"status": 200, "headers": {...}, "body": "text"
 | "json": value | "file": path | "endless": true | "gzip_bomb_mb": N | "delay": seconds,
-"pause_at": N, "pause": seconds (the body's first N bytes, a pause, the rest) | "hang_up": true
+"pause_at": N, "pause": seconds (the body's first N bytes, a pause, the rest) | "ranges": true (a
+Range request gets 206 and Content-Range) | "hang_up": true
 (read the request, then close the connection without answering: an answer lost in transit)}.
 "{ROOT}" in a body is replaced by http://127.0.0.1:PORT. With "json", "echo": true |
 "escaped" makes {REQUEST} and {HEADERS} in its strings the request's body and headers, as
@@ -118,6 +119,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             headers.setdefault("Content-Type", "application/json")
         else:
             data = resp.get("body", "").replace("{ROOT}", root).encode()
+        byte_range = re.match(r"bytes=(\d+)-(\d*)$", self.headers.get("Range") or "")
+        if resp.get("ranges") and byte_range and status == 200:
+            # "ranges": true answers a Range request with 206 and Content-Range, as file servers do
+            first = int(byte_range.group(1))
+            last = min(int(byte_range.group(2) or len(data) - 1), len(data) - 1)
+            headers = dict(headers, **{"Content-Range": "bytes %d-%d/%d" % (first, last, len(data))})
+            data, status = data[first:last + 1], 206
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)

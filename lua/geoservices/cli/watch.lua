@@ -1,19 +1,28 @@
---- Follows one long operation of the client on the display, as `sync` does:
--- job status changes (a spinner on a terminal, a line or a `job` event
--- elsewhere), polls, the result file's download (bytes as they arrive
--- through the library's on_progress: a bar on a terminal, a line or a
--- `download` event per tenth of the file elsewhere), the records parsed,
--- and a replica store being filled from the file (on_fill: the same way,
--- `fill` events).
--- Used by `sync` and `replica create`; it observes the client (Client:observe), it
--- never replaces a method.
+--- Follows one long operation of the client on the display, as `sync` and
+-- `replica create` do: the request going out, the job's status while it
+-- waits, the result file's download (bytes, rate, ETA), and a replica
+-- store being filled from it (a bar, records per second).
+--
+-- The display runs on a timer, not only on events: the operation runs as a
+-- task (geoservices.run) beside a ticker task, so while the job waits
+-- between two polls, or no byte arrives, the elapsed time, the rate and the
+-- ETA keep moving. On a terminal the line is redrawn every tenth of a
+-- second; with `--json` a `progress` event comes at most once a second;
+-- without a terminal the output stays quiet: a line per job status and per
+-- tenth of a download or a fill, and nothing on a timer.
+-- It observes the client (Client:observe) and never replaces a method.
 local core = require "geoservices.core"
+local geoservices = require "geoservices"
 local output = require "geoservices.cli.output"
 
 local watch = {}
 
--- Bytes between two download reports when the size is unknown; with a
--- known size there is one report per tenth of it.
+local TICK = 0.1            -- seconds between two redraws of the terminal line
+local EVENT_PERIOD = 1.0    -- --json: at least this many seconds between two progress events
+local RATE_WINDOW = 3.0     -- seconds of samples a rate is measured over
+local RATE_SPAN = 0.25      -- a rate needs samples this far apart
+-- Bytes between two download lines when the size is unknown; with a known
+-- size there is one line per tenth of it.
 local PROGRESS_STEP = 4 * 1024 * 1024
 
 -- Which report `bytes` falls in (its tenth of total, or its PROGRESS_STEP
@@ -23,42 +32,143 @@ local function report_of(bytes, total)
   return tostring(bytes // PROGRESS_STEP)
 end
 
+--- A rate meter: `add(now, value)` keeps the samples of the last
+-- RATE_WINDOW seconds; `rate()` is the value's growth per second over them,
+-- or nil until they span RATE_SPAN seconds.
+function watch.meter()
+  local times, values = {}, {}
+  local m = {}
+  function m.add(now, value)
+    times[#times + 1], values[#values + 1] = now, value
+    while #times > 2 and now - times[2] >= RATE_WINDOW do
+      table.remove(times, 1)
+      table.remove(values, 1)
+    end
+  end
+  function m.rate(now)
+    if #times < 2 then return nil end
+    local span = (now or times[#times]) - times[1]
+    if span < RATE_SPAN then return nil end
+    return math.max(0, values[#values] - values[1]) / span
+  end
+  return m
+end
+
+--- A duration for people: `4.2 s`, `3m05s`, `1h02m`.
+function watch.duration(seconds)
+  if seconds < 60 then return ("%.1f s"):format(seconds) end
+  if seconds < 3600 then return ("%dm%02ds"):format(seconds // 60, math.floor(seconds % 60)) end
+  return ("%dh%02dm"):format(seconds // 3600, math.floor(seconds % 3600) // 60)
+end
+
+local function eta_text(done, total, rate)
+  if not total or total <= 0 or not rate or rate <= 0 or done >= total then return "" end
+  return ", ETA " .. watch.duration((total - done) / rate)
+end
+
+--- The terminal line of the state `w` at `now`. Pure (tested alone).
+-- @tparam table w the state: `name`, `started`, `phase` ("sending", "job", "downloading", "filling"),
+--   `status`, `bytes`, `total`, `records`, `download_rate`, `filled`, `fill_total`, `fill_records`,
+--   `fill_rate` (bytes/s), `records_rate`, `frame`
+-- @number now the clock
+-- @treturn string the line
+function watch.render(w, now)
+  if w.phase == "filling" then
+    local text = ("%s filling the store %s"):format(w.name, output.progress_bar(w.filled, w.fill_total,
+      w.fill_records, 0, nil, true))
+    if w.records_rate then text = text .. (", %d records/s"):format(math.floor(w.records_rate + 0.5)) end
+    return text .. eta_text(w.filled, w.fill_total, w.fill_rate)
+  elseif w.phase == "downloading" then
+    local text = ("%s downloading %s"):format(w.name, output.progress_bar(w.bytes, w.total, w.records, w.frame, nil,
+      true))
+    if w.download_rate then text = text .. (", %s/s"):format(output.human_bytes(math.floor(w.download_rate))) end
+    return text .. eta_text(w.bytes, w.total, w.download_rate)
+  end
+  local spinner = output.SPINNER[(w.frame or 0) % #output.SPINNER + 1]
+  local doing = w.phase == "job" and tostring(w.status) or "sending"
+  return ("%s %s %s, %s"):format(spinner, w.name, doing, watch.duration(now - w.started))
+end
+
+-- The --json progress event of the state `w` at `now`.
+local function progress_event(w, now)
+  local ev = { event = "progress", replica = w.name, phase = w.phase, status = w.phase == "job" and w.status or nil,
+               elapsed = math.floor((now - w.started) * 10 + 0.5) / 10 }
+  if w.phase == "downloading" then
+    ev.bytes, ev.total, ev.records = w.bytes, w.total, w.records
+    ev.rate = w.download_rate and math.floor(w.download_rate)
+    if w.total and w.download_rate and w.download_rate > 0 and w.bytes < w.total then
+      ev.eta = math.floor((w.total - w.bytes) / w.download_rate + 0.5)
+    end
+  elseif w.phase == "filling" then
+    ev.bytes, ev.total, ev.records = w.filled, w.fill_total, w.fill_records
+    ev.records_rate = w.records_rate and math.floor(w.records_rate)
+    if w.fill_rate and w.fill_rate > 0 and w.filled < w.fill_total then
+      ev.eta = math.floor((w.fill_total - w.filled) / w.fill_rate + 0.5)
+    end
+  end
+  return ev
+end
+
 --- Starts following: returns `w` with `on_status`, `on_progress`,
--- `on_change`, `on_fill` (give them to the operation), `report_download(ok)` (once, at
+-- `on_change`, `on_fill` (give them to the operation), `run(fn, ...)` (runs
+-- the operation with the display's timer), `report_download(ok)` (once, at
 -- the end) and `restore()` (stops observing, clears the live line).
 -- @param out the command's output
 -- @param client the client
 -- @string name what the lines and events name (`replica = name`)
-function watch.new(out, client, name)
-  local w = { status = "sending", records = nil, bytes = 0, tick = 0, frame = 0, started = core.monotonic() }
-  local last_draw = 0
-  local function draw(force)
-    if out.mode ~= "tty" then return end
-    local now = core.monotonic()
-    if not force and now - last_draw < 0.1 then return end
-    last_draw = now
-    if w.filling then
-      out:live(("%s filling the store %s"):format(name, output.progress_bar(w.filled, w.fill_total, w.fill_records,
-        0, nil, true)))
-    elseif w.downloading then
-      w.frame = w.frame + 1
-      out:live(("%s downloading %s"):format(name, output.progress_bar(w.bytes, w.total, w.records, w.frame, nil, true)))
-    else
-      local spinner = output.SPINNER[w.tick % #output.SPINNER + 1]
-      out:live(("%s %s %s %.1f s"):format(spinner, name, w.status, now - w.started))
+-- @tparam[opt] table opts `clock` (a function; core.monotonic by default)
+function watch.new(out, client, name, opts)
+  local clock = opts and opts.clock or core.monotonic
+  local w = { name = name, phase = "sending", status = nil, bytes = 0, frame = 0, started = clock() }
+  local downloads, fills, fill_records = watch.meter(), watch.meter(), watch.meter()
+  local last_draw, last_event = -math.huge, nil
+
+  -- the rates as of `now`, from the samples kept
+  local function measure(now)
+    w.download_rate = downloads.rate(now)
+    w.fill_rate = fills.rate(now)
+    w.records_rate = fill_records.rate(now)
+    if not w.records_rate and w.fill_started and (w.fill_records or 0) > 0 and now > w.fill_started then
+      w.records_rate = w.fill_records / (now - w.fill_started) -- the records come in bursts: since the start
     end
   end
+
+  -- redraws the terminal line (at most every TICK unless forced), or emits
+  -- a progress event (at most every EVENT_PERIOD)
+  local function show(force)
+    local now = clock()
+    if out.mode == "tty" then
+      if not force and now - last_draw < TICK then return end
+      last_draw = now
+      w.frame = w.frame + 1
+      measure(now)
+      out:live(watch.render(w, now))
+    elseif out.mode == "json" then
+      if last_event and now - last_event < EVENT_PERIOD then return end
+      if not last_event and now - w.started < EVENT_PERIOD then return end
+      last_event = now
+      measure(now)
+      out:emit(progress_event(w, now))
+    end
+  end
+  w.tick = function() show(false) end
+
   w.stop_observing = client:observe(function(event)
     if event.type ~= "request" then return nil end
-    if event.method == "GET" then w.downloading = true else w.tick = w.tick + 1 end
-    draw(true)
+    if event.method == "GET" then
+      w.phase = "downloading"
+      downloads.add(clock(), w.bytes) -- the rate counts from the request, not from its first bytes
+    end
+    if out.mode == "tty" then show(true) end
     return nil
   end)
+
   local last_report
   w.on_progress = function(received, total)
-    w.downloading = true
+    w.phase = "downloading"
     w.bytes, w.total = received, total
-    if out.mode == "tty" then return draw(false) end
+    downloads.add(clock(), received)
+    if out.mode == "tty" then return show(false) end
     if total and received >= total then return end
     local report = report_of(received, total)
     if report == last_report then return end
@@ -73,11 +183,16 @@ function watch.new(out, client, name)
         w.records and (", %d records"):format(w.records) or ""))
     end
   end
+
   local last_fill
   w.on_fill = function(bytes, total, records)
-    w.filling, w.filled, w.fill_total, w.fill_records = true, bytes, total, records
+    local now = clock()
+    if w.phase ~= "filling" then w.fill_started = now end
+    w.phase, w.filled, w.fill_total, w.fill_records = "filling", bytes, total, records
+    fills.add(now, bytes)
+    fill_records.add(now, records)
     local done = bytes >= total
-    if out.mode == "tty" then return draw(done) end
+    if out.mode == "tty" then return show(done) end
     local report = report_of(bytes, total)
     if report == last_fill then return end
     last_fill = report
@@ -90,33 +205,84 @@ function watch.new(out, client, name)
         output.human_bytes(total), percent, records))
     end
   end
+
   w.on_status = function(status)
-    w.status = status.status
+    w.phase, w.status = "job", status.status
     if out.mode == "json" then
       out:emit{ event = "job", replica = name, status = status.status }
     elseif out.mode == "lines" then
       out:line(("%s: job %s"):format(name, tostring(status.status)))
     else
-      draw(true)
+      show(true)
     end
   end
+
   w.on_change = function()
     w.records = (w.records or 0) + 1
-    draw(false)
+    if out.mode == "tty" then show(false) end
   end
+
   w.restore = function()
     w.stop_observing()
     out:clear_live()
   end
+
   w.report_download = function(ok)
-    if not w.downloading then return end
-    draw(true)
+    if w.phase ~= "downloading" and w.phase ~= "filling" then return end
+    if out.mode == "tty" then show(true) end
     if out.mode == "json" then
       out:emit{ event = "download", replica = name, ok = ok, done = true,
                 bytes = w.bytes > 0 and w.bytes or nil, total = w.total, records = w.records }
     end
   end
+
+  --- Runs `fn(...)` with the display's timer: on a terminal or with --json
+  -- as a task beside a ticker task; without a terminal directly.
+  w.run = function(fn, ...)
+    if out.mode == "lines" then return fn(...) end
+    return watch.with_ticker(w.tick, TICK, fn, ...)
+  end
   return w
+end
+
+-- The main thread of the interpreter: where Lua's own Ctrl-C handler sets
+-- its hook (lua.c hooks that thread only).
+local main_thread = coroutine.running()
+
+-- Ctrl-C while a task runs Lua code: lua.c's handler hooks the main thread,
+-- which sits in coroutine.resume until the task yields, so a long run of
+-- Lua code in the task (a store being filled) would not stop. The task
+-- looks for that pending hook every few thousand instructions and raises
+-- the same "interrupted!" itself (the hook is cleared: raised once).
+local function interrupt_check()
+  if debug.gethook(main_thread) == "external hook" then
+    debug.sethook(main_thread)
+    error("interrupted!", 2)
+  end
+end
+
+--- Runs `fn(...)` as a task of geoservices.run beside a task that calls
+-- `tick()` every `period` seconds until fn returns; returns what fn returns
+-- and raises what it raises.
+function watch.with_ticker(tick, period, fn, ...)
+  local args = table.pack(...)
+  return geoservices.run(function()
+    debug.sethook(interrupt_check, "", 4096)
+    local done = false
+    local ticker = geoservices.spawn(function()
+      debug.sethook() -- the ticker never raises Ctrl-C: the main thread does, once the operation yields
+      while not done do
+        geoservices.sleep(period)
+        if not done then tick() end
+      end
+    end)
+    local results = table.pack(pcall(fn, table.unpack(args, 1, args.n)))
+    done = true
+    ticker:cancel()
+    debug.sethook()
+    if not results[1] then error(results[2], 0) end
+    return table.unpack(results, 2, results.n)
+  end)
 end
 
 return watch

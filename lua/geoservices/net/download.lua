@@ -74,8 +74,10 @@ function download.fetch(conn, url, opts)
     return function(received, total)
       -- whole-file figures across Range chunks: the size is known from the
       -- first chunk's Content-Range (until then a Range answer's length is
-      -- the chunk's, not the file's: unknown)
-      opts.on_progress(offset + received, file_size or (not chunk and total and offset + total) or nil)
+      -- the chunk's, not the file's: unknown, unless shorter than the chunk
+      -- asked for, when the file ends with it)
+      opts.on_progress(offset + received, file_size or (total and (not chunk or total < chunk) and offset + total)
+        or nil)
     end
   end
 

@@ -160,7 +160,7 @@ local function follow(out, client, path, dest, run, poll_opts)
     os.remove(journal_path(path))
     return true
   end
-  local ok, result, err = pcall(run, opts)
+  local ok, result, err = pcall(w.run, run, opts)
   if ok then w.report_download(result ~= nil) end
   w.restore()
   if not ok then error(result, 0) end -- Ctrl-C too: main names the job still running

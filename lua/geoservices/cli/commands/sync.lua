@@ -48,7 +48,7 @@ local function sync_store(args, out, client, path, edits_text)
                  lock_timeout = args.lock_timeout }
   out:server_work{ what = ("the synchronization of %s (its edits may have reached it)"):format(name),
                    follow = hints.follow(out, "sync", path) }
-  local ok, result, sync_err = pcall(st.sync, st, client, opts)
+  local ok, result, sync_err = pcall(watch.run, st.sync, st, client, opts)
   st:close()
   if ok then watch.report_download(result ~= nil) end
   watch.restore()
@@ -77,7 +77,7 @@ local function sync_one(args, out, client, path, edits_text, output_path)
                        or ("the synchronization of %s (its edits may have reached it)"):format(name),
                      follow = hints.follow(out, "sync", path, args.async and "--async" or nil) }
   end
-  local ok, result, sync_err = pcall(client.sync, client, replica, edits_text, opts)
+  local ok, result, sync_err = pcall(watch.run, client.sync, client, replica, edits_text, opts)
   if ok then watch.report_download(result ~= nil) end
   watch.restore()
   if not ok then error(result, 0) end -- Ctrl-C too: main names the work still running
