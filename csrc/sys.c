@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "class.h"
@@ -25,11 +26,48 @@ static int push_errno(lua_State *L, const char *what, const char *path) {
   return 2;
 }
 
-/* write_file_atomic(path, data) -> true, or nil, message */
+/* The process's umask. Linux tells it in /proc without changing it;
+ * elsewhere it is set and put back (no thread of ours creates files). */
+static mode_t current_umask(void) {
+  char line[128];
+  unsigned int mask;
+  mode_t old;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f) {
+    while (fgets(line, sizeof line, f)) {
+      if (sscanf(line, "Umask: %o", &mask) == 1) {
+        fclose(f);
+        return (mode_t)mask;
+      }
+    }
+    fclose(f);
+  }
+  old = umask(022);
+  umask(old);
+  return old;
+}
+
+/* The mode a file written over `path` gets: `wanted` when given (>= 0: a
+ * file that may hold a token is 0600 whatever it was), else the mode the
+ * file has (a save never changes it), else what open() gives a new file
+ * (0666 less the umask: 0644 under the usual 022). mkstemp's temporary
+ * file is 0600, which the first save used to leave on a 0644 file. */
+static int set_mode_for(int fd, const char *path, lua_Integer wanted) {
+  struct stat st;
+  mode_t mode;
+  if (wanted >= 0) mode = (mode_t)(wanted & 07777);
+  else if (stat(path, &st) == 0) mode = st.st_mode & 07777;
+  else mode = 0666 & ~current_umask();
+  return fchmod(fd, mode);
+}
+
+/* write_file_atomic(path, data [, mode]) -> true, or nil, message. The file
+ * keeps its mode, or gets `mode` when given, or is made as the umask says. */
 static int l_write_file_atomic(lua_State *L) {
   size_t len, dir_len;
   const char *path = luaL_checkstring(L, 1);
   const char *data = luaL_checklstring(L, 2, &len);
+  lua_Integer wanted = luaL_optinteger(L, 3, -1);
   const char *slash = strrchr(path, '/');
   size_t path_len = strlen(path);
   char *tmp_path;
@@ -42,7 +80,7 @@ static int l_write_file_atomic(lua_State *L) {
   memcpy(tmp_path + path_len, ".tmpXXXXXX", sizeof ".tmpXXXXXX");
   fd = mkstemp(tmp_path);
   if (fd < 0) return push_errno(L, "cannot create a temporary file next to", path);
-  if (geoservices_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+  if (set_mode_for(fd, path, wanted) != 0 || geoservices_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
     int e = errno;
     close(fd);
     unlink(tmp_path);
@@ -80,8 +118,9 @@ static void fsync_dir_of(lua_State *L, const char *path) {
   lua_pop(L, 1);
 }
 
-/* make_temp(path) -> the path of a new empty file (mode 0600) next to path,
- * or nil, message: where a download is saved before commit_file. */
+/* make_temp(path) -> the path of a new empty file next to path, or nil,
+ * message: where a download is saved before commit_file; it has the mode
+ * path has, or the mode the umask gives a new file (see set_mode_for). */
 static int l_make_temp(lua_State *L) {
   size_t len;
   const char *path = luaL_checklstring(L, 1, &len);
@@ -91,6 +130,13 @@ static int l_make_temp(lua_State *L) {
   memcpy(tmp + len, ".partXXXXXX", sizeof ".partXXXXXX");
   fd = mkstemp(tmp);
   if (fd < 0) return push_errno(L, "cannot create a temporary file next to", path);
+  if (set_mode_for(fd, path, -1) != 0) {
+    int e = errno;
+    close(fd);
+    unlink(tmp);
+    errno = e;
+    return push_errno(L, "cannot set the mode of", tmp);
+  }
   close(fd);
   lua_pushstring(L, tmp);
   return 1;

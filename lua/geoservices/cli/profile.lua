@@ -144,8 +144,8 @@ function profile.save_token(name, record, getenv)
   local dir = path:match("^(.*)/[^/]*$")
   if not os.execute("umask 077 && mkdir -p " .. shell_quote(dir)) then return nil, "cannot create " .. dir end
   os.execute("chmod 700 " .. shell_quote(dir) .. " " .. shell_quote(profile.dir(getenv)) .. " 2>/dev/null")
-  -- write_file_atomic creates its temporary file with mkstemp (0600) and renames it
-  local ok, msg = core.write_file_atomic(path, json.encode(record) .. "\n")
+  -- 0600 from the start: the temporary file is made so and renamed over it
+  local ok, msg = core.write_file_atomic(path, json.encode(record) .. "\n", tonumber("600", 8))
   if not ok then return nil, msg end
   os.execute("chmod 600 " .. shell_quote(path))
   return path

@@ -172,7 +172,8 @@ function Emulator:save_state()
     settings = self.settings,
     organization = self.organization,
   }
-  local ok, err = core.write_file_atomic(self.state_file, text)
+  -- 0600: it holds the users' tokens
+  local ok, err = core.write_file_atomic(self.state_file, text, tonumber("600", 8))
   if not ok then io.stderr:write("emulator: cannot save state: ", tostring(err), "\n") end
   return ok, err
 end
