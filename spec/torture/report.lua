@@ -80,7 +80,7 @@ function M.print(results, info)
   for _, r in ipairs(results) do
     local problems = r.tally.problems or {}
     if #problems > 0 then
-      print(("problems in %s (%d):"):format(r.mode.label, #problems))
+      print(("details of %s (%d; \"note:\" lines fail nothing):"):format(r.mode.label, #problems))
       for i = 1, math.min(#problems, 12) do print("  " .. problems[i]) end
       if #problems > 12 then print(("  ... and %d more"):format(#problems - 12)) end
     end
