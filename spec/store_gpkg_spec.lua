@@ -121,7 +121,8 @@ describe("replica store GeoPackage", function()
       assert.equal(e[1], l.geometry, name)
       assert.equal(e[2], l.count, name)
       assert.truthy(l.srs:find(e[3]), name .. " SRS:\n" .. l.srs)
-      assert.truthy(l.srs:find("FID Column = OBJECTID", 1, true), name)
+      assert.truthy(l.srs:find("FID Column = fid", 1, true), name) -- local; the OBJECTID a field
+      assert.truthy(l.srs:find("OBJECTID: Integer", 1, true), name)
       assert.truthy(l.srs:find("UPDATED: DateTime", 1, true), name)
     end
     -- the feature layers and the sync log, none of our internal tables

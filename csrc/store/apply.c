@@ -843,16 +843,43 @@ static int put_str(geoservices_buf *b, const char *s) {
   return geoservices_buf_append(b, s, strlen(s));
 }
 
+/* The table's INTEGER PRIMARY KEY when it is none of the layer's columns
+ * (the GeoPackage fid, local: the server's OBJECTID is a column of its own),
+ * malloc'ed; NULL when the key is a layer column (or there is none). */
+static char *local_fid(geoservices_store *s, geoservices_store_layer *l) {
+  sqlite3_stmt *st = NULL;
+  char *name = NULL;
+  if (sqlite3_prepare_v2(s->db, "SELECT name FROM pragma_table_info(?1) WHERE pk = 1 AND upper(type) = 'INTEGER' "
+                         "AND NOT EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE pk > 1)", -1, &st, NULL) != SQLITE_OK)
+    return NULL;
+  sqlite3_bind_text(st, 1, l->table, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    const char *text = (const char *)sqlite3_column_text(st, 0);
+    if (text && geoservices_store_find_column(l, text, strlen(text), GEOSERVICES_STORE_NONE) == GEOSERVICES_STORE_NONE)
+      name = dup(text);
+  }
+  sqlite3_finalize(st);
+  return name;
+}
+
 static int prepare_layer(geoservices_store *s, geoservices_store_layer *l) {
   geoservices_buf sql;
   size_t i;
   int rc = 0, err = 0;
   char num[24];
+  char *fid = local_fid(s, l);
   geoservices_buf_init(&sql, 0);
   err |= put_str(&sql, "INSERT OR REPLACE INTO ") | put_ident(&sql, l->table) | put_str(&sql, " (");
+  if (fid) err |= put_ident(&sql, fid) | put_str(&sql, ", ");
   for (i = 0; i < l->ncols; i++) err |= (i ? put_str(&sql, ", ") : 0) | put_ident(&sql, l->cols[i].name);
   if (l->geom_col) err |= (l->ncols ? put_str(&sql, ", ") : 0) | put_ident(&sql, l->geom_col);
   err |= put_str(&sql, ") VALUES (");
+  if (fid) { /* the row replaced by its GlobalID keeps its fid: the one QGIS knows it by */
+    snprintf(num, sizeof num, " = ?%zu), ", l->gid_col + 1);
+    err |= put_str(&sql, "(SELECT ") | put_ident(&sql, fid) | put_str(&sql, " FROM ") | put_ident(&sql, l->table) |
+           put_str(&sql, " WHERE ") | put_ident(&sql, l->cols[l->gid_col].name) | put_str(&sql, num);
+    free(fid);
+  }
   for (i = 0; i < l->ncols + (l->geom_col != NULL); i++) {
     snprintf(num, sizeof num, "%s?%zu", i ? ", " : "", i + 1);
     err |= put_str(&sql, num);

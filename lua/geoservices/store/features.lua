@@ -30,6 +30,14 @@ function Store:get(layer_id, global_id)
   if not spec then return nil, err end
   local f, msg, code = self:_db():get(layer_id, global_id)
   if f == nil and msg then return nil, db_error(self.path, msg, code) end
+  if f and type(f.attributes) == "table" then
+    -- the layer's fields: not the table's local fid (GDAL's and QGIS's id of the row)
+    local fields = {}
+    for _, c in ipairs(spec.columns) do fields[c.name] = true end
+    for k in pairs(f.attributes) do
+      if not fields[k] then f.attributes[k] = nil end
+    end
+  end
   return f
 end
 
@@ -116,8 +124,8 @@ end
 
 --- Adds a feature locally; the table's capture trigger queues it for
 -- upload in the same transaction. It gets a new GlobalID unless it has
--- one, and (with an OBJECTID field) a negative OBJECTID until the server
--- gives it its own.
+-- one, and a new local fid; its OBJECTID stays NULL until the
+-- synchronization that sends it records the server's.
 -- @int layer_id the layer
 -- @tparam table feature `{attributes = {...}, geometry = {...}}` (copied)
 -- @treturn[1] string the GlobalID
@@ -142,16 +150,9 @@ function Store:add(layer_id, feature)
   attributes[spec.globalid] = gid
   if spec.oid then attributes[spec.oid] = nil end
   return self:transaction(function()
-    local db = self.db
-    local exists, msg, code = db:get(layer_id, gid)
+    local exists, msg, code = self.db:get(layer_id, gid)
     if exists then return nil, errors.invalid("GlobalID", gid .. " already exists in layer " .. layer_id) end
     if msg then return nil, db_error(self.path, msg, code) end
-    if spec.oid then
-      local rows, m, c = db:rows(("SELECT min(0, coalesce(min(%s), 0)) - 1 AS oid FROM %s"):format(
-        schema.ident(spec.oid), schema.ident(spec.table)))
-      if not rows then return nil, db_error(self.path, m, c) end
-      attributes[spec.oid] = rows[1].oid
-    end
     local okp, perr = put(self, spec, attributes, feature.geometry)
     if not okp then return nil, perr end
     return gid

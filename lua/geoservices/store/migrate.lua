@@ -4,9 +4,13 @@
 -- the format current and does nothing. Internal (geoservices.store.open).
 --
 -- * 1 -> 2: the base of queued and failed edits, the conflicts table;
--- * 2 -> 3: the capture triggers on every feature table and their control
---   table (geoservices.store.capture); the queued edits not sent yet read
---   what they send from the feature table from now on.
+-- * 2 -> 3: each feature table whose INTEGER PRIMARY KEY was the layer's
+--   OBJECTID is rebuilt with a local fid (schema.layer_sql): a downloaded
+--   row keeps its number as fid and OBJECTID, a local add (a negative
+--   OBJECTID) gets the next fid and a NULL OBJECTID, the R-tree is filled
+--   again from the fids; then the capture triggers on every feature table
+--   and their control table (geoservices.store.capture); the queued edits
+--   not sent yet read what they send from the feature table from now on.
 -- @module geoservices.store.migrate
 -- @local
 local capture = require "geoservices.store.capture"
@@ -27,13 +31,107 @@ local function layer_specs(db)
   return specs
 end
 
+local q = schema.ident
+
+local function exec_all(db, list)
+  for _, sql in ipairs(list) do
+    local ok, m, c = db:exec(sql)
+    if not ok then return nil, m, c end
+  end
+  return true
+end
+
+-- The statements of schema.layer_sql that start with `prefix`: the R-tree
+-- triggers and the OBJECTID index of a rebuilt table.
+local function layer_statements(db, spec, prefix)
+  local rows, m, c = db:rows("SELECT geometry_type_name, srs_id, z, m FROM gpkg_geometry_columns WHERE table_name = ?",
+    spec.table)
+  if not rows then return nil, m, c end
+  local g = rows[1] or {}
+  local full = { id = spec.id, table = spec.table, name = spec.table, data_type = "features", description = "",
+                 columns = spec.columns, oid = spec.oid, globalid = spec.globalid, fid_column = spec.fid_column,
+                 geometry_column = spec.geometry_column, geometry_type = g.geometry_type_name,
+                 has_z = g.z == 1, has_m = g.m == 1 }
+  local list = {}
+  for _, sql in ipairs(schema.layer_sql(full, g.srs_id or -1)) do
+    if sql:sub(1, #prefix) == prefix then list[#list + 1] = sql end
+  end
+  return list
+end
+
+-- Rebuilds a table whose INTEGER PRIMARY KEY is the layer's OBJECTID with
+-- a local fid before it (the table's own text, that one definition changed).
+local function rebuild(db, spec)
+  local info, m, c = db:rows(("PRAGMA table_info(%s)"):format(q(spec.table)))
+  if not info then return nil, m, c end
+  local names, taken, pk = {}, {}, nil
+  for _, col in ipairs(info) do
+    names[#names + 1] = col.name
+    taken[col.name:lower()] = true
+    if col.pk == 1 then pk = col.name end
+  end
+  if not spec.oid or pk ~= spec.oid then return true end -- a local fid already
+  local fid = "fid"
+  while taken[fid] do fid = "_" .. fid end
+  spec.fid_column = fid
+  local rows
+  rows, m, c = db:rows("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", spec.table)
+  if not rows then return nil, m, c end
+  local create, key = rows[1].sql, q(spec.oid) .. " INTEGER PRIMARY KEY"
+  local head = ("CREATE TABLE %s ("):format(q(spec.table))
+  local at, stop = create:find(key, 1, true)
+  if not at or create:find(key, stop + 1, true) or create:sub(1, #head) ~= head then
+    return nil, ("table %s is not as this library made it: it cannot be rebuilt with a local fid"):format(spec.table),
+      "format"
+  end
+  local tmp = spec.table .. "_geoservices_rebuilt"
+  local new = ("CREATE TABLE %s ("):format(q(tmp)) .. create:sub(#head + 1, at - 1) .. q(fid)
+    .. " INTEGER PRIMARY KEY AUTOINCREMENT, " .. q(spec.oid) .. " INTEGER" .. create:sub(stop + 1)
+  local oid = q(spec.oid)
+  local server_oid = ("CASE WHEN %s > 0 THEN %s END"):format(oid, oid)
+  local columns, values = {}, {}
+  for i, name in ipairs(names) do
+    columns[i] = q(name)
+    values[i] = name == spec.oid and server_oid or q(name)
+  end
+  -- the server's rows first, keeping their numbers; local adds after them, in the order they were made
+  local steps = {
+    new,
+    ("INSERT INTO %s (%s, %s) SELECT %s, %s FROM %s ORDER BY %s < 0, abs(%s)"):format(q(tmp), q(fid),
+      table.concat(columns, ", "), server_oid, table.concat(values, ", "), q(spec.table), oid, oid),
+    ("DROP TABLE %s"):format(q(spec.table)),
+    ("ALTER TABLE %s RENAME TO %s"):format(q(tmp), q(spec.table)),
+  }
+  local ok
+  ok, m, c = exec_all(db, steps)
+  if not ok then return nil, m, c end
+  local extra
+  extra, m, c = layer_statements(db, spec, "CREATE INDEX")
+  if not extra then return nil, m, c end
+  if spec.geometry_column then
+    local triggers
+    triggers, m, c = layer_statements(db, spec, "CREATE TRIGGER")
+    if not triggers then return nil, m, c end
+    local rtree, g = q(("rtree_%s_%s"):format(spec.table, spec.geometry_column)), q(spec.geometry_column)
+    for _, sql in ipairs(triggers) do extra[#extra + 1] = sql end
+    extra[#extra + 1] = "DELETE FROM " .. rtree
+    extra[#extra + 1] = ("INSERT INTO %s SELECT %s, ST_MinX(%s), ST_MaxX(%s), ST_MinY(%s), ST_MaxY(%s) FROM %s "
+      .. "WHERE %s NOT NULL AND NOT ST_IsEmpty(%s)"):format(rtree, q(fid), g, g, g, g, q(spec.table), g, g)
+  end
+  return exec_all(db, extra)
+end
+
 local function to_format_3(db)
+  local specs, sm, sc = layer_specs(db)
+  if not specs then return nil, sm, sc end
+  for _, spec in ipairs(specs) do
+    local ok, m, c = rebuild(db, spec)
+    if not ok then return nil, m, c end
+  end
   for _, sql in ipairs(capture.CONTROL_SQL) do
     local ok, m, c = db:exec(sql)
     if not ok then return nil, m, c end
   end
-  local specs, m, c = layer_specs(db)
-  if not specs then return nil, m, c end
   for _, spec in ipairs(specs) do
     for _, sql in ipairs(capture.layer_sql(spec)) do
       local ok, em, ec = db:exec(sql)

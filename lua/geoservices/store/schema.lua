@@ -3,9 +3,12 @@
 -- text and layer specs out; no I/O. Internal (geoservices.store uses it).
 --
 -- Choices, written down once:
--- * A layer's `esriFieldTypeOID` field is its table's `INTEGER PRIMARY KEY`
---   (first column); the server's OBJECTIDs are kept, and features added
---   locally get negative ones until the server gives them theirs.
+-- * A feature table's `INTEGER PRIMARY KEY` is a local fid (`fid`,
+--   AUTOINCREMENT: positive, never reused), the id GDAL and QGIS know a
+--   feature by; the layer's `esriFieldTypeOID` field is a column of its own
+--   (indexed), holding the server's OBJECTID, NULL for a local add until
+--   the synchronization that sends it records the server's. A feature
+--   added locally and one the server numbers alike never meet.
 -- * The GlobalID field is `TEXT(38) UNIQUE`: a downloaded add or update
 --   replaces the row of its GlobalID whole (INSERT OR REPLACE).
 -- * `esriFieldTypeDate` is `DATETIME`, ISO 8601 text in UTC with
@@ -350,6 +353,9 @@ function schema.layer_spec(layer, taken)
     while names[col] do col = "_" .. col end
     spec.geometry_column = col
   end
+  local fid = "fid"
+  while names[fid] do fid = "_" .. fid end
+  spec.fid_column = fid
   return spec
 end
 
@@ -361,20 +367,14 @@ end
 function schema.layer_sql(spec, srs_id)
   local q, lit = schema.ident, schema.literal
   local t = spec.table
-  local defs = {}
-  if not spec.oid then defs[#defs + 1] = q("fid") .. " INTEGER PRIMARY KEY" end
-  for i, c in ipairs(spec.columns) do
+  local fid = spec.fid_column or "fid"
+  local defs = { q(fid) .. " INTEGER PRIMARY KEY AUTOINCREMENT" }
+  if spec.geometry_column then defs[2] = q(spec.geometry_column) .. " " .. spec.geometry_type end
+  for _, c in ipairs(spec.columns) do
     local def = q(c.name) .. " " .. c.sql
-    if spec.oid and i == 1 then def = q(c.name) .. " INTEGER PRIMARY KEY" end
     if c.name == spec.globalid then def = def .. " UNIQUE" end
     if c.default then def = def .. " DEFAULT " .. c.default end
     defs[#defs + 1] = def
-    if i == 1 and spec.oid and spec.geometry_column then
-      defs[#defs + 1] = q(spec.geometry_column) .. " " .. spec.geometry_type
-    end
-  end
-  if spec.geometry_column and not spec.oid then
-    table.insert(defs, 2, q(spec.geometry_column) .. " " .. spec.geometry_type)
   end
   local sql = {
     ("CREATE TABLE %s (%s)"):format(q(t), table.concat(defs, ", ")),
@@ -382,8 +382,11 @@ function schema.layer_sql(spec, srs_id)
       :format(lit(t), lit(spec.data_type), lit(spec.name), lit(spec.description),
         spec.geometry_column and tostring(srs_id) or "NULL"),
   }
+  if spec.oid then -- a delete by OBJECTID (servers that send them) finds its row
+    sql[#sql + 1] = ("CREATE INDEX %s ON %s (%s)"):format(q(t .. "_" .. spec.oid), q(t), q(spec.oid))
+  end
   if spec.geometry_column then
-    local g, id = spec.geometry_column, spec.oid or "fid"
+    local g, id = spec.geometry_column, fid
     local rtree = ("rtree_%s_%s"):format(t, g)
     local qg, qid, qr, qt = q(g), q(id), q(rtree), q(t)
     local bounds = ("NEW.%s, ST_MinX(NEW.%s), ST_MaxX(NEW.%s), ST_MinY(NEW.%s), ST_MaxY(NEW.%s)")
