@@ -222,6 +222,33 @@ describe("secrets echoed by a server", function()
     end
   end
 
+  it("in a rejected edit's description: the store keeps the rejection, not the secret", function()
+    local gid = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E99}"
+    local dir = new_case_dir()
+    local st = assert(geoservices.store.open(dir .. "/crew.gpkg"))
+    local replica = assert(st:replica())
+    local s = serve{ { method = "POST", path = "/server/Parcels/FeatureServer/synchronizeReplica", responses = { {
+      echo = true, json = { transportType = "esriTransportTypeEmbedded", responseType = "esriReplicaResponseTypeEdits",
+        replicaID = replica.replicaID, replicaServerGen = 99, edits = { {
+          id = 0, features = { adds = {}, updates = {}, deleteIds = {}, addResults = { {
+            globalId = gid, success = false,
+            error = { code = 1000, description = "refused: {REQUEST}" } } } } } } } } } } }
+    st:add(0, { attributes = { GlobalID = gid, APN = "echo-rejected" } })
+    local c = geoservices.client{ url = s.url, token = TOKEN, retry = false }
+    local result, err = st:sync(c)
+    local failed = st:failed()
+    st:close()
+    assert.truthy(result, tostring(err))
+    assert.equal(1, #failed)
+    assert.equal(1000, failed[1].code)
+    -- the answer's own tables are the caller's data; their printouts and what the store keeps are clean
+    assert_no_secret("the sync's result (pp)", geoservices.pp.format(result, { max_depth = 20, max_string = 1e6 }))
+    assert_no_secret("the sync's result (tostring)", tostring(result))
+    for _, text in ipairs(texts(failed)) do assert_no_secret("the store's failed edits", text) end
+    for _, file in ipairs(files_of(dir)) do assert_no_secret(file[1], file[2]) end
+    os.execute("rm -rf " .. q(dir))
+  end)
+
   it("in a successful answer: pp, tostring, the command's lines and --json events show none", function()
     local description = "request: {REQUEST} {HEADERS}"
     local s = serve{

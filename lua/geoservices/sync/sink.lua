@@ -5,6 +5,7 @@
 -- or builds the edits array. It does no I/O. Internal.
 local core = require "geoservices.core"
 local json = require "geoservices.json"
+local redact = require "geoservices.redact"
 
 local sink_mod = {}
 
@@ -102,7 +103,9 @@ function Sink:record(kind, layer, value, key)
       self.failed_edits[#self.failed_edits + 1] = {
         layer = layer, op = op, target = kind:find("attachment", 1, true) and "attachment" or "feature",
         globalId = value.globalId or value.globalID, objectId = value.objectId,
-        code = math.tointeger(e.code) or e.code, description = e.description or e.message,
+        code = math.tointeger(e.code) or e.code,
+        -- a server's words, kept in the store and printed: scrubbed like an error's
+        description = redact.text(e.description or e.message),
       }
     end
   else
