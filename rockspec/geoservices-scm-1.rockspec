@@ -41,6 +41,12 @@ build = {
     LIBDIR = "$(LIBDIR)",
     LUADIR = "$(LUADIR)",
     BINDIR = "$(BINDIR)", -- the geoservices command (a launcher of geoservices.cli)
+    -- the shell completions stay inside the rock's own directory (PREFIX is
+    -- LuaRocks' install directory of this rock), so `luarocks remove` takes
+    -- them away; `geoservices completion bash|zsh|fish` prints them for a shell
+    BASH_COMPLETION_DIR = "$(PREFIX)/share/bash-completion/completions",
+    ZSH_COMPLETION_DIR = "$(PREFIX)/share/zsh/site-functions",
+    FISH_COMPLETION_DIR = "$(PREFIX)/share/fish/vendor_completions.d",
   },
 }
 test_dependencies = { "busted" }

@@ -141,6 +141,11 @@ return { username = "siteadmin", email = "not-an-address", fullName = "Site Admi
               "--expiration", "x" }, "malformed argument")
   end)
 
+  it("completion", function()
+    refused({ "completion", "tcsh" }, "must be one of")
+    refused({ "completion" }, "missing argument")
+  end)
+
   it("emulator", function()
     refused({ "emulator", "--port", "abc" }, "malformed argument")
     refused({ "emulator", "--bogus" }, "unknown option '--bogus'")

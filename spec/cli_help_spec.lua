@@ -20,10 +20,10 @@ local function absolute(path)
   end))
 end
 
--- The words of an example line, without its comment.
+-- The words of an example line, without its comment or a redirection of its output.
 local function words_of(line)
   local words = {}
-  for w in line:gsub("%s+#.*$", ""):gmatch("%S+") do words[#words + 1] = w end
+  for w in line:gsub("%s+[#>|].*$", ""):gmatch("%S+") do words[#words + 1] = w end
   assert(table.remove(words, 1) == "geoservices", line)
   return words
 end
@@ -77,7 +77,7 @@ describe("the examples of every --help", function()
         helper.write_file(dir .. "/org.json", json.encode(params))
       end,
     },
-    services = {}, snapshots = {}, status = {}, replicas = {},
+    services = {}, snapshots = {}, status = {}, replicas = {}, completion = {},
     login = {
       env = { GEOSERVICES_PASSWORD = "alice-pass1", GEOSERVICES_TOKEN = false },
       setup = function()

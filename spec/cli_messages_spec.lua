@@ -153,7 +153,8 @@ describe("usage and help", function()
       local count = 0
       for line in block:gmatch("[^\n]+") do
         count = count + 1
-        local command = line:match("^  (geoservices [^#]-)%s*$") or line:match("^  (geoservices [^#]-)%s+#")
+        -- the command line, before its comment or a shell redirection
+        local command = line:match("^  (geoservices [^#>|]-)%s*$") or line:match("^  (geoservices [^#>|]-)%s+[#>|]")
         assert.is_string(command, what .. ": not an example line: " .. line)
         local words = {}
         for w in command:gmatch("%S+") do words[#words + 1] = w end

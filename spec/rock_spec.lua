@@ -299,6 +299,59 @@ describe("#rock packaging", function()
     assert.truthy(out:find("2 services: Parcels.FeatureServer, Basemap.MapServer", 1, true), out)
   end)
 
+  -- The README's install lines for the client rock, as written: the lines of
+  -- its sh blocks from `luarocks --lua-version=5.4 make` on, with their
+  -- continuation lines.
+  local function readme_luarocks_lines()
+    local readme = helper.read_all(helper.ROOT .. "/README.md")
+    local lines, taking = {}, false
+    for block in readme:gmatch("```sh\n(.-)```") do
+      for line in block:gmatch("[^\n]+") do
+        if line:match("^luarocks %-%-lua%-version=5%.4 make ") then taking = true end
+        if taking then
+          lines[#lines + 1] = line
+          taking = line:match("\\%s*$") ~= nil
+        end
+      end
+    end
+    return lines
+  end
+
+  it("the README's luarocks line installs the client as written; completions stay in the rock's tree", function()
+    if skip_without_luarocks() then return end
+    local lines = readme_luarocks_lines()
+    assert.is_true(#lines > 0, "the README has no luarocks --lua-version=5.4 make line")
+    local command = table.concat(lines, "\n")
+    assert.truthy(command:find("geoservices-scm-1.rockspec", 1, true), command)
+    -- a fresh home: `--local` installs into $HOME/.luarocks, nothing outside it
+    local home = work .. "/home"
+    assert(os.execute("mkdir -p " .. q(home)))
+    local ok, text = sh(("cd %s && env HOME=%s sh -c %s"):format(q(src), q(home), q(command)))
+    assert(ok, command .. "\n" .. text)
+    local local_tree = home .. "/.luarocks"
+    local out
+    ok, out = sh(("cd %s && env -u LUA_PATH -u LUA_CPATH HOME=%s %s/bin/geoservices --version"):format(q(work),
+      q(home), q(local_tree)))
+    assert(ok, out)
+    assert.truthy(out:match("^geoservices %d"), out)
+    -- the shell completions live inside the rock's own directory, and the command prints them
+    local rock_dir = local_tree .. "/lib/luarocks/rocks-5.4/geoservices/scm-1"
+    for _, f in ipairs{ "/share/bash-completion/completions/geoservices", "/share/zsh/site-functions/_geoservices",
+                        "/share/fish/vendor_completions.d/geoservices.fish" } do
+      assert.truthy(exists(rock_dir .. f), f)
+    end
+    assert.falsy(text:find("/usr/local", 1, true), text)
+    ok, out = sh(("env -u LUA_PATH -u LUA_CPATH HOME=%s %s/bin/geoservices completion bash"):format(q(home),
+      q(local_tree)))
+    assert(ok, out)
+    assert.truthy(out:find("complete -F _geoservices", 1, true), out)
+    -- luarocks remove takes them away with the rock
+    ok, out = sh(("env HOME=%s luarocks --lua-version=5.4 remove --local geoservices"):format(q(home)))
+    assert(ok, out)
+    local _, left = sh(("find %s -name '*geoservices*'"):format(q(local_tree)))
+    assert.equal("", left)
+  end)
+
   it("make install puts the command under PREFIX/bin; it runs without any module path set", function()
     if skip_without_luarocks() then return end
     local ok, text = sh(("cd %s && make install PREFIX=%s"):format(q(src), q(prefix)))

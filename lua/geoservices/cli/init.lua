@@ -42,8 +42,9 @@ local cli = {}
 -- A command file may instead define its own grammar: it returns
 -- `{help = "...", exits = "0 ..., 2 ...", examples = {"geoservices NAME ...", ...},
 -- define = function(command) (argparse: add its arguments) end,
--- run = function(args, out, client, env) -> exit code}`; naming it here is
--- all it takes (geoservices.cli.parser builds its command from it).
+-- run = function(args, out, client, env) -> exit code, client = false (runs
+-- without a server: no client)}`; naming it here is all it takes
+-- (geoservices.cli.parser builds its command from it).
 local commands = {
   services = require "geoservices.cli.commands.services",
   snapshots = require "geoservices.cli.commands.snapshots",
@@ -54,6 +55,7 @@ local commands = {
   login = require "geoservices.cli.commands.login",
   replica = require "geoservices.cli.commands.replica",
   replicas = require "geoservices.cli.commands.replicas",
+  completion = require "geoservices.cli.commands.completion",
 }
 
 --- Exit codes of the command.
@@ -179,6 +181,8 @@ end
 local function run_command(parsed, out, env)
   local command = parsed.command
   if command == "emulator" then return commands.emulator(parsed, out) end
+  local cmd = commands[command]
+  if type(cmd) == "table" and cmd.client == false then return cmd.run(parsed, out, nil, env) end
   local prof, prof_name = profile.select(parsed.profile, env.getenv)
   if not prof then return output.usage_error(out, prof_name) end
   out.follow_prefix = cli.follow_prefix(parsed)
@@ -203,7 +207,6 @@ local function run_command(parsed, out, env)
   if parsed.verbose > 0 and out.mode ~= "json" then env.stderr:write(tostring(client), "\n") end
   local captured = parsed.dry_run and dry_run.attach(client)
   if captured and generator then captured[#captured + 1] = generator:describe() end
-  local cmd = commands[command]
   local code = (type(cmd) == "table" and cmd.run or cmd)(parsed, out, client, env)
   client:close()
   -- a dry run shows what would have been sent unless the command failed
