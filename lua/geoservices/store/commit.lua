@@ -3,6 +3,7 @@
 -- the one transaction that keeps a result. Internal (geoservices.store.sync).
 -- @module geoservices.store.commit
 -- @local
+local download_conflicts = require "geoservices.store.conflicts"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local outcome = require "geoservices.sync.outcome"
@@ -121,7 +122,8 @@ end
 
 --- The one transaction that commits a result: snapshot layers cleared, the
 -- downloaded changes applied, the generations, each sent edit's fate, the
--- queued edits the server's state overwrote, the log.
+-- local edits the server's state overwrote kept as conflicts
+-- (geoservices.store.conflicts), the log.
 -- @param st the store
 -- @param rep its replica
 -- @tparam table c `attempt_id`, `rows`, `result`, `file` (the result file, or nil), `touched`
@@ -149,8 +151,10 @@ function commit.result(st, rep, c)
   local by_seq = c.by_seq
   local overwritten = {}
   -- one transaction, the library's own writes never captured as local edits
+  local kept
   local ok, err = st:_uncaptured(function()
-    local db = st.db
+    local before, berr = download_conflicts.before(st, c.attempt_id)
+    if not before then return nil, berr end
     for id in pairs(snapshot) do
       local cleared, cerr = st:clear_layer(id)
       if not cleared then return nil, cerr end
@@ -173,19 +177,16 @@ function commit.result(st, rep, c)
     end
     local taken, terr = take_object_ids(st, new_oids)
     if not taken then return nil, terr end
-    -- the server's state wins: queued edits of features the download changed
-    local queue, qm, qc = db:rows("SELECT seq, layer_id, op, global_id, attempt_id FROM geoservices_edits")
-    if not queue then return nil, db_fail(st, qm, qc) end
-    for _, q in ipairs(queue) do
+    -- the server's state wins: the local edits it overwrote are kept, and named
+    local kerr
+    kept, kerr = download_conflicts.after(st, before, { attempt_id = c.attempt_id, by_seq = by_seq,
+                                                        touched = c.touched, key = feature_key })
+    if not kept then return nil, kerr end
+    for _, q in ipairs(before) do
       local k = feature_key(q.layer_id, q.global_id)
-      local dropped = snapshot[q.layer_id] and q.attempt_id == nil
-      if c.touched[k] or dropped then
+      if c.touched[k] or (snapshot[q.layer_id] and q.attempt_id == nil) then
         overwritten[#overwritten + 1] = { seq = q.seq, layer = q.layer_id, op = q.op, globalId = q.global_id,
                                           sent = q.attempt_id == c.attempt_id }
-        if q.attempt_id == nil then
-          local d, m, code = db:run("DELETE FROM geoservices_edits WHERE seq = ?", q.seq)
-          if not d then return nil, db_fail(st, m, code) end
-        end
       end
     end
     for _, r in ipairs(rows) do
@@ -217,6 +218,7 @@ function commit.result(st, rep, c)
   if not ok then return nil, err end
   result.uploaded, result.rejected, result.overwritten = c.summary.applied, c.summary.rejected, overwritten
   result.conflicts = c.summary.conflicts
+  for _, k in ipairs(kept) do result.conflicts[#result.conflicts + 1] = k end
   result.output = nil
   return result
 end

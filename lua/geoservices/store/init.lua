@@ -2,10 +2,9 @@
 -- history in one OGC GeoPackage (SQLite) file that GDAL and QGIS open.
 --
 --     local store = require "geoservices.store"
---     local st = assert(store.create("crew-1.gpkg", {
---       service = "Parcels", replicaID = "{5E1A...}", replicaName = "crew-1",
---       syncModel = "perReplica", syncDirection = "bidirectional", replicaServerGen = 12,
---     }, layers))                       -- the layer resources ({service}/FeatureServer/{id}?f=json)
+--     local st = assert(store.create(client, "crew-1.gpkg", {
+--       service = "Parcels", layers = { 0, 1 }, replicaName = "crew-1",   -- createReplica's parameters
+--     }))
 --     local gid = st:add(0, { attributes = { NAME = "x" }, geometry = { x = 1, y = 2 } })
 --     st:update(0, { attributes = { GlobalID = gid, NAME = "y" } })
 --     st:delete(0, gid)
@@ -265,6 +264,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     end
     check(db:begin())
     for _, sql in ipairs(schema.BASE_SQL) do check(db:exec(sql)) end
+    for _, sql in ipairs(schema.CONFLICTS_FORMAT_3) do check(db:exec(sql)) end
     for _, sql in ipairs(capture.CONTROL_SQL) do check(db:exec(sql)) end
     for _, r in ipairs(srs_rows(specs)) do
       check(db:run("INSERT INTO gpkg_spatial_ref_sys (srs_name, srs_id, organization, organization_coordsys_id, "
@@ -357,21 +357,28 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
   return store.open(path, opts)
 end
 
---- Creates an empty store (no data yet): @{create_from} without a first result.
+--- Creates a replica on the server (createReplica) and a store holding it
+-- (geoservices.store.create): nothing exists at `path` unless the whole
+-- store committed. A store from a replica and data already at hand is
+-- @{create_from} (the form `store.create(path, replica_info, layers_metadata,
+-- opts)`, an empty store, is kept for earlier callers).
+-- @param client a geoservices client
 -- @string path the new GeoPackage (must not exist)
--- @tparam table replica_info see @{create_from}
--- @tparam table layers_metadata see @{create_from}
--- @tparam[opt] table opts see @{create_from}
--- @return the store, or nil, err
+-- @tparam table params `service` (required), `layers` (ids; default every layer of the service),
+--   and the createReplica parameters (replicaName, syncModel, syncDirection, geometry...), passed through
+-- @tparam[opt] table opts `on_status`, `on_progress` (the download), `on_fill(bytes, total, records)`
+--   (the store being filled), `timeout`, `poll_interval`, `busy_timeout`
+-- @return the open store, or nil, err (kind "invalid" with nothing sent: a file at path, a bad
+--   parameter, a capability the service lacks; or the errors of createReplica and the store)
 -- @raise on misuse
-function store.create(path, replica_info, layers_metadata, opts)
-  if type(path) == "table" and type(path.create_replica) == "function" then -- (client, path, params, opts)
-    return require("geoservices.store.create").create(path, replica_info, layers_metadata, opts)
+function store.create(client, path, params, opts)
+  if type(client) == "string" then -- the earlier form: (path, replica_info, layers_metadata, opts)
+    return store.create_from(client, path, params, nil, opts)
   end
-  if type(path) ~= "string" then
-    error("store.create: path must be a string (store.create(client, ...) is the createReplica half)", 2)
+  if type(client) ~= "table" or type(client.create_replica) ~= "function" then
+    error("store.create: the first argument must be a geoservices client (or a path: see store.create_from)", 2)
   end
-  return store.create_from(path, replica_info, layers_metadata, nil, opts)
+  return require("geoservices.store.create").create(client, path, params, opts)
 end
 
 store._apply_file = result_file.apply -- geoservices.store.sync applies a result file with it

@@ -10,7 +10,8 @@
 --   OBJECTID) gets the next fid and a NULL OBJECTID, the R-tree is filled
 --   again from the fids; then the capture triggers on every feature table
 --   and their control table (geoservices.store.capture); the queued edits
---   not sent yet read what they send from the feature table from now on.
+--   not sent yet read what they send from the feature table from now on;
+--   the conflicts get their outcome and are listed in gpkg_contents.
 -- @module geoservices.store.migrate
 -- @local
 local capture = require "geoservices.store.capture"
@@ -128,15 +129,13 @@ local function to_format_3(db)
     local ok, m, c = rebuild(db, spec)
     if not ok then return nil, m, c end
   end
-  for _, sql in ipairs(capture.CONTROL_SQL) do
-    local ok, m, c = db:exec(sql)
-    if not ok then return nil, m, c end
-  end
+  local ok, m, c = exec_all(db, schema.CONFLICTS_FORMAT_3)
+  if not ok then return nil, m, c end
+  ok, m, c = exec_all(db, capture.CONTROL_SQL)
+  if not ok then return nil, m, c end
   for _, spec in ipairs(specs) do
-    for _, sql in ipairs(capture.layer_sql(spec)) do
-      local ok, em, ec = db:exec(sql)
-      if not ok then return nil, em, ec end
-    end
+    ok, m, c = exec_all(db, capture.layer_sql(spec))
+    if not ok then return nil, m, c end
   end
   -- an edit not sent yet sends what its feature holds when it goes
   return db:exec("UPDATE geoservices_edits SET feature = NULL WHERE attempt_id IS NULL")

@@ -124,14 +124,19 @@ function Store:failed()
   return edit_rows(self, rows, "failed edit", "geoservices_failed_edits")
 end
 
---- The local edits the server holds other values for (another replica
--- changed the feature since): they are never sent again, and stay listed
--- until @{discard_conflict}. Each: `seq`, `op`, `layer`, `globalId`,
--- `feature` (what was sent), `base` (the feature before the local change),
--- `server` (the server's feature, `{attributes =, geometry =}`, as the
--- synchronization read it), `description`, `attempt`, `detected` (UTC time).
--- The local feature holds what the server sent next; to keep the local
--- values, update the feature again, then discard the conflict.
+--- The local edits that lost to the server's version: the server holds
+-- other values than an edit sent (another replica changed the feature
+-- since), or a download changed or deleted a feature whose local edit was
+-- not sent (geoservices.store.conflicts). They are never sent again, and
+-- stay listed (in the table geoservices_conflicts, which GDAL and QGIS
+-- list too) until @{discard_conflict}. Each: `seq`, `op`, `layer`,
+-- `globalId`, `feature` (what was sent, or the local version of the
+-- feature the download replaced; nil for a delete), `base` (the feature
+-- before the local change), `server` (the server's feature, `{attributes =,
+-- geometry =}`, or null when it deleted it), `description`, `outcome`
+-- ("server_kept": the server's version is in the table), `attempt`,
+-- `detected` (UTC time). To keep the local values, edit the feature again
+-- (it is queued as any edit), then discard the conflict.
 -- @return the list, or nil, err (as @{pending})
 function Store:conflicts()
   if self.format < 2 then return {} end -- a store of format 1 opened read-only has none
@@ -236,6 +241,17 @@ function Store:attempt()
   return attempt
 end
 
+--- Keeps a local edit that lost to the server's version in
+-- geoservices_conflicts (internal: end_attempt and the commit of a download).
+-- @tparam table k `seq`, `layer`, `op`, `gid`, `feature` and `base` (JSON text: the local
+--   version, its base), `server` (JSON text), `description`, `attempt`, `outcome` (default "server_kept")
+-- @return true, or nil, msg, code
+function queue.keep_conflict(st, k)
+  return st.db:run("INSERT OR REPLACE INTO geoservices_conflicts (seq, layer_id, op, global_id, feature, base, server, "
+    .. "description, attempt_id, detected_at, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", k.seq, k.layer, k.op,
+    k.gid, k.feature, k.base, k.server, k.description, k.attempt, now(), k.outcome or "server_kept")
+end
+
 -- An edit that goes back to the queue meets the edit of its feature made
 -- while it was in flight (the triggers queued that one apart): the two
 -- become one, as the triggers fold edits ("requeued newer" -> the op the
@@ -287,9 +303,9 @@ function Store:end_attempt(attempt_id, outcomes)
       local ok, m, c = true, nil, nil
       if type(o) == "table" and o.conflict then
         local server = o.server ~= nil and json.encode(o.server) or nil
-        ok, m, c = db:run("INSERT OR REPLACE INTO geoservices_conflicts (seq, layer_id, op, global_id, feature, base, "
-          .. "server, description, attempt_id, detected_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq, r.layer_id,
-          r.op, r.global_id, r.feature, r.base, server, o.description, attempt_id, now())
+        ok, m, c = queue.keep_conflict(self, { seq = r.seq, layer = r.layer_id, op = r.op, gid = r.global_id,
+          feature = r.feature, base = r.base, server = server, description = o.description, attempt = attempt_id,
+          outcome = o.outcome })
       elseif type(o) == "table" then
         ok, m, c = db:run("INSERT OR REPLACE INTO geoservices_failed_edits (seq, layer_id, op, global_id, feature, "
           .. "base, code, description, attempt_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq,

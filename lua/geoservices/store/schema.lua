@@ -428,6 +428,18 @@ local CONFLICTS_SQL = [[CREATE TABLE geoservices_conflicts (seq INTEGER PRIMARY 
     op TEXT NOT NULL, global_id TEXT NOT NULL, feature TEXT, base TEXT, server TEXT, description TEXT,
     attempt_id INTEGER, detected_at TEXT NOT NULL)]]
 
+--- What format 3 adds to the conflicts table: the outcome of each (what
+-- became of the local edit: "server_kept", the server's version stays and
+-- the local one is kept here), and its registration in gpkg_contents as an
+-- attributes table, so that GDAL and QGIS list it beside the layers.
+schema.CONFLICTS_FORMAT_3 = {
+  "ALTER TABLE geoservices_conflicts ADD COLUMN outcome TEXT",
+  [[INSERT INTO gpkg_contents (table_name, data_type, identifier, description)
+    VALUES ('geoservices_conflicts', 'attributes', 'geoservices_conflicts',
+    'local edits that lost to the server''s version: the local feature, the server''s, when, and what became of it '
+    || '(lua-geoservices)')]],
+}
+
 --- The GeoPackage core tables (12-128r18 1.1.2, 1.1.3, 2.1.5) and our own.
 schema.BASE_SQL = {
   ("PRAGMA application_id = %d"):format(schema.APPLICATION_ID),

@@ -25,7 +25,9 @@
 -- 5. applies the result in ONE transaction (geoservices.store.commit):
 --    snapshot layers cleared, the downloaded changes, the new generations,
 --    each sent edit's fate, a line of the sync log. The server's state wins
---    for a feature changed on both sides: `result.overwritten`.
+--    for a feature changed on both sides: `result.overwritten`; a local edit
+--    not sent (or not applied) whose feature the download changed is kept
+--    as a conflict (geoservices.store.conflicts), named in `result.conflicts`.
 -- A job still running when the wait ends, or whose polls fail, keeps the
 -- attempt: `err.pending`, and the next sync re-attaches to it.
 -- @module geoservices.store.sync
@@ -128,6 +130,7 @@ local function kept_in(st)
   return "in the attempt recorded in " .. st.path
 end
 
+-- The queue rows of an attempt, and the whole queue.
 local function rows_of(st, attempt_id)
   local all, err = st:pending()
   if not all then return nil, err end
@@ -135,7 +138,7 @@ local function rows_of(st, attempt_id)
   for _, r in ipairs(all) do
     if r.attempt == attempt_id then rows[#rows + 1] = r end
   end
-  return rows
+  return rows, all
 end
 
 local function expectation(rep)
@@ -196,8 +199,9 @@ end
 -- (`result` when its job was finished; `summary`, `from_failed_job` when it
 -- was read back), or nil, err.
 local function resolve(st, client, rep, attempt, opts)
-  local rows, err = rows_of(st, attempt.id)
-  if not rows then return nil, err end
+  local rows, all = rows_of(st, attempt.id)
+  if not rows then return nil, all end
+  local err
   if #rows == 0 and not attempt.status_url then
     local ok, eerr = st:end_attempt(attempt.id, {})
     if not ok then return nil, eerr end
@@ -208,7 +212,7 @@ local function resolve(st, client, rep, attempt, opts)
   if attempt.status_url then
     local _, directions = request_params(st, rep, {}, journaled)
     local edits = #rows > 0 and edits_of(rows) or nil
-    local touched, on_change = watcher(st, rows)
+    local touched, on_change = watcher(st, all)
     local tmp = temp_output(st)
     local op = jobs.operation(client, {
       status_url = attempt.status_url, service = rep.service, replicaID = rep.replicaID, output = tmp,
@@ -304,7 +308,8 @@ function sync_locked(st, client, opts)
   local id, rows = st:begin_attempt{ params = journal, seqs = seqs }
   if not id then return nil, rows end
   if #rows > 0 then params.edits = edits_of(rows) end
-  local touched, on_change = watcher(st, rows)
+  -- every queued edit is watched: the download may overwrite one not sent too
+  local touched, on_change = watcher(st, queue)
   local tmp = temp_output(st)
   local o = sub_opts(opts, tmp, on_change, rep)
   if not options.journal_enabled() then
@@ -376,7 +381,8 @@ end
 --   parameters: async, transportType...)
 -- @return the synchronization result, plus `uploaded` (edits applied), `rejected` (the queue rows
 --   the server refused, now in store:failed()), `conflicts` (edits not applied because the server
---   holds newer values, now in store:conflicts()), `overwritten` (`{seq, layer, op, globalId, sent}`
+--   holds newer values, and local edits not sent whose feature the download changed or deleted:
+--   `feature` the local version, `server`, `outcome`; now in store:conflicts()), `overwritten` (`{seq, layer, op, globalId, sent}`
 --   of the local edits whose feature the server's state replaced), `applied` (records written),
 --   `resolved` (an interrupted attempt resolved first); or nil, err (`err.pending` when a job's
 --   outcome is not known yet: the next sync re-attaches)
