@@ -56,12 +56,15 @@ describe("the one scrubber", function()
   end)
 
   it("leaves text without a secret as it was, byte for byte", function()
+    redact.register("expired-token") -- a word that begins a secret often ends a message
     for _, text in ipairs{
       "", "plain words", "50% done + 3 & 4 \\ 5", "token=%ZZ&x=%2", "&amp; &#xZZ; \\u12 \\x",
       "Bearer header", "Tr0ub4dor is a word", "AbC+dE", "the Basic plan", ("x"):rep(100000),
+      "ends with Tr0ub4do", "ends with AbC+dEf", "Token expired",
     } do
       assert.equal(text, redact.text(text))
     end
+    redact.forget("expired-token")
   end)
 
   it("ignores secrets shorter than four bytes, which would blank ordinary words", function()

@@ -18,8 +18,9 @@
 --  * base64 (standard or URL alphabet, at any alignment inside a longer
 --    base64 text), so a credential in a `Basic` or `Bearer` header is found;
 --    a `Basic` credential is always redacted, being a user and a password;
---  * cut short at the end of a text or before "...", when at least half of
---    it (and six bytes) shows: a message shortened to fit.
+--  * cut short: before "..." when at least half of it (and six bytes)
+--    shows, at the very end of a text when two thirds (and eight) do:
+--    a message shortened to fit.
 --
 -- Errors are scrubbed where they are made (geoservices.errors), and so are
 -- the command's output (every line, `--json` event and dry run), the
@@ -124,8 +125,12 @@ end
 local function build()
   local list = {}
   for _, secret in ipairs(order) do
+    -- cut before "...": half of it shows; at the very end of a text two
+    -- thirds (a word that begins a secret, "expired" of "expired-token",
+    -- often ends a message)
     local partial = math.max(6, (#secret + 1) // 2)
-    list[#list + 1] = { text = secret, partial = partial, head = sub(secret, 1, partial) }
+    list[#list + 1] = { text = secret, partial = partial, partial_end = math.max(8, (2 * #secret + 2) // 3),
+                        head = sub(secret, 1, partial) }
     for _, core in ipairs(base64_cores(secret)) do list[#list + 1] = { text = core, base64 = true } end
   end
   needles = list
@@ -353,14 +358,15 @@ local function cut_points(view)
 end
 
 -- A needle cut short: at least `partial` of its first bytes just before a
--- cut point. Returns where they start and end in the view, and to_end.
+-- "...", `partial_end` before the end. Returns where they start and end in
+-- the view, and to_end.
 local function cut_short(view, needle, points)
   local s, head = needle.text, needle.head
   for _, point in ipairs(points) do
     local stop = point[1]
     local before = sub(view, math.max(1, stop - #s), stop - 1)
     if find(before, head, 1, true) then
-      for k = #s - 1, needle.partial, -1 do
+      for k = #s - 1, point[2] and needle.partial_end or needle.partial, -1 do
         if stop - k >= 1 and sub(view, stop - k, stop - 1) == sub(s, 1, k) then return stop - k, stop - 1, point[2] end
       end
     end
