@@ -157,6 +157,47 @@ describe("API reference", function()
     end
   end)
 
+  it("the Client page lists every operation of the client, with its parameters and returns", function()
+    if skip() then return end
+    local text = page("geoservices.net.client")
+    local facade = helper.read_all(helper.ROOT .. "/lua/geoservices/init.lua")
+    local count = 0
+    for name in facade:gmatch("\nfunction Client:([%w_]+)%(") do
+      count = count + 1
+      local dd = entry(text, "Client:" .. name)
+      assert.is_string(dd, "Client:" .. name .. " is not on the Client page")
+      assert.truthy(dd:find("<h3>Parameters:</h3>", 1, true) or dd:find("<h3>Returns:</h3>", 1, true),
+        "Client:" .. name)
+    end
+    assert.is_true(count >= 15, "the façade's methods were not found")
+  end)
+
+  it("documents one store.create: (client, path, params, opts), as the README calls it", function()
+    if skip() then return end
+    local dd = entry(page("geoservices.store"), "create")
+    assert.is_string(dd, "store.create is not in the reference")
+    local params = {}
+    for name in dd:gmatch('<span class="parameter">([%w_]+)</span>') do params[#params + 1] = name end
+    assert.same({ "client", "path", "params", "opts" }, params)
+    local readme = helper.read_all(helper.ROOT .. "/README.md")
+    for call in readme:gmatch("store%.create(%b())") do
+      assert.truthy(call:match("^%(client,"), "the README calls store.create" .. call)
+    end
+    local header = helper.read_all(helper.ROOT .. "/lua/geoservices/store/init.lua"):match("^(.-)\n%-%- @module")
+    for call in header:gmatch("store%.create(%b())") do
+      assert.truthy(call:match("^%(client,"), "the store page's example calls store.create" .. call)
+    end
+  end)
+
+  it("has an internals page: the layout, the design notes and the benchmarks the README left", function()
+    if skip() then return end
+    local text = helper.read_all(dir .. "/topics/internals.md.html")
+    assert.is_string(text, "no internals page")
+    for _, part in ipairs{ "Layout", "Design notes", "Benchmarks", "ogr2ogr", "cjson" } do
+      assert.truthy(text:find(part, 1, true), part)
+    end
+  end)
+
   it("leaves the emulator and the internal modules and functions out", function()
     if skip() then return end
     for _, module in ipairs(LEFT_OUT) do
@@ -168,5 +209,159 @@ describe("API reference", function()
       local text = page(module)
       for _, name in ipairs(names) do assert.is_nil(entry(text, name), module .. " " .. name) end
     end
+  end)
+end)
+
+-- The README (issue 29): newcomer-first and under 15 KB, and every code
+-- block in it is run here as written against the emulator (its address
+-- 127.0.0.1:8080 becomes the emulator's; a real server's address, the
+-- emulator's): sh blocks in bash, the lua blocks one after the other in one
+-- Lua state, the ini block as the profile file a command then uses. The
+-- install block is spec/rock_spec.lua's (its luarocks lines run there as
+-- written); here its apt-get line must name Debian packages that exist.
+describe("README", function()
+  local readme = helper.read_all(helper.ROOT .. "/README.md")
+  local CLI = 'os.exit(require("geoservices.cli").main(arg))'
+  local EMULATOR = 'os.exit(require("geoservices.emulator.main").main(arg))'
+
+  -- The fenced blocks: { {lang =, text =}, ... } in order.
+  local function blocks()
+    local list = {}
+    for lang, text in readme:gmatch("\n```(%w*)\n(.-)\n```") do list[#list + 1] = { lang = lang, text = text } end
+    return list
+  end
+
+  -- A module path whose relative entries are made absolute.
+  local function absolute(path)
+    return (path:gsub("[^;]+", function(e) return e:sub(1, 1) == "/" and e or (helper.ROOT .. "/" .. e) end))
+  end
+
+  -- A free port: the one a short-lived emulator was given.
+  local function free_port()
+    local emu = helper.start_emulator()
+    local port = emu.port
+    emu:stop()
+    return port
+  end
+
+  local function bash(dir, script, env)
+    local prelude = ("set -e; cd %s; export LUA_PATH=%s LUA_CPATH=%s HOME=%s XDG_CONFIG_HOME=%s/config; "
+      .. "unset GEOSERVICES_URL GEOSERVICES_TOKEN GEOSERVICES_PROFILE GEOSERVICES_TTY; %s"
+      .. "geoservices() { lua5.4 -e %s /dev/null \"$@\"; }; "):format(q(dir), q(absolute(package.path)),
+        q(absolute(package.cpath)), q(dir), q(dir), env or "", q(CLI))
+    local log = helper.tmp_name()
+    local _, _, code = os.execute(("bash -c %s >%s 2>&1 </dev/null"):format(q(prelude .. "\n" .. script), q(log)))
+    local text = helper.read_all(log)
+    os.remove(log)
+    return code, text
+  end
+
+  it("is under 15 KB", function()
+    assert.is_true(#readme < 15 * 1024, ("%d bytes"):format(#readme))
+  end)
+
+  it("has only blocks this spec runs: sh, lua, ini", function()
+    for _, b in ipairs(blocks()) do
+      assert.truthy(b.lang == "sh" or b.lang == "lua" or b.lang == "ini", "a ```" .. b.lang .. " block:\n" .. b.text)
+    end
+  end)
+
+  it("the install block's apt-get line names Debian packages", function()
+    local found
+    for _, b in ipairs(blocks()) do
+      local line = b.text:match("apt%-get install [^\n]+")
+      if line then found = line end
+    end
+    assert.is_string(found, "no apt-get install line")
+    for name in found:gsub("apt%-get install", ""):gmatch("%S+") do
+      if name:sub(1, 1) ~= "-" then
+        assert.is_true(os.execute("apt-cache show " .. q(name) .. " >/dev/null 2>&1") == true, name)
+      end
+    end
+  end)
+
+  it("every sh block runs as written against the emulator", function()
+    local ran = 0
+    for _, b in ipairs(blocks()) do
+      if b.lang == "sh" and not b.text:find("apt-get install", 1, true) then
+        ran = ran + 1
+        local dir = helper.tmp_dir()
+        finally(function() os.execute("rm -rf " .. q(dir)) end)
+        os.execute(("ln -s %s %s"):format(q(helper.ROOT .. "/examples"), q(dir .. "/examples")))
+        local port = free_port()
+        local script = {}
+        for line in b.text:gmatch("[^\n]+") do
+          line = line:gsub("127%.0%.0%.1:8080", "127.0.0.1:" .. port):gsub("%-%-port 8080", "--port " .. port)
+          if line:match("^geoservices emulator ") then
+            -- the emulator: in the background, waited for until it listens, stopped at the end
+            local command = line:gsub("%s+#.*$", ""):gsub("%s*&%s*$", "")
+            line = ("%s >emulator.log 2>&1 & emulator=$!; trap 'kill $emulator 2>/dev/null' EXIT; "
+              .. "for i in $(seq 100); do grep -q listening emulator.log && break; sleep 0.1; done; "
+              .. "grep -q listening emulator.log"):format(command:gsub("^geoservices emulator",
+                "lua5.4 -e " .. q(EMULATOR) .. " /dev/null"))
+          end
+          script[#script + 1] = line
+        end
+        local code, text = bash(dir, table.concat(script, "\n"))
+        assert.equal(0, code, b.text .. "\n---\n" .. text)
+        if b.text:find("ogrinfo", 1, true) then
+          -- what its comment promises: each layer's SRS and feature count
+          assert.truthy(text:find("Feature Count: 3", 1, true), text)
+          assert.truthy(text:find("Layer SRS WKT", 1, true), text)
+        end
+      end
+    end
+    assert.is_true(ran >= 2, "sh blocks run: " .. ran)
+    os.remove("/tmp/emu.json")
+  end)
+
+  it("the lua blocks run one after the other, as written, against the emulator", function()
+    local emu = helper.start_emulator()
+    local dir = helper.tmp_dir()
+    finally(function()
+      emu:stop()
+      os.execute("rm -rf " .. q(dir))
+    end)
+    local chunks = {}
+    for _, b in ipairs(blocks()) do
+      if b.lang == "lua" then chunks[#chunks + 1] = b.text:gsub("http://127%.0%.0%.1:8080/server", emu.url) end
+    end
+    assert.is_true(#chunks >= 3, "lua blocks: " .. #chunks)
+    helper.write_file(dir .. "/readme.lua", table.concat(chunks, "\n"))
+    local code, text = bash(dir, "lua5.4 readme.lua")
+    assert.equal(0, code, text)
+    assert.truthy(text:find("1 service: Parcels.FeatureServer", 1, true), text)
+    assert.truthy(text:find("3 replicas of Parcels: crew-1, crew-2, office", 1, true), text)
+  end)
+
+  it("the ini block is a profile the command uses as the text around it says", function()
+    local emu = helper.start_emulator()
+    local dir = helper.tmp_dir()
+    finally(function()
+      emu:stop()
+      os.execute("rm -rf " .. q(dir))
+    end)
+    local ini
+    for _, b in ipairs(blocks()) do
+      if b.lang == "ini" then ini = b.text end
+    end
+    assert.is_string(ini, "no ini block")
+    local name = assert(ini:match("^%[([%w_-]+)%]"), ini)
+    -- a real server's address becomes the emulator's; its files are made in HOME
+    ini = ini:gsub("https://[%w.]+/server", emu.url)
+    for path in ini:gmatch("= (~/[^\n]+)") do
+      local file = dir .. path:sub(2)
+      os.execute("mkdir -p " .. q(file:match("^(.*)/")))
+      helper.write_file(file, path:match("password") and "alice-pass1\n" or "")
+    end
+    local user = ini:match("username = (%S+)")
+    ini = ini:gsub("username = %S+", "username = alice")
+    os.execute("mkdir -p " .. q(dir .. "/config/geoservices"))
+    helper.write_file(dir .. "/config/geoservices/config", ini)
+    assert.truthy(readme:find("geoservices --profile " .. name .. " login", 1, true), "the README's login line")
+    local code, text = bash(dir, ("geoservices --profile %s login && geoservices --profile %s --json snapshots "
+      .. "nb-street-trees"):format(name, name))
+    assert.equal(0, code, ("(user %s played by alice)\n%s"):format(tostring(user), text))
+    assert.truthy(text:find('"event":"snapshot"', 1, true), text)
   end)
 end)

@@ -284,6 +284,61 @@ end
 -- @tparam[opt] table opts as for @{Client:configure}
 -- @return the ready root resource, or nil, err
 
+--- createReplica: registers a replica of some layers of a feature service
+-- and downloads its data (async by default, followed until done); the
+-- result's `replica_state()` starts a replica state file, and
+-- `geoservices.store.create(client, path, params)` builds a store from it
+-- (geoservices.sync.create.create_replica).
+-- @function Client:create_replica
+-- @string service the feature service's name
+-- @tparam table params `layers` (required), `replicaName`, `syncModel`, `syncDirection`, `geometry`,
+--   `transportType`, `async`... (checked against the service's capabilities before sending)
+-- @tparam[opt] table opts `output`, `on_change`, `on_status`, `on_progress`, `on_job`, `timeout`...
+-- @return the result (prints as a summary), or nil, err
+
+--- Follows a createReplica job saved with `op:to_json()` (geoservices.sync.create.resume_create_replica).
+-- @function Client:resume_create_replica
+-- @string text the saved operation
+-- @return the operation (call `:wait()`), or nil, err
+
+--- The replicas of a feature service: name and id of each (every replica for an
+-- administrator, the user's own otherwise); with `details`, each one's resource
+-- (geoservices.sync.replicas.list_replicas).
+-- @function Client:list_replicas
+-- @string service the feature service's name
+-- @tparam[opt] table opts `details`, `timeout`
+-- @return the list (prints as `3 replicas of Parcels: ...`), or nil, err
+
+--- A replica's resource on the server: owner, model, generations, last sync
+-- (geoservices.sync.replicas.replica_info).
+-- @function Client:replica_info
+-- @string service the feature service's name
+-- @string id the replica's id
+-- @tparam[opt] table opts `timeout`
+-- @return the replica's info (prints as one line), or nil, err
+
+--- unRegisterReplica: the server forgets the replica (geoservices.sync.replicas.unregister_replica).
+-- @function Client:unregister_replica
+-- @string service the feature service's name
+-- @string id the replica's id
+-- @tparam[opt] table opts `timeout`
+-- @return the outcome (prints as one line), or nil, err
+
+--- The feature service's resource: layers, capabilities, sync capabilities
+-- (geoservices.sync.service.service_info).
+-- @function Client:service_info
+-- @string service the feature service's name
+-- @tparam[opt] table opts `timeout`
+-- @return the service's info, or nil, err
+
+--- A layer's resource: fields, geometry type, spatial reference, id fields
+-- (geoservices.sync.service.layer_info).
+-- @function Client:layer_info
+-- @string service the feature service's name
+-- @int id the layer's id
+-- @tparam[opt] table opts `timeout`
+-- @return the layer's info, or nil, err
+
 -- One line: address, admin path, whether a token is set, timeout; never the token.
 function Client:__tostring()
   local token = self.token_user and ("tokens for '" .. self.token_user .. "'")
