@@ -345,6 +345,11 @@ describe("#rock packaging", function()
       q(local_tree)))
     assert(ok, out)
     assert.truthy(out:find("complete -F _geoservices", 1, true), out)
+    if command:find("geoservices-emulator-scm-1.rockspec", 1, true) then
+      assert.truthy(exists(local_tree .. "/bin/geoservices-emulator"), "the emulator's command")
+      ok, out = sh(("env HOME=%s luarocks --lua-version=5.4 remove --local geoservices-emulator"):format(q(home)))
+      assert(ok, out)
+    end
     -- luarocks remove takes them away with the rock
     ok, out = sh(("env HOME=%s luarocks --lua-version=5.4 remove --local geoservices"):format(q(home)))
     assert(ok, out)
