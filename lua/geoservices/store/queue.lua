@@ -8,6 +8,7 @@
 -- `st:pending()`. The edits are queued by the capture triggers of the
 -- feature tables (geoservices.store.capture), whoever makes them.
 -- @module geoservices.store.queue
+local edit_list = require "geoservices.store.edit_list"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local outgoing = require "geoservices.store.outgoing"
@@ -92,7 +93,7 @@ local function edit_rows(st, rows, what, tbl)
     if not row then return nil, err end
     list[i] = row
   end
-  return list
+  return edit_list.of(list, what) -- a one-line summary in a REPL (geoservices.store.edit_list)
 end
 
 --- The methods of a replica store (geoservices.store) that read its
@@ -139,7 +140,7 @@ end
 -- (it is queued as any edit), then discard the conflict.
 -- @return the list, or nil, err (as @{pending})
 function Store:conflicts()
-  if self.format < 2 then return {} end -- a store of format 1 opened read-only has none
+  if self.format < 2 then return edit_list.of({}, "conflict") end -- a store of format 1 opened read-only has none
   local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_conflicts ORDER BY seq")
   if not rows then return nil, db_error(self.path, msg, code) end
   return edit_rows(self, rows, "conflict", "geoservices_conflicts")
