@@ -332,6 +332,7 @@ describe("README", function()
     assert.equal(0, code, text)
     assert.truthy(text:find("1 service: Parcels.FeatureServer", 1, true), text)
     assert.truthy(text:find("3 replicas of Parcels: crew-1, crew-2, office", 1, true), text)
+    assert.truthy(text:find("4\t1 pending local edit in layer 0: 1 add", 1, true), text) -- the update folds in
   end)
 
   it("the ini block is a profile the command uses as the text around it says", function()
