@@ -188,3 +188,28 @@ describe("the store filling", function()
     assert.truthy(r.output:find("40000 features", 1, true), r.output)
   end)
 end)
+
+describe("the progress line", function()
+  local watch = require "geoservices.cli.watch"
+
+  it("a rate over the last seconds, none until the samples span a quarter second", function()
+    local m = watch.meter()
+    m.add(0, 0)
+    assert.is_nil(m.rate(0.1))
+    m.add(2, 2 * 1024 * 1024)
+    assert.equal(1024 * 1024, m.rate(2))
+    assert.equal(512 * 1024, m.rate(4)) -- nothing came since: the rate falls
+  end)
+
+  it("a download: bar, bytes, rate and ETA; a fill: records per second; a wait: the elapsed time", function()
+    local MiB = 1024 * 1024
+    assert.equal("a.gpkg downloading [##########..........]  50% 5.0 MiB of 10.0 MiB, 1.0 MiB/s, ETA 5.0 s",
+      watch.render({ name = "a.gpkg", phase = "downloading", bytes = 5 * MiB, total = 10 * MiB, frame = 0,
+                     download_rate = MiB, started = 0 }, 5))
+    assert.equal("a.gpkg filling the store [#####...............]  25% 1.0 MiB of 4.0 MiB, 100 records, "
+      .. "2000 records/s, ETA 1m30s", watch.render({ name = "a.gpkg", phase = "filling", filled = MiB,
+        fill_total = 4 * MiB, fill_records = 100, records_rate = 2000, fill_rate = 3 * MiB / 90, started = 0 }, 1))
+    assert.equal("| a.gpkg Pending, 12.5 s",
+      watch.render({ name = "a.gpkg", phase = "job", status = "Pending", frame = 0, started = 10 }, 22.5))
+  end)
+end)

@@ -127,9 +127,11 @@ function watch.new(out, client, name, opts)
   local function measure(now)
     w.download_rate = downloads.rate(now)
     w.fill_rate = fills.rate(now)
-    w.records_rate = fill_records.rate(now)
-    if not w.records_rate and w.fill_started and (w.fill_records or 0) > 0 and now > w.fill_started then
-      w.records_rate = w.fill_records / (now - w.fill_started) -- the records come in bursts: since the start
+    w.records_rate = not w.fill_ended and fill_records.rate(now) or nil
+    local until_ = w.fill_ended or now
+    if not w.records_rate and w.fill_started and (w.fill_records or 0) > 0 and until_ > w.fill_started then
+      -- the records come in bursts (and all at once at the end): over the whole fill
+      w.records_rate = w.fill_records / (until_ - w.fill_started)
     end
   end
 
@@ -192,6 +194,7 @@ function watch.new(out, client, name, opts)
     fills.add(now, bytes)
     fill_records.add(now, records)
     local done = bytes >= total
+    if done then w.fill_ended = now end
     if out.mode == "tty" then return show(done) end
     local report = report_of(bytes, total)
     if report == last_fill then return end
