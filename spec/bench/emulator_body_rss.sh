@@ -4,7 +4,8 @@
 # /_emulator/echo, a licenseFile to configure, and a synchronizeReplica whose
 # edits carry 8 adds with large attributes. A fresh emulator per case.
 #   sh spec/bench/emulator_body_rss.sh [MiB=256] [tree=.]
-# Prints one line per case: route, body bytes, VmHWM before and after (MiB), seconds.
+# Prints one line per case: route, body bytes, VmHWM before and after (MiB), VmRSS once answered
+# (the memory the emulator keeps), seconds.
 set -eu
 MIB=${1:-256}
 TREE=$(cd "${2:-.}" && pwd)
@@ -32,6 +33,7 @@ CREW1='%7B5E1A0C2B-1111-4A5B-9C8D-000000000001%7D'
 VOLUMES='{"volumesConfig":[{"provisioningType":"DYNAMIC","component":"RELATIONAL_PRIMARY","size":"16Gi","storageClass":"standard","labels":{}},{"provisioningType":"DYNAMIC","component":"RELATIONAL_SECONDARY","size":"16Gi","storageClass":"standard","labels":{}},{"provisioningType":"DYNAMIC","component":"BLOB","size":"16Gi","storageClass":"standard","labels":{}},{"provisioningType":"DYNAMIC","component":"IN_MEM_CACHE","size":"16Gi","storageClass":"standard","labels":{}},{"provisioningType":"DYNAMIC","component":"QUEUE","size":"16Gi","storageClass":"standard","labels":{}},{"provisioningType":"DYNAMIC","component":"INDEXER","size":"16Gi","storageClass":"standard","labels":{}},{"provisioningType":"DYNAMIC","component":"SHARING","size":"16Gi","storageClass":"standard","labels":{}},{"provisioningType":"DYNAMIC","component":"REST_METRICS_API","size":"16Gi","storageClass":"standard","labels":{}}]}'
 
 hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$1/status"; }
+rss() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$1/status"; }
 
 run_case() { # name, kind (form | multipart | configure | sync)
   name=$1; kind=$2
@@ -61,9 +63,12 @@ run_case() { # name, kind (form | multipart | configure | sync)
   code=$(env -u LD_PRELOAD curl -s -o "$WORK/out" -w '%{http_code}' --max-time 600 "$@" || true)
   t1=$(date +%s.%N)
   after=$(hwm "$pid")
+  sleep 0.5 # the emulator's step that answered returns the request's memory
+  kept=$(rss "$pid")
   kill "$pid"; wait "$pid" 2>/dev/null || true
-  printf '%-36s HTTP %s  VmHWM %5d -> %5d MiB  %6.1f s  %s\n' "$name" "$code" $((before / 1024)) \
-    $((after / 1024)) "$(echo "$t1 - $t0" | bc)" "$(head -c 100 "$WORK/out" | tr -d '\n')"
+  printf '%-36s HTTP %s  VmHWM %5d -> %5d MiB  VmRSS after %5d MiB  %6.1f s  %s\n' "$name" "$code" \
+    $((before / 1024)) $((after / 1024)) $((kept / 1024)) "$(echo "$t1 - $t0" | bc)" \
+    "$(head -c 100 "$WORK/out" | tr -d '\n')"
 }
 
 run_case "echo: urlencoded ${MIB} MiB field" form
