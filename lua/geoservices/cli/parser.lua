@@ -175,6 +175,8 @@ function parser.new(extra)
     .. "else a directory (<state>.result.json). Default: <state>.changes-from-<generation>.json beside each.")
   sync:flag("--discard", "State files only: count the downloaded changes and keep none of them (the generation "
     .. "still advances).")
+  sync:option("--busy-timeout", "Replica stores: seconds to wait while another program (QGIS...) writes the file."
+    ):convert(tonumber)
   sync:option("--lock-timeout", "Seconds to wait while another process synchronizes the same replica."):convert(
     tonumber)
   sync:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)

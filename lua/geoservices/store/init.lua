@@ -16,9 +16,10 @@
 -- the server's result for it is committed). Downloaded records go from the
 -- C record extractor straight into prepared statements (`st:apply`), inside
 -- one transaction with the new generations; a failure at any point leaves
--- the file as it was (SQLite's rollback journal). Two processes may open a
--- store: a write waits for the other's lock up to `busy_timeout` seconds,
--- then fails with an error of kind "busy".
+-- the file as it was. The file is in WAL mode: readers (QGIS, GDAL, another
+-- process) never block the store's writes, nor it theirs; a write waits for
+-- another writer's lock up to `busy_timeout` seconds, then fails with an
+-- error of kind "busy".
 --
 -- Runtime failures return `nil, err` (geoservices.errors): kind "busy" (the
 -- lock wait ran out), "invalid" (refused: an unknown layer or GlobalID, a
@@ -124,6 +125,12 @@ function store.open(path, opts)
     local ok, mm, mc = migrate.run(db)
     if not ok then return fail(mm, mc) end
     format = schema.FORMAT
+  end
+  if not (opts and opts.readonly) then
+    -- a store made before WAL mode: switched now (best effort: a process
+    -- holding the file keeps it as it is until the next open)
+    rows = db:rows("PRAGMA journal_mode")
+    if rows and rows[1] and rows[1].journal_mode ~= "wal" then db:rows("PRAGMA journal_mode = WAL") end
   end
   rows, m, c = db:rows("SELECT * FROM geoservices_layers ORDER BY layer_id")
   if not rows then return fail(m, c) end
@@ -253,6 +260,14 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
   local tmp = paths.beside(path, "creating")
   local db, msg, code = core.store_open(tmp, { create = true, busy_timeout = busy_ms(opts) })
   if not db then return nil, db_error(tmp, msg, code) end
+  -- WAL: readers (QGIS, GDAL) never block the store's writes, nor it theirs;
+  -- the mode is kept in the file, and nothing is left beside it once closed
+  local wal, wmsg, wcode = db:rows("PRAGMA journal_mode = WAL")
+  if not wal then
+    db:close()
+    os.remove(tmp)
+    return nil, db_error(tmp, wmsg, wcode)
+  end
   local layers = {}
   for _, spec in ipairs(specs) do layers[spec.id] = spec end
   local st = new_store(db, tmp, layers)
@@ -350,7 +365,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
   end
   if not ok then
     os.remove(tmp)
-    os.remove(tmp .. "-journal")
+    for _, suffix in ipairs{ "-journal", "-wal", "-shm" } do os.remove(tmp .. suffix) end
     if type(err) == "table" and err.store_error then return nil, err.store_error end
     error(err, 0)
   end

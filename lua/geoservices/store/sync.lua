@@ -257,7 +257,7 @@ local UPLOADS = { bidirectional = true, upload = true }
 
 local SYNC_OPTS = { on_status = "function", on_progress = "function", on_fill = "function", timeout = "number",
                     poll_interval = "number", lock_timeout = "number", direction = "string", directions = "table",
-                    params = "table" }
+                    params = "table", busy_timeout = "number" }
 
 local sync_locked
 
@@ -376,14 +376,16 @@ end
 -- @param client a geoservices client
 -- @tparam[opt] table opts `on_status`, `on_progress` (the download), `on_fill(bytes, total, records)`
 --   (the result file being applied: see store.create_from), `timeout`, `poll_interval`, `lock_timeout`
---   (seconds to wait for another sync of this store), `direction` (this sync's syncDirection),
---   `directions` (`[layer id] = direction`, perLayer), `params` (extra synchronizeReplica
+--   (seconds to wait for another sync of this store), `busy_timeout` (seconds to wait for another
+--   writer of the file, QGIS saving its edits: the store's own by default), `direction` (this
+--   sync's syncDirection), `directions` (`[layer id] = direction`, perLayer), `params` (extra synchronizeReplica
 --   parameters: async, transportType...)
 -- @return the synchronization result, plus `uploaded` (edits applied), `rejected` (the queue rows
 --   the server refused, now in store:failed()), `conflicts` (edits not applied because the server
 --   holds newer values, and local edits not sent whose feature the download changed or deleted:
---   `feature` the local version, `server`, `outcome`; now in store:conflicts()), `overwritten` (`{seq, layer, op, globalId, sent}`
---   of the local edits whose feature the server's state replaced), `applied` (records written),
+--   `feature` the local version, `server`, `outcome`; now in store:conflicts()), `overwritten`
+--   (`{seq, layer, op, globalId, sent}` of the local edits whose feature the server's state
+--   replaced), `applied` (records written),
 --   `resolved` (an interrupted attempt resolved first); or nil, err (`err.pending` when a job's
 --   outcome is not known yet: the next sync re-attaches)
 -- @raise on misuse
@@ -395,6 +397,9 @@ function M.sync(st, client, opts)
     if not SYNC_OPTS[k] then error(("store:sync: unknown option '%s'"):format(tostring(k)), 3) end
     if type(v) ~= SYNC_OPTS[k] then error(("store:sync: option '%s' must be a %s"):format(k, SYNC_OPTS[k]), 3) end
   end
+  if opts.busy_timeout and not (opts.busy_timeout >= 0 and opts.busy_timeout < math.huge) then
+    error("store:sync: option 'busy_timeout' must be a number of seconds, 0 or more", 3)
+  end
   st:_db()
   local lock, lerr = replica_mod.lock(st.path, opts.lock_timeout, function(s) return client:sleep(s) end)
   if not lock then
@@ -404,9 +409,21 @@ function M.sync(st, client, opts)
     end
     return nil, lerr
   end
+  -- this sync's wait for another writer of the file (QGIS saving its edits...)
+  local restore
+  if opts.busy_timeout then
+    local current = st.db:rows("PRAGMA busy_timeout")
+    restore = current and current[1] and current[1].timeout
+    st.db:exec(("PRAGMA busy_timeout = %d"):format(math.floor(opts.busy_timeout * 1000 + 0.5)))
+  end
   local ok, result, err = pcall(sync_locked, st, client, opts)
+  if restore and st.db then st.db:exec(("PRAGMA busy_timeout = %d"):format(restore)) end
   lock:close()
   if not ok then error(result, 0) end
+  if not result and err.kind == "busy" and err.path == st.path then
+    err.message = err.message .. "; another program is writing the file: the sync waits for it up to "
+      .. "opts.busy_timeout seconds (--busy-timeout)"
+  end
   if not result and err.kind ~= "busy" and st.db then
     st:log{ operation = "sync", outcome = "error", message = tostring(err.message) }
   end

@@ -1,0 +1,146 @@
+-- Living beside QGIS (issue 27, part 4): a store is created in WAL mode
+-- (and a store made before is switched to it when opened), so a reader
+-- holding the file open in a transaction (QGIS, GDAL, the sqlite3 shell)
+-- never makes a sync fail; a sync waits for another writer up to its
+-- busy_timeout (the library option and the CLI's --busy-timeout), then
+-- fails with kind "busy" having sent nothing.
+local core = require "geoservices.core"
+local geoservices = require "geoservices"
+local helper = require "spec.helper"
+local store = require "geoservices.store"
+
+local q = helper.shell_quote
+
+local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
+
+local function run(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1"))
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- A background shell command; its pid.
+local function spawn(cmd)
+  local out = run(("(%s) > /dev/null 2>&1 & echo $!"):format(cmd))
+  return assert(tonumber(out:match("(%d+)")), out)
+end
+
+local function journal_mode(path)
+  local db = assert(core.store_open(path, { readonly = true }))
+  local mode = db:rows("PRAGMA journal_mode")[1].journal_mode
+  db:close()
+  return mode
+end
+
+describe("replica store beside other readers and writers", function()
+  local emu, dir, n
+
+  setup(function()
+    emu = helper.start_emulator()
+    dir = helper.tmp_dir()
+  end)
+  teardown(function()
+    emu:stop()
+    os.execute("rm -rf " .. q(dir))
+  end)
+  before_each(function() emu:reset() end)
+
+  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
+
+  local function create(name)
+    n = (n or 0) + 1
+    local path = ("%s/%s-%d.gpkg"):format(dir, name, n)
+    return assert(geoservices.store.create(client(), path, { service = "Parcels", layers = { 0 }, replicaName = name,
+      syncModel = "perReplica" }, { poll_interval = 0.05, timeout = 30 }))
+  end
+
+  it("creates its file in WAL mode, and switches a store made before to it when opening it", function()
+    local st = create("wal")
+    local path = st.path
+    st:close()
+    assert.is_false(exists(path .. "-wal")) -- closed: nothing left beside it
+    assert.equal("wal", journal_mode(path))
+    local old = dir .. "/old.gpkg"
+    assert(os.execute(("cp spec/fixtures/store/format2.gpkg %s"):format(q(old))))
+    assert.equal("delete", journal_mode(old))
+    assert(store.open(old)):close()
+    assert.equal("wal", journal_mode(old))
+  end)
+
+  it("synchronizes while another process holds the file open in a read transaction", function()
+    local st = create("reader")
+    local path = st.path
+    assert(st:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "while read" } }))
+    st:close()
+    -- the sqlite3 shell in a read transaction for 4 s (as QGIS and GDAL hold theirs)
+    local marker = dir .. "/reading"
+    local pid = spawn(("(echo 'BEGIN; SELECT count(*) FROM Parcels;'; echo '.shell touch %s'; sleep 4; "
+      .. "echo 'COMMIT;') | sqlite3 %s"):format(q(marker), q(path)))
+    helper.wait_for("the reader to hold its transaction", function() return exists(marker) end, 5)
+    st = assert(store.open(path, { busy_timeout = 0.5 }))
+    local result, err = st:sync(client())
+    assert.is_truthy(result, tostring(err))
+    assert.equal(1, result.uploaded)
+    assert.is_true(helper.process_alive(pid), "the reader still held the file")
+    assert.same({}, st:pending())
+    st:close()
+  end)
+
+  it("waits for another writer up to its busy_timeout, else fails busy having sent nothing", function()
+    local st = create("writer")
+    local path = st.path
+    assert(st:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "after the writer" } }))
+    local function hold(seconds)
+      local marker = dir .. "/writing-" .. seconds
+      local pid = spawn(("(echo 'BEGIN IMMEDIATE;'; echo '.shell touch %s'; sleep %s; echo 'COMMIT;') | sqlite3 %s")
+        :format(q(marker), seconds, q(path)))
+      helper.wait_for("the writer to hold the lock", function() return exists(marker) end, 5)
+      return pid
+    end
+    local c = client()
+    local before = emu:count("synchronizeReplica")
+    local pid = hold(2)
+    local t0 = core.monotonic()
+    local result, err = st:sync(c, { busy_timeout = 0.3 })
+    assert.is_nil(result)
+    assert.equal("busy", err.kind)
+    assert.truthy(core.monotonic() - t0 < 1.5)
+    assert.equal(before, emu:count("synchronizeReplica")) -- nothing sent
+    helper.wait_for("the writer to end", function() return not helper.process_alive(pid) end, 10)
+    pid = hold(1.5)
+    t0 = core.monotonic()
+    result, err = st:sync(c, { busy_timeout = 10 })
+    assert.is_truthy(result, tostring(err))
+    assert.truthy(core.monotonic() - t0 >= 0.5, "it waited for the writer")
+    assert.equal(1, result.uploaded)
+    assert.is_false(helper.process_alive(pid))
+    -- the store's own busy_timeout is back for what follows
+    assert.same({ { timeout = 5000 } }, st.db:rows("PRAGMA busy_timeout"))
+    st:close()
+  end)
+
+  it("takes --busy-timeout on the command line", function()
+    local st = create("cli")
+    local path = st.path
+    assert(st:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "from the CLI" } }))
+    st:close()
+    local marker = dir .. "/cli-writing"
+    spawn(("(echo 'BEGIN IMMEDIATE;'; echo '.shell touch %s'; sleep 1.5; echo 'COMMIT;') | sqlite3 %s"):format(
+      q(marker), q(path)))
+    helper.wait_for("the writer to hold the lock", function() return exists(marker) end, 5)
+    local out, ok = run(("LUA_PATH=%s LUA_CPATH=%s lua5.4 -e %s /dev/null --url %s --token alice-token sync "
+      .. "--busy-timeout 10 %s"):format(q(package.path), q(package.cpath),
+      q('os.exit(require("geoservices.cli").main(arg))'), q(emu.url), q(path)))
+    assert(ok, out)
+    st = assert(store.open(path))
+    assert.same({}, st:pending())
+    st:close()
+  end)
+end)
