@@ -102,9 +102,12 @@ describe("the one scrubber", function()
     for _, s in ipairs{ "p4ss-Word-1", "my answer", "SK-12345", "AK-12345", "caller-key-1" } do redact.forget(s) end
   end)
 
-  it("copies tables with secret members redacted and every other string scrubbed", function()
+  it("copies tables with secret members redacted; printing the copy scrubs the rest", function()
     local copy = redact.copy{ note = "see " .. TOKEN, password = "anything", list = { "x" .. PASSWORD } }
-    assert.same({ note = "see " .. redact.MARK, password = redact.MARK, list = { "x" .. redact.MARK } }, copy)
+    assert.same({ note = "see " .. TOKEN, password = redact.MARK, list = { "x" .. PASSWORD } }, copy)
+    local printed = require("geoservices.pp").format(copy)
+    assert.is_nil(printed:find(TOKEN, 1, true), printed)
+    assert.is_nil(printed:find(PASSWORD, 1, true), printed)
   end)
 
   it("keeps one list, bounded: the oldest secret goes first", function()

@@ -492,13 +492,14 @@ function redact.text(text)
 end
 
 --- A deep copy of `value` with every secret member replaced by
--- "<redacted>" and every other string scrubbed (@{text}); metatables kept,
--- non-tables returned scrubbed.
+-- "<redacted>" (metatables kept); non-tables are returned as they are. The
+-- other strings are copied as they are: a request's edits can hold a
+-- million of them, and what prints the copy (a dry run, a log) scrubs its
+-- text (@{text}).
 -- @param value any value
 -- @return the copy
 -- @raise never
 function redact.copy(value)
-  if type(value) == "string" then return redact.text(value) end
   if type(value) ~= "table" then return value end
   local out = setmetatable({}, getmetatable(value))
   for k, v in pairs(value) do
