@@ -244,6 +244,7 @@ end
 
 --- Keeps a local edit that lost to the server's version in
 -- geoservices_conflicts (internal: end_attempt and the commit of a download).
+-- @param st the store
 -- @tparam table k `seq`, `layer`, `op`, `gid`, `feature` and `base` (JSON text: the local
 --   version, its base), `server` (JSON text), `description`, `attempt`, `outcome` (default "server_kept")
 -- @return true, or nil, msg, code
