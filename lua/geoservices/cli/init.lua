@@ -1,15 +1,21 @@
---- The `geoservices` command line: the four operations and the emulator for
+--- The `geoservices` command line: the operations and the emulator for
 -- scripts and people. The installed command is a launcher that runs
 -- `os.exit(require("geoservices.cli").main(arg))`.
 --
---     geoservices --url http://127.0.0.1:8080/server --token-env TOKEN services ID...
---     geoservices sync crew-1.json --edits crew-1.edits.json --json
+--     geoservices replica create Parcels --layers 0 --name crew-1 crew-1.gpkg
+--     geoservices --json sync crew-1.gpkg
+--     geoservices replicas Parcels
 --
--- Output: on a terminal, live progress (a progress bar for downloads, a live
--- stage list for configure, a spinner with the job status for async syncs);
--- otherwise one line per event; with `--json`, one JSON object per line on
--- standard output, each with an `event` member, the last one
--- `{"event": "result", "exit": N, ...}`. Exit codes are @{EXIT}.
+-- Output: on a terminal, a live line per replica redrawn on a timer (the
+-- job's status and elapsed time, a download's bytes, rate and ETA, the
+-- store's filling) and configure's stages; otherwise one line per event,
+-- nothing on a timer; with `--json`, one JSON object per line on standard
+-- output, each with an `event` member (`progress` at most once a second),
+-- the last one `{"event": "result", "exit": N, ...}`. Exit codes are
+-- @{EXIT}: 2 for every input error, found before anything is sent. An
+-- error is followed by what to do next where one action fits
+-- (geoservices.cli.hints); a mistake inside a subcommand prints that
+-- subcommand's usage; every `--help` ends with examples.
 --
 -- Secrets never come from the command line arguments except `--token`
 -- (prefer `--token-env` or `--token-file`): tokens and passwords come from
@@ -21,9 +27,11 @@
 -- address, admin path, CA file and how to get the token; `geoservices
 -- login` stores a generated token for the profile. Ctrl-C ends the command
 -- with exit code 130 and one line naming what still runs on the server and
--- how to follow it (in `--json` mode the last line is still the `result`
--- event). `--version`, `--completion bash|zsh|fish` (installed by `make
--- install`), colours on a terminal unless `--no-color` or `NO_COLOR`.
+-- a command to paste that follows it (never a secret nor a file gone with
+-- the process: it says what to give again); in `--json` mode the last line
+-- is still the `result` event. `--version`, `geoservices completion
+-- bash|zsh|fish` (or `--completion`), colours on a terminal unless
+-- `--no-color` or `NO_COLOR`.
 -- @module geoservices.cli
 local dry_run = require "geoservices.cli.dry_run"
 local files = require "geoservices.cli.files"
