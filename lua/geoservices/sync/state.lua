@@ -118,7 +118,7 @@ local function entries_of(list, bases)
   each_edit(list, function(key, layer, target, op, gid, item)
     if target == "feature" and type(gid) == "string" then
       out[#out + 1] = { key = key, layer = layer, op = op, globalId = gid,
-                        feature = type(item) == "table" and item or nil, base = bases and bases[key] or nil }
+                        feature = type(item) == "table" and item or nil, base = bases and bases[key] }
     end
   end)
   return out
@@ -144,11 +144,9 @@ local function read_bases(self, r, edits)
     local found = verify.query(self, r.service, layer, gids, { geometry = true })
     if not found then return bases end
     for _, e in ipairs(list) do
-      local f = found[(e.gid:upper():gsub("[{}]", ""))]
-      if f then
-        bases = bases or {}
-        bases[e.key] = f
-      end
+      bases = bases or {}
+      -- false: the server had no such feature when the update left
+      bases[e.key] = found[(e.gid:upper():gsub("[{}]", ""))] or false
     end
   end
   return bases

@@ -121,7 +121,8 @@ end
 -- @param client the client
 -- @string service the service name
 -- @tparam table list `{ {key =, layer =, op =, globalId =, feature =, base =}, ... }` (feature: what an
---   add or update sent; base: an update's feature before the edit, when known)
+--   add or update sent; base: an update's feature before the edit, when known, false when the server
+--   had no such feature then)
 -- @tparam table opts `completed` (the request is known to have completed: an edit not applied was
 --   skipped by the server), `fields` (`[layer] = {global_id =, object_id =}`), `timeout`
 -- @treturn[1] table `[key] = "applied" | "not_applied" | {code =, description =} | {conflict = true,
@@ -164,11 +165,13 @@ function verify.edits(client, service, list, opts)
         if server then object_ids[e.key] = math.tointeger(server.attributes[oid_field]) end
       elseif e.op == "delete" then
         v = server and not_applied or "applied"
+      elseif not server and e.base == false then
+        v = not_applied -- there was no such feature when it left either: the server's answer will say why
       elseif not server then
         v = { conflict = true, server = json.null, description = "the feature was deleted on the server" }
       elseif holds(server, e.feature or {}, skip) then
         v = "applied"
-      elseif e.base and holds(server, base_of(e), skip) then
+      elseif type(e.base) == "table" and holds(server, base_of(e), skip) then
         v = not_applied
       else
         v = { conflict = true, server = server,

@@ -149,6 +149,13 @@ describe("sync.verify", function()
     assert.is_true(v.u.conflict)
   end)
 
+  it("an update of a feature the server did not have when it left is not applied, not a conflict", function()
+    local v = assert(verify.edits(fake_client{}, "Parcels", entries(false)))
+    assert.equal("not_applied", v.u)
+    v = assert(verify.edits(fake_client{}, "Parcels", entries(nil)))
+    assert.is_true(v.u.conflict) -- unknown before: someone may have deleted it since
+  end)
+
   it("after a completed request an edit not applied was skipped by the server: rejected", function()
     local v = assert(verify.edits(fake_client{}, "Parcels", entries(), { completed = true }))
     assert.equal("skipped", v.a.code)

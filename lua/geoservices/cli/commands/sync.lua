@@ -143,7 +143,9 @@ return function(args, out, client)
           out:line(("    %d downloaded changes discarded (--discard)"):format(result.downloaded or 0))
         end
         if result.resolved then
-          out:line("    an interrupted earlier synchronization was resolved first: " .. tostring(result.resolved))
+          out:line((result.failed_job and "    the async job failed on one edit and applied none; its edits were %s "
+            .. "and sent again in one synchronous request" or "    an interrupted earlier synchronization was "
+            .. "resolved first: %s"):format(tostring(result.resolved)))
         end
         out:line("    new generation " .. generation_text(result))
       end
