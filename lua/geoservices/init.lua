@@ -73,6 +73,7 @@ function Client:replica_info(service, id, opts) return replicas.replica_info(sel
 function Client:list_replicas(service, opts) return replicas.list_replicas(self, service, opts) end
 function Client:unregister_replica(service, id, opts) return replicas.unregister_replica(self, service, id, opts) end
 function Client:get_services_by_id(ids, opts) return services.get_services_by_id(self, ids, opts) end
+function Client:list_services(opts) return services.list_services(self, opts) end
 function Client:list_snapshots(item_id, opts) return services.list_snapshots(self, item_id, opts) end
 function Client:configure(params, opts) return configure.configure(self, params, opts) end
 function Client:configure_status(opts) return configure.status(self, opts) end

@@ -1,5 +1,6 @@
---- The two administrative read operations: getServicesById and
--- notebooks/snapshots/list. Both validate their input before sending.
+--- The administrative read operations: getServicesById,
+-- notebooks/snapshots/list and the services listing. They validate their
+-- input before sending.
 local errors = require "geoservices.errors"
 
 local services = {}
@@ -222,6 +223,70 @@ function services.list_snapshots(self, item_id, opts)
     return nil, errors.new("server", "snapshot listing reported status " .. tostring(body.status), { url = url })
   end
   return results.snapshots(body, trim(item_id))
+end
+
+local Listing = { __name = "geoservices.ServiceListing" }
+function Listing.__tostring(list)
+  local names = {}
+  for i, s in ipairs(list) do
+    if i > 5 then names[#names + 1] = "..."; break end
+    local where = (s.folderName and s.folderName ~= "/") and (s.folderName .. "/") or ""
+    names[#names + 1] = ("%s%s.%s"):format(where, tostring(s.serviceName), tostring(s.type))
+  end
+  return count_label(#list, "service", "services") .. (#names > 0 and (": " .. table.concat(names, ", ")) or "")
+end
+
+--- The services of the site, from the administrator directory's services
+-- resource and each of its folders (`client:list_services(opts)`): every
+-- service with its `folderName`, `serviceName`, `type`, `description` and,
+-- where the folder's resource gives it, its `id` (what get_services_by_id
+-- takes; the vendor's Enterprise reference lists a folder's services with
+-- their definitions).
+-- @param self the client
+-- @tparam[opt] table opts `search` (keep the services whose name holds this text, case ignored),
+--   `timeout`
+-- @return the list (prints as a summary; each entry as one line), or nil, err
+-- @raise when opts.search is given and is not a string
+function services.list_services(self, opts)
+  opts = opts or {}
+  local search = opts.search
+  if search ~= nil and type(search) ~= "string" then error("list_services: search must be a string", 2) end
+  local request = read_opts{ timeout = opts.timeout }
+  local url = self:admin_url("services")
+  local root, err = self:post(url, {}, request)
+  if not root then return nil, err end
+  if type(root.services) ~= "table" or (root.folders ~= nil and type(root.folders) ~= "table") then
+    return nil, errors.new("protocol", "the services resource has no 'services' array", { url = url })
+  end
+  local all = {}
+  for _, s in ipairs(root.services) do all[#all + 1] = s end
+  for _, folder in ipairs(root.folders or {}) do
+    if type(folder) == "string" and folder ~= "" then
+      local furl = self:admin_url("services/" .. folder:gsub("[^%w_%-]", function(c)
+        return ("%%%02X"):format(c:byte())
+      end))
+      local listing, ferr = self:post(furl, {}, request)
+      if not listing then return nil, ferr end
+      for _, s in ipairs(type(listing.services) == "table" and listing.services or {}) do
+        if type(s) == "table" then
+          s.folderName = s.folderName or folder
+          all[#all + 1] = s
+        end
+      end
+    end
+  end
+  local needle = search and search:lower()
+  local list = {}
+  for _, s in ipairs(all) do
+    if type(s) == "table" and (not needle or tostring(s.serviceName):lower():find(needle, 1, true)) then
+      list[#list + 1] = setmetatable(s, Service)
+    end
+  end
+  table.sort(list, function(a, b)
+    return tostring(a.folderName) .. "/" .. tostring(a.serviceName) < tostring(b.folderName) .. "/"
+      .. tostring(b.serviceName)
+  end)
+  return setmetatable(list, Listing)
 end
 
 return services

@@ -54,4 +54,51 @@ function admin.list_snapshots(emu, request)
   return { snapshots = snapshots, total = #snapshots, status = "success" }
 end
 
+-- The administrator directory's services resources (Enterprise
+-- administration reference, "Services" and "Folder":
+-- https://developers.arcgis.com/rest/enterprise-administration/enterprise/folder.htm):
+-- the root lists its folders and the services at the root; a folder lists
+-- its services with their definitions (the `id` getServicesById takes).
+local function folder_of(service)
+  local f = service.folderName
+  if f == nil or f == "" or f == "None" then return "/" end
+  return f
+end
+
+local function signed_in(emu, request)
+  local user, denied = auth.user(emu.world, request.form, request)
+  if not user then return nil, denied end
+  return user
+end
+
+function admin.list_services(emu, request)
+  local user, denied = signed_in(emu, request)
+  if not user then return denied end
+  local folders, seen, root = json.array(), {}, json.array()
+  for _, s in ipairs(emu.world.services) do
+    local f = folder_of(s)
+    if f == "/" then
+      root[#root + 1] = { folderName = "/", serviceName = s.serviceName, type = s.type, description = s.description }
+    elseif not seen[f] then
+      seen[f] = true
+      folders[#folders + 1] = f
+    end
+  end
+  table.sort(folders)
+  return { folderName = "/", description = "Root folder", folders = folders, services = root }
+end
+
+function admin.list_folder(emu, request, folder)
+  local user, denied = signed_in(emu, request)
+  if not user then return denied end
+  local list = json.array()
+  for _, s in ipairs(emu.world.services) do
+    if folder_of(s) == folder then list[#list + 1] = s end
+  end
+  if #list == 0 then
+    return auth.error_body(404, ("Folder '%s' does not exist."):format(folder))
+  end
+  return { folderName = folder, services = list }
+end
+
 return admin

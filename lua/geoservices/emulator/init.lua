@@ -35,10 +35,14 @@ Emulator.__index = Emulator
 -- Operation routes under {base_path}/{admin_path}, by name.
 local ADMIN_ROUTES = {
   ["services/getServicesById"] = { name = "getServicesById", handler = admin.get_services_by_id },
+  ["services"] = { name = "services", handler = admin.list_services },
   ["notebooks/snapshots/list"] = { name = "snapshots/list", handler = admin.list_snapshots },
   [""] = { name = "root", handler = organization.root_handler },
   ["configure"] = { name = "configure", handler = organization.configure_handler },
 }
+
+-- A folder of the administrator directory's services: {admin}/services/<folder>.
+local FOLDER_ROUTE = { name = "services/folder", handler = admin.list_folder }
 
 -- Routes of feature services under {base_path}/<service>/FeatureServer/...;
 -- the captures are passed to the handler after (emulator, request).
@@ -372,7 +376,10 @@ function Emulator:route(path)
   local admin_root = self.base_path .. "/" .. self.admin_path
   if path == admin_root or path == admin_root .. "/" then return ADMIN_ROUTES[""], {} end
   if path:sub(1, #admin_root + 1) == admin_root .. "/" then
-    return ADMIN_ROUTES[path:sub(#admin_root + 2)], {}
+    local rest = path:sub(#admin_root + 2)
+    local folder = rest:match("^services/([%w_%-]+)$")
+    if folder and not ADMIN_ROUTES[rest] then return FOLDER_ROUTE, { folder } end
+    return ADMIN_ROUTES[rest], {}
   end
   if path:sub(1, #self.base_path + 1) == self.base_path .. "/" then
     local rest = path:sub(#self.base_path + 1)

@@ -9,6 +9,7 @@
 -- Runtime failures are returned as `nil, err` (a geoservices.errors table);
 -- misuse (wrong option types, unknown options) raises.
 -- @module geoservices.net.client
+local client_options = require "geoservices.net.client_options"
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local download = require "geoservices.net.download"
@@ -33,34 +34,9 @@ local DEFAULT_DOWNLOAD_CHUNK = 8 * 1024 * 1024
 -- are not held and have no size bound unless max_response_bytes says so.
 local DEFAULT_MAX_HELD_BYTES = 64 * 1024 * 1024
 
-local function check_option(opts, name, expected, default)
-  local value = opts[name]
-  if value == nil then return default end
-  if type(value) ~= expected then
-    error(("geoservices.client: option '%s' must be a %s, got %s"):format(name, expected, type(value)), 3)
-  end
-  return value
-end
-
--- Sizes and counts: whole numbers of at least 1, checked when the client is
--- made (never inside an operation, after edits were sent).
-local function check_count(opts, name, default)
-  local value = check_option(opts, name, "number", default)
-  if value ~= nil and (math.type(value) ~= "integer" and (value ~= math.floor(value) or value == math.huge)
-                       or value < 1) then
-    error(("geoservices.client: option '%s' must be a whole number of at least 1, got %s"):format(
-      name, tostring(value)), 3)
-  end
-  return value and math.tointeger(value)
-end
-
-local known_options = {
-  url = true, admin_path = true, token = true, timeout = true, ca_file = true, insecure = true,
-  user_agent = true, max_response_bytes = true, max_host_connections = true, enum_prefix = true,
-  retry = true, max_json_depth = true, download_chunk = true,
-  username = true, password = true, token_url = true, token_endpoint = true, token_expiration = true,
-  token_client = true, referer = true, bearer = true, file_urls = true,
-}
+-- The options' checks (geoservices.net.client_options).
+local check_option, check_count = client_options.check, client_options.count
+local known_options = client_options.KNOWN
 
 --- Creates a client (`geoservices.client(opts)`). Nothing is sent: the
 -- first request opens the first connection.
@@ -300,6 +276,14 @@ end
 -- @function Client:resume_create_replica
 -- @string text the saved operation
 -- @return the operation (call `:wait()`), or nil, err
+
+--- The site's services, by folder, from the administrator directory's services
+-- resource and its folders, each with its folder, type and (where the folder's
+-- listing gives it) its id (geoservices.services.list_services).
+-- @function Client:list_services
+-- @tparam[opt] table opts `search` (keep the services whose name holds this text, case ignored),
+--   `timeout`
+-- @return the list (prints as `2 services: Hosted/Parcels.FeatureServer, ...`), or nil, err
 
 --- The replicas of a feature service: name and id of each (every replica for an
 -- administrator, the user's own otherwise); with `details`, each one's resource

@@ -1,11 +1,36 @@
 --- `geoservices services ID...`: getServicesById. Exits 3 when the server
--- did not return every id asked for (they are named).
+-- did not return every id asked for (they are named). `--search TEXT`: the
+-- services whose name holds TEXT, from the administrator directory.
 local output = require "geoservices.cli.output"
 local pp = require "geoservices.pp"
 
 local EXIT = output.EXIT
 
+-- `--search TEXT`: the services whose name holds TEXT, with folder, type and id.
+local function search(args, out, client)
+  local list, err = client:list_services{ search = args.search }
+  if not list then return output.fail(out, err, { command = "services" }) end
+  if out.mode == "json" then
+    for _, s in ipairs(list) do
+      out:emit{ event = "service", service = { serviceName = s.serviceName, folderName = s.folderName, type = s.type,
+                                               id = s.id, description = s.description } }
+    end
+  else
+    out:line(("%d service%s named like '%s'"):format(#list, #list == 1 and "" or "s", args.search))
+    for _, s in ipairs(list) do
+      local where = (s.folderName and s.folderName ~= "/") and (s.folderName .. "/") or ""
+      out:line(("  %s%s.%s  %s"):format(where, tostring(s.serviceName), tostring(s.type),
+        s.id and ("id " .. tostring(s.id)) or "(no id in its folder's listing)"))
+    end
+  end
+  return out:result(#list > 0 and EXIT.ok or EXIT.partial, { command = "services", count = #list })
+end
+
 return function(args, out, client)
+  if args.search then return search(args, out, client) end
+  if #args.id == 0 then
+    return output.usage_error(out, "services: give service ids, or --search TEXT to find them by name")
+  end
   local list, err = client:get_services_by_id(args.id)
   if not list then return output.fail(out, err, { command = "services" }) end
   local missing = list.missing or {}
