@@ -25,7 +25,8 @@ local COMMAND_EXITS = {
   configure = "0 the organization is ready (or, with --no-wait, the request was accepted), 1 configuration "
     .. "failed (a stage failed, the deadline passed, the server refused), 2 bad usage or invalid parameters "
     .. "(nothing sent), 130 interrupted (the configuration keeps running: follow it with --attach)",
-  services = "0 every id was returned, 1 the request failed, 2 bad usage, 3 some ids were not returned "
+  services = "0 every id was returned (--search: a service matched), 1 the request failed, 2 bad usage, 3 some "
+    .. "ids were not returned (--search: none matched) "
     .. "(they are named)",
   snapshots = "0 listed, 1 the request failed, 2 bad usage",
   status = "0 the state was read (ready, in progress or not configured), 1 the request failed or the "
@@ -59,6 +60,7 @@ local EXAMPLES = {
     "geoservices --username siteadmin configure --attach   # follow a configuration already running",
   },
   services = {
+    "geoservices services --search parcels        # find a service by name, with its id",
     "geoservices services 4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c",
     "geoservices --json services 4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c 7a1e3c5b2d4f4e6a9c8b7a6f5e4d3c2b",
   },
@@ -194,8 +196,11 @@ function parser.new(extra)
   conf:option("--stall-after", "Fail when no stage progresses for this many seconds."):convert(tonumber)
   conf:option("--wait-timeout", "Overall seconds to wait.", "10800"):convert(tonumber)
 
-  local services = command("services", "getServicesById: service definitions by id.")
-  services:argument("id", "Service id.", nil, nil, "+")
+  local services = command("services", "getServicesById: service definitions by id; --search finds services "
+    .. "by name (with their ids).")
+  services:argument("id", "Service id.", nil, nil, "*")
+  services:option("--search", "List the services whose name holds TEXT (case ignored), with their folder and id.")
+    :argname("TEXT")
 
   local snapshots = command("snapshots", "notebooks/snapshots/list: the snapshots of a notebook item.")
   snapshots:argument("item_id", "Notebook item id.")
