@@ -179,6 +179,8 @@ function parser.new(extra)
     .. "still advances).")
   sync:option("--busy-timeout", "Replica stores: seconds to wait while another program (QGIS...) writes the file."
     ):convert(tonumber)
+  sync:flag("--adopt-copy", "Replica stores: go on with this copy although another copy of the store synchronized "
+    .. "the replica since (that copy is refused from then on).")
   sync:option("--lock-timeout", "Seconds to wait while another process synchronizes the same replica."):convert(
     tonumber)
   sync:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)

@@ -5,6 +5,7 @@
 -- @local
 local download_conflicts = require "geoservices.store.conflicts"
 local errors = require "geoservices.errors"
+local integrity = require "geoservices.store.integrity"
 local json = require "geoservices.json"
 local outcome = require "geoservices.sync.outcome"
 local store = require "geoservices.store"
@@ -111,6 +112,13 @@ function commit.verified(st, attempt_id, by_seq, object_ids, rows, summary)
     end
     local ok, err = take_object_ids(st, oids)
     if not ok then return nil, err end
+    -- the server's generation may have moved without the store learning it
+    local rep
+    rep, err = st:replica()
+    if not rep then return nil, err end
+    local m, c
+    ok, m, c = integrity.record_generation(st, rep, { unknown = true })
+    if not ok then return nil, db_fail(st, m, c) end
     ok, err = st:end_attempt(attempt_id, by_seq)
     if not ok then return nil, err end
     return st:log{ operation = "sync", outcome = "verified", uploaded = summary.applied,
@@ -200,6 +208,9 @@ function commit.result(st, rep, c)
       local g, gerr = st:set_generations(gens)
       if not g then return nil, gerr end
     end
+    local recorded, rm, rc = integrity.record_generation(st, rep, gens and { committed = true }
+      or { seen = { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens } })
+    if not recorded then return nil, db_fail(st, rm, rc) end
     local p, perr = record_prefix(st, rep, result.transportType)
     if not p then return nil, perr end
     if c.attempt_id then

@@ -14,11 +14,16 @@
 -- geoservices.store.create_from with that file: nothing exists at `path`
 -- unless the whole store committed. When the store cannot be built after
 -- the replica was created, the replica is unregistered (best effort) and
--- the error says so.
+-- the error says so. Each step is journaled beside the path
+-- (geoservices.store.create_journal): a rerun of the same create after a
+-- kill resumes the job, builds the store from the result already
+-- downloaded, or unregisters what the killed create made, and never makes
+-- a second replica.
 -- @module geoservices.store.create
 -- @local
 local create_params = require "geoservices.sync.create_params"
 local errors = require "geoservices.errors"
+local journal = require "geoservices.store.create_journal"
 local paths = require "geoservices.store.paths"
 local sync_create = require "geoservices.sync.create"
 
@@ -109,33 +114,69 @@ function M.create(client, path, params, opts)
   local layer_infos, lerr = M.layer_infos(client, service, request.layers, opts)
   if not layer_infos then return nil, lerr end
 
-  local tmp = paths.beside(path, "download", ".json")
-  local result, cerr = client:create_replica(service, request, {
-    output = tmp, service_info = info, on_status = opts.on_status, on_progress = opts.on_progress,
-    timeout = opts.timeout, poll_interval = opts.poll_interval, request_timeout = opts.request_timeout,
-  })
-  if not result then
-    os.remove(tmp)
-    return nil, cerr
+  local tmp = journal.download(path)
+  local result, replica_info
+  local left, jerr = journal.read(path)
+  if left == nil then return nil, jerr end
+  if left and (left.service ~= service or left.replicaName ~= request.replicaName) then
+    return nil, errors.new("invalid", ("path: %s records the createReplica of replica %s of %s in flight; rerun "
+      .. "that create to finish it, or check the server's replicas (geoservices replicas %s), unregister what it "
+      .. "made and remove the file"):format(journal.path(path), tostring(left.replicaName), left.service,
+      left.service), { parameter = "path" })
   end
-  local replica_info = M.replica_info(result, request)
+  if left then
+    local settled, serr = journal.settle(client, path, left, request, opts)
+    if not settled then return nil, serr end
+    if type(settled) == "table" then result, replica_info = settled.result, settled.replica_info end
+  end
+  if not result and not replica_info then
+    os.remove(tmp)
+    local base = { service = service, replicaName = request.replicaName }
+    local function step(state, extra)
+      local j = { state = state }
+      for k, v in pairs(base) do j[k] = v end
+      for k, v in pairs(extra or {}) do j[k] = v end
+      return journal.write(path, j)
+    end
+    -- the replicas of this name before the request: a rerun tells the one it made
+    base.known = journal.named(client, service, request.replicaName, opts)
+    local cerr
+    result, cerr = client:create_replica(service, request, {
+      output = tmp, service_info = info, on_status = opts.on_status, on_progress = opts.on_progress,
+      timeout = opts.timeout, poll_interval = opts.poll_interval, request_timeout = opts.request_timeout,
+      on_send = function() return step("sending") end,
+      on_job = function(op) return step("job", { op = op:to_json() }) end,
+      on_done = function(r)
+        return step("created", { replicaID = r.replicaID, replica_info = M.replica_info(r, request) })
+      end,
+    })
+    if not result then
+      -- nothing made: no journal; something may be: it stays for a rerun
+      if not (cerr.created or cerr.ambiguous or cerr.pending or cerr.operation) then journal.remove(path) end
+      return nil, cerr
+    end
+  end
+  replica_info = replica_info or M.replica_info(result, request)
   local store = require "geoservices.store"
   local ok, st, serr = pcall(store.create_from, path, replica_info, layer_infos, tmp,
                              { busy_timeout = opts.busy_timeout, on_fill = opts.on_fill })
-  os.remove(tmp)
   if not ok then serr = errors.new("io", tostring(st)) st = nil end
   if not st then
     local note = ""
-    if result.replicaID then
-      local gone = client:unregister_replica(service, result.replicaID, { timeout = opts.timeout })
-      note = gone and (" (replica %s was unregistered)"):format(result.replicaID)
-        or (" (replica %s exists on the server: unregister it)"):format(result.replicaID)
+    local id = replica_info.replicaID
+    if id then
+      local gone = client:unregister_replica(service, id, { timeout = opts.timeout })
+      note = gone and (" (replica %s was unregistered)"):format(id)
+        or (" (replica %s exists on the server: a rerun of this create unregisters it)"):format(id)
+      if gone then journal.remove(path) end
     end
+    os.remove(tmp)
     serr.message = "building the store of the new replica: " .. serr.message .. note
-    serr.replicaID = result.replicaID
+    serr.replicaID = id
     return nil, serr
   end
-  st.created = result
+  journal.remove(path)
+  st.created = result or replica_info
   return st
 end
 

@@ -4,6 +4,9 @@
 -- A sync takes the store's OS lock (`<store>.lock`: a second process gets
 -- kind "busy" at once, or waits `opts.lock_timeout` seconds), then:
 --
+-- 0. removes the result file a killed sync left, refuses a damaged file
+--    (quick_check) and a copy of the store another copy synchronized
+--    (geoservices.store.integrity), sending nothing;
 -- 1. resolves an attempt left in flight by an earlier sync (it crashed, its
 --    answer was lost, or its job outlived the wait): re-attaches to its job
 --    when its status address was recorded and finishes it; a job that is
@@ -34,6 +37,7 @@
 -- @local
 local commit = require "geoservices.store.commit"
 local errors = require "geoservices.errors"
+local integrity = require "geoservices.store.integrity"
 local jobs = require "geoservices.sync.job"
 local json = require "geoservices.json"
 local options = require "geoservices.sync.options"
@@ -49,9 +53,7 @@ local feature_key = commit.feature_key
 local db_fail = commit.db_fail
 local file_exists = paths.exists
 
-local function temp_output(st)
-  return paths.beside(st.path, "sync", ".json")
-end
+local temp_output = integrity.result_file
 
 -- The 2.1 edits array of queue rows, by layer.
 local function edits_of(rows)
@@ -257,11 +259,14 @@ local UPLOADS = { bidirectional = true, upload = true }
 
 local SYNC_OPTS = { on_status = "function", on_progress = "function", on_fill = "function", timeout = "number",
                     poll_interval = "number", lock_timeout = "number", direction = "string", directions = "table",
-                    params = "table", busy_timeout = "number" }
+                    params = "table", busy_timeout = "number", adopt_copy = "boolean" }
 
 local sync_locked
 
 function sync_locked(st, client, opts)
+  integrity.remove_leftovers(st)
+  local sound, bad = integrity.check_file(st)
+  if not sound then return nil, bad end
   local rep, err = st:replica()
   if not rep then return nil, err end
   if type(rep.info) == "table" and rep.info.unregistered then
@@ -285,6 +290,8 @@ function sync_locked(st, client, opts)
   -- the edits of layers that upload this time (a download or snapshot layer's stay queued)
   local queue, qerr = st:pending()
   if not queue then return nil, qerr end
+  local only_copy, copied = integrity.check_copy(st, client, rep, opts)
+  if not only_copy then return nil, copied end
   local seqs = {}
   for _, r in ipairs(queue) do
     if r.attempt == nil and UPLOADS[directions[r.layer] or ""] then seqs[#seqs + 1] = r.seq end
@@ -378,8 +385,10 @@ end
 --   (the result file being applied: see store.create_from), `timeout`, `poll_interval`, `lock_timeout`
 --   (seconds to wait for another sync of this store), `busy_timeout` (seconds to wait for another
 --   writer of the file, QGIS saving its edits: the store's own by default), `direction` (this
---   sync's syncDirection), `directions` (`[layer id] = direction`, perLayer), `params` (extra synchronizeReplica
---   parameters: async, transportType...)
+--   sync's syncDirection), `adopt_copy` (true: go on with this copy of the store although
+--   another copy synchronized the replica since: geoservices.store.integrity), `directions`
+--   (`[layer id] = direction`, perLayer), `params` (extra synchronizeReplica parameters: async,
+--   transportType...)
 -- @return the synchronization result, plus `uploaded` (edits applied), `rejected` (the queue rows
 --   the server refused, now in store:failed()), `conflicts` (edits not applied because the server
 --   holds newer values, and local edits not sent whose feature the download changed or deleted:

@@ -45,7 +45,8 @@ local function sync_store(args, out, client, path, edits_text)
   local opts = { params = { transportType = args.transport, async = args.async or nil },
                  direction = args.direction, poll_interval = args.poll_interval, timeout = args.wait_timeout,
                  on_status = watch.on_status, on_progress = watch.on_progress, on_fill = watch.on_fill,
-                 lock_timeout = args.lock_timeout, busy_timeout = args.busy_timeout }
+                 lock_timeout = args.lock_timeout, busy_timeout = args.busy_timeout,
+                 adopt_copy = args.adopt_copy or nil }
   out:server_work{ what = ("the synchronization of %s (its edits may have reached it)"):format(name),
                    follow = hints.follow(out, "sync", path) }
   local ok, result, sync_err = pcall(watch.run, st.sync, st, client, opts)
