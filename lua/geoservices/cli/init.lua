@@ -64,6 +64,9 @@ local commands = {
   replica = require "geoservices.cli.commands.replica",
   replicas = require "geoservices.cli.commands.replicas",
   completion = require "geoservices.cli.commands.completion",
+  pending = require("geoservices.cli.commands.store").pending,
+  conflicts = require("geoservices.cli.commands.store").conflicts,
+  discard = require("geoservices.cli.commands.store").discard,
 }
 
 --- Exit codes of the command.
@@ -190,6 +193,7 @@ local function run_command(parsed, out, env)
   local command = parsed.command
   if command == "emulator" then return commands.emulator(parsed, out) end
   local cmd = commands[command]
+  if command == "status" and parsed.store then cmd = require("geoservices.cli.commands.store").status end
   if type(cmd) == "table" and cmd.client == false then return cmd.run(parsed, out, nil, env) end
   local prof, prof_name = profile.select(parsed.profile, env.getenv)
   if not prof then return output.usage_error(out, prof_name) end

@@ -207,7 +207,9 @@ function parser.new(extra)
   local snapshots = command("snapshots", "notebooks/snapshots/list: the snapshots of a notebook item.")
   snapshots:argument("item_id", "Notebook item id.")
 
-  command("status", "The organization root resource: state and stages.")
+  command("status", "The organization root resource: state and stages; with a replica store (STORE.gpkg), its "
+    .. "replica, generation, last sync, local edits by layer and kind, failed edits and conflicts (no server).")
+    :argument("store", "A replica store (.gpkg).", nil, nil, "?")
 
   local replica = command("replica", "A replica's lifecycle: create one (createReplica) into a replica store "
     .. "(.gpkg) that sync then synchronizes, read the server's view of it, unregister it.")

@@ -57,8 +57,9 @@ local NEW_GLOBAL_ID = "'{' || hex(randomblob(4)) || '-' || hex(randomblob(2)) ||
 local PAIRS_PER_OBJECT = 50 -- SQLite allows 127 arguments per function call by default
 
 --- The SQL expression of a row's values as a JSON object (column name ->
--- value; the geometry as the hex of its blob; a blob elsewhere as
--- `{"blob": hex}`), its columns read as `prefix .. "col"` ("OLD.", "NEW." or "").
+-- value, a double with all its digits; the geometry as the hex of its
+-- blob; a blob elsewhere as `{"blob": hex}`), its columns read as
+-- `prefix .. "col"` ("OLD.", "NEW." or "").
 -- @tparam table spec the layer's spec
 -- @string prefix the row's prefix
 -- @treturn string the expression
@@ -66,8 +67,10 @@ function capture.row_sql(spec, prefix)
   local pairs_sql = {}
   for _, c in ipairs(spec.columns) do
     local ref = prefix .. q(c.name)
-    pairs_sql[#pairs_sql + 1] = ("%s, CASE typeof(%s) WHEN 'blob' THEN json_object('blob', hex(%s)) ELSE %s END")
-      :format(lit(c.name), ref, ref, ref)
+    -- a double with every digit (json_object would keep 15), but an infinity as it is
+    pairs_sql[#pairs_sql + 1] = ("%s, CASE typeof(%s) WHEN 'blob' THEN json_object('blob', hex(%s)) WHEN 'real' THEN "
+      .. "CASE WHEN abs(%s) <= 1.7976931348623157e308 THEN json(printf('%%!.17g', %s)) ELSE %s END ELSE %s END")
+      :format(lit(c.name), ref, ref, ref, ref, ref, ref)
   end
   if spec.geometry_column then
     pairs_sql[#pairs_sql + 1] = ("%s, hex(%s)"):format(lit(spec.geometry_column), prefix .. q(spec.geometry_column))

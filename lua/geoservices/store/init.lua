@@ -30,13 +30,15 @@
 -- This module opens and creates stores and holds their replica,
 -- generations, transactions and log; the features and local edits are in
 -- geoservices.store.features, the queue of edits and its attempts in
--- geoservices.store.queue, the synchronization in geoservices.store.sync.
+-- geoservices.store.queue, the status and discarding of edits in
+-- geoservices.store.inspect, the synchronization in geoservices.store.sync.
 -- Their methods are all methods of the one Store.
 -- @module geoservices.store
 local capture = require "geoservices.store.capture"
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local features = require "geoservices.store.features"
+local inspect = require "geoservices.store.inspect"
 local json = require "geoservices.json"
 local migrate = require "geoservices.store.migrate"
 local paths = require "geoservices.store.paths"
@@ -586,7 +588,7 @@ function Store:replica()
 end
 
 -- the features and the queue: their own modules hold their methods
-for _, methods in ipairs{ features, queue.Store } do
+for _, methods in ipairs{ features, queue.Store, inspect.Store } do
   for name, fn in pairs(methods) do Store[name] = fn end
 end
 

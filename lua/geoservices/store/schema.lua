@@ -434,6 +434,8 @@ local CONFLICTS_SQL = [[CREATE TABLE geoservices_conflicts (seq INTEGER PRIMARY 
 -- attributes table, so that GDAL and QGIS list it beside the layers.
 schema.CONFLICTS_FORMAT_3 = {
   "ALTER TABLE geoservices_conflicts ADD COLUMN outcome TEXT",
+  -- those kept before: the server's values stayed, the edit was not sent again
+  "UPDATE geoservices_conflicts SET outcome = 'server_kept'",
   [[INSERT INTO gpkg_contents (table_name, data_type, identifier, description)
     VALUES ('geoservices_conflicts', 'attributes', 'geoservices_conflicts',
     'local edits that lost to the server''s version: the local feature, the server''s, when, and what became of it '

@@ -1,0 +1,223 @@
+--- The commands that read and change a replica store without a server:
+-- `geoservices status STORE.gpkg` (the replica, its generation, the last
+-- sync, the local edits waiting by layer and kind, the failed ones, the
+-- conflicts), `geoservices pending STORE.gpkg` (one line per local edit),
+-- `geoservices discard STORE.gpkg GLOBALID...|--all` (drops local edits
+-- and puts the server's version back), `geoservices conflicts STORE.gpkg`
+-- (the local edits that lost to the server's version). Each with --json.
+-- Returns the four command modules (see geoservices.cli: help, exits,
+-- examples, define, run, client = false); `status` is the store half of
+-- `geoservices status`.
+local json = require "geoservices.json"
+local output = require "geoservices.cli.output"
+local store = require "geoservices.store"
+
+local EXIT = output.EXIT
+
+local function open(out, path, command)
+  local st, err = store.open(path)
+  if not st then return nil, output.fail(out, err, { command = command }) end
+  return st
+end
+
+local function layer_name(st, id)
+  local spec = st.layers[id]
+  return spec and spec.table or tostring(id)
+end
+
+-- NAME=value pairs of an edit's attributes (not its GlobalID), and "geometry" when it carries one.
+local function fields_text(st, e)
+  local f = type(e.feature) == "table" and e.feature or {}
+  local spec = st.layers[e.layer]
+  local names = {}
+  for k in pairs(type(f.attributes) == "table" and f.attributes or {}) do
+    if not spec or k ~= spec.globalid then names[#names + 1] = k end
+  end
+  table.sort(names)
+  local parts = {}
+  for _, k in ipairs(names) do
+    local v = f.attributes[k]
+    parts[#parts + 1] = ("%s=%s"):format(k, v == json.null and "null" or type(v) == "string" and ("%q"):format(v)
+      or tostring(v))
+  end
+  if f.geometry ~= nil and f.geometry ~= json.null then parts[#parts + 1] = "geometry" end
+  return table.concat(parts, " ")
+end
+
+-- The rows as aligned lines: op, layer, GlobalID, then what is left.
+local function edit_lines(st, list, rest)
+  local width = 0
+  for _, e in ipairs(list) do width = math.max(width, #layer_name(st, e.layer)) end
+  local lines = {}
+  for _, e in ipairs(list) do
+    local name = layer_name(st, e.layer)
+    local tail = rest(e)
+    lines[#lines + 1] = ("  %-6s  %s%s  %s%s"):format(e.op, name, (" "):rep(width - #name), e.globalId,
+      tail ~= "" and ("  " .. tail) or "")
+  end
+  return lines
+end
+
+local function edit_event(st, event, e)
+  local ev = { event = event, layer_name = layer_name(st, e.layer) }
+  for _, k in ipairs{ "seq", "op", "layer", "globalId", "feature", "base", "server", "attempt", "created",
+                      "detected", "description", "outcome" } do
+    ev[k] = e[k]
+  end
+  return ev
+end
+
+-- ---- status ------------------------------------------------------------------
+
+local status = { client = false }
+
+--- `geoservices status STORE.gpkg`.
+function status.run(args, out)
+  local st, code = open(out, args.store, "status")
+  if not st then return code end
+  local s, err = st:status()
+  st:close()
+  if not s then return output.fail(out, err, { command = "status" }) end
+  if out.mode == "json" then
+    local layers = json.array()
+    for _, l in ipairs(s.pending.layers) do
+      layers[#layers + 1] = { id = l.id, name = l.name, add = l.add, update = l.update, delete = l.delete }
+    end
+    out:emit{ event = "store_status", path = s.path, service = s.service, replicaID = s.replicaID,
+              replicaName = s.replicaName, syncModel = s.syncModel, syncDirection = s.syncDirection,
+              generation = s.generation, layerServerGens = s.layerGenerations and json.array(s.layerGenerations),
+              lastSync = s.lastSync, pending = s.pending.total, in_flight = s.pending.in_flight,
+              pending_by_layer = layers, failed = s.failed, conflicts = s.conflicts, summary = tostring(s) }
+  else
+    out:line(("%s: replica %s %s of %s (%s, %s)"):format(s.path, tostring(s.replicaName or "-"),
+      tostring(s.replicaID), tostring(s.service), tostring(s.syncModel), tostring(s.syncDirection)))
+    local last = s.lastSync
+    out:line(("  %s, %s"):format(s.generation and ("generation " .. tostring(s.generation))
+      or ("%d layer generations"):format(#(s.layerGenerations or {})),
+      last and ("last %s %s: %s%s"):format(last.operation, last.at, last.outcome,
+        last.message and (" (" .. last.message .. ")") or "") or "never synchronized"))
+    local parts = {}
+    for _, l in ipairs(s.pending.layers) do
+      local kinds = {}
+      for _, op in ipairs{ "add", "update", "delete" } do
+        if l[op] > 0 then kinds[#kinds + 1] = ("%d %s%s"):format(l[op], op, l[op] == 1 and "" or "s") end
+      end
+      parts[#parts + 1] = ("%s: %s"):format(l.name, table.concat(kinds, ", "))
+    end
+    out:line(("  %d local edit%s%s%s"):format(s.pending.total, s.pending.total == 1 and "" or "s",
+      #parts > 0 and (" (" .. table.concat(parts, "; ") .. ")") or "",
+      s.pending.in_flight > 0 and (", %d in flight"):format(s.pending.in_flight) or ""))
+    out:line(("  %d failed%s, %d conflict%s%s"):format(s.failed,
+      s.failed > 0 and (" (geoservices replica failed " .. s.path .. ")") or "", s.conflicts,
+      s.conflicts == 1 and "" or "s", s.conflicts > 0 and (" (geoservices conflicts " .. s.path .. ")") or ""))
+  end
+  return out:result(EXIT.ok, { command = "status", pending = s.pending.total })
+end
+
+-- ---- pending -------------------------------------------------------------------
+
+local pending = {
+  help = "The local edits of a replica store not yet committed by the server, one line each: kind, layer, "
+    .. "GlobalID and what it sends. Needs no server.",
+  exits = "0 listed, 1 the store cannot be read (damaged: the message names the row), 2 bad usage",
+  examples = { "geoservices pending crew-1.gpkg", "geoservices --json pending crew-1.gpkg" },
+  client = false,
+}
+
+function pending.define(command)
+  command:argument("store", "A replica store (.gpkg).")
+end
+
+function pending.run(args, out)
+  local st, code = open(out, args.store, "pending")
+  if not st then return code end
+  local list, err = st:pending()
+  if not list then
+    st:close()
+    return output.fail(out, err, { command = "pending" })
+  end
+  if out.mode == "json" then
+    for _, e in ipairs(list) do out:emit(edit_event(st, "pending_edit", e)) end
+  else
+    out:line(tostring(list))
+    for _, line in ipairs(edit_lines(st, list, function(e)
+      return (e.attempt and "(in flight) " or "") .. fields_text(st, e)
+    end)) do out:line(line) end
+  end
+  st:close()
+  return out:result(EXIT.ok, { command = "pending", count = #list })
+end
+
+-- ---- conflicts -------------------------------------------------------------------
+
+local conflicts = {
+  help = "The local edits of a replica store that lost to the server's version (kept in its table "
+    .. "geoservices_conflicts, which QGIS lists too): kind, layer, GlobalID, when, what became of it. Needs no "
+    .. "server.",
+  exits = "0 listed, 1 the store cannot be read, 2 bad usage",
+  examples = { "geoservices conflicts crew-1.gpkg", "geoservices --json conflicts crew-1.gpkg" },
+  client = false,
+}
+
+function conflicts.define(command)
+  command:argument("store", "A replica store (.gpkg).")
+end
+
+function conflicts.run(args, out)
+  local st, code = open(out, args.store, "conflicts")
+  if not st then return code end
+  local list, err = st:conflicts()
+  if not list then
+    st:close()
+    return output.fail(out, err, { command = "conflicts" })
+  end
+  if out.mode == "json" then
+    for _, e in ipairs(list) do out:emit(edit_event(st, "conflict", e)) end
+  else
+    out:line(tostring(list))
+    for _, line in ipairs(edit_lines(st, list, function(e)
+      return ("%s  %s"):format(tostring(e.detected), tostring(e.description or e.outcome or ""))
+    end)) do out:line(line) end
+  end
+  st:close()
+  return out:result(EXIT.ok, { command = "conflicts", count = #list })
+end
+
+-- ---- discard ------------------------------------------------------------------
+
+local discard = {
+  help = "Drop local edits of a replica store not yet sent and put the server's version back (an add removed, "
+    .. "an update's or a delete's values from before it written back). Needs no server.",
+  exits = "0 discarded, 1 the store cannot be written, 2 bad usage (no GlobalID nor --all, no local edit of a "
+    .. "GlobalID, one in flight)",
+  examples = { "geoservices discard crew-1.gpkg {0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}",
+               "geoservices discard --all crew-1.gpkg" },
+  client = false,
+}
+
+function discard.define(command)
+  command:argument("store", "A replica store (.gpkg).")
+  command:argument("global_id", "GlobalIDs of the features whose local edits go.", nil, nil, "*")
+  command:flag("--all", "Every local edit not sent yet.")
+end
+
+function discard.run(args, out)
+  if not args.all and #args.global_id == 0 then
+    return output.usage_error(out, "discard: give the GlobalIDs of the edits to drop, or --all")
+  end
+  local st, code = open(out, args.store, "discard")
+  if not st then return code end
+  local done, err
+  if args.all then done, err = st:discard{ all = true } else done, err = st:discard(args.global_id) end
+  st:close()
+  if not done then return output.fail(out, err, { command = "discard" }) end
+  if out.mode == "json" then
+    out:emit{ event = "discarded", count = done.count, removed = done.removed, restored = done.restored,
+              globalIds = done.globalIds, summary = tostring(done) }
+  else
+    out:line(tostring(done))
+  end
+  return out:result(EXIT.ok, { command = "discard", count = done.count })
+end
+
+return { status = status, pending = pending, conflicts = conflicts, discard = discard }
