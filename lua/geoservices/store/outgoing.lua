@@ -10,6 +10,10 @@
 --   1) sends every attribute and the geometry;
 -- * a delete sends its GlobalID alone.
 --
+-- What the server cannot take is refused here, per edit, naming the rule
+-- (@{refusal}): the edit is not sent and stays queued until the feature is
+-- fixed; a trigger never refuses the user's edit itself.
+--
 -- Internal: geoservices.store.queue reads the queue with it.
 -- @module geoservices.store.outgoing
 -- @local
@@ -67,9 +71,105 @@ end
 -- @treturn[1] table the feature
 -- @treturn[1] boolean whether it changes anything (an update whose values all came back to its
 --   base changes nothing)
+-- @treturn[1] ?string the rule it breaks (@{refusal}): then it is not sent
 -- @return[2] nil
 -- @treturn[2] string why it cannot be sent (its feature is not in the table)
 -- @treturn[2] ?table err a database error instead
+-- The rules of what a layer takes ----------------------------------------------
+
+local GUID = "^{%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x}$"
+local KIND_MEMBER = { point = "x", multipoint = "points", polyline = "paths", polygon = "rings" }
+local TAKES = { integer = "an integer", real = "a number", date = "a date (DATETIME text, 2023-11-14T22:13:20.000Z)",
+                text = "text", guid = "a GUID ({XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX})", blob = "bytes" }
+
+outgoing.GUID = GUID
+
+local function shown(v)
+  if type(v) == "string" then
+    return #v > 40 and ("text %q..."):format(v:sub(1, 40)) or ("text %q"):format(v)
+  end
+  if type(v) == "number" then return ("the number %s"):format(tostring(v)) end
+  return "a value of another kind"
+end
+
+-- The rule a value of column `c` breaks, or nil.
+local function value_rule(c, v)
+  local t = c.type
+  local ok
+  if t == "integer" then ok = math.type(v) == "integer"
+  elseif t == "real" then ok = type(v) == "number"
+  elseif t == "date" then ok = math.type(v) == "integer"
+  elseif t == "guid" then ok = type(v) == "string" and v:match(GUID) ~= nil
+  else ok = type(v) == "string" end
+  if not ok then
+    return ("field %s takes %s (%s) and holds %s"):format(c.name, TAKES[t] or "text", tostring(c.esri_type or t),
+      shown(v))
+  end
+  local length = t == "text" and math.tointeger(tonumber(tostring(c.sql or ""):match("^TEXT%((%d+)%)$")))
+  local chars = length and (utf8.len(v) or #v)
+  if chars and chars > length then
+    return ("field %s holds %d characters, more than its %d"):format(c.name, chars, length)
+  end
+end
+
+local function kind_of(g)
+  for kind, member in pairs(KIND_MEMBER) do
+    if type(g) == "table" and g[member] ~= nil then return kind end
+  end
+end
+
+-- Whether the table holds a geometry blob for the feature (one that could not be read).
+local function has_blob(st, spec, gid)
+  local rows = st.db:rows(("SELECT %s IS NOT NULL AS has FROM %s WHERE %s = ?"):format(
+    '"' .. spec.geometry_column:gsub('"', '""') .. '"', '"' .. spec.table:gsub('"', '""') .. '"',
+    '"' .. spec.globalid:gsub('"', '""') .. '"'), gid)
+  return rows and rows[1] and rows[1].has == 1
+end
+
+--- The rule an unsent add or update breaks, or nil: a GlobalID that is
+-- not one, a value of the wrong type for its field or longer than it, a
+-- field the layer requires left empty, a geometry that cannot be read or
+-- of another kind than the layer's.
+-- @param st the store
+-- @tparam table spec the layer's spec
+-- @string op "add" or "update"
+-- @string gid the GlobalID
+-- @tparam table f what the edit sends (@{feature})
+-- @tparam table current the feature as the table holds it
+-- @treturn ?string the rule, in words
+function outgoing.refusal(st, spec, op, gid, f, current)
+  if not gid:match(GUID) then
+    return ("its GlobalID %q is not a GlobalID ({XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX})"):format(gid)
+  end
+  local values = type(current.attributes) == "table" and current.attributes or {}
+  for _, c in ipairs(spec.columns) do
+    if c.name ~= spec.oid and c.name ~= spec.globalid then
+      local sent = f.attributes[c.name]
+      local v = op == "add" and values[c.name] or sent
+      if not is_null(v) then
+        local rule = value_rule(c, v)
+        if rule then return rule end
+      elseif c.required and (op == "add" or sent == json.null) then
+        return ("field %s is required: the layer takes no empty value there"):format(c.name)
+      end
+    end
+  end
+  if spec.geometry_column and (op == "add" or f.geometry ~= nil) then
+    local g = f.geometry
+    if is_null(g) then
+      if has_blob(st, spec, gid) then
+        return "its geometry cannot be read (not a GeoPackage geometry blob: one written by SpatiaLite's or "
+          .. "another tool's own functions?)"
+      end
+    else
+      local kind = kind_of(g)
+      if kind ~= spec.geometry_kind then
+        return ("a %s geometry in a %s layer"):format(tostring(kind or "unknown"), spec.geometry_kind)
+      end
+    end
+  end
+end
+
 function outgoing.feature(st, spec, op, gid, base)
   local current, msg, code = st.db:get(spec.id, gid)
   if current == nil then
@@ -99,7 +199,7 @@ function outgoing.feature(st, spec, op, gid, base)
     f.geometry = current.geometry or json.null
     changed = true
   end
-  return f, changed
+  return f, changed, outgoing.refusal(st, spec, op, gid, f, current)
 end
 
 return outgoing

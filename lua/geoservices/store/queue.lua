@@ -14,7 +14,7 @@ local json = require "geoservices.json"
 local outgoing = require "geoservices.store.outgoing"
 local shared = require "geoservices.store.shared"
 
-local db_error, now = shared.db_error, shared.now
+local db_error, normalize_gid, now = shared.db_error, shared.normalize_gid, shared.now
 
 local queue = {}
 
@@ -66,9 +66,13 @@ local function edit_row(st, r, what, tbl)
   if not why and queued and not spec then
     why = ("its layer %s is not in this store"):format(tostring(r.layer_id))
   elseif not why and queued and r.attempt_id == nil and SENDS_FEATURE[r.op] then
-    local feature, changes_or_why, err = outgoing.feature(st, spec, r.op, r.global_id, out.base)
-    if err then return nil, err end
-    if feature then out.feature, out.changes = feature, changes_or_why else why = changes_or_why end
+    local feature, changes_or_why, err_or_rule = outgoing.feature(st, spec, r.op, r.global_id, out.base)
+    if not feature and err_or_rule then return nil, err_or_rule end
+    if feature then
+      out.feature, out.changes, out.refused = feature, changes_or_why, err_or_rule
+    else
+      why = changes_or_why
+    end
   else
     local value, bad = decode_column(r.feature)
     if bad then why = ("its feature is %s"):format(bad) end
@@ -158,14 +162,36 @@ function Store:discard_conflict(seq)
   return true
 end
 
+-- An add whose GlobalID is a GUID spelled otherwise than "{UPPER}" (typed
+-- in QGIS or GDAL) gets the canonical spelling in its table and the queue,
+-- uncaptured; when another feature has that one, the rule refuses it.
+local function canonical_gid(st, r)
+  local spec = st.layers[r.layer_id]
+  if r.op ~= "add" or not spec or r.global_id:match(outgoing.GUID) then return end
+  local canonical = normalize_gid(r.global_id)
+  if canonical == r.global_id or not canonical:match(outgoing.GUID) then return end
+  local done = st:_uncaptured(function()
+    local t, g = (spec.table:gsub('"', '""')), (spec.globalid:gsub('"', '""'))
+    local ok, m, c = st.db:run(('UPDATE "%s" SET "%s" = ? WHERE "%s" = ?'):format(t, g, g), canonical, r.global_id)
+    if ok then ok, m, c = st.db:run("UPDATE geoservices_edits SET global_id = ? WHERE seq = ?", canonical, r.seq) end
+    if not ok then return nil, db_error(st.path, m, c) end
+    return true
+  end)
+  if done then r.global_id = canonical end
+end
+
 --- Records an attempt before it is sent: the queued edits not yet in
 -- flight (or those of `opts.seqs`) are marked with it, what each sends is
 -- kept with it (read from the feature table now), and its GlobalIDs kept.
 -- An update whose values all came back to its base is dropped from the
--- queue: it has nothing to send. For the synchronization half.
+-- queue: it has nothing to send. An edit the server could not take (a rule
+-- of geoservices.store.outgoing) is left out and stays queued, unsent; an
+-- add whose GlobalID is a GUID in another spelling (lower case, no braces)
+-- gets the canonical one. For the synchronization half.
 -- @tparam[opt] table opts `seqs` (the queue rows sent), `params` (kept as JSON), `status_url`
 -- @treturn[1] integer the attempt id
 -- @treturn[1] table the queue rows it holds (as @{pending})
+-- @treturn[1] table the edits refused: `{seq, op, layer, layer_name, globalId, rule}`
 -- @return[2] nil
 -- @treturn[2] table err: as @{pending} (a damaged row: no attempt is recorded), "busy", "io"
 function Store:begin_attempt(opts)
@@ -179,12 +205,17 @@ function Store:begin_attempt(opts)
       wanted = {}
       for _, s in ipairs(opts.seqs) do wanted[s] = true end
     end
-    local chosen, gids = {}, json.array()
+    local chosen, gids, refused = {}, json.array(), {}
     for _, r in ipairs(rows) do
       if not wanted or wanted[r.seq] then
+        canonical_gid(self, r)
         local row, err = edit_row(self, r, "queued edit", "geoservices_edits")
         if not row then return nil, err end -- nothing recorded: the edits stay queued, unsent
-        if row.changes == false then
+        if row.refused then
+          local spec = self.layers[r.layer_id]
+          refused[#refused + 1] = { seq = r.seq, op = r.op, layer = r.layer_id, layer_name = spec and spec.table,
+                                    globalId = r.global_id, rule = row.refused }
+        elseif row.changes == false then
           local ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
           if not ok then return nil, db_error(self.path, m, c) end
         else
@@ -203,7 +234,7 @@ function Store:begin_attempt(opts)
       if not ok then return nil, db_error(self.path, m, c) end
       r.attempt, r.changes = id, nil
     end
-    return id, chosen
+    return id, chosen, refused
   end)
 end
 

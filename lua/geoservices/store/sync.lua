@@ -257,6 +257,33 @@ end
 
 local UPLOADS = { bidirectional = true, upload = true }
 
+local Refused = { __name = "geoservices.store.Refused" }
+function Refused:__tostring()
+  if #self == 0 then return "no local edit refused" end
+  local first = self[1]
+  return ("%d local edit%s refused, not sent (fix the feature; it stays queued): %s %s of %s: %s%s"):format(#self,
+    #self == 1 and "" or "s", first.layer_name or first.layer, first.op, first.globalId, first.rule,
+    #self > 1 and ("; and %d more (geoservices pending)"):format(#self - 1) or "")
+end
+
+-- What the result says beyond the server's answer: the local edits refused
+-- before sending (`refused`, a list printing as one line; the result is
+-- then partial), and `store_notes`, lines for a reader (refused, conflicts).
+local function notes(result, refused)
+  result.refused = setmetatable(refused or {}, Refused)
+  local lines = {}
+  for _, r in ipairs(result.refused) do
+    lines[#lines + 1] = ("refused, not sent: %s %s of %s: %s"):format(tostring(r.layer_name or r.layer), r.op,
+      r.globalId, r.rule)
+  end
+  for _, k in ipairs(result.conflicts or {}) do
+    lines[#lines + 1] = ("conflict: the %s of %s in layer %s lost to the server's version (%s); kept in "
+      .. "geoservices_conflicts"):format(k.op, tostring(k.globalId), tostring(k.layer), tostring(k.description))
+  end
+  result.store_notes = lines
+  if #result.refused > 0 then result.partial = true end
+end
+
 local SYNC_OPTS = { on_status = "function", on_progress = "function", on_fill = "function", timeout = "number",
                     poll_interval = "number", lock_timeout = "number", direction = "string", directions = "table",
                     params = "table", busy_timeout = "number", adopt_copy = "boolean" }
@@ -312,7 +339,7 @@ function sync_locked(st, client, opts)
     journal.directions = {}
     for id, dir in pairs(directions) do journal.directions[tostring(id)] = dir end
   end
-  local id, rows = st:begin_attempt{ params = journal, seqs = seqs }
+  local id, rows, refused = st:begin_attempt{ params = journal, seqs = seqs }
   if not id then return nil, rows end
   if #rows > 0 then params.edits = edits_of(rows) end
   -- every queued edit is watched: the download may overwrite one not sent too
@@ -375,6 +402,7 @@ function sync_locked(st, client, opts)
     touched = touched, directions = directions, on_fill = opts.on_fill, by_seq = by_seq, summary = summary,
     object_ids = oids })
   if result and resolved then result.resolved = resolved.result or resolved.summary end
+  if result then notes(result, refused) end
   return result, err
 end
 

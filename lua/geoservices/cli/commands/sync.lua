@@ -130,6 +130,9 @@ return function(args, out, client)
           for k, v in pairs(f) do ev[k] = v end
           out:emit(ev)
         end
+        for _, note in ipairs(result.store_notes or {}) do
+          out:emit{ event = "store_note", replica = path, message = note }
+        end
       else
         out:line(("%s: %s"):format(files.basename(path), tostring(result)))
         for _, f in ipairs(result.failed_edits) do
@@ -143,6 +146,7 @@ return function(args, out, client)
         else
           out:line(("    %d downloaded changes discarded (--discard)"):format(result.downloaded or 0))
         end
+        for _, note in ipairs(result.store_notes or {}) do out:line("    " .. note) end
         if result.resolved then
           out:line((result.failed_job and "    the async job failed on one edit and applied none; its edits were %s "
             .. "and sent again in one synchronous request" or "    an interrupted earlier synchronization was "
