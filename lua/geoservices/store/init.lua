@@ -21,6 +21,28 @@
 -- another writer's lock up to `busy_timeout` seconds, then fails with an
 -- error of kind "busy".
 --
+-- Edit in QGIS. The store is the dataset itself: open it in QGIS (`qgis
+-- crew-1.gpkg`), GDAL or the sqlite3 shell, edit, save. Triggers in the
+-- file queue every insert, update and delete, whoever makes it
+-- (geoservices.store.capture), and the library's own st:add/update/delete
+-- go the same way:
+--
+--     ogrinfo -sql "UPDATE Parcels SET OWNER = 'Jane' WHERE APN = '101-200-01'" crew-1.gpkg
+--     geoservices status crew-1.gpkg        -- replica, generation, last sync, local edits, failed, conflicts
+--     geoservices pending crew-1.gpkg       -- one line per local edit: kind, layer, GlobalID, what it sends
+--     geoservices sync --busy-timeout 30 crew-1.gpkg   -- QGIS may keep the file open (WAL)
+--     geoservices conflicts crew-1.gpkg     -- local edits that lost to the server's version
+--     geoservices discard crew-1.gpkg {0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E02}   -- the server's version back
+--
+-- A feature added in QGIS gets its GlobalID from the file (a version 4
+-- UUID) and a positive fid; the server's OBJECTID is a field of its own,
+-- filled by the sync that sends it. A download that changes a feature whose
+-- local edit was not sent keeps the local version in the table
+-- geoservices_conflicts (QGIS lists it). Before sending, a sync checks the
+-- file (quick_check), refuses a copy of a store another copy synchronized
+-- (`adopt_copy`, `--adopt-copy`) and refuses, edit by edit, what the server
+-- cannot take, naming the layer, the GlobalID and the rule.
+--
 -- Runtime failures return `nil, err` (geoservices.errors): kind "busy" (the
 -- lock wait ran out), "invalid" (refused: an unknown layer or GlobalID, a
 -- file already there), "protocol" (a downloaded record the store cannot
