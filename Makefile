@@ -119,7 +119,7 @@ $(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
 
 PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/records.c \
              csrc/json/parse_worker.c \
-             csrc/store/geom.c csrc/store/isotime.c
+             csrc/store/geom.c csrc/store/isotime.c csrc/store/spool.c
 $(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h csrc/tests/fill_source.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(LDFLAGS)
 # The store's apply path needs libsqlite3 (no Lua): its tests and fuzz target link it.

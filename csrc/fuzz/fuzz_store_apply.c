@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_dims(i);
   }
   sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-  geoservices_buf_reset(&store.pending);
+  geoservices_store_drop_waiting(&store);
   geoservices_records_free(r);
   return 0;
 }

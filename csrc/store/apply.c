@@ -739,6 +739,30 @@ static int apply_record(geoservices_store *s, int kind, int has_layer, int64_t l
   return rc;
 }
 
+/* Replaying the records that waited for their layer's id. */
+typedef struct replay_ctx {
+  geoservices_store *s;
+  geoservices_store_cursor *c;
+  geoservices_store_other_fn other;
+  void *ctx;
+  int failed; /* the apply failed (not the spool): its message is set */
+} replay_ctx;
+
+static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const char *tape, size_t len,
+                      geoservices_store_other_fn other, void *ctx, int replaying);
+
+static int replay_waiting(void *arg, const char *rec, size_t len) {
+  replay_ctx *r = (replay_ctx *)arg;
+  int rc = apply_tape(r->s, r->c, rec, len, r->other, r->ctx, 1);
+  if (rc) r->failed = 1;
+  return rc;
+}
+
+static int fail_spool(geoservices_store *s) {
+  if (s->waiting.error == 0) return fail(s, SQLITE_NOMEM, "out of memory");
+  return fail(s, SQLITE_IOERR, "records waiting for their layer's id: %s", strerror(s->waiting.error));
+}
+
 static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const char *tape, size_t len,
                       geoservices_store_other_fn other, void *ctx, int replaying) {
   const char *p = tape, *end;
@@ -757,10 +781,9 @@ static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const c
         rc = apply_record(s, h.kind, 1, c->layer_id, h.key, h.key_len, &p, other, ctx);
       } else if (replaying) {
         return fail(s, 0, "corrupt record tape (a waiting record)");
-      } else { /* its layer entry's id comes later: the record waits for it */
+      } else { /* its layer entry's id comes later: the record waits for it (store/spool.h) */
         p = geoservices_store_tape_skip(p);
-        if (geoservices_buf_append(&s->pending, start, (size_t)(p - start)))
-          return fail(s, SQLITE_NOMEM, "out of memory");
+        if (geoservices_spool_put(&s->waiting, start, (size_t)(p - start))) return fail_spool(s);
         rc = 0;
       }
       if (rc) return rc;
@@ -769,15 +792,21 @@ static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const c
       c->layer_id = geoservices_tape_i64(&p);
       c->has_id = 1;
       if (other && (rc = other(ctx, GEOSERVICES_STORE_LAYER, 1, c->layer_id, NULL, NULL, 0)) != 0) return rc;
-      if (s->pending.len) {
-        rc = apply_tape(s, c, s->pending.data, s->pending.len, other, ctx, 1);
-        geoservices_buf_reset(&s->pending);
+      if (s->waiting.count) {
+        replay_ctx r;
+        r.s = s;
+        r.c = c;
+        r.other = other;
+        r.ctx = ctx;
+        r.failed = 0;
+        rc = geoservices_spool_replay(&s->waiting, replay_waiting, &r);
+        if (rc && !r.failed) return fail_spool(s);
         if (rc) return rc;
       }
     } else if (op == TAPE_ENTRY_END && !replaying) {
       int64_t entry = geoservices_tape_i64(&p);
-      if (s->pending.len && !(c->has_id && c->id_entry == entry)) {
-        geoservices_buf_reset(&s->pending);
+      if (s->waiting.count && !(c->has_id && c->id_entry == entry)) {
+        geoservices_spool_drop(&s->waiting);
         return fail(s, 0, "a layer entry of edits has records but no integer id");
       }
     } else {
@@ -1130,6 +1159,29 @@ ST_FUNCTION(st_miny, 2)
 ST_FUNCTION(st_maxy, 3)
 ST_FUNCTION(st_isempty, 4)
 
+/* Records waiting for their layer's id are spooled beside the store: its
+ * disk has room for them (they are about to go into it), a tmpfs /tmp may not. */
+static int spool_beside_store(geoservices_store *s) {
+  const char *path = sqlite3_db_filename(s->db, "main");
+  const char *slash = path ? strrchr(path, '/') : NULL;
+  char *dir;
+  int rc;
+  if (!path || !*path) return 0; /* in memory, or a temporary database: the system's directory */
+  if (!slash) return geoservices_spool_set_dir(&s->waiting, ".");
+  if (slash == path) return geoservices_spool_set_dir(&s->waiting, "/");
+  dir = malloc((size_t)(slash - path) + 1);
+  if (!dir) return -1;
+  memcpy(dir, path, (size_t)(slash - path));
+  dir[slash - path] = '\0';
+  rc = geoservices_spool_set_dir(&s->waiting, dir);
+  free(dir);
+  return rc;
+}
+
+void geoservices_store_drop_waiting(geoservices_store *s) {
+  geoservices_spool_drop(&s->waiting);
+}
+
 int geoservices_store_init(geoservices_store *s, sqlite3 *db) {
   static const char *const names[] = {"ST_MinX", "ST_MaxX", "ST_MinY", "ST_MaxY", "ST_IsEmpty"};
   static void (*const fns[])(sqlite3_context *, int, sqlite3_value **) = {st_minx, st_maxx, st_miny, st_maxy,
@@ -1139,7 +1191,8 @@ int geoservices_store_init(geoservices_store *s, sqlite3 *db) {
   s->db = db;
   geoservices_geom_init(&s->geom);
   geoservices_buf_init(&s->blob, 0);
-  geoservices_buf_init(&s->pending, 0);
+  geoservices_spool_init(&s->waiting, NULL);
+  if (spool_beside_store(s)) return fail(s, SQLITE_NOMEM, "out of memory");
   geoservices_buf_init(&s->bytes, 0);
   for (i = 0; i < 5; i++) {
     rc = sqlite3_create_function_v2(db, names[i], 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
@@ -1171,6 +1224,6 @@ void geoservices_store_clear(geoservices_store *s) {
   s->att_upsert = s->att_remove = NULL;
   geoservices_geom_free(&s->geom);
   geoservices_buf_free(&s->blob);
-  geoservices_buf_free(&s->pending);
+  geoservices_spool_free(&s->waiting);
   geoservices_buf_free(&s->bytes);
 }

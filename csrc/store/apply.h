@@ -43,6 +43,7 @@
 #include "buf.h"
 #include "json/records.h"
 #include "store/geom.h"
+#include "store/spool.h"
 
 /* How a column's values are converted on their way in (and out). */
 typedef enum {
@@ -112,7 +113,7 @@ typedef struct geoservices_store {
   sqlite3_stmt *att_upsert, *att_remove;
   geoservices_geom geom;
   geoservices_buf blob;     /* the geometry being bound */
-  geoservices_buf pending;  /* records of a layer entry whose id has not come yet */
+  geoservices_spool waiting; /* records of a layer entry whose id has not come yet (store/spool.h) */
   geoservices_buf bytes;    /* decoded base64 of an attachment */
   uint64_t applied[RECORD_KIND_COUNT];
   int bulk;                 /* inside apply: the R-tree is filled here, not by the triggers */
@@ -126,6 +127,9 @@ typedef struct geoservices_store {
 int geoservices_store_init(geoservices_store *s, sqlite3 *db);
 /* Finalizes every statement and frees the layers; the connection stays. */
 void geoservices_store_clear(geoservices_store *s);
+/* Forgets the records waiting for their layer's id (a new transaction, a
+ * rollback, an abandoned document). */
+void geoservices_store_drop_waiting(geoservices_store *s);
 
 /* Registers (or replaces) the layer `id`: its table, geometry column (NULL
  * for none), kind and SRS, and its columns in order. Whether its geometries

@@ -310,6 +310,7 @@ static int l_store_begin(lua_State *L) {
   int rc = sqlite3_exec(u->db, sql[mode], NULL, NULL, NULL);
   if (rc != SQLITE_OK) return push_db_fail(L, u, rc);
   geoservices_store_forget_extents(u->store);
+  geoservices_store_drop_waiting(u->store);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -332,6 +333,7 @@ static int l_store_commit(lua_State *L) {
 static int l_store_rollback(lua_State *L) {
   store_ud *u = check_store(L, 1);
   geoservices_store_forget_extents(u->store);
+  geoservices_store_drop_waiting(u->store);
   if (!sqlite3_get_autocommit(u->db)) {
     int rc = sqlite3_exec(u->db, "ROLLBACK", NULL, NULL, NULL);
     if (rc != SQLITE_OK) return push_db_fail(L, u, rc);

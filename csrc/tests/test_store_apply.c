@@ -220,7 +220,7 @@ static void test_id_after_records(void) {
   memset(&c, 0, sizeof c);
   CHECK(apply_doc("{\"edits\": [{\"features\": {\"deleteIds\": [\"x\"]}}]}", 0, &s, &c) == -1);
   CHECK(strstr(store.message, "no integer id") != NULL);
-  geoservices_buf_reset(&store.pending);
+  geoservices_store_drop_waiting(&store);
 }
 
 static void test_errors(void) {
@@ -282,6 +282,99 @@ static void test_flat(void) {
   CHECK(count("SELECT count(*) FROM rtree_pts_geom") == 5000);
   CHECK(store.blob.cap < 1024 && store.geom.point_cap < 64);
   geoservices_buf_free(&doc);
+}
+
+/* A layer entry whose id comes after many records (a createReplica
+ * result's "layers", as the emulator writes them): the records wait in the
+ * spool, in memory up to GEOSERVICES_SPOOL_MEMORY then in a file, and are
+ * applied in their order when the id comes; memory stays that size. */
+static void test_id_last_spooled(void) {
+  geoservices_buf doc;
+  seen s;
+  geoservices_store_cursor c;
+  char rec[300];
+  int i, n = 20000;
+  geoservices_buf_init(&doc, 0);
+  {
+    static const char head[] = "{\"layers\": [{\"features\": [";
+    geoservices_buf_append(&doc, head, strlen(head));
+  }
+  for (i = 0; i < n; i++) {
+    /* the last of each GlobalID's two records wins: order matters */
+    int k = snprintf(rec, sizeof rec,
+                     "%s{\"attributes\": {\"OBJECTID\": %d, \"GlobalID\": \"{0B7B1111-2222-4333-8444-%012d}\","
+                     " \"NAME\": \"record %d of a layer whose id comes last, long enough to fill the spool\"},"
+                     " \"geometry\": {\"x\": %d, \"y\": 2}}",
+                     i ? "," : "", i + 1, i % (n / 2), i, i);
+    geoservices_buf_append(&doc, rec, (size_t)k);
+  }
+  {
+    static const char tail[] = "], \"attachments\": [], \"id\": 0}]}";
+    geoservices_buf_append(&doc, tail, sizeof tail);
+  }
+  CHECK(doc.len > 3 * GEOSERVICES_SPOOL_MEMORY);
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  sqlite3_exec(db, "DELETE FROM pts; BEGIN", NULL, NULL, NULL);
+  CHECK_MSG(apply_doc(doc.data, 65536, &s, &c) == 0, "%s", store.message);
+  CHECK(geoservices_store_flush_extents(&store) == 0);
+  sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+  CHECK(count("SELECT count(*) FROM pts") == n / 2);
+  CHECK(count("SELECT count(*) FROM pts WHERE OBJECTID > 10000") == n / 2); /* the later record of each */
+  CHECK(count("SELECT count(*) FROM rtree_pts_geom") == n / 2);
+  CHECK(s.layers == 1 && store.waiting.count == 0);
+  CHECK(store.waiting.file != NULL); /* it went to a file, emptied since */
+  CHECK(store.waiting.mem.cap <= 2 * GEOSERVICES_SPOOL_MEMORY + 1024);
+  CHECK(store.waiting.one.cap < 1024);
+  geoservices_buf_free(&doc);
+}
+
+/* The spool alone: records of any size, in order, across the memory limit
+ * and the file; emptied for the next layer; a record the callback refuses
+ * stops the replay and empties it. */
+static int collect(void *ctx, const char *rec, size_t len) {
+  geoservices_buf *out = (geoservices_buf *)ctx;
+  if (len == 3 && memcmp(rec, "bad", 3) == 0) return 7;
+  geoservices_buf_append(out, rec, len);
+  return geoservices_buf_putc(out, '|');
+}
+
+static void test_spool(void) {
+  geoservices_spool sp;
+  geoservices_buf want, got;
+  char rec[64];
+  int i, round, failed;
+  geoservices_spool_init(&sp, "/tmp");
+  geoservices_buf_init(&want, 0);
+  geoservices_buf_init(&got, 0);
+  for (round = 0; round < 2; round++) {
+    geoservices_buf_reset(&want);
+    geoservices_buf_reset(&got);
+    for (i = failed = 0; i < 100000; i++) {
+      int k = snprintf(rec, sizeof rec, "%d:%d", round, i * 7919);
+      failed += geoservices_spool_put(&sp, rec, (size_t)k) != 0;
+      geoservices_buf_append(&want, rec, (size_t)k);
+      geoservices_buf_putc(&want, '|');
+    }
+    CHECK(failed == 0);
+    CHECK(geoservices_spool_put(&sp, "", 0) == 0); /* an empty one too */
+    geoservices_buf_putc(&want, '|');
+    CHECK(sp.count == 100001 && sp.file != NULL && sp.mem.len < GEOSERVICES_SPOOL_MEMORY);
+    CHECK(geoservices_spool_replay(&sp, collect, &got) == 0);
+    CHECK(got.len == want.len && memcmp(got.data, want.data, want.len) == 0);
+    CHECK(sp.count == 0 && sp.file_bytes == 0);
+  }
+  CHECK(geoservices_spool_put(&sp, "ok", 2) == 0);
+  CHECK(geoservices_spool_put(&sp, "bad", 3) == 0);
+  CHECK(geoservices_spool_put(&sp, "never", 5) == 0);
+  geoservices_buf_reset(&got);
+  CHECK(geoservices_spool_replay(&sp, collect, &got) == 7);
+  CHECK(got.len == 3 && sp.count == 0);
+  geoservices_buf_reset(&got);
+  CHECK(geoservices_spool_replay(&sp, collect, &got) == 0 && got.len == 0);
+  geoservices_spool_free(&sp);
+  geoservices_buf_free(&want);
+  geoservices_buf_free(&got);
 }
 
 /* An empty R-tree filled inside a transaction is packed in bulk at the
@@ -467,6 +560,8 @@ int main(void) {
   test_id_after_records();
   test_errors();
   test_flat();
+  test_id_last_spooled();
+  test_spool();
   test_bulk_rtree();
   test_zm();
   test_defaults();

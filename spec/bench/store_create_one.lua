@@ -1,0 +1,46 @@
+-- One store made from a createReplica result file in its own process (so
+-- its peak RSS is its own): store.create_from with the file as its source,
+-- as geoservices.store.create does once the result is downloaded.
+--   lua5.4 spec/bench/store_create_one.lua RESULT_FILE STORE_PATH
+-- Prints: create seconds features peak_rss_kib
+local common = require "spec.bench.common"
+local core = require "geoservices.core"
+local store = require "geoservices.store"
+
+local source, target = arg[1], arg[2]
+
+-- The fields spec/bench/generate_replica.lua writes (F11..F20 on some features only).
+local function fields()
+  local f = {
+    { name = "OBJECTID", type = "esriFieldTypeOID" },
+    { name = "GlobalID", type = "esriFieldTypeGlobalID", length = 38 },
+    { name = "OWNER", type = "esriFieldTypeString", length = 64 },
+    { name = "STREET", type = "esriFieldTypeString", length = 64 },
+    { name = "ACRES", type = "esriFieldTypeDouble" },
+    { name = "ASSESSED", type = "esriFieldTypeInteger" },
+    { name = "UPDATED", type = "esriFieldTypeDate" },
+    { name = "VERIFIED", type = "esriFieldTypeSmallInteger" },
+    { name = "NOTES", type = "esriFieldTypeString", length = 255 },
+    { name = "ZONE", type = "esriFieldTypeString", length = 8 },
+    { name = "DESCRIPTION", type = "esriFieldTypeString", length = 255 },
+    { name = "SURVEYOR", type = "esriFieldTypeString", length = 64 },
+  }
+  for i = 11, 20 do f[#f + 1] = { name = "F" .. i, type = "esriFieldTypeInteger" } end
+  return f
+end
+
+local layers = {}
+for id = 0, 3 do -- every layer the generator may write
+  layers[#layers + 1] = { id = id, name = "parcels_" .. id, type = "Feature Layer",
+    geometryType = "esriGeometryPoint", spatialReference = { wkid = 4326 }, objectIdField = "OBJECTID",
+    globalIdField = "GlobalID", fields = fields() }
+end
+os.remove(target)
+local t0 = core.monotonic()
+local st = assert(store.create_from(target, { service = "Bench", replicaID = "{B}", syncModel = "perReplica" },
+  layers, source))
+local secs = core.monotonic() - t0
+local n = 0
+for id = 0, 3 do n = n + st:count(id) end
+st:close()
+print(("create %.3f %d %d"):format(secs, n, common.peak_rss_kib()))

@@ -1,0 +1,74 @@
+-- The replica store's memory does not depend on where a layer entry's "id"
+-- comes (issue 28): a createReplica result may write it after the layer's
+-- features (the emulator's encoder does, and the vendor documents no key
+-- order), and the store then keeps the records waiting on disk, not in
+-- memory. Each store is made in a process of its own, whose peak RSS is its
+-- own (spec/bench/store_create_one.lua, as `make bench` measures it).
+local helper = require "spec.helper"
+
+local q = helper.shell_quote
+local RECORDS = 200000
+local LIMIT_KIB = 64 * 1024
+
+local function run(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1"))
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok
+end
+
+local function lua(script, ...)
+  local args = {}
+  for i, a in ipairs{ ... } do args[i] = q(tostring(a)) end
+  return run(("LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s"):format(q(package.path), q(package.cpath), q(script),
+    table.concat(args, " ")))
+end
+
+-- What the store holds, summed up: the same rows give the same line.
+local function summary(path)
+  local out, ok = run(("sqlite3 %s %s"):format(q(path), q("SELECT count(*), sum(OBJECTID), count(DISTINCT GlobalID), "
+    .. "sum(length(DESCRIPTION)), sum(F11), min(UPDATED), max(UPDATED), sum(ST_MinX(geom) IS NULL) "
+    .. "FROM parcels_0")))
+  if not ok then -- the sqlite3 shell lacks our ST_ functions: the R-tree's count instead
+    out, ok = run(("sqlite3 %s %s"):format(q(path), q("SELECT count(*), sum(OBJECTID), count(DISTINCT GlobalID), "
+      .. "sum(length(DESCRIPTION)), sum(F11), min(UPDATED), max(UPDATED), "
+      .. "(SELECT count(*) FROM rtree_parcels_0_geom) FROM parcels_0")))
+  end
+  assert(ok, out)
+  return out
+end
+
+describe("the replica store's memory whatever a layer's key order (issue 28)", function()
+  local dir
+
+  setup(function()
+    dir = helper.tmp_dir()
+    for _, order in ipairs{ "first", "last" } do
+      local out, ok = lua("spec/bench/generate_replica.lua", RECORDS, order, ("%s/%s.json"):format(dir, order))
+      assert(ok, out)
+    end
+  end)
+
+  teardown(function() os.execute("rm -rf " .. q(dir)) end)
+
+  it("stays under 64 MiB with a layer's id after its 200k features, as before them, and stores the same", function()
+    local peak, rows = {}, {}
+    for _, order in ipairs{ "first", "last" } do
+      local out, ok = lua("spec/bench/store_create_one.lua", ("%s/%s.json"):format(dir, order),
+        ("%s/%s.gpkg"):format(dir, order))
+      assert(ok, out)
+      local n, kib = out:match("^create %S+ (%d+) (%d+)")
+      assert(n, out)
+      assert.equal(RECORDS, tonumber(n))
+      peak[order] = tonumber(kib)
+      rows[order] = summary(("%s/%s.gpkg"):format(dir, order))
+    end
+    assert.is_true(peak.first < LIMIT_KIB, ("id first: peak RSS %d KiB"):format(peak.first))
+    assert.is_true(peak.last < LIMIT_KIB, ("id last: peak RSS %d KiB"):format(peak.last))
+    assert.equal(rows.first, rows.last)
+    assert.truthy(rows.last:find("^" .. RECORDS .. "|"), rows.last)
+    -- the records that waited were kept in a file beside the store, gone once it was made
+    local listing = run("ls -A " .. q(dir))
+    assert.equal("first.gpkg\nfirst.json\nlast.gpkg\nlast.json\n", listing)
+  end)
+end)
