@@ -73,7 +73,8 @@ CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/test
              $(BUILD)/tests/test_geom $(BUILD)/tests/test_store_apply
 HEADERS    = $(wildcard csrc/*.h csrc/net/*.h csrc/json/*.h csrc/store/*.h)
 
-.PHONY: torture all core httpd deps test lint ctest busted demo emulator install install-emulator uninstall clean asan \
+.PHONY: torture all core httpd deps test test-qgis lint ctest busted demo emulator install install-emulator uninstall \
+        clean asan \
         completions \
         help fuzz bench docs
 
@@ -88,6 +89,7 @@ httpd: $(HTTPD_SO)
 help:
 	@echo "make demo      build, start the emulator, run examples/tour.lua, stop it"
 	@echo "make test      deps + build + luacheck + C unit tests (valgrind) + busted"
+	@echo "make test-qgis QGIS itself edits a store (installs qgis; not in make test)"
 	@echo "make emulator  run the emulator in the foreground (PORT=0 DATA=$(DATA) ARGS='--verbose ...')"
 	@echo "make asan      the whole test suite under AddressSanitizer + UBSan"
 	@echo "make install   the client: LUA_LIBDIR=... LUADIR=... BINDIR=... (defaults under $(PREFIX)),"
@@ -177,6 +179,13 @@ torture: deps all
 	  LUA_PATH='lua/?.lua;lua/?/init.lua;./?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' \
 	    $(LUA) spec/torture/run.lua $(RUNS) $(SEED) $$target || status=1; \
 	done; exit $$status
+
+# QGIS itself edits a replica store and holds it open during a sync
+# (spec/qgis/, headless): not in `make test`, QGIS being large; installs
+# qgis and python3-qgis like `make deps`.
+test-qgis: deps all
+	$(MAKE) deps DEB_PACKAGES="qgis python3-qgis"
+	QT_QPA_PLATFORM=offscreen $(BUSTED) --cpath='$(BUILD)/?.so' --pattern=edit_in_qgis spec/qgis
 
 # Benchmarks: ratios against baselines measured in the same run (see README).
 # BENCH_SIZES="10000 100000" shortens it.
