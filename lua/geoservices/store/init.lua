@@ -481,7 +481,9 @@ end
 -- features and attachments go into the tables (in C, no Lua value per
 -- record); the other records (fields, layer fields, edit results, and
 -- "layer" when a layer entry starts) go to `on_record(kind, layer_id, value,
--- key)`. Must run inside @{transaction}.
+-- key)`. It runs in the caller's @{transaction} (a download's records and
+-- its generations commit together), or in its own; what it writes is the
+-- server's, never captured as local edits.
 -- @tparam userdata records a core.records() extractor
 -- @tparam[opt] function on_record the receiver of the other records
 -- @treturn[1] integer records applied
@@ -489,7 +491,7 @@ end
 -- @return[2] nil
 -- @treturn[2] table err: kind "protocol" (a record the store cannot take), "io"; the extractor's
 --   complete records are consumed either way: roll back
--- @raise outside a transaction; what on_record raises
+-- @raise what on_record raises
 function Store:apply(records, on_record)
   local db = self:_db()
   return self:_uncaptured(function()
