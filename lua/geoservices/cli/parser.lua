@@ -281,6 +281,17 @@ end
 -- the message and the (sub)command's parser where the mistake is, whose
 -- usage is the one to show (`geoservices replica create [-h] ...`, not the
 -- top-level one).
+-- What argparse cannot say by itself: `services` takes ids, or --search.
+-- Returns the command whose usage to print and the message, or nil.
+local function broken_rule(p, result)
+  if result.services and #(result.id or {}) == 0 and not result.search then
+    for _, c in ipairs(p._commands or {}) do
+      if c._name == "services" then return c, "give service ids, or --search TEXT to find them by name" end
+    end
+  end
+  return nil
+end
+
 function parser.parse(p, list)
   if type(p._parse) ~= "function" then -- another argparse: its own pparse, the top usage
     local ok, result = p:pparse(list)
@@ -291,7 +302,11 @@ function parser.parse(p, list)
     failed_in, message = at, msg
     error(msg, 0)
   end)
-  if ok then return true, result end
+  if ok then
+    local where, rule = broken_rule(p, result)
+    if where then return false, rule, where end
+    return true, result
+  end
   if message == nil then error(result, 0) end
   return false, message, failed_in or p
 end

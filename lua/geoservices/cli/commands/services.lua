@@ -28,9 +28,6 @@ end
 
 return function(args, out, client)
   if args.search then return search(args, out, client) end
-  if #args.id == 0 then
-    return output.usage_error(out, "services: give service ids, or --search TEXT to find them by name")
-  end
   local list, err = client:get_services_by_id(args.id)
   if not list then return output.fail(out, err, { command = "services" }) end
   local missing = list.missing or {}
