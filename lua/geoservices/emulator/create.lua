@@ -31,6 +31,7 @@
 --   (the server's error body) and its resource is gone.
 -- Everything lives in the feature services' state and is saved with
 -- `--state-file`.
+local attachment_content = require "geoservices.emulator.attachments"
 local core = require "geoservices.core"
 local jobs = require "geoservices.emulator.jobs"
 local json = require "geoservices.json"
@@ -226,7 +227,7 @@ function create.plan(svc, form, s)
     return refuse(("dataFormat %s is not supported by the emulator."):format(form.dataFormat))
   end
   for _, name in ipairs{ "async", "returnAttachments", "returnAttachmentsDataByUrl" } do
-    local v, err = parse_bool(form[name], name, false)
+    local v, err = parse_bool(form[name], name, name == "returnAttachmentsDataByUrl")
     if err then return refuse(err) end
     plan[name] = v
   end
@@ -278,10 +279,6 @@ local function feature_record(f)
   return { attributes = json.object(world.deep_copy(f.attributes)), geometry = world.deep_copy(f.geometry) }
 end
 
-local function attachment_record(a)
-  return { id = a.objectId, globalId = a.globalId, parentGlobalId = a.parentGlobalId, name = a.name,
-           contentType = a.contentType, size = a.size }
-end
 
 local function sorted_keys(t)
   local keys = {}
@@ -314,7 +311,10 @@ function create.export(svc, plan, replica, prefix)
     if plan.returnAttachments then
       for _, gid in ipairs(sorted_keys(layer.attachments)) do
         local a = layer.attachments[gid]
-        if not a.deleted and chosen[a.parentGlobalId] then attachments[#attachments + 1] = attachment_record(a) end
+        if not a.deleted and chosen[a.parentGlobalId] then
+          attachments[#attachments + 1] = attachment_content.record(a, plan.service_url, layer,
+                                                                    plan.returnAttachmentsDataByUrl ~= false)
+        end
       end
     end
     layers[#layers + 1] = { id = id, features = features, attachments = attachments }
@@ -360,6 +360,7 @@ function create.create_replica(emu, request, service_name)
   local svc = emu.world.feature_services[service_name]
   if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
   local plan, err = create.plan(svc, request.form, emu.settings)
+  if plan then plan.service_url = service_url(emu, service_name) end
   if not plan then return err end
   local user = metadata.user_of(emu, request)
   plan.owner = user and user.name or ""

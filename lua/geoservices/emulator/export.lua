@@ -14,6 +14,7 @@
 --   ("The response does not contain edits or edit results. There is no delta
 --   file returned", https://developers.arcgis.com/rest/services-reference/
 --   enterprise/response-type-for-sync-operations.htm).
+local attachments = require "geoservices.emulator.attachments"
 local json = require "geoservices.json"
 local settings = require "geoservices.emulator.settings"
 local world = require "geoservices.emulator.world"
@@ -28,14 +29,14 @@ local function feature_out(f)
   return { attributes = json.object(world.deep_copy(f.attributes)), geometry = world.deep_copy(f.geometry) }
 end
 
-local function attachment_out(a)
-  return { globalId = a.globalId, parentGlobalId = a.parentGlobalId, contentType = a.contentType,
-           name = a.name, uploadId = a.uploadId, size = a.size }
+-- An attachment record with its content by URL or embedded (emulator.attachments).
+local function attachment_out_of(plan, layer)
+  return function(a) return attachments.record(a, plan.service_url, layer, plan.attachments_by_url ~= false) end
 end
 
 -- Changes of one layer since `since` that this replica did not make itself
 -- (refused attempts changed nothing and are not changes).
-local function layer_changes(svc, layer, since, replica_id)
+local function layer_changes(svc, layer, since, replica_id, attachment_out)
   local touched = { features = {}, attachments = {} }
   for _, e in ipairs(svc.log) do
     if e.gen > since and e.layer == layer.id and e.origin ~= replica_id and not e.refused then
@@ -66,7 +67,7 @@ local function layer_changes(svc, layer, since, replica_id)
 end
 
 -- Every current row of a layer: the replacement data of a snapshot.
-local function layer_snapshot(layer)
+local function layer_snapshot(layer, attachment_out)
   local out = {}
   for _, target in ipairs{ "features", "attachments" } do
     local adds, gids = json.array(), {}
@@ -124,8 +125,11 @@ function export.document(plan, prefix)
     local layer_out, ids = {}, {}
     for id, dir in pairs(plan.directions) do
       local data
-      if dir == "snapshot" then data = layer_snapshot(svc.layers[id])
-      elseif DOWNLOADS[dir] then data = layer_changes(svc, svc.layers[id], plan.since[id], replica.replicaID) end
+      local attachment_out = attachment_out_of(plan, svc.layers[id])
+      if dir == "snapshot" then data = layer_snapshot(svc.layers[id], attachment_out)
+      elseif DOWNLOADS[dir] then
+        data = layer_changes(svc, svc.layers[id], plan.since[id], replica.replicaID, attachment_out)
+      end
       if data then
         layer_out[id] = { id = id, features = json.object(data.features), attachments = json.object(data.attachments) }
         ids[#ids + 1] = id

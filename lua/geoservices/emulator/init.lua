@@ -11,6 +11,7 @@
 local core = require "geoservices.core"
 local httpd = require "geoservices.httpd"
 local json = require "geoservices.json"
+local attachments = require "geoservices.emulator.attachments"
 local admin = require "geoservices.emulator.admin"
 local auth = require "geoservices.emulator.auth"
 local control = require "geoservices.emulator.control"
@@ -61,6 +62,8 @@ local SERVICE_ROUTES = {
   { pattern = "^/([%w_%-]+)/FeatureServer$", name = "serviceInfo", handler = metadata.service_resource },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)$", name = "layerInfo", handler = metadata.layer_resource },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/query$", name = "query", handler = query.handler },
+  { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/(%d+)/attachments/(%d+)$", name = "attachment",
+    handler = attachments.content_handler },
   -- a server's and a portal's token services
   { pattern = "^/(tokens)/generateToken$", name = "generateToken", handler = auth.generate_token },
   { pattern = "^/(sharing)/rest/generateToken$", name = "generateToken", handler = auth.generate_token },

@@ -52,10 +52,11 @@ function replicas.load(data)
         layer.next_oid = layer.next_oid + 1
         layer.features[gid] = { attributes = attrs, geometry = world.deep_copy(f.geometry), created_gen = svc.gen }
       end
-      for _, a in ipairs(l.attachments or {}) do -- attachments' metadata (the emulator keeps no content)
+      for _, a in ipairs(l.attachments or {}) do -- content: base64 data, else size bytes (emulator.attachments)
         local gid = assert(a.globalId, "data: attachment without globalId in layer " .. tostring(l.id))
         layer.attachments[gid] = { globalId = gid, parentGlobalId = a.parentGlobalId, contentType = a.contentType,
-                                   name = a.name, size = a.size, objectId = layer.next_oid, created_gen = svc.gen }
+                                   name = a.name, size = a.size, data = a.data, objectId = layer.next_oid,
+                                   created_gen = svc.gen }
         layer.next_oid = layer.next_oid + 1
       end
       svc.layers[l.id] = layer

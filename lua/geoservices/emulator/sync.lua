@@ -40,6 +40,10 @@ function sync.synchronize(emu, request, service_name)
     return err
   end
   local prefix = emu.settings.enum_prefix
+  -- attachments' content by URL unless the request asks for it embedded
+  -- (returnAttachmentsDataByUrl, default true: emulator.attachments)
+  plan.service_url = service_url(emu, service_name)
+  plan.attachments_by_url = tostring(form.returnAttachmentsDataByUrl or "true"):lower() ~= "false"
   if plan.flags.async then
     -- The job imports the edits in its ImportChanges phase and exports in
     -- ExportChanges (sync.advance); nothing is applied at submission.

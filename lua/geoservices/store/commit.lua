@@ -3,6 +3,7 @@
 -- the one transaction that keeps a result. Internal (geoservices.store.sync).
 -- @module geoservices.store.commit
 -- @local
+local attachments = require "geoservices.store.attachments"
 local download_conflicts = require "geoservices.store.conflicts"
 local errors = require "geoservices.errors"
 local integrity = require "geoservices.store.integrity"
@@ -182,6 +183,8 @@ function commit.result(st, rep, c)
       end, c.on_fill)
       if not n then return nil, aerr end
       downloaded = n
+      local linked, lerr = attachments.relink(st)
+      if not linked then return nil, lerr end
     end
     local taken, terr = take_object_ids(st, new_oids)
     if not taken then return nil, terr end

@@ -88,6 +88,11 @@ function M.create(client, path, params, opts)
   for k, v in pairs(params) do
     if k ~= "service" then request[k] = v end
   end
+  -- attachments by URL: their bytes are fetched one by one into their blobs
+  -- (store.attachments), never base64 text in the result held in memory
+  if request.returnAttachments and request.returnAttachmentsDataByUrl == nil then
+    request.returnAttachmentsDataByUrl = true
+  end
   if request.dataFormat ~= nil and request.dataFormat ~= "json" then
     return nil, errors.invalid("dataFormat", "json (the store reads the JSON result)")
   end
@@ -177,6 +182,8 @@ function M.create(client, path, params, opts)
   end
   journal.remove(path)
   st.created = result or replica_info
+  -- the attachments' bytes: one that fails is named here and fetched by the next sync
+  st.created.attachments = require("geoservices.store.attachments").fetch(st, client, { timeout = opts.timeout })
   return st
 end
 

@@ -56,6 +56,7 @@
 -- geoservices.store.inspect, the synchronization in geoservices.store.sync.
 -- Their methods are all methods of the one Store.
 -- @module geoservices.store
+local attachments = require "geoservices.store.attachments"
 local capture = require "geoservices.store.capture"
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
@@ -299,6 +300,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
         spec.geometry_column, spec.srs_id, spec.oid, spec.globalid, spec.sync_direction,
         json.encode(json.array(spec.columns)), json.encode(meta)))
       check(register(db, spec))
+      for _, sql in ipairs(attachments.layer_sql(spec, meta)) do check(db:exec(sql)) end
     end
     local info = {}
     for k, v in pairs(replica_info) do
@@ -337,6 +339,8 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       if not n then error({ store_error = err }) end
       applied = applied + n
     end
+    local linked, lerr = attachments.relink(st)
+    if not linked then error({ store_error = lerr }) end
     if fields.replicaID and (not replica_info.replicaID or replica_info.replicaID == "") then
       check(db:run("UPDATE geoservices_replica SET replica_id = ? WHERE id = 1", fields.replicaID))
     end

@@ -507,10 +507,18 @@ schema.BASE_SQL = {
   [[INSERT INTO gpkg_contents (table_name, data_type, identifier, description)
     VALUES ('geoservices_sync_log', 'attributes', 'geoservices_sync_log',
     'synchronizations of this replica store (lua-geoservices)')]],
-  -- attachments' metadata (and their bytes when the server sent them inline)
-  [[CREATE TABLE geoservices_attachments (global_id TEXT PRIMARY KEY, layer_id INTEGER,
-    parent_global_id TEXT, attachment_id INTEGER, name TEXT, content_type TEXT, size INTEGER,
-    keywords TEXT, url TEXT, data BLOB)]],
+  -- attachments with their bytes: the media table of the GeoPackage Related
+  -- Tables Extension (its id, data and content_type, OGC 18-000) that
+  -- geoservices.store.attachments registers and links to the feature tables.
+  -- A downloaded record replaces its GlobalID's row (INSERT OR REPLACE): a
+  -- column it does not carry takes its default (data empty until the bytes
+  -- at url are fetched; fetched_at says when they were). data is the last
+  -- column: a zeroblob there is written without being held in memory, and
+  -- the fetch fills it in pieces
+  [[CREATE TABLE geoservices_attachments (id INTEGER PRIMARY KEY AUTOINCREMENT,
+    content_type TEXT NOT NULL DEFAULT 'application/octet-stream',
+    global_id TEXT NOT NULL UNIQUE, layer_id INTEGER, parent_global_id TEXT, attachment_id INTEGER,
+    name TEXT, size INTEGER, keywords TEXT, url TEXT, fetched_at TEXT, data BLOB NOT NULL DEFAULT x'')]],
   "CREATE INDEX geoservices_attachments_parent ON geoservices_attachments (parent_global_id)",
 }
 

@@ -35,6 +35,7 @@
 -- attempt: `err.pending`, and the next sync re-attaches to it.
 -- @module geoservices.store.sync
 -- @local
+local attachments = require "geoservices.store.attachments"
 local commit = require "geoservices.store.commit"
 local errors = require "geoservices.errors"
 local integrity = require "geoservices.store.integrity"
@@ -81,7 +82,8 @@ end
 local function request_params(st, rep, opts, journaled)
   local direction = (journaled and journaled.syncDirection) or opts.direction or rep.syncDirection
   -- the server's OBJECTIDs of the adds it takes replace the local (negative) ones
-  local params = { replicaID = rep.replicaID, syncDirection = direction, returnIdsForAdds = true }
+  local params = { replicaID = rep.replicaID, syncDirection = direction, returnIdsForAdds = true,
+                   returnAttachmentsDataByUrl = true } -- fetched into their blobs (store.attachments)
   local directions = {}
   if rep.syncModel == "perLayer" then
     local gens = {}
@@ -454,6 +456,12 @@ function M.sync(st, client, opts)
     st.db:exec(("PRAGMA busy_timeout = %d"):format(math.floor(opts.busy_timeout * 1000 + 0.5)))
   end
   local ok, result, err = pcall(sync_locked, st, client, opts)
+  if ok and result then
+    -- the bytes of attachments downloaded now, and of those an earlier sync could not fetch
+    local fetched
+    ok, fetched = pcall(attachments.fetch, st, client, { timeout = opts.timeout })
+    if ok then result.attachments = fetched else result = fetched end
+  end
   if restore and st.db then st.db:exec(("PRAGMA busy_timeout = %d"):format(restore)) end
   lock:close()
   if not ok then error(result, 0) end
