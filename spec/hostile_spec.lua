@@ -138,7 +138,7 @@ describe("a hostile or broken server", function()
       os.remove(path)
     end)
 
-    it("edits the server answers without a per-edit result are read back from the server, not 0 uploaded", function()
+    it("edits answered without a per-edit result are read back from the server, not 0 uploaded", function()
       local s = serve{
         { method = "POST", path = SYNC, responses = { { json = { transportType = "esriTransportTypeEmbedded",
           responseType = "esriReplicaResponseTypeEdits", replicaID = REPLICA, replicaServerGen = 9, edits = {} } } } },
