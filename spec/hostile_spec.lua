@@ -142,7 +142,8 @@ describe("a hostile or broken server", function()
       local s = serve{
         { method = "POST", path = SYNC, responses = { { json = { transportType = "esriTransportTypeEmbedded",
           responseType = "esriReplicaResponseTypeEdits", replicaID = REPLICA, replicaServerGen = 9, edits = {} } } } },
-        { method = "POST", path = "/server/Parcels/FeatureServer/0/query", responses = { { json = { features = {} } } } },
+        { method = "POST", path = "/server/Parcels/FeatureServer/0/query",
+          responses = { { json = { features = {} } } } },
       }
       local path = state_file(5)
       local c = geoservices.client{ url = s.url, token = TOKEN }
