@@ -31,6 +31,7 @@ end
 -- A PNG of one pixel: a sample of real attachment bytes (NULs and high bytes)
 local PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 local PARCEL_1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
+local PARCEL_2 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E02}"
 local PHOTO = "{AA000000-0000-4000-8000-000000000001}"
 local SCAN = "{AA000000-0000-4000-8000-000000000002}"
 local LARGE = 5 * 1024 * 1024
@@ -151,5 +152,90 @@ describe("a store's attachments", function()
     assert.equal("photo.png 70 1 89504E470D0A1A0A\nscan.tif " .. LARGE .. " 1 7B41413030303030\n", (sqlite(path,
       "SELECT name, length(data), fetched_at IS NOT NULL, hex(substr(data, 1, 8)) FROM geoservices_attachments "
       .. "ORDER BY name"):gsub("|", " ")))
+  end)
+
+  -- attachment edits of one store's replica that reached the server: op|GlobalID -> times
+  local function server_attachment_edits(replica_id)
+    local counts = {}
+    for _, e in ipairs(emu:control("changelog?service=Parcels").entries) do
+      if e.target == "attachments" and e.origin == replica_id and not e.refused then
+        local k = e.op .. "|" .. e.globalId
+        counts[k] = (counts[k] or 0) + 1
+      end
+    end
+    return counts
+  end
+
+  it("added and deleted locally (Lua, sqlite3 as QGIS would) are uploaded and sent once, bytes intact", function()
+    local path = dir .. "/crew-3.gpkg"
+    local c = client()
+    local st = assert(geoservices.store.create(c, path, { service = "Parcels", layers = { 0 },
+      replicaName = "att-3", syncModel = "perReplica", returnAttachments = true }, { timeout = 30 }))
+    local note_bytes = "hello\0world\255"
+    local note = assert(st:add_attachment(0, PARCEL_1, { name = "note.bin", content_type = "application/octet-stream",
+      data = note_bytes }))
+    local file = dir .. "/plan.pdf"
+    local plan_bytes = ("%PDF-1.4\n" .. ("x"):rep(1000)):rep(1024) -- about 1 MiB, from a file
+    helper.write_file(file, plan_bytes)
+    local plan = assert(st:add_attachment(0, PARCEL_2, { path = file, content_type = "application/pdf" }))
+    assert(st:delete_attachment(SCAN))
+    -- QGIS adds a media row and links it to a feature: the mapping table's trigger queues it
+    local qgis = "{AA000000-0000-4000-8000-0000000000AA}"
+    assert.equal("", sqlite(path, ("INSERT INTO geoservices_attachments (global_id, name, content_type, data) "
+      .. "VALUES ('%s', 'qgis.txt', 'text/plain', CAST('from QGIS' AS BLOB)); "
+      .. "INSERT INTO geoservices_attachments_Parcels (base_id, related_id) SELECT f.fid, a.id FROM Parcels f, "
+      .. "geoservices_attachments a WHERE f.GlobalID = '%s' AND a.global_id = '%s';"):format(qgis, PARCEL_1, qgis)))
+    local queued = {}
+    for _, e in ipairs(st:attachment_edits()) do
+      queued[#queued + 1] = e.op .. " " .. e.globalId .. " " .. e.parentGlobalId
+    end
+    assert.same({ "add " .. note .. " " .. PARCEL_1, "add " .. plan .. " " .. PARCEL_2,
+                  "delete " .. SCAN .. " " .. PARCEL_1, "add " .. qgis .. " " .. PARCEL_1 }, queued)
+
+    local result = assert(st:sync(c))
+    assert.same({ applied = 4, requeued = 0, failed = {}, not_uploaded = {} }, result.attachment_edits)
+    assert.same({}, st:attachment_edits())
+    local rid = st:replica().replicaID
+    st:close()
+    assert.same({ ["add|" .. note] = 1, ["add|" .. plan] = 1, ["add|" .. qgis] = 1, ["delete|" .. SCAN] = 1 },
+      server_attachment_edits(rid))
+
+    -- another store receives them with the same bytes, and not the deleted scan
+    local other = dir .. "/crew-4.gpkg"
+    local st2 = assert(geoservices.store.create(c, other, { service = "Parcels", layers = { 0 },
+      replicaName = "att-4", syncModel = "perReplica", returnAttachments = true }, { timeout = 30 }))
+    assert.same({}, st2.created.attachments.failed)
+    st2:close()
+    c:close()
+    local function digest(p, name)
+      local out = dir .. "/" .. name .. ".out"
+      sqlite(p, ("SELECT writefile('%s', data) FROM geoservices_attachments WHERE name = '%s'"):format(out, name))
+      return sha256_of_file(out)
+    end
+    assert.equal(sha256(note_bytes), digest(other, "note.bin"))
+    assert.equal(sha256(plan_bytes), digest(other, "plan.pdf"))
+    assert.equal(sha256("from QGIS"), digest(other, "qgis.txt"))
+    assert.equal("0\n", sqlite(other, "SELECT count(*) FROM geoservices_attachments WHERE name = 'scan.tif'"))
+  end)
+
+  it("whose answer was lost are read back, never sent twice", function()
+    local path = dir .. "/crew-5.gpkg"
+    local c = client()
+    local st = assert(geoservices.store.create(c, path, { service = "Parcels", layers = { 0 },
+      replicaName = "att-5", syncModel = "perReplica", returnAttachments = true }, { timeout = 30 }))
+    local gid = assert(st:add_attachment(0, PARCEL_2, { name = "lost.txt", content_type = "text/plain",
+      data = "answer lost" }))
+    emu:fault{ route = "synchronizeReplica", attempts = { emu:count("synchronizeReplica") + 1 }, kind = "reset",
+               phase = "after" }
+    local result, err = st:sync(c)
+    assert.is_nil(result, "the answer was lost")
+    assert.is_truthy(err)
+    assert.same({}, st:attachment_edits()) -- read back: the server has it
+    result = assert(st:sync(c))
+    assert.same({ applied = 0, requeued = 0, failed = {}, not_uploaded = {} }, result.attachment_edits)
+    local rid = st:replica().replicaID
+    st:close()
+    c:close()
+    assert.same({ ["add|" .. gid] = 1 }, server_attachment_edits(rid))
   end)
 end)

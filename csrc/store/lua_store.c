@@ -135,6 +135,44 @@ static int l_store_blob_from_file(lua_State *L) {
   return 1;
 }
 
+/* blob_to_file(table, column, rowid, path) -> bytes: the reverse, a column's
+ * blob written to a new file in 64 KiB pieces (an attachment uploaded from
+ * disk, never held whole in memory). */
+static int l_store_blob_to_file(lua_State *L) {
+  store_ud *u = check_store(L, 1);
+  const char *table = luaL_checkstring(L, 2), *column = luaL_checkstring(L, 3);
+  sqlite3_int64 rowid = (sqlite3_int64)luaL_checkinteger(L, 4);
+  const char *path = luaL_checkstring(L, 5);
+  char piece[65536];
+  sqlite3_blob *blob = NULL;
+  int rc, size, offset = 0, failed = 0;
+  FILE *f;
+  rc = sqlite3_blob_open(u->db, "main", table, column, rowid, 0, &blob);
+  if (rc != SQLITE_OK) {
+    if (blob) sqlite3_blob_close(blob);
+    return push_db_fail(L, u, rc);
+  }
+  f = fopen(path, "wb");
+  if (!f) {
+    sqlite3_blob_close(blob);
+    return push_fail(L, "cannot create the file to upload", SQLITE_CANTOPEN);
+  }
+  size = sqlite3_blob_bytes(blob);
+  while (rc == SQLITE_OK && offset < size) {
+    int n = size - offset < (int)sizeof piece ? size - offset : (int)sizeof piece;
+    rc = sqlite3_blob_read(blob, piece, n, offset);
+    if (rc == SQLITE_OK && fwrite(piece, 1, (size_t)n, f) != (size_t)n) failed = 1;
+    if (failed) break;
+    offset += n;
+  }
+  sqlite3_blob_close(blob);
+  if (fclose(f) != 0) failed = 1;
+  if (rc != SQLITE_OK) return push_db_fail(L, u, rc);
+  if (failed) return push_fail(L, "cannot write the file to upload", SQLITE_IOERR);
+  lua_pushinteger(L, (lua_Integer)offset);
+  return 1;
+}
+
 /* ---- lifecycle -------------------------------------------------------------- */
 
 static int l_store_close(lua_State *L) {
@@ -1008,6 +1046,7 @@ void geoservices_open_store(lua_State *L) {
     {"apply", l_store_apply},
     {"applied", l_store_applied},
     {"blob_from_file", l_store_blob_from_file},
+    {"blob_to_file", l_store_blob_to_file},
     {NULL, NULL},
   };
   static const luaL_Reg meta[] = {

@@ -12,6 +12,7 @@
 -- ask for a large attachment without a large data file.
 -- @module geoservices.emulator.attachments
 -- @local
+local core = require "geoservices.core"
 local json = require "geoservices.json"
 local metadata = require "geoservices.emulator.metadata"
 
@@ -49,8 +50,22 @@ function attachments.base64_decode(text)
   return table.concat(out)
 end
 
+-- Items uploaded to a service's uploads (itemID -> {path =, size =, name =}):
+-- the content of an attachment added with their uploadId. Kept for the
+-- emulator's process (not in its state file).
+local uploaded = {}
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local bytes = f:read("a") or ""
+  f:close()
+  return bytes
+end
+
 --- The bytes of an attachment (the emulator's record of it).
 function attachments.content(a)
+  if a.uploadId and uploaded[a.uploadId] then return read_file(uploaded[a.uploadId].path) end
   if a.data then return attachments.base64_decode(a.data) end
   local size = math.tointeger(a.size) or 0
   local seed = (a.globalId or "") .. "\n"
@@ -101,6 +116,90 @@ function attachments.content_handler(emu, request, service_name, layer_text, oid
     end
   end
   return nil, not_found("Attachment not found.")
+end
+
+local function new_item_id()
+  local hex = core.random_bytes(16):gsub(".", function(c) return ("%02x"):format(c:byte()) end)
+  return ("i%s-%s-%s-%s-%s"):format(hex:sub(1, 8), hex:sub(9, 12), hex:sub(13, 16), hex:sub(17, 20), hex:sub(21, 32))
+end
+
+--- POST {service}/FeatureServer/uploads/upload: a multipart `file` part
+-- becomes an item (`{success, item = {itemID, itemName, description, date,
+-- committed}}`, the vendor's answer), whose itemID an attachment add of
+-- synchronizeReplica names as its uploadId.
+function attachments.upload_handler(emu, request, service_name)
+  local denied = metadata.check_token(emu, request)
+  if denied then return denied end
+  if not emu.world.feature_services[service_name] then
+    return nil, not_found(("Service %s/FeatureServer not found."):format(service_name))
+  end
+  local part = request.files and request.files.file
+  if not part then
+    return { error = { code = 400, message = "Unable to upload item.", details = { "'file' is required" } } }
+  end
+  local id = new_item_id()
+  local path = emu:result_path("upload-" .. id .. ".bin")
+  if part.path then
+    assert(os.rename(part.path, path) or os.execute(("cp '%s' '%s'"):format(part.path, path)))
+  else
+    assert(core.write_file_atomic(path, part.data or ""))
+  end
+  uploaded[id] = { path = path, size = part.size or #(part.data or ""), name = part.filename }
+  emu.upload_files = emu.upload_files or {}
+  emu.upload_files[#emu.upload_files + 1] = path
+  return { success = true, item = { itemID = id, itemName = part.filename, description = request.form.description,
+                                    date = os.time() * 1000, committed = true } }
+end
+
+local function id_list(text)
+  local out = {}
+  for v in tostring(text or ""):gmatch("[^,%s]+") do out[#out + 1] = v end
+  return out
+end
+
+local function guid_key(s) return (tostring(s):gsub("[{}]", ""):upper()) end
+
+--- GET/POST {service}/FeatureServer/<layer>/queryAttachments: the
+-- attachments of the features named by objectIds or globalIds (their
+-- parents'), as `attachmentGroups` of `{parentObjectId, parentGlobalId,
+-- attachmentInfos = [{id, globalId, name, contentType, size, url}]}`.
+function attachments.query_handler(emu, request, service_name, layer_text)
+  local denied = metadata.check_token(emu, request)
+  if denied then return denied end
+  local svc = emu.world.feature_services[service_name]
+  local layer = svc and svc.layers[tonumber(layer_text)]
+  if not layer then return { error = { code = 400, message = "Invalid or missing input parameters.",
+                                        details = { "Service or layer not found." } } } end
+  local form = request.form or {}
+  local want_oids, want_gids = {}, {}
+  for _, v in ipairs(id_list(form.objectIds)) do want_oids[tonumber(v)] = true end
+  for _, v in ipairs(id_list(form.globalIds)) do want_gids[guid_key(v)] = true end
+  local every = next(want_oids) == nil and next(want_gids) == nil
+  local groups, by_parent = json.array(), {}
+  local service_url = ("%s/%s/FeatureServer"):format(emu:url(), service_name)
+  local gids = {}
+  for gid in pairs(layer.attachments) do gids[#gids + 1] = gid end
+  table.sort(gids)
+  for _, gid in ipairs(gids) do
+    local a = layer.attachments[gid]
+    local parent = layer.features[a.parentGlobalId]
+    if not a.deleted and parent and not parent.deleted then
+      local oid = parent.attributes.OBJECTID
+      if every or want_oids[oid] or want_gids[guid_key(a.parentGlobalId)] then
+        local group = by_parent[oid]
+        if not group then
+          group = { parentObjectId = oid, parentGlobalId = a.parentGlobalId, attachmentInfos = json.array() }
+          by_parent[oid] = group
+          groups[#groups + 1] = group
+        end
+        group.attachmentInfos[#group.attachmentInfos + 1] = {
+          id = a.objectId, globalId = a.globalId, name = a.name, contentType = a.contentType,
+          size = a.size or #attachments.content(a), url = attachments.url(service_url, layer, a) }
+      end
+    end
+  end
+  table.sort(groups, function(x, y) return x.parentObjectId < y.parentObjectId end)
+  return { fields = json.array(), attachmentGroups = groups }
 end
 
 return attachments

@@ -64,6 +64,9 @@ local SERVICE_ROUTES = {
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/query$", name = "query", handler = query.handler },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/(%d+)/attachments/(%d+)$", name = "attachment",
     handler = attachments.content_handler },
+  { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/queryAttachments$", name = "queryAttachments",
+    handler = attachments.query_handler },
+  { pattern = "^/([%w_%-]+)/FeatureServer/uploads/upload$", name = "upload", handler = attachments.upload_handler },
   -- a server's and a portal's token services
   { pattern = "^/(tokens)/generateToken$", name = "generateToken", handler = auth.generate_token },
   { pattern = "^/(sharing)/rest/generateToken$", name = "generateToken", handler = auth.generate_token },
@@ -553,6 +556,9 @@ end
 
 function Emulator:close()
   if not self.state_file then self:remove_results() end -- with a state file they outlive this process
+  if not self.state_file then -- uploaded items (emulator.attachments)
+    for _, path in ipairs(self.upload_files or {}) do os.remove(path) end
+  end
   self.srv:close()
 end
 

@@ -58,6 +58,7 @@ function attachments.layer_sql(spec, meta)
     ("INSERT INTO gpkgext_relations (base_table_name, base_primary_column, related_table_name, "
       .. "related_primary_column, relation_name, mapping_table_name) VALUES (%s, %s, %s, 'id', 'media', %s)")
       :format(lit(spec.table), lit(spec.fid_column or "fid"), lit(attachments.MEDIA), lit(map)),
+    table.unpack(require("geoservices.store.attachment_edits").layer_sql(spec, map)),
   }
 end
 

@@ -531,6 +531,30 @@ end
 -- @return the result, or nil, err
 function Store:sync(client, opts) return require("geoservices.store.sync").sync(self, client, opts) end
 
+--- Adds an attachment to a feature (its bytes from `data` or the file at
+-- `path`), queued for the next sync (geoservices.store.attachment_edits).
+-- @int layer_id the layer
+-- @string parent_global_id the feature's GlobalID
+-- @tparam table a `{name =, content_type =, data = bytes | path = file}`
+-- @return the attachment's GlobalID, or nil, err
+function Store:add_attachment(layer_id, parent_global_id, a)
+  self:_db()
+  return require("geoservices.store.attachment_edits").add(self, layer_id, parent_global_id, a)
+end
+
+--- Deletes an attachment (by its GlobalID), queued for the next sync.
+-- @return true, or nil, err
+function Store:delete_attachment(global_id)
+  self:_db()
+  return require("geoservices.store.attachment_edits").delete(self, global_id)
+end
+
+--- The attachment edits queued: `{seq, layer, op, globalId, parentGlobalId, uploadId, sent, failed}`.
+function Store:attachment_edits()
+  self:_db()
+  return require("geoservices.store.attachment_edits").pending(self)
+end
+
 --- Unregisters the replica on the server; later syncs are refused.
 -- @param client a geoservices client
 -- @tparam[opt] table opts `timeout` (seconds)

@@ -35,6 +35,7 @@
 -- attempt: `err.pending`, and the next sync re-attaches to it.
 -- @module geoservices.store.sync
 -- @local
+local attachment_edits = require "geoservices.store.attachment_edits"
 local attachments = require "geoservices.store.attachments"
 local commit = require "geoservices.store.commit"
 local errors = require "geoservices.errors"
@@ -292,6 +293,16 @@ local SYNC_OPTS = { on_status = "function", on_progress = "function", on_fill = 
 
 local sync_locked
 
+-- what sync_locked tells M.sync of the attachment edits it sent (by store)
+local attachment_report = setmetatable({}, { __mode = "k" })
+
+-- Reads back the outcome of the attachment edits sent (geoservices.store.attachment_edits).
+local function settle_attachments(st, client, succeeded)
+  local rep = st:replica()
+  if not rep then return nil end
+  return attachment_edits.settle(st, client, rep, succeeded)
+end
+
 function sync_locked(st, client, opts)
   integrity.remove_leftovers(st)
   local sound, bad = integrity.check_file(st)
@@ -344,6 +355,18 @@ function sync_locked(st, client, opts)
   local id, rows, refused = st:begin_attempt{ params = journal, seqs = seqs }
   if not id then return nil, rows end
   if #rows > 0 then params.edits = edits_of(rows) end
+  -- local attachment edits: their bytes uploaded, then sent with the rest, marked sent first
+  local att, att_seqs, not_uploaded = attachment_edits.outgoing(st, client, rep,
+    function(layer) return UPLOADS[directions[layer] or ""] end)
+  attachment_report[st] = { not_uploaded = not_uploaded }
+  if #att_seqs > 0 then
+    params.edits = attachment_edits.merge(params.edits, att)
+    local marked, merr = attachment_edits.mark_sent(st, att_seqs)
+    if not marked then
+      st:end_attempt(id, {})
+      return nil, merr
+    end
+  end
   -- every queued edit is watched: the download may overwrite one not sent too
   local touched, on_change = watcher(st, queue)
   local tmp = temp_output(st)
@@ -455,7 +478,27 @@ function M.sync(st, client, opts)
     restore = current and current[1] and current[1].timeout
     st.db:exec(("PRAGMA busy_timeout = %d"):format(math.floor(opts.busy_timeout * 1000 + 0.5)))
   end
-  local ok, result, err = pcall(sync_locked, st, client, opts)
+  -- attachment edits an interrupted sync sent: read back before anything goes
+  local early_ok, early, early_err = pcall(settle_attachments, st, client, false)
+  if not early_ok then
+    lock:close()
+    error(early, 0)
+  end
+  local ok, result, err
+  if early == nil and early_err then
+    ok, result, err = true, nil, early_err
+  else
+    ok, result, err = pcall(sync_locked, st, client, opts)
+  end
+  local report = attachment_report[st]
+  attachment_report[st] = nil
+  if ok and report then
+    local settled, serr = settle_attachments(st, client, result ~= nil)
+    if result then
+      result.attachment_edits = settled or { unknown = true, error = serr }
+      result.attachment_edits.not_uploaded = report.not_uploaded
+    end
+  end
   if ok and result then
     -- the bytes of attachments downloaded now, and of those an earlier sync could not fetch
     local fetched
