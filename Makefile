@@ -114,21 +114,24 @@ deps:
 
 $(CORE_SO): $(CORE_SRC) $(HEADERS) | $(BUILD)/geoservices
 	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS) $(LIBFLAG) -o $@ $(CORE_SRC) $(CURL_LIBS) \
-	  $(SQLITE_LIBS) $(LDFLAGS)
+	  $(SQLITE_LIBS) $(MATH_LIBS) $(LDFLAGS)
 
 $(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
 	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
 
 PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/records.c \
              csrc/json/parse_worker.c \
-             csrc/store/geom.c csrc/store/isotime.c csrc/store/spool.c
+             csrc/store/geom.c csrc/store/arc.c csrc/store/isotime.c csrc/store/spool.c
+# the store's curves (csrc/store/arc.c) use libm's trigonometry
+MATH_LIBS  = -lm
 $(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h csrc/tests/fill_source.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
-	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(LDFLAGS)
+	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(MATH_LIBS) $(LDFLAGS)
 # The store's apply path needs libsqlite3 (no Lua): its tests and fuzz target link it.
 STORE_SQL_SRC = csrc/store/apply.c csrc/store/rtree.c
 $(BUILD)/tests/test_store_%: csrc/tests/test_store_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) $(STORE_SQL_SRC) \
   | $(BUILD)/tests
-	$(CC) $(ALLCFLAGS) -Icsrc $(SQLITE_CFLAGS) -o $@ $< $(PURE_C_SRC) $(STORE_SQL_SRC) $(SQLITE_LIBS) $(LDFLAGS)
+	$(CC) $(ALLCFLAGS) -Icsrc $(SQLITE_CFLAGS) -o $@ $< $(PURE_C_SRC) $(STORE_SQL_SRC) $(SQLITE_LIBS) $(MATH_LIBS) \
+	  $(LDFLAGS)
 
 $(BUILD)/geoservices $(BUILD)/tests:
 	mkdir -p $@
@@ -212,7 +215,7 @@ fuzz: deps
 	@for t in $(FUZZ_TARGETS); do \
 	  $(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icsrc \
 	    -D_POSIX_C_SOURCE=200809L -pthread -o $(BUILD)/fuzz/fuzz_$$t csrc/fuzz/fuzz_$$t.c $(PURE_C_SRC) \
-	    $(STORE_SQL_SRC) $(SQLITE_CFLAGS) $(SQLITE_LIBS) || exit 1; \
+	    $(STORE_SQL_SRC) $(SQLITE_CFLAGS) $(SQLITE_LIBS) $(MATH_LIBS) || exit 1; \
 	  mkdir -p $(BUILD)/fuzz/corpus_$$t; \
 	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    $(BUILD)/fuzz/corpus_$$t csrc/fuzz/corpus/$$t > $(BUILD)/fuzz/$$t.log 2>&1; \

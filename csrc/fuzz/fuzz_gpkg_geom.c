@@ -1,8 +1,8 @@
 /* libFuzzer target: any bytes as a GeoPackage geometry blob. Decoding must
  * fail cleanly or give a geometry that encodes and decodes again to the
  * same kind and Z/M (and, but for polygons whose open rings get closed, the
- * same points, every ordinate bit for bit); the envelope reader must agree
- * with the decoder about validity. */
+ * same points, every ordinate bit for bit, and the same arcs); the
+ * envelope reader must agree with the decoder about validity. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -50,6 +50,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if ((g.has_z && !same_ordinate(g.zm[2 * k], h.zm[2 * k])) ||
             (g.has_m && !same_ordinate(g.zm[2 * k + 1], h.zm[2 * k + 1])))
           abort();
+    }
+    if (kind != GEOM_POLYGON && h.npoints == g.npoints && h.has_arcs != g.has_arcs) abort();
+    if (kind != GEOM_POLYGON && h.npoints == g.npoints && g.has_arcs) { /* the same arcs (the encoder settled them) */
+      size_t k;
+      for (k = 0; k < g.npoints; k++)
+        if (!g.arc[k] != !h.arc[k]) abort();
     }
     if (kind == GEOM_POLYGON && h.npoints < g.npoints) abort();
     if (!isnan(env[0]) && (env[0] > env[1] || env[2] > env[3])) abort();

@@ -128,6 +128,8 @@ void geoservices_store_bind_begin(geoservices_store_layer *l) {
   sqlite3_reset(l->upsert);
   sqlite3_clear_bindings(l->upsert);
   l->gid_bound = 0;
+  l->gid_text = NULL;
+  l->gid_len = 0;
   l->geom_bound = 0;
   memset(l->given, 0, l->ncols ? l->ncols : 1);
 }
@@ -219,10 +221,14 @@ int geoservices_store_bind_text(geoservices_store *s, geoservices_store_layer *l
     char *text = scratch_of(l, col);
     size_t n = geoservices_store_normalize_guid(v, len, text);
     if (col == l->gid_col) l->gid_bound = 1;
-    if (n) return bind_rc(s, sqlite3_bind_text(l->upsert, param, text, (int)n, SQLITE_STATIC));
+    if (n) {
+      if (col == l->gid_col) l->gid_text = text, l->gid_len = n;
+      return bind_rc(s, sqlite3_bind_text(l->upsert, param, text, (int)n, SQLITE_STATIC));
+    }
   } else if (col == l->gid_col) {
     l->gid_bound = 1;
   }
+  if (col == l->gid_col) l->gid_text = v, l->gid_len = len;
   return bind_rc(s, sqlite3_bind_text(l->upsert, param, v, (int)len, SQLITE_STATIC));
 }
 
@@ -238,12 +244,128 @@ static void extend(double env[4], const double e[4]) {
   if (e[3] > env[3]) env[3] = e[3];
 }
 
+/* ---- curve columns (apply.h) ---------------------------------------------- */
+
+static void read_dims(geoservices_store *s, geoservices_store_layer *l);
+
+static const char *const CURVE_LINE_TYPES[] = {"CIRCULARSTRING", "COMPOUNDCURVE", "MULTICURVE", NULL};
+static const char *const CURVE_AREA_TYPES[] = {"CIRCULARSTRING", "COMPOUNDCURVE", "CURVEPOLYGON", "MULTISURFACE",
+                                               NULL};
+
+/* The column's declared type in the table's CREATE statement (12-128r18
+ * requirement 31: the same as gpkg_geometry_columns'). SQLite has no ALTER
+ * for a column's type; its documented writable_schema procedure edits the
+ * CREATE text in sqlite_schema inside the transaction and bumps
+ * schema_version, so that every connection (QGIS, GDAL) reads the schema
+ * again, and a rollback undoes it with the rest. Sound here because nothing
+ * stored changes meaning: MULTILINESTRING, MULTIPOLYGON, MULTICURVE and
+ * MULTISURFACE all have NUMERIC affinity (and blobs are never converted).
+ * Only the declaration the store itself wrote ("geom" MULTILINESTRING) is
+ * replaced; a table declared otherwise is left as it is. */
+static int declare_column(geoservices_store *s, geoservices_store_layer *l, const char *from, const char *to) {
+  sqlite3_stmt *st = NULL;
+  char *old_decl = sqlite3_mprintf("\"%w\" %s", l->geom_col, from);
+  char *new_decl = sqlite3_mprintf("\"%w\" %s", l->geom_col, to);
+  char *sql = NULL, *bump = NULL;
+  int rc = SQLITE_NOMEM, version = -1, found = 0;
+  if (!old_decl || !new_decl) goto done;
+  rc = sqlite3_prepare_v2(s->db, "SELECT instr(sql, ?1) > 0, replace(sql, ?1, ?2), "
+                          "(SELECT schema_version FROM pragma_schema_version) FROM sqlite_master "
+                          "WHERE type = 'table' AND name = ?3", -1, &st, NULL);
+  if (rc != SQLITE_OK) goto done;
+  sqlite3_bind_text(st, 1, old_decl, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, new_decl, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, l->table, -1, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW && sqlite3_column_int(st, 0)) {
+    found = 1;
+    sql = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(st, 1));
+    version = sqlite3_column_int(st, 2);
+  }
+  rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+  sqlite3_finalize(st);
+  st = NULL;
+  if (rc != SQLITE_OK || !found) goto done;
+  bump = sqlite3_mprintf("PRAGMA schema_version = %d", version + 1);
+  if (!sql || !bump) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  if (sqlite3_exec(s->db, "PRAGMA writable_schema = ON", NULL, NULL, NULL) != SQLITE_OK) goto done; /* refused */
+  rc = sqlite3_prepare_v2(s->db, "UPDATE sqlite_master SET sql = ?1 WHERE type = 'table' AND name = ?2", -1, &st,
+                          NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, sql, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, l->table, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->db);
+    sqlite3_finalize(st);
+  }
+  if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, bump, NULL, NULL, NULL);
+  sqlite3_exec(s->db, "PRAGMA writable_schema = OFF", NULL, NULL, NULL);
+done:
+  sqlite3_free(old_decl);
+  sqlite3_free(new_decl);
+  sqlite3_free(sql);
+  sqlite3_free(bump);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, l->table);
+  return 0;
+}
+
+/* The layer's column becomes MULTICURVE (lines) or MULTISURFACE (polygons),
+ * with the extension rows of the curve types its blobs hold. A store
+ * without the GeoPackage tables (the C tests') just takes the blobs. */
+static int promote_to_curves(geoservices_store *s, geoservices_store_layer *l, int kind) {
+  const char *const *types = kind == GEOM_POLYGON ? CURVE_AREA_TYPES : CURVE_LINE_TYPES;
+  const char *to = kind == GEOM_POLYGON ? "MULTISURFACE" : "MULTICURVE";
+  sqlite3_stmt *st = NULL;
+  char from[32] = "";
+  int rc, i;
+  l->curves = l->promoted = 1;
+  rc = sqlite3_prepare_v2(s->db, "SELECT upper(geometry_type_name) FROM gpkg_geometry_columns WHERE table_name = ?1 "
+                          "AND column_name = ?2", -1, &st, NULL);
+  if (rc != SQLITE_OK) return 0; /* no such table */
+  sqlite3_bind_text(st, 1, l->table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, l->geom_col, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+    snprintf(from, sizeof from, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  if (strcmp(from, "MULTILINESTRING") && strcmp(from, "MULTIPOLYGON") && strcmp(from, "LINESTRING") &&
+      strcmp(from, "POLYGON"))
+    return 0; /* a wider type already (or none): the blobs fit */
+  if (declare_column(s, l, from, to)) return -1;
+  rc = sqlite3_prepare_v2(s->db, "UPDATE gpkg_geometry_columns SET geometry_type_name = ?1 WHERE table_name = ?2 "
+                          "AND column_name = ?3", -1, &st, NULL);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "gpkg_geometry_columns");
+  sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, l->table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, l->geom_col, -1, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return fail_sqlite(s, rc, "gpkg_geometry_columns");
+  rc = sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO gpkg_extensions (table_name, column_name, extension_name, "
+                          "definition, scope) VALUES (?1, ?2, 'gpkg_geom_' || ?3, "
+                          "'http://www.geopackage.org/spec120/#extension_geometry_types', 'read-write')",
+                          -1, &st, NULL);
+  if (rc != SQLITE_OK) return 0;
+  for (i = 0; types[i] && rc != -1; i++) {
+    sqlite3_bind_text(st, 1, l->table, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, l->geom_col, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, types[i], -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    rc = rc == SQLITE_DONE ? 0 : fail_sqlite(s, rc, "gpkg_extensions");
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
 int geoservices_store_bind_geometry(geoservices_store *s, geoservices_store_layer *l) {
   double env[4];
   if (!l->geom_col || s->geom.kind == GEOM_NONE) return 0; /* stays NULL */
   geoservices_buf_reset(&s->blob);
   if (geoservices_geom_encode(&s->geom, l->srs_id, &s->blob, env))
     return fail(s, SQLITE_NOMEM, "out of memory encoding a geometry");
+  if (s->geom.has_arcs && !l->curves && promote_to_curves(s, l, s->geom.kind)) return -1;
   extend(l->env, env);
   l->geom_bound = !isnan(env[0]);
   memcpy(l->geom_env, env, sizeof env);
@@ -387,7 +509,162 @@ int geoservices_store_remove(geoservices_store *s, geoservices_store_layer *l, c
   rc = n ? sqlite3_bind_text(l->remove, 1, text, (int)n, SQLITE_STATIC)
          : sqlite3_bind_text(l->remove, 1, gid, (int)len, SQLITE_STATIC);
   if (rc != SQLITE_OK) return fail_sqlite(s, rc, "bind");
-  return remove_with(s, l, l->remove);
+  rc = remove_with(s, l, l->remove);
+  if (rc > 0 && l->originals) {
+    l->gid_text = n ? text : gid;
+    l->gid_len = n ? n : len;
+    if (geoservices_store_keep_original(s, l, NULL, 0)) rc = -1;
+    l->gid_text = NULL;
+  }
+  return rc;
+}
+
+/* ---- geometries kept as the server sent them (apply.h) ---------------------- */
+
+static const char ORIGINALS_SQL[] =
+  "CREATE TABLE IF NOT EXISTS geoservices_original_geometries (layer_id INTEGER NOT NULL, global_id TEXT NOT NULL, "
+  "geometry TEXT NOT NULL, gpkg_geometry BLOB NOT NULL, PRIMARY KEY (layer_id, global_id)) WITHOUT ROWID";
+
+static int prepare_original(geoservices_store *s, sqlite3_stmt **st, const char *sql) {
+  int rc;
+  if (*st) return 0;
+  rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+  if (rc != SQLITE_OK) return fail_sqlite(s, rc, "geoservices_original_geometries");
+  return 0;
+}
+
+int geoservices_store_keep_original(geoservices_store *s, geoservices_store_layer *l, const char *json, size_t len) {
+  sqlite3_stmt *st;
+  int rc;
+  if (!json && !l->originals) return 0; /* nothing kept for this layer: nothing to forget */
+  if (!l->gid_text) return 0;           /* a row without a GlobalID is refused by the upsert anyway */
+  if (json) {
+    /* made when first needed (a rollback may have taken it away again) */
+    rc = sqlite3_exec(s->db, ORIGINALS_SQL, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) return fail_sqlite(s, rc, "geoservices_original_geometries");
+    if (prepare_original(s, &s->original_put, "INSERT OR REPLACE INTO geoservices_original_geometries (layer_id, "
+                         "global_id, geometry, gpkg_geometry) VALUES (?1, ?2, ?3, ?4)"))
+      return -1;
+    st = s->original_put;
+    sqlite3_bind_text(st, 3, json, (int)len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 4, s->blob.data, (int)s->blob.len, SQLITE_STATIC);
+    l->originals = 1;
+  } else {
+    if (prepare_original(s, &s->original_forget, "DELETE FROM geoservices_original_geometries "
+                         "WHERE layer_id = ?1 AND global_id = ?2"))
+      return -1;
+    st = s->original_forget;
+  }
+  sqlite3_bind_int64(st, 1, l->id);
+  sqlite3_bind_text(st, 2, l->gid_text, (int)l->gid_len, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE) return fail_sqlite(s, rc, "geoservices_original_geometries");
+  return 0;
+}
+
+int geoservices_store_original_of(geoservices_store *s, geoservices_store_layer *l, const char *gid, size_t gid_len,
+                                  const void *blob, size_t blob_len) {
+  sqlite3_stmt *st;
+  int rc, found = 0;
+  if (!l->originals) return 0;
+  if (prepare_original(s, &s->original_get, "SELECT geometry, gpkg_geometry FROM geoservices_original_geometries "
+                       "WHERE layer_id = ?1 AND global_id = ?2"))
+    return -1;
+  st = s->original_get;
+  sqlite3_bind_int64(st, 1, l->id);
+  sqlite3_bind_text(st, 2, gid, (int)gid_len, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW && (size_t)sqlite3_column_bytes(st, 1) == blob_len &&
+      memcmp(sqlite3_column_blob(st, 1), blob, blob_len) == 0) { /* the blob is still the one made from it */
+    geoservices_buf_reset(&s->json);
+    found = geoservices_buf_append(&s->json, sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0)) ? -1 : 1;
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (found < 0) return fail(s, SQLITE_NOMEM, "out of memory");
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail_sqlite(s, rc, "geoservices_original_geometries");
+  return found;
+}
+
+/* Whether the table of kept geometries has rows of layer l (read once, when
+ * it is registered). */
+static void read_originals(geoservices_store *s, geoservices_store_layer *l) {
+  sqlite3_stmt *st = NULL;
+  l->originals = 0;
+  if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM geoservices_original_geometries WHERE layer_id = ?1 LIMIT 1", -1, &st,
+                         NULL) != SQLITE_OK)
+    return; /* none made yet */
+  sqlite3_bind_int64(st, 1, l->id);
+  l->originals = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+}
+
+/* A JSON string's text, escaped. */
+static int json_string(geoservices_buf *out, const char *v, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  size_t i;
+  int err = geoservices_buf_putc(out, '"');
+  for (i = 0; i < len && !err; i++) {
+    unsigned char c = (unsigned char)v[i];
+    if (c == '"' || c == '\\') {
+      err = geoservices_buf_putc(out, '\\') || geoservices_buf_putc(out, (char)c);
+    } else if (c < 0x20) {
+      char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+      err = geoservices_buf_append(out, esc, sizeof esc);
+    } else {
+      err = geoservices_buf_putc(out, (char)c);
+    }
+  }
+  return err || geoservices_buf_putc(out, '"');
+}
+
+/* The value at *p as JSON text appended to out (numbers with every bit:
+ * %.17g); advances past it. 0 or -1 (out of memory). */
+static int tape_json(const char **p, geoservices_buf *out) {
+  int op = (unsigned char)**p;
+  uint32_t n, i, len;
+  char num[32];
+  int k;
+  switch (op) {
+    case TAPE_OBJECT:
+    case TAPE_ARRAY:
+      (*p)++;
+      n = geoservices_tape_u32(p);
+      if (geoservices_buf_putc(out, op == TAPE_OBJECT ? '{' : '[')) return -1;
+      for (i = 0; i < n; i++) {
+        if (i && geoservices_buf_putc(out, ',')) return -1;
+        if (op == TAPE_OBJECT) {
+          const char *key = geoservices_tape_key(p, &len);
+          if (json_string(out, key, len) || geoservices_buf_putc(out, ':')) return -1;
+        }
+        if (tape_json(p, out)) return -1;
+      }
+      return geoservices_buf_putc(out, op == TAPE_OBJECT ? '}' : ']');
+    case TAPE_STRING:
+    case TAPE_STRING_ID: {
+      const char *v = geoservices_tape_string(p, &len);
+      return json_string(out, v, len);
+    }
+    case TAPE_INTEGER:
+      (*p)++;
+      k = snprintf(num, sizeof num, "%lld", (long long)geoservices_tape_i64(p));
+      return geoservices_buf_append(out, num, (size_t)k);
+    case TAPE_DOUBLE:
+      (*p)++;
+      k = snprintf(num, sizeof num, "%.17g", geoservices_tape_f64(p));
+      return geoservices_buf_append(out, num, (size_t)k);
+    case TAPE_TRUE:
+    case TAPE_FALSE:
+    case TAPE_NULL:
+      (*p)++;
+      return geoservices_buf_append(out, op == TAPE_TRUE ? "true" : op == TAPE_FALSE ? "false" : "null",
+                                    op == TAPE_FALSE ? 5 : 4);
+    default:
+      *p = geoservices_store_tape_skip(*p);
+      return geoservices_buf_append(out, "null", 4);
+  }
 }
 
 /* ---- reading records off the tape ----------------------------------------- */
@@ -418,13 +695,13 @@ static int bind_tape_value(geoservices_store *s, geoservices_store_layer *l, siz
   }
 }
 
-/* [x, y, ...] into the geometry: x and y must be numbers (anything else is
- * no point); a third and fourth are kept as they come (NaN when not a
- * number, a null) for geoservices_geom_ordinates_as to place. */
-static int tape_coordinate(geoservices_store *s, const char **p) {
+/* [x, y, ...] at *p into v: x and y must be numbers (else 0: no point); a
+ * third and fourth are kept as they come (NaN when not a number, a null)
+ * for geoservices_geom_ordinates_as to place. Advances past the value. */
+static int tape_xyzm(const char **p, double v[4]) {
   uint32_t n, i;
-  double v[4] = {NAN, NAN, NAN, NAN};
   int ok = 1;
+  v[0] = v[1] = v[2] = v[3] = NAN;
   if ((unsigned char)**p != TAPE_ARRAY) {
     *p = geoservices_store_tape_skip(*p);
     return 0;
@@ -440,8 +717,104 @@ static int tape_coordinate(geoservices_store *s, const char **p) {
       *p = geoservices_store_tape_skip(*p);
     }
   }
-  if (n < 2 || !ok) return 0;
+  return n >= 2 && ok;
+}
+
+/* [x, y, ...] into the geometry (anything else is no point). */
+static int tape_coordinate(geoservices_store *s, const char **p) {
+  double v[4];
+  if (!tape_xyzm(p, v)) return 0;
   if (geoservices_geom_point_zm(&s->geom, v[0], v[1], v[2], v[3])) return fail(s, SQLITE_NOMEM, "out of memory");
+  return 0;
+}
+
+/* A number or a boolean (Esri's curve flags come as either). Advances. */
+static int tape_scalar(const char **p, double *d) {
+  int op = (unsigned char)**p;
+  if (op == TAPE_TRUE || op == TAPE_FALSE) {
+    (*p)++;
+    *d = op == TAPE_TRUE;
+    return 1;
+  }
+  return tape_number(p, d);
+}
+
+/* A curve object of a curve path: {"c": [end, point on the arc]},
+ * {"a": [end, centre, minor, clockwise(, rotation, axis, ratio)]},
+ * {"b": [end, control 1, control 2]}, or one of a kind the store does not
+ * know (a straight line to its end). geom.h says what each becomes. */
+static int tape_curve_object(geoservices_store *s, const char **p) {
+  geoservices_segment sg;
+  uint32_t n, i, len, m, j;
+  memset(&sg, 0, sizeof sg);
+  (*p)++; /* TAPE_OBJECT */
+  n = geoservices_tape_u32(p);
+  for (i = 0; i < n; i++) {
+    const char *key = geoservices_tape_key(p, &len);
+    double v[4];
+    if (sg.has_end || (unsigned char)**p != TAPE_ARRAY) { /* one segment per object */
+      *p = geoservices_store_tape_skip(*p);
+      continue;
+    }
+    sg.kind = len == 1 && (key[0] == 'c' || key[0] == 'a' || key[0] == 'b') ? key[0] : 0;
+    (*p)++;
+    m = geoservices_tape_u32(p);
+    for (j = 0; j < m; j++) {
+      if (j == 0) {
+        sg.has_end = tape_xyzm(p, sg.end);
+      } else if (j <= 2 && (unsigned char)**p == TAPE_ARRAY) {
+        int ok = tape_xyzm(p, v);
+        double *dst = j == 1 ? sg.p1 : sg.p2;
+        dst[0] = v[0], dst[1] = v[1];
+        if (j == 1) sg.has_p1 = ok;
+        else sg.has_p2 = ok;
+      } else if (j >= 2 && j <= 6) {
+        double d = NAN;
+        int ok = tape_scalar(p, &d);
+        if (ok && sg.numbers == (int)j - 2) {
+          double *slot[] = {&sg.minor, &sg.clockwise, &sg.rotation, &sg.axis, &sg.ratio};
+          *slot[j - 2] = d;
+          sg.numbers++;
+        }
+      } else {
+        *p = geoservices_store_tape_skip(*p);
+      }
+    }
+  }
+  if (geoservices_geom_segment(&s->geom, &sg)) return fail(s, SQLITE_NOMEM, "out of memory");
+  return 0;
+}
+
+/* curvePaths or curveRings: an array of arrays of coordinates and curve objects. */
+static int tape_curve_parts(geoservices_store *s, const char **p) {
+  uint32_t n, i, m, j;
+  if ((unsigned char)**p != TAPE_ARRAY) {
+    *p = geoservices_store_tape_skip(*p);
+    return 0;
+  }
+  (*p)++;
+  n = geoservices_tape_u32(p);
+  for (i = 0; i < n; i++) {
+    if ((unsigned char)**p != TAPE_ARRAY) {
+      *p = geoservices_store_tape_skip(*p);
+      s->geom.inexact = 1;
+      continue;
+    }
+    (*p)++;
+    m = geoservices_tape_u32(p);
+    if (geoservices_geom_part(&s->geom)) return fail(s, SQLITE_NOMEM, "out of memory");
+    for (j = 0; j < m; j++) {
+      int op = (unsigned char)**p;
+      if (op == TAPE_OBJECT) {
+        if (tape_curve_object(s, p)) return -1;
+      } else if (op == TAPE_ARRAY) {
+        if (tape_coordinate(s, p)) return -1;
+      } else {
+        *p = geoservices_store_tape_skip(*p);
+        s->geom.inexact = 1;
+      }
+    }
+  }
   return 0;
 }
 
@@ -478,12 +851,12 @@ static int tape_flag(const char **p) {
 /* An Esri geometry object into s->geom, with the layer's Z and M; its kind
  * comes from its members (x/y, points, paths, rings). The meaning of the
  * coordinates' third and fourth numbers is the geometry's own hasZ / hasM,
- * wherever they come among its members, else the layer's. Curves and
- * unknown shapes give no geometry. */
+ * wherever they come among its members, else the layer's. True curves
+ * (curvePaths, curveRings) as geom.h says; unknown shapes give no geometry. */
 static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l, const char **p) {
   uint32_t n, i, len, m, j;
   double x = NAN, y = NAN, z = NAN, mv = NAN;
-  int has_xy = 0, had_z = -1, had_m = -1;
+  int has_xy = 0, had_z = -1, had_m = -1, curved = 0;
   geoservices_geom_reset(&s->geom, GEOM_NONE);
   geoservices_geom_dims(&s->geom, l->has_z, l->has_m);
   (*p)++; /* TAPE_OBJECT */
@@ -513,12 +886,17 @@ static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l,
       m = geoservices_tape_u32(p);
       for (j = 0; j < m; j++)
         if (tape_coordinate(s, p)) return -1;
-    } else if (key_is(key, len, "paths")) {
+    } else if (!curved && key_is(key, len, "paths")) {
       geoservices_geom_reset(&s->geom, GEOM_POLYLINE);
       if (tape_parts(s, p)) return -1;
-    } else if (key_is(key, len, "rings")) {
+    } else if (!curved && key_is(key, len, "rings")) {
       geoservices_geom_reset(&s->geom, GEOM_POLYGON);
       if (tape_parts(s, p)) return -1;
+    } else if (key_is(key, len, "curvePaths") || key_is(key, len, "curveRings")) {
+      /* the true curves win over densified paths or rings sent beside them */
+      geoservices_geom_reset(&s->geom, key[5] == 'P' ? GEOM_POLYLINE : GEOM_POLYGON);
+      curved = 1;
+      if (tape_curve_parts(s, p)) return -1;
     } else {
       *p = geoservices_store_tape_skip(*p);
     }
@@ -535,6 +913,7 @@ static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l,
 
 static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const char **p) {
   uint32_t n, i, len, m, j;
+  const char *geometry = NULL; /* where its geometry is on the tape */
   if ((unsigned char)**p != TAPE_OBJECT) return fail(s, 0, "a feature of layer %lld is not an object", (long long)l->id);
   (*p)++;
   n = geoservices_tape_u32(p);
@@ -555,12 +934,19 @@ static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const
         else if (bind_tape_value(s, l, col, p)) return -1;
       }
     } else if (op == TAPE_OBJECT && key_is(key, len, "geometry") && l->geom_col) {
+      geometry = *p;
       if (tape_geometry(s, l, p) || geoservices_store_bind_geometry(s, l)) return -1;
     } else {
       *p = geoservices_store_tape_skip(*p);
     }
   }
-  return geoservices_store_upsert(s, l);
+  if (geoservices_store_upsert(s, l)) return -1;
+  if (geometry && s->geom.inexact && s->geom.kind != GEOM_NONE) { /* the blob is not the JSON: kept beside it */
+    geoservices_buf_reset(&s->json);
+    if (tape_json(&geometry, &s->json)) return fail(s, SQLITE_NOMEM, "out of memory");
+    return geoservices_store_keep_original(s, l, s->json.data, s->json.len);
+  }
+  return l->originals ? geoservices_store_keep_original(s, l, NULL, 0) : 0;
 }
 
 static int apply_delete(geoservices_store *s, geoservices_store_layer *l, const char **p) {
@@ -951,11 +1337,13 @@ static int prepare_layer(geoservices_store *s, geoservices_store_layer *l) {
 }
 
 /* The geometry column's z and m flags (0 prohibited, 1 mandatory, 2
- * optional): its blobs carry Z / M for 1 and 2. 2D without the table or row
- * (a store made by hand, as the C tests do). */
+ * optional): its blobs carry Z / M for 1 and 2; and whether its type takes
+ * curves already. 2D without the table or row (a store made by hand, as the
+ * C tests do). */
 static void read_dims(geoservices_store *s, geoservices_store_layer *l) {
   sqlite3_stmt *st = NULL;
   l->has_z = l->has_m = 0;
+  l->curves = 0;
   if (!l->geom_col || sqlite3_prepare_v2(s->db, "SELECT z, m FROM gpkg_geometry_columns WHERE table_name = ?1 "
                                          "AND column_name = ?2", -1, &st, NULL) != SQLITE_OK)
     return;
@@ -965,6 +1353,14 @@ static void read_dims(geoservices_store *s, geoservices_store_layer *l) {
     l->has_z = sqlite3_column_int(st, 0) > 0;
     l->has_m = sqlite3_column_int(st, 1) > 0;
   }
+  sqlite3_finalize(st);
+  if (sqlite3_prepare_v2(s->db, "SELECT upper(geometry_type_name) NOT IN ('POINT', 'LINESTRING', 'POLYGON', "
+                         "'MULTIPOINT', 'MULTILINESTRING', 'MULTIPOLYGON') FROM gpkg_geometry_columns "
+                         "WHERE table_name = ?1 AND column_name = ?2", -1, &st, NULL) != SQLITE_OK)
+    return;
+  sqlite3_bind_text(st, 1, l->table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, l->geom_col, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) == SQLITE_ROW) l->curves = sqlite3_column_int(st, 0) != 0;
   sqlite3_finalize(st);
 }
 
@@ -1040,6 +1436,7 @@ geoservices_store_layer *geoservices_store_add_layer(geoservices_store *s, int64
     return NULL;
   }
   read_dims(s, l);
+  read_originals(s, l);
   if (read_defaults(s, l)) {
     free_layer(l);
     return NULL;
@@ -1110,12 +1507,24 @@ int geoservices_store_flush_extents(geoservices_store *s) {
 
 void geoservices_store_forget_extents(geoservices_store *s) {
   size_t i;
+  int originals = 0;
   for (i = 0; i < s->nlayers; i++) {
     geoservices_store_layer *l = s->layers[i];
     l->touched = 0;
     l->env[0] = l->env[1] = l->env[2] = l->env[3] = NAN;
     l->rtree_state = 0;
+    originals |= l->originals;
+    if (l->promoted) read_dims(s, l); /* a transaction ended: its column's type is what the file says */
+    l->promoted = 0;
   }
+  if (!originals) return;
+  /* a transaction ended: what it kept of the server's geometries (and the
+   * table itself, made in it) is there if it committed, gone if not */
+  sqlite3_finalize(s->original_forget);
+  sqlite3_finalize(s->original_get);
+  s->original_forget = s->original_get = NULL;
+  for (i = 0; i < s->nlayers; i++)
+    if (s->layers[i]->originals) read_originals(s, s->layers[i]);
 }
 
 /* ---- SQL functions for the R-tree triggers --------------------------------- */
@@ -1222,6 +1631,11 @@ void geoservices_store_clear(geoservices_store *s) {
   sqlite3_finalize(s->att_upsert);
   sqlite3_finalize(s->att_remove);
   s->att_upsert = s->att_remove = NULL;
+  sqlite3_finalize(s->original_put);
+  sqlite3_finalize(s->original_forget);
+  sqlite3_finalize(s->original_get);
+  s->original_put = s->original_forget = s->original_get = NULL;
+  geoservices_buf_free(&s->json);
   geoservices_geom_free(&s->geom);
   geoservices_buf_free(&s->blob);
   geoservices_spool_free(&s->waiting);

@@ -21,6 +21,13 @@
  * Column values follow the column's type (see geoservices_store_col_type):
  * dates are epoch milliseconds in Esri JSON and DATETIME text in the file;
  * GlobalIDs and GUIDs are written as "{UPPERCASE}" whatever their spelling.
+ * A curve geometry (geom.h) in a layer whose column is MULTILINESTRING or
+ * MULTIPOLYGON turns the column into MULTICURVE or MULTISURFACE, in the same
+ * transaction: the straight blobs already there stay valid in it (a
+ * subtype, 12-128r18 Annex G), and gpkg_extensions gets the gpkg_geom_<TYPE>
+ * rows of every curve type its blobs may hold, as the standard requires.
+ * A layer that never receives a curve keeps a core type every reader knows.
+ *
  * Also registers the SQL functions the GeoPackage R-tree triggers call
  * (ST_MinX, ST_MaxX, ST_MinY, ST_MaxY, ST_IsEmpty). The R-tree: outside
  * apply the standard triggers keep it (local edits, other tools); inside
@@ -85,6 +92,11 @@ typedef struct geoservices_store_layer {
   sqlite3_stmt *rtree;  /* INSERT OR REPLACE into rtree_<table>_<geom>, NULL without one */
   char *rtree_name;     /* rtree_<table>_<geom> */
   int rtree_state;      /* this transaction: 0 not decided, 1 packed in bulk at the flush, -1 inserted */
+  int curves;           /* the geometry column is of a curve type (or wider): curve blobs fit it */
+  int promoted;         /* ... since this transaction began (a rollback undoes it) */
+  int originals;        /* geoservices_original_geometries may hold rows of this layer */
+  const char *gid_text; /* the GlobalID bound (its bytes live until the upsert is stepped) */
+  size_t gid_len;
   int gid_bound;        /* the record being bound has its GlobalID */
   int geom_bound;       /* ... and a non-empty geometry, of envelope geom_env */
   double geom_env[4];
@@ -111,6 +123,8 @@ typedef struct geoservices_store {
   geoservices_store_layer **layers;
   size_t nlayers, layer_cap;
   sqlite3_stmt *att_upsert, *att_remove;
+  sqlite3_stmt *original_put, *original_forget, *original_get;
+  geoservices_buf json;     /* the JSON text of a geometry kept beside its blob */
   geoservices_geom geom;
   geoservices_buf blob;     /* the geometry being bound */
   geoservices_spool waiting; /* records of a layer entry whose id has not come yet (store/spool.h) */
@@ -168,6 +182,22 @@ int geoservices_store_bind_geometry(geoservices_store *s, geoservices_store_laye
 int geoservices_store_upsert(geoservices_store *s, geoservices_store_layer *l);
 /* Deletes the row of a GlobalID; the number of rows deleted, or -1. */
 int geoservices_store_remove(geoservices_store *s, geoservices_store_layer *l, const char *gid, size_t len);
+
+/* Geometries the blob holds only approximately (geom.h: `inexact`, Bézier
+ * and elliptic segments cut into points) keep the server's JSON in
+ * geoservices_original_geometries (made when first needed), with the blob
+ * written from it: as long as the row's blob is that one, the feature reads
+ * back (st:get, and so every upload) as the server's JSON, never degraded;
+ * once the blob changed (an edit in QGIS, GDAL, the library) the blob is
+ * what the user drew and reads back as such.
+ * After an upsert (its GlobalID still bound): keeps json (len bytes) for the
+ * row's GlobalID with the blob just bound, or with json NULL forgets what
+ * was kept for it. 0, or -1 with the message set. */
+int geoservices_store_keep_original(geoservices_store *s, geoservices_store_layer *l, const char *json, size_t len);
+/* The JSON kept for a GlobalID whose blob is still `blob`: 1 with it in
+ * s->json, 0 when there is none (or the blob changed since), -1 on error. */
+int geoservices_store_original_of(geoservices_store *s, geoservices_store_layer *l, const char *gid, size_t gid_len,
+                                  const void *blob, size_t blob_len);
 
 /* Before COMMIT, inside the caller's transaction: packs the deferred
  * R-trees, writes the extents and last_change of the layers written since

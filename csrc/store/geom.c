@@ -1,6 +1,8 @@
 #include "store/geom.h"
 
 #include <math.h>
+
+#include "store/arc.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +16,7 @@ void geoservices_geom_free(geoservices_geom *g) {
   free(g->xy);
   free(g->zm);
   free(g->parts);
+  free(g->arc);
   free(g->ring_area);
   free(g->ring_box);
   free(g->ring_owner);
@@ -27,6 +30,8 @@ void geoservices_geom_reset(geoservices_geom *g, int kind) {
   g->kind = kind;
   g->npoints = 0;
   g->nparts = 0;
+  g->has_arcs = 0;
+  g->inexact = 0;
 }
 
 void geoservices_geom_dims(geoservices_geom *g, int has_z, int has_m) {
@@ -76,8 +81,95 @@ int geoservices_geom_point_zm(geoservices_geom *g, double x, double y, double z,
     g->zm[2 * g->npoints] = z;
     g->zm[2 * g->npoints + 1] = m;
   }
+  if (g->has_arcs) {
+    if (grow(&g->arc, &g->arc_cap, g->npoints + 1, 1)) return -1;
+    g->arc[g->npoints] = 0;
+  }
   g->npoints++;
   return 0;
+}
+
+int geoservices_geom_arc_middle(geoservices_geom *g, double x, double y) {
+  if (geoservices_geom_point_zm(g, x, y, NAN, NAN)) return -1;
+  if (!g->has_arcs) { /* the first arc: every point before it is a vertex */
+    if (grow(&g->arc, &g->arc_cap, g->npoints, 1)) return -1;
+    memset(g->arc, 0, g->npoints);
+    g->has_arcs = 1;
+  }
+  g->arc[g->npoints - 1] = 1;
+  return 0;
+}
+
+/* The last point of the current part, or NULL when it has none. */
+static int last_point(const geoservices_geom *g, double xy[2], double zm[2]) {
+  if (g->nparts == 0 || g->npoints == g->parts[g->nparts - 1]) return 0;
+  xy[0] = g->xy[2 * (g->npoints - 1)];
+  xy[1] = g->xy[2 * (g->npoints - 1) + 1];
+  zm[0] = zm[1] = NAN;
+  if (g->has_z || g->has_m) {
+    zm[0] = g->zm[2 * (g->npoints - 1)];
+    zm[1] = g->zm[2 * (g->npoints - 1) + 1];
+  }
+  return 1;
+}
+
+/* A point made along a segment at fraction t: its z and m between the ends'. */
+static int point_between(geoservices_geom *g, double x, double y, const double zm0[2], const double end[4], double t) {
+  return geoservices_geom_point_zm(g, x, y, zm0[0] + t * (end[2] - zm0[0]), zm0[1] + t * (end[3] - zm0[1]));
+}
+
+/* An arc's middle point: Esri gives it no z or m; it gets the mean of its
+ * ends' (what the arc's ends say of the height halfway), so that a reader
+ * linearizing the arc (QGIS, GDAL) never meets a NaN z. Uploads leave it out. */
+static int arc_middle_between(geoservices_geom *g, double x, double y, const double zm0[2], const double end[4]) {
+  if (geoservices_geom_arc_middle(g, x, y)) return -1;
+  if (g->has_z || g->has_m) {
+    g->zm[2 * (g->npoints - 1)] = (zm0[0] + end[2]) / 2;
+    g->zm[2 * (g->npoints - 1) + 1] = (zm0[1] + end[3]) / 2;
+  }
+  return 0;
+}
+
+#define BEZIER_PIECES 32
+
+int geoservices_geom_segment(geoservices_geom *g, const geoservices_segment *seg) {
+  double start[2], zm0[2], x, y;
+  int i, n;
+  if (!seg->has_end) { /* nowhere to go: the segment is left out, the JSON kept */
+    g->inexact = 1;
+    return 0;
+  }
+  if (!last_point(g, start, zm0)) { /* no start: its end begins the part */
+    g->inexact = 1;
+    return geoservices_geom_point_zm(g, seg->end[0], seg->end[1], seg->end[2], seg->end[3]);
+  }
+  if (seg->kind == 'c' && seg->has_p1) {
+    if (arc_middle_between(g, seg->p1[0], seg->p1[1], zm0, seg->end)) return -1;
+  } else if (seg->kind == 'a' && seg->has_p1 && seg->numbers >= 5 && fabs(seg->ratio - 1) > 1e-12) {
+    geoservices_ellipse e; /* an elliptic arc: points along it */
+    geoservices_ellipse_of(start[0], start[1], seg->end[0], seg->end[1], seg->p1[0], seg->p1[1], seg->clockwise != 0,
+                           seg->rotation, seg->axis, seg->ratio, &e);
+    n = geoservices_arc_pieces(e.sweep);
+    for (i = 1; i < n; i++) {
+      geoservices_ellipse_point(&e, (double)i / n, &x, &y);
+      if (point_between(g, x, y, zm0, seg->end, (double)i / n)) return -1;
+    }
+    g->inexact = 1;
+  } else if (seg->kind == 'a' && seg->has_p1) { /* an arc of a circle around p1: through its middle */
+    geoservices_arc_midpoint_around(start[0], start[1], seg->end[0], seg->end[1], seg->p1[0], seg->p1[1],
+                                    seg->numbers >= 2 && seg->clockwise != 0, &x, &y);
+    if (arc_middle_between(g, x, y, zm0, seg->end)) return -1;
+    g->inexact = 1;
+  } else if (seg->kind == 'b' && seg->has_p1 && seg->has_p2) {
+    for (i = 1; i < BEZIER_PIECES; i++) {
+      geoservices_bezier_point(start, seg->p1, seg->p2, seg->end, (double)i / BEZIER_PIECES, &x, &y);
+      if (point_between(g, x, y, zm0, seg->end, (double)i / BEZIER_PIECES)) return -1;
+    }
+    g->inexact = 1;
+  } else { /* unknown, or without its points: a straight line to its end */
+    g->inexact = 1;
+  }
+  return geoservices_geom_point_zm(g, seg->end[0], seg->end[1], seg->end[2], seg->end[3]);
 }
 
 int geoservices_geom_point(geoservices_geom *g, double x, double y) {
@@ -110,6 +202,87 @@ double geoservices_ring_area(const double *xy, size_t first, size_t end) {
     sum += (xy[2 * i] - x0) * (xy[2 * j + 1] - y0) - (xy[2 * j] - x0) * (xy[2 * i + 1] - y0);
   }
   return sum / 2;
+}
+
+/* ---- arcs ------------------------------------------------------------------ */
+
+/* Point j of part i's ring (j == its count: the first again, closing it). */
+static size_t ring_index(const geoservices_geom *g, size_t i, size_t j) {
+  size_t first = g->parts[i], end = geoservices_geom_part_end(g, i);
+  return first + j < end ? first + j : first;
+}
+
+/* Whether point k (of the part [first, end)) is the middle of an arc: an arc
+ * needs a point before and after it that are not middles themselves. */
+static int arc_at(const geoservices_geom *g, size_t first, size_t end, size_t k) {
+  return g->has_arcs && k > first && k + 1 < end && g->arc[k] && !g->arc[k - 1] && !g->arc[k + 1];
+}
+
+int geoservices_geom_is_arc_middle(const geoservices_geom *g, size_t i, size_t k) {
+  return i < g->nparts && arc_at(g, g->parts[i], geoservices_geom_part_end(g, i), k);
+}
+
+/* Clears the flags that make no arc (a middle at either end of its part, two
+ * middles in a row) and has_arcs when none is left. */
+static void settle_arcs(geoservices_geom *g) {
+  size_t i, k, left = 0;
+  if (!g->has_arcs) return;
+  for (i = 0; i < g->nparts; i++) {
+    size_t first = g->parts[i], end = geoservices_geom_part_end(g, i);
+    for (k = first; k < end; k++) {
+      if (g->arc[k] && !(k > first && k + 1 < end && !g->arc[k - 1])) g->arc[k] = 0;
+      left += g->arc[k];
+    }
+    /* a flag cleared above may leave its next one valid: checked in order */
+  }
+  if (!left) g->has_arcs = 0;
+}
+
+double geoservices_part_area(const geoservices_geom *g, size_t i) {
+  size_t first = g->parts[i], end = geoservices_geom_part_end(g, i), n = end - first, j;
+  double x0, y0, sum = 0;
+  if (!g->has_arcs) return geoservices_ring_area(g->xy, first, end);
+  if (n < 2) return 0;
+  x0 = g->xy[2 * first];
+  y0 = g->xy[2 * first + 1];
+  for (j = 0; j < n;) { /* segments from point j, the last one back to the first */
+    size_t a = ring_index(g, i, j), b;
+    geoservices_arc arc;
+    double ax = g->xy[2 * a] - x0, ay = g->xy[2 * a + 1] - y0, bx, by;
+    if (j + 2 <= n && arc_at(g, first, end, first + j + 1)) {
+      size_t m = first + j + 1;
+      b = ring_index(g, i, j + 2);
+      bx = g->xy[2 * b] - x0, by = g->xy[2 * b + 1] - y0;
+      geoservices_arc_of(ax, ay, g->xy[2 * m] - x0, g->xy[2 * m + 1] - y0, bx, by, &arc);
+      j += 2;
+    } else {
+      b = ring_index(g, i, j + 1);
+      bx = g->xy[2 * b] - x0, by = g->xy[2 * b + 1] - y0;
+      arc.straight = 1;
+      j += 1;
+    }
+    sum += geoservices_arc_area2(&arc, ax, ay, bx, by);
+  }
+  return sum / 2;
+}
+
+/* Extends box (minx maxx miny maxy) by the points of [first, end) and the
+ * bulges of their arcs. */
+static void extend_part(const geoservices_geom *g, size_t first, size_t end, double box[4]) {
+  size_t k;
+  for (k = first; k < end; k++) {
+    double x = g->xy[2 * k], y = g->xy[2 * k + 1];
+    if (x < box[0]) box[0] = x;
+    if (x > box[1]) box[1] = x;
+    if (y < box[2]) box[2] = y;
+    if (y > box[3]) box[3] = y;
+    if (arc_at(g, first, end, k)) {
+      geoservices_arc arc;
+      const double *a = g->xy + 2 * (k - 1), *b = g->xy + 2 * (k + 1);
+      geoservices_arc_of(a[0], a[1], x, y, b[0], b[1], &arc);
+      geoservices_arc_extend(&arc, a[0], a[1], b[0], b[1], box);
+    }
+  }
 }
 
 /* ---- encoding -------------------------------------------------------------- */
@@ -209,18 +382,12 @@ static int is_exterior(double area) {
 static size_t assemble_rings(geoservices_geom *g) {
   size_t n = g->nparts, r, e, exteriors = 0, last_exterior = SIZE_MAX;
   for (r = 0; r < n; r++) {
-    size_t first = g->parts[r], end = geoservices_geom_part_end(g, r), k;
+    size_t first = g->parts[r], end = geoservices_geom_part_end(g, r);
     double *box = g->ring_box + 4 * r;
-    g->ring_area[r] = geoservices_ring_area(g->xy, first, end);
+    g->ring_area[r] = geoservices_part_area(g, r);
     box[0] = box[2] = INFINITY;
     box[1] = box[3] = -INFINITY;
-    for (k = first; k < end; k++) {
-      double x = g->xy[2 * k], y = g->xy[2 * k + 1];
-      if (x < box[0]) box[0] = x;
-      if (x > box[1]) box[1] = x;
-      if (y < box[2]) box[2] = y;
-      if (y > box[3]) box[3] = y;
-    }
+    extend_part(g, first, end, box);
     if (is_exterior(g->ring_area[r])) exteriors++;
   }
   for (r = 0; r < n; r++) {
@@ -293,15 +460,19 @@ static int ring_scratch(geoservices_geom *g, size_t n) {
 }
 
 static void envelope(const geoservices_geom *g, double env[4]) {
-  size_t k;
+  size_t k, i;
   env[0] = env[2] = INFINITY;
   env[1] = env[3] = -INFINITY;
-  for (k = 0; k < g->npoints; k++) {
-    double x = g->xy[2 * k], y = g->xy[2 * k + 1];
-    if (x < env[0]) env[0] = x;
-    if (x > env[1]) env[1] = x;
-    if (y < env[2]) env[2] = y;
-    if (y > env[3]) env[3] = y;
+  if (g->has_arcs) { /* an arc reaches beyond its points */
+    for (i = 0; i < g->nparts; i++) extend_part(g, g->parts[i], geoservices_geom_part_end(g, i), env);
+  } else {
+    for (k = 0; k < g->npoints; k++) {
+      double x = g->xy[2 * k], y = g->xy[2 * k + 1];
+      if (x < env[0]) env[0] = x;
+      if (x > env[1]) env[1] = x;
+      if (y < env[2]) env[2] = y;
+      if (y > env[3]) env[3] = y;
+    }
   }
   if (!(env[0] <= env[1] && env[2] <= env[3])) env[0] = env[1] = env[2] = env[3] = NAN;
 }
@@ -320,6 +491,70 @@ static int ordinate_range(const geoservices_geom *g, int which, double range[2])
   return range[0] <= range[1];
 }
 
+/* ---- curves: a part as a LineString or a CompoundCurve ------------------- */
+
+/* Points of part i as a curve: a ring (close) gets its first point again
+ * when the server left it open. */
+static size_t curve_points(const geoservices_geom *g, size_t i, int close) {
+  return close ? ring_points(g, i) : geoservices_geom_part_end(g, i) - g->parts[i];
+}
+
+/* Whether point j of part i is an arc's middle (j counted from the part's
+ * first point; the closing point never is). */
+static int middle(const geoservices_geom *g, size_t i, size_t j) {
+  size_t first = g->parts[i], end = geoservices_geom_part_end(g, i);
+  return first + j < end && arc_at(g, first, end, first + j);
+}
+
+static int part_has_arcs(const geoservices_geom *g, size_t i) {
+  size_t j, n = geoservices_geom_part_end(g, i) - g->parts[i];
+  for (j = 1; j < n; j++)
+    if (middle(g, i, j)) return 1;
+  return 0;
+}
+
+/* The run of segments that starts at point j (< n - 1): arcs (a
+ * CircularString) or straight segments (a LineString). Its last point. */
+static size_t run_from(const geoservices_geom *g, size_t i, size_t n, size_t j, int *arcs) {
+  *arcs = middle(g, i, j + 1);
+  if (*arcs)
+    while (j + 2 < n && middle(g, i, j + 1)) j += 2;
+  else
+    while (j + 1 < n && !middle(g, i, j + 1)) j++;
+  return j;
+}
+
+static size_t curve_size(const geoservices_geom *g, size_t i, int close, size_t pt) {
+  size_t n = curve_points(g, i, close), j = 0, size = 9;
+  int arcs;
+  if (!part_has_arcs(g, i) || n < 2) return 9 + pt * n; /* a LineString */
+  while (j + 1 < n) {
+    size_t last = run_from(g, i, n, j, &arcs);
+    size += 9 + pt * (last - j + 1);
+    j = last;
+  }
+  return size;
+}
+
+static unsigned char *w_curve(unsigned char *p, const geoservices_geom *g, size_t i, int close) {
+  size_t n = curve_points(g, i, close), j, k, runs = 0;
+  int arcs;
+  if (!part_has_arcs(g, i) || n < 2) {
+    p = w_u32(w_head(p, g, WKB_LINESTRING), (uint32_t)n);
+    for (j = 0; j < n; j++) p = w_point(p, g, ring_index(g, i, j));
+    return p;
+  }
+  for (j = 0; j + 1 < n; runs++) j = run_from(g, i, n, j, &arcs);
+  p = w_u32(w_head(p, g, WKB_COMPOUNDCURVE), (uint32_t)runs);
+  for (j = 0; j + 1 < n;) { /* each run begins where the one before ended */
+    size_t last = run_from(g, i, n, j, &arcs);
+    p = w_u32(w_head(p, g, arcs ? WKB_CIRCULARSTRING : WKB_LINESTRING), (uint32_t)(last - j + 1));
+    for (k = j; k <= last; k++) p = w_point(p, g, ring_index(g, i, k));
+    j = last;
+  }
+  return p;
+}
+
 int geoservices_geom_encode(geoservices_geom *g, int32_t srs_id, geoservices_buf *out, double env[4]) {
   size_t size, i, r, npolys = 0, pt;
   int empty, env_kind = 0;
@@ -327,6 +562,7 @@ int geoservices_geom_encode(geoservices_geom *g, int32_t srs_id, geoservices_buf
   unsigned char *p, *start;
   if (g->kind == GEOM_POINT && g->npoints > 0 && (isnan(g->xy[0]) || isnan(g->xy[1]))) g->npoints = 0;
   drop_empty_parts(g);
+  settle_arcs(g);
   if (g->kind == GEOM_POINT && g->npoints > 1) g->npoints = 1;
   empty = g->npoints == 0;
   envelope(g, env);
@@ -347,13 +583,18 @@ int geoservices_geom_encode(geoservices_geom *g, int32_t srs_id, geoservices_buf
       size += 9 + (5 + pt) * g->npoints;
       break;
     case GEOM_POLYLINE:
-      size += 9 + 9 * g->nparts + pt * g->npoints;
+      if (g->has_arcs) {
+        size += 9;
+        for (i = 0; i < g->nparts; i++) size += curve_size(g, i, 0, pt);
+      } else {
+        size += 9 + 9 * g->nparts + pt * g->npoints;
+      }
       break;
     case GEOM_POLYGON:
       if (ring_scratch(g, g->nparts)) return -1;
       npolys = g->nparts ? assemble_rings(g) : 0;
       size += 9 + 9 * npolys;
-      for (r = 0; r < g->nparts; r++) size += 4 + pt * ring_points(g, r);
+      for (r = 0; r < g->nparts; r++) size += g->has_arcs ? curve_size(g, r, 1, pt) : 4 + pt * ring_points(g, r);
       break;
     default:
       return -1;
@@ -386,16 +627,21 @@ int geoservices_geom_encode(geoservices_geom *g, int32_t srs_id, geoservices_buf
       for (i = 0; i < g->npoints; i++) p = w_point(w_head(p, g, WKB_POINT), g, i);
       break;
     case GEOM_POLYLINE: /* MULTI for one path too: see geom.h */
+      if (g->has_arcs) {
+        p = w_u32(w_head(p, g, WKB_MULTICURVE), (uint32_t)g->nparts);
+        for (i = 0; i < g->nparts; i++) p = w_curve(p, g, i, 0);
+        break;
+      }
       p = w_u32(w_head(p, g, WKB_MULTILINESTRING), (uint32_t)g->nparts);
       for (i = 0; i < g->nparts; i++) p = w_path(w_head(p, g, WKB_LINESTRING), g, i);
       break;
     case GEOM_POLYGON:
-      p = w_u32(w_head(p, g, WKB_MULTIPOLYGON), (uint32_t)npolys);
+      p = w_u32(w_head(p, g, g->has_arcs ? WKB_MULTISURFACE : WKB_MULTIPOLYGON), (uint32_t)npolys);
       for (i = 0; i < g->nparts; i++) {
         if (g->ring_owner[i] != i) continue; /* a hole: written with its exterior */
-        p = w_u32(w_head(p, g, WKB_POLYGON), (uint32_t)g->ring_count[i]);
+        p = w_u32(w_head(p, g, g->has_arcs ? WKB_CURVEPOLYGON : WKB_POLYGON), (uint32_t)g->ring_count[i]);
         /* the exterior first, then its holes in the server's order */
-        for (r = i; r != SIZE_MAX; r = g->ring_next[r]) p = w_ring(p, g, r);
+        for (r = i; r != SIZE_MAX; r = g->ring_next[r]) p = g->has_arcs ? w_curve(p, g, r, 1) : w_ring(p, g, r);
       }
       break;
   }
@@ -461,7 +707,7 @@ static int rd_head(reader *r, wkb_head *h) {
     m |= type / 1000 == 2 || type / 1000 == 3;
     type %= 1000;
   }
-  if (type < 1 || type > 6) return r->error = "unsupported geometry type", -1;
+  if (type < 1 || type > 12 || type == 7) return r->error = "unsupported geometry type", -1;
   h->base = type;
   h->z = z;
   h->m = m;
@@ -524,6 +770,61 @@ static int rd_element(reader *r, geoservices_geom *g, uint32_t want) {
   }
 }
 
+/* The points of a LineString or CircularString (head h) appended to the
+ * current part; `joined`: it continues the part (a CompoundCurve's next
+ * component), whose last point is its first and is not repeated. */
+static int rd_curve_points(reader *r, geoservices_geom *g, const wkb_head *h, int joined) {
+  uint32_t n, i;
+  if (rd_count(r, h->le, 8 * h->dims, &n)) return -1;
+  for (i = 0; i < n; i++) {
+    size_t before = g->npoints;
+    if (rd_ordinates(r, g, h, 0)) return -1;
+    /* bit for bit (a NaN joint too): the same point written twice */
+    if (i == 0 && joined && before > g->parts[g->nparts - 1] &&
+        memcmp(g->xy + 2 * before, g->xy + 2 * before - 2, 2 * sizeof *g->xy) == 0) {
+      g->npoints = before; /* the component starts where the one before ended */
+      continue;
+    }
+    if (h->base == WKB_CIRCULARSTRING && i % 2 == 1) { /* every other point is an arc's middle */
+      double x = g->xy[2 * before], y = g->xy[2 * before + 1], zm[2] = {NAN, NAN};
+      if (g->has_z || g->has_m) memcpy(zm, g->zm + 2 * before, sizeof zm);
+      g->npoints = before;
+      if (geoservices_geom_arc_middle(g, x, y)) return r->error = "out of memory", -1;
+      if (g->has_z || g->has_m) memcpy(g->zm + 2 * before, zm, sizeof zm); /* its own z and m, as the blob had */
+    }
+  }
+  return 0;
+}
+
+/* A curve (LineString, CircularString or CompoundCurve) as a new part of g. */
+static int rd_curve(reader *r, geoservices_geom *g, const wkb_head *h) {
+  uint32_t n, i;
+  if (geoservices_geom_part(g)) return r->error = "out of memory", -1;
+  if (h->base == WKB_LINESTRING || h->base == WKB_CIRCULARSTRING) return rd_curve_points(r, g, h, 0);
+  if (h->base != WKB_COMPOUNDCURVE) return r->error = "a curve of another type", -1;
+  if (rd_count(r, h->le, 9, &n)) return -1;
+  for (i = 0; i < n; i++) {
+    wkb_head c;
+    if (rd_head(r, &c)) return -1;
+    if (c.base != WKB_LINESTRING && c.base != WKB_CIRCULARSTRING)
+      return r->error = "a compound curve holds another type", -1;
+    if (rd_curve_points(r, g, &c, i > 0)) return -1;
+  }
+  return 0;
+}
+
+/* A CurvePolygon's rings (or a Polygon's) as parts of g. */
+static int rd_curve_polygon(reader *r, geoservices_geom *g, const wkb_head *h) {
+  uint32_t n, i;
+  if (h->base == WKB_POLYGON) return rd_polygon(r, g, h);
+  if (rd_count(r, h->le, 9, &n)) return -1;
+  for (i = 0; i < n; i++) {
+    wkb_head c;
+    if (rd_head(r, &c) || rd_curve(r, g, &c)) return -1;
+  }
+  return 0;
+}
+
 static int rd_header(reader *r, int32_t *srs_id, int *empty, double env[4]) {
   static const size_t env_size[] = {0, 32, 48, 48, 64};
   unsigned flags, kind, i;
@@ -563,16 +864,19 @@ static int decode(reader *r, geoservices_geom *g, int32_t *srs_id, double env[4]
       geoservices_geom_reset(g, GEOM_POINT);
       return rd_point(r, g, &h);
     case WKB_LINESTRING:
+    case WKB_CIRCULARSTRING:
+    case WKB_COMPOUNDCURVE:
       geoservices_geom_reset(g, GEOM_POLYLINE);
-      if (geoservices_geom_part(g)) return r->error = "out of memory", -1;
-      return rd_points(r, g, &h);
+      return rd_curve(r, g, &h);
     case WKB_POLYGON:
+    case WKB_CURVEPOLYGON:
       geoservices_geom_reset(g, GEOM_POLYGON);
-      return rd_polygon(r, g, &h);
+      return rd_curve_polygon(r, g, &h);
     case WKB_MULTIPOINT:
       geoservices_geom_reset(g, GEOM_MULTIPOINT);
       break;
     case WKB_MULTILINESTRING:
+    case WKB_MULTICURVE:
       geoservices_geom_reset(g, GEOM_POLYLINE);
       break;
     default:
@@ -580,8 +884,22 @@ static int decode(reader *r, geoservices_geom *g, int32_t *srs_id, double env[4]
       break;
   }
   if (rd_count(r, h.le, 9, &n)) return -1;
-  for (i = 0; i < n; i++)
-    if (rd_element(r, g, h.base - 3)) return -1;
+  for (i = 0; i < n; i++) {
+    wkb_head e;
+    if (h.base <= WKB_MULTIPOLYGON) {
+      if (rd_element(r, g, h.base - 3)) return -1;
+      continue;
+    }
+    if (rd_head(r, &e)) return -1;
+    if (h.base == WKB_MULTICURVE) {
+      if (e.base != WKB_LINESTRING && e.base != WKB_CIRCULARSTRING && e.base != WKB_COMPOUNDCURVE)
+        return r->error = "a multi curve holds another type", -1;
+      if (rd_curve(r, g, &e)) return -1;
+    } else {
+      if (e.base != WKB_POLYGON && e.base != WKB_CURVEPOLYGON) return r->error = "a multi surface holds another type", -1;
+      if (rd_curve_polygon(r, g, &e)) return -1;
+    }
+  }
   return 0;
 }
 

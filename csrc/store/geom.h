@@ -18,6 +18,24 @@
  * GEOMETRY column makes QGIS ask which type to load), and 12-128r18
  * requirement 32 holds only when every blob has the column's type.
  *
+ * True curves (Esri JSON's curvePaths / curveRings): a circular arc ("c":
+ * an end point and a point on the arc) is kept exactly, as its middle point
+ * flagged in `arc` between the points it joins. A geometry with arcs is
+ * encoded as a curve type: polyline -> MultiCurve of CompoundCurves
+ * (straight runs as LineStrings, arcs as CircularStrings; a path without
+ * arcs stays a LineString), polygon -> MultiSurface of CurvePolygons whose
+ * rings are CompoundCurves or LineStrings. A geometry without arcs keeps
+ * the MULTI* types above: a MULTICURVE column admits MULTILINESTRING blobs
+ * and a MULTISURFACE one MULTIPOLYGON blobs (12-128r18 Annex G's type
+ * hierarchy; GDAL's validator accepts exactly those), so a layer's column
+ * becomes a curve type only when a curve comes (store/apply.h). The other
+ * segments have no GeoPackage form: a Bézier curve ("b") and an elliptic
+ * arc ("a") are cut into points for display, a circular arc given by its
+ * centre ("a" of a circle) becomes an arc through its middle point, and
+ * `inexact` says so: the store then keeps the server's JSON beside the blob.
+ * Extents (the header's envelope, the R-tree's) take in the arcs' bulges,
+ * and a ring's orientation its arcs' areas.
+ *
  * Z and M: a geometry carries them when has_z / has_m are set (the layer's
  * hasZ / hasM, its column's z / m flags); every point then has both slots,
  * NaN where there is no value (a Z-layer point the server sent without z).
@@ -26,7 +44,8 @@
  * doubles, bit for bit.
  *
  * Decoding reads any GeoPackage blob (either byte order, every envelope
- * kind, ISO or extended Z/M WKB) into the Esri shape, with the blob's Z/M.
+ * kind, ISO or extended Z/M WKB; the curve types as QGIS and GDAL write
+ * them) into the Esri shape, with the blob's Z/M and arcs.
  * Pure C: no lua.h, no sqlite3.h; unit-tested and fuzzed alone. */
 #ifndef GEOSERVICES_STORE_GEOM_H
 #define GEOSERVICES_STORE_GEOM_H
@@ -44,7 +63,9 @@ typedef enum {
 /* WKB geometry type codes. */
 enum {
   WKB_POINT = 1, WKB_LINESTRING = 2, WKB_POLYGON = 3,
-  WKB_MULTIPOINT = 4, WKB_MULTILINESTRING = 5, WKB_MULTIPOLYGON = 6
+  WKB_MULTIPOINT = 4, WKB_MULTILINESTRING = 5, WKB_MULTIPOLYGON = 6,
+  WKB_CIRCULARSTRING = 8, WKB_COMPOUNDCURVE = 9, WKB_CURVEPOLYGON = 10,
+  WKB_MULTICURVE = 11, WKB_MULTISURFACE = 12
 };
 
 typedef struct geoservices_geom {
@@ -55,6 +76,10 @@ typedef struct geoservices_geom {
   size_t npoints, point_cap, zm_cap;
   size_t *parts;     /* first point of each part; parts[nparts] == npoints once ended */
   size_t nparts, part_cap;
+  unsigned char *arc; /* per point, when has_arcs: 1 for the middle point of a circular arc */
+  size_t arc_cap;
+  int has_arcs;      /* some part has a circular arc: the blob is a curve type */
+  int inexact;       /* a segment was cut into points or rewritten: the blob is not the JSON */
   /* polygon assembly scratch, reused */
   double *ring_area;
   double *ring_box;  /* minx maxx miny maxy per ring */
@@ -87,6 +112,32 @@ void geoservices_geom_ordinates_as(geoservices_geom *g, int had_z, int had_m);
 /* Points of part i: [parts[i], end) */
 size_t geoservices_geom_part_end(const geoservices_geom *g, size_t i);
 
+/* A curve segment of Esri JSON (curvePaths, curveRings), from the last
+ * point of the current part to `end`:
+ *   'c'  a circular arc through p1                       (kept exactly)
+ *   'a'  an arc around the centre p1, clockwise or not; an ellipse when
+ *        numbers > 2 and ratio is not 1 (rotation, axis, ratio)
+ *   'b'  a cubic Bézier curve with control points p1, p2
+ *   0    a segment of a kind the store does not know: a straight line
+ * end[2] and end[3] are the end's third and fourth numbers as
+ * geoservices_geom_point_zm takes them; points made between get z and m
+ * interpolated along the segment. */
+typedef struct geoservices_segment {
+  int kind;
+  int has_end, has_p1, has_p2;
+  double end[4], p1[2], p2[2];
+  int numbers;  /* how many of the numbers below were given */
+  double minor, clockwise, rotation, axis, ratio;
+} geoservices_segment;
+/* Appends the segment (its points, its end). -1 on OOM. */
+int geoservices_geom_segment(geoservices_geom *g, const geoservices_segment *seg);
+/* Appends a point as the middle point of a circular arc (the next point
+ * appended is its end). -1 on OOM. */
+int geoservices_geom_arc_middle(geoservices_geom *g, double x, double y);
+/* Whether point k of part i is the middle of an arc (one with a point
+ * before and after it, neither a middle itself). */
+int geoservices_geom_is_arc_middle(const geoservices_geom *g, size_t i, size_t k);
+
 /* Appends the GeoPackage blob of g to out (which it does not reset).
  * env receives minx, maxx, miny, maxy, or NaNs when the geometry is empty.
  * 0, or -1 on OOM. */
@@ -106,5 +157,7 @@ int geoservices_gpkg_envelope(geoservices_geom *g, const unsigned char *blob, si
 /* Signed area of the ring of points [first, end) (shoelace; negative when
  * clockwise with y up). */
 double geoservices_ring_area(const double *xy, size_t first, size_t end);
+/* The same for part i of g, its arcs taken in. */
+double geoservices_part_area(const geoservices_geom *g, size_t i);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include "class.h"
 #include "common.h"
+#include "json/lua_decode.h"
 #include "json/lua_records.h"
 #include "store/apply.h"
 #include "store/isotime.h"
@@ -561,6 +562,98 @@ static void lua_parts(lua_State *L, geoservices_geom *g, int nested) {
   }
 }
 
+/* {x, y, ...} at idx into v (a third and fourth number as they come, NaN
+ * otherwise); 1 when x and y are numbers. */
+static int lua_xyzm(lua_State *L, int idx, double v[4]) {
+  int ok;
+  v[0] = v[1] = v[2] = v[3] = NAN;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  ok = lua_number_at(L, idx, 1, &v[0]) && lua_number_at(L, idx, 2, &v[1]);
+  if (!lua_number_at(L, idx, 3, &v[2])) v[2] = NAN;
+  if (!lua_number_at(L, idx, 4, &v[3])) v[3] = NAN;
+  return ok;
+}
+
+/* A curve object at the top ({c = {end, point}}, {a = {end, centre, minor,
+ * clockwise, ...}}, {b = {end, c1, c2}}, or another kind) as a segment. */
+static void lua_curve_object(lua_State *L, geoservices_geom *g) {
+  static const char *const kinds[] = {"c", "a", "b"};
+  geoservices_segment sg;
+  int t = lua_gettop(L), k, list = 0;
+  lua_Integer j;
+  memset(&sg, 0, sizeof sg);
+  for (k = 0; k < 3 && !list; k++) {
+    if (lua_getfield(L, t, kinds[k]) == LUA_TTABLE) {
+      sg.kind = kinds[k][0];
+      list = lua_gettop(L);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  if (!list) { /* another kind: a straight line to its end, the JSON kept */
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+      if (lua_type(L, -1) == LUA_TTABLE) {
+        lua_remove(L, -2);
+        list = lua_gettop(L);
+        break;
+      }
+      lua_pop(L, 1);
+    }
+  }
+  if (list) {
+    double v[4];
+    lua_rawgeti(L, list, 1);
+    sg.has_end = lua_xyzm(L, -1, sg.end);
+    lua_rawgeti(L, list, 2);
+    sg.has_p1 = lua_xyzm(L, -1, v);
+    sg.p1[0] = v[0], sg.p1[1] = v[1];
+    lua_rawgeti(L, list, 3);
+    if (lua_type(L, -1) == LUA_TTABLE) {
+      sg.has_p2 = lua_xyzm(L, -1, v);
+      sg.p2[0] = v[0], sg.p2[1] = v[1];
+    }
+    lua_pop(L, 3);
+    for (j = 3; j <= 7; j++) { /* minor, clockwise, rotation, axis, ratio */
+      double *slot[] = {&sg.minor, &sg.clockwise, &sg.rotation, &sg.axis, &sg.ratio};
+      int type = lua_rawgeti(L, list, j);
+      if (type == LUA_TNUMBER) *slot[j - 3] = (double)lua_tonumber(L, -1);
+      else if (type == LUA_TBOOLEAN) *slot[j - 3] = lua_toboolean(L, -1);
+      lua_pop(L, 1);
+      if (type != LUA_TNUMBER && type != LUA_TBOOLEAN) break;
+      sg.numbers++;
+    }
+  }
+  lua_settop(L, t);
+  if (geoservices_geom_segment(g, &sg)) luaL_error(L, "store: not enough memory");
+}
+
+/* curvePaths or curveRings at the top: parts of coordinates and curve objects. */
+static void lua_curve_parts(lua_State *L, geoservices_geom *g) {
+  int t = lua_gettop(L);
+  lua_Integer i, j, n, m;
+  luaL_checktype(L, t, LUA_TTABLE);
+  n = (lua_Integer)lua_rawlen(L, t);
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, t, i);
+    luaL_checktype(L, -1, LUA_TTABLE);
+    if (geoservices_geom_part(g)) luaL_error(L, "store: not enough memory");
+    m = (lua_Integer)lua_rawlen(L, -1);
+    for (j = 1; j <= m; j++) {
+      int curve = 0;
+      lua_rawgeti(L, -1, j);
+      if (lua_type(L, -1) == LUA_TTABLE) { /* not an array: a curve object */
+        curve = lua_rawgeti(L, -1, 1) == LUA_TNIL;
+        lua_pop(L, 1);
+      }
+      if (curve) lua_curve_object(L, g);
+      else lua_coordinate(L, g);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+}
+
 /* A boolean member of a geometry table: 1 or 0; -1 when absent or not a boolean. */
 static int lua_flag(lua_State *L, int idx, const char *name) {
   int t = lua_getfield(L, idx, name), v = lua_toboolean(L, -1);
@@ -587,7 +680,13 @@ static void lua_geometry(lua_State *L, int idx, geoservices_geom *g, int has_z, 
   had_m = lua_flag(L, idx, "hasM");
   if (had_z < 0) had_z = has_z;
   if (had_m < 0) had_m = has_m;
-  if (lua_getfield(L, idx, "rings") != LUA_TNIL) {
+  if (lua_getfield(L, idx, "curveRings") != LUA_TNIL) { /* true curves first: paths beside them are densified */
+    geoservices_geom_reset(g, GEOM_POLYGON);
+    lua_curve_parts(L, g);
+  } else if (lua_getfield(L, idx, "curvePaths") != LUA_TNIL) {
+    geoservices_geom_reset(g, GEOM_POLYLINE);
+    lua_curve_parts(L, g);
+  } else if (lua_getfield(L, idx, "rings") != LUA_TNIL) {
     geoservices_geom_reset(g, GEOM_POLYGON);
     lua_parts(L, g, 1);
   } else if (lua_getfield(L, idx, "paths") != LUA_TNIL) {
@@ -690,6 +789,35 @@ static void push_geometry(lua_State *L, const geoservices_geom *g) {
       lua_rawseti(L, -2, (lua_Integer)k + 1);
     }
     lua_setfield(L, -2, member[GEOM_MULTIPOINT]);
+  } else if ((g->kind == GEOM_POLYLINE || g->kind == GEOM_POLYGON) && g->has_arcs) {
+    /* curvePaths / curveRings: an arc as {"c": [its end, its middle]} */
+    push_array(L, (int)g->nparts, array_mt);
+    for (i = 0; i < g->nparts; i++) {
+      size_t first = g->parts[i], end = geoservices_geom_part_end(g, i);
+      lua_Integer n = 0;
+      push_array(L, 0, array_mt);
+      for (k = first; k < end; k++) {
+        if (geoservices_geom_is_arc_middle(g, i, k)) {
+          lua_createtable(L, 0, 1);
+          push_array(L, 2, array_mt);
+          push_coordinate(L, g, k + 1, with_z, with_m, array_mt);
+          lua_rawseti(L, -2, 1);
+          push_array(L, 2, array_mt);
+          lua_pushnumber(L, g->xy[2 * k]);
+          lua_rawseti(L, -2, 1);
+          lua_pushnumber(L, g->xy[2 * k + 1]);
+          lua_rawseti(L, -2, 2);
+          lua_rawseti(L, -2, 2);
+          lua_setfield(L, -2, "c");
+          k++; /* its end is in the curve object */
+        } else {
+          push_coordinate(L, g, k, with_z, with_m, array_mt);
+        }
+        lua_rawseti(L, -2, ++n);
+      }
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, g->kind == GEOM_POLYLINE ? "curvePaths" : "curveRings");
   } else if (g->kind == GEOM_POLYLINE || g->kind == GEOM_POLYGON) {
     push_array(L, (int)g->nparts, array_mt);
     for (i = 0; i < g->nparts; i++) {
@@ -841,14 +969,21 @@ static int l_store_put(lua_State *L) {
     return push_store_fail(L, u);
   }
   geoservices_geom_reset(&s->geom, GEOM_NONE);
+  geoservices_buf_reset(&s->json);
   if (lua_getfield(L, 3, "geometry") == LUA_TTABLE && l->geom_col) {
     lua_geometry(L, -1, &s->geom, l->has_z, l->has_m);
+    /* a geometry the blob holds only approximately is kept as given (apply.h) */
+    if (s->geom.inexact && s->geom.kind != GEOM_NONE) geoservices_json_encode_into(L, -1, &s->json);
     if (geoservices_store_bind_geometry(s, l)) {
       geoservices_store_bind_begin(l);
       return push_store_fail(L, u);
     }
   }
-  if (geoservices_store_upsert(s, l)) return push_store_fail(L, u);
+  if (geoservices_store_upsert(s, l) ||
+      geoservices_store_keep_original(s, l, s->json.len ? s->json.data : NULL, s->json.len)) {
+    geoservices_store_bind_begin(l);
+    return push_store_fail(L, u);
+  }
   sqlite3_clear_bindings(l->upsert);
   lua_pushboolean(L, 1);
   return 1;
@@ -901,9 +1036,23 @@ static int l_store_get(lua_State *L) {
     if (l->geom_col && strcmp(name, l->geom_col) == 0) {
       int32_t srs;
       const char *error;
-      if (type == SQLITE_BLOB &&
-          geoservices_geom_decode(&sc->g, sqlite3_column_blob(st, i), (size_t)sqlite3_column_bytes(st, i), &srs,
-                                  &error) == 0) {
+      const void *blob = sqlite3_column_blob(st, i);
+      size_t blob_len = (size_t)sqlite3_column_bytes(st, i);
+      int kept = type == SQLITE_BLOB ? geoservices_store_original_of(u->store, l, n ? norm : gid, n ? n : len, blob,
+                                                                     blob_len) : 0;
+      if (kept < 0) {
+        finish_stmt(st);
+        return push_store_fail(L, u);
+      }
+      if (kept) { /* the server's own JSON: the blob is still the one made from it */
+        int top = lua_gettop(L);
+        if (geoservices_json_decode_buf(L, &u->store->json, 0) == 1 && lua_istable(L, -1)) {
+          lua_setfield(L, -3, "geometry");
+          continue;
+        }
+        lua_settop(L, top); /* a kept text that is no JSON object (edited by hand): the blob's */
+      }
+      if (type == SQLITE_BLOB && geoservices_geom_decode(&sc->g, blob, blob_len, &srs, &error) == 0) {
         push_geometry(L, &sc->g);
         lua_setfield(L, -3, "geometry");
       }

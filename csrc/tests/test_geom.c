@@ -458,12 +458,190 @@ static void test_isotime(void) {
   CHECK(geoservices_ms_from_iso("2023-11-14T22:13:20.", 20, &ms) != 0);
 }
 
+/* A segment of Esri JSON from the last point: kind, end (x, y), p1, p2. */
+static void seg(geoservices_geom *g, int kind, double x, double y, const double *p1, const double *p2) {
+  geoservices_segment sg;
+  memset(&sg, 0, sizeof sg);
+  sg.kind = kind;
+  sg.has_end = 1;
+  sg.end[0] = x, sg.end[1] = y, sg.end[2] = NAN, sg.end[3] = NAN;
+  if (p1) sg.has_p1 = 1, sg.p1[0] = p1[0], sg.p1[1] = p1[1];
+  if (p2) sg.has_p2 = 1, sg.p2[0] = p2[0], sg.p2[1] = p2[1];
+  CHECK(geoservices_geom_segment(g, &sg) == 0);
+}
+
+static int near(double a, double b) { return fabs(a - b) < 1e-9; }
+
+/* True curves: circular arcs kept exactly in curve types, with extents
+ * that take in their bulges; the other segments as points, said inexact. */
+static void test_curves(void) {
+  static const double TOP[] = {1, 1}, LOW[] = {2, -1}, BOTTOM[] = {1, -1};
+  geoservices_geom g, d;
+  geoservices_buf b;
+  double env[4];
+  int32_t srs = 0;
+  const char *err = NULL;
+  const unsigned char *w;
+  geoservices_geom_init(&g);
+  geoservices_geom_init(&d);
+  geoservices_buf_init(&b, 0);
+
+  /* a path: a segment, an arc below the axis, a segment */
+  geoservices_geom_reset(&g, GEOM_POLYLINE);
+  geoservices_geom_part(&g);
+  geoservices_geom_point(&g, 0, 0);
+  seg(&g, 0, 1, 0, NULL, NULL); /* unknown kind: a straight line, inexact */
+  CHECK(g.inexact == 1);
+  g.inexact = 0;
+  seg(&g, 'c', 3, 0, LOW, NULL);
+  geoservices_geom_point(&g, 4, 0);
+  CHECK(g.has_arcs && g.npoints == 5 && g.arc[2] == 1 && g.arc[3] == 0 && !g.inexact);
+  encode(&g, &b, env);
+  CHECK(env[0] == 0 && env[1] == 4 && near(env[2], -1) && env[3] == 0); /* the arc's bottom */
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_MULTICURVE && u32le(w + 5) == 1);
+  CHECK(u32le(w + 10) == WKB_COMPOUNDCURVE && u32le(w + 14) == 3);
+  CHECK(u32le(w + 19) == WKB_LINESTRING && u32le(w + 23) == 2);
+  CHECK(u32le(w + 27 + 32 + 1) == WKB_CIRCULARSTRING && u32le(w + 27 + 32 + 5) == 3);
+  CHECK(f64le(w + 27 + 32 + 9 + 16) == 2 && f64le(w + 27 + 32 + 9 + 24) == -1); /* the middle, as given */
+  CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+  CHECK(d.kind == GEOM_POLYLINE && d.nparts == 1 && d.npoints == 5 && d.has_arcs);
+  CHECK(d.arc[0] == 0 && d.arc[1] == 0 && d.arc[2] == 1 && d.arc[3] == 0 && d.arc[4] == 0);
+  CHECK(memcmp(d.xy, g.xy, 10 * sizeof *d.xy) == 0);
+
+  /* a second path without arcs is a LineString of the MultiCurve */
+  part(&g, EXT, 2);
+  encode(&g, &b, env);
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_MULTICURVE && u32le(w + 5) == 2);
+  CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+  CHECK(d.nparts == 2 && d.npoints == 7 && d.arc[5] == 0 && d.arc[6] == 0);
+
+  /* a middle point at the end of its part makes no arc: a plain MultiLineString */
+  geoservices_geom_reset(&g, GEOM_POLYLINE);
+  geoservices_geom_part(&g);
+  geoservices_geom_point(&g, 0, 0);
+  geoservices_geom_arc_middle(&g, 1, 1);
+  encode(&g, &b, env);
+  CHECK(u32le(wkb_of(&b) + 1) == WKB_MULTILINESTRING && !g.has_arcs);
+
+  /* a ring of two arcs (a circle, clockwise: an exterior) with a circle hole */
+  geoservices_geom_reset(&g, GEOM_POLYGON);
+  geoservices_geom_part(&g);
+  geoservices_geom_point(&g, 0, 0);
+  seg(&g, 'c', 2, 0, TOP, NULL);
+  seg(&g, 'c', 0, 0, BOTTOM, NULL);
+  CHECK(near(geoservices_part_area(&g, 0), -3.14159265358979));
+  geoservices_geom_part(&g);
+  {
+    static const double H1[] = {1, -0.5};
+    geoservices_geom_point(&g, 0.5, 0);
+    seg(&g, 'c', 1.5, 0, H1, NULL); /* below first: counter-clockwise */
+    seg(&g, 'c', 0.5, 0, (const double[]){1, 0.5}, NULL);
+  }
+  CHECK(geoservices_part_area(&g, 1) > 0);
+  encode(&g, &b, env);
+  CHECK(near(env[0], 0) && near(env[1], 2) && near(env[2], -1) && near(env[3], 1));
+  w = wkb_of(&b);
+  CHECK(u32le(w + 1) == WKB_MULTISURFACE && u32le(w + 5) == 1);
+  CHECK(u32le(w + 10) == WKB_CURVEPOLYGON && u32le(w + 14) == 2);
+  CHECK(u32le(w + 19) == WKB_COMPOUNDCURVE && u32le(w + 23) == 1);
+  CHECK(u32le(w + 28) == WKB_CIRCULARSTRING && u32le(w + 32) == 5);
+  CHECK(geoservices_geom_decode(&d, (const unsigned char *)b.data, b.len, &srs, &err) == 0);
+  CHECK(d.kind == GEOM_POLYGON && d.nparts == 2 && d.npoints == 10 && d.arc[1] && d.arc[3] && d.arc[6]);
+  CHECK(memcmp(d.xy, g.xy, 20 * sizeof *d.xy) == 0);
+  {
+    double box[4];
+    CHECK(geoservices_gpkg_envelope(NULL, (const unsigned char *)b.data, b.len, box) == 1 && near(box[2], -1));
+  }
+
+  /* Bézier and elliptic segments: points along them, inexact; the ends exact */
+  geoservices_geom_reset(&g, GEOM_POLYLINE);
+  geoservices_geom_part(&g);
+  geoservices_geom_point(&g, 0, 0);
+  seg(&g, 'b', 3, 0, (const double[]){1, 2}, (const double[]){2, 2});
+  CHECK(g.inexact && !g.has_arcs && g.npoints == 33 && g.xy[64] == 3 && g.xy[65] == 0);
+  CHECK(near(g.xy[32], 1.5) && near(g.xy[33], 1.5)); /* t = 1/2 */
+  encode(&g, &b, env);
+  CHECK(u32le(wkb_of(&b) + 1) == WKB_MULTILINESTRING);
+  {
+    geoservices_segment e;
+    size_t n0 = g.npoints;
+    memset(&e, 0, sizeof e);
+    e.kind = 'a', e.has_end = 1, e.has_p1 = 1, e.numbers = 5;
+    e.end[0] = 3, e.end[1] = 0, e.end[2] = e.end[3] = NAN;
+    e.p1[0] = 5, e.p1[1] = 0; /* from (7, 0) around (5, 0), semi-axes 2 and 1, clockwise: under it */
+    e.clockwise = 1, e.rotation = 0, e.axis = 2, e.ratio = 0.5;
+    geoservices_geom_point(&g, 7, 0);
+    n0 = g.npoints;
+    CHECK(geoservices_geom_segment(&g, &e) == 0);
+    CHECK(g.npoints == n0 + 64 && g.xy[2 * (g.npoints - 1)] == 3 && g.xy[2 * (g.npoints - 1) + 1] == 0);
+    CHECK(near(g.xy[2 * (n0 + 31)], 5) && near(g.xy[2 * (n0 + 31) + 1], -1)); /* halfway: the bottom */
+  }
+  /* an arc of a circle given by its centre: an arc through its middle */
+  geoservices_geom_reset(&g, GEOM_POLYLINE);
+  geoservices_geom_part(&g);
+  geoservices_geom_point(&g, 1, 0);
+  {
+    geoservices_segment e;
+    memset(&e, 0, sizeof e);
+    e.kind = 'a', e.has_end = 1, e.has_p1 = 1, e.numbers = 2, e.clockwise = 0;
+    e.end[0] = -1, e.end[1] = 0, e.end[2] = e.end[3] = NAN;
+    CHECK(geoservices_geom_segment(&g, &e) == 0);
+  }
+  CHECK(g.has_arcs && g.inexact && g.npoints == 3 && near(g.xy[2], 0) && near(g.xy[3], 1) && g.arc[1]);
+
+  /* foreign blobs: a CircularString alone, a CompoundCurve whose parts repeat
+   * their joints, with Z (the middle keeps the z it was given) */
+  {
+    static const unsigned char head[] = {'G', 'P', 0, 1, 0, 0, 0, 0};
+    unsigned char blob[256], *q = blob;
+    static const double cs[] = {0, 0, 5, 1, 1, 6, 2, 0, 7};
+    size_t k;
+    memcpy(q, head, 8);
+    q += 8;
+    *q++ = 1;
+    q[0] = (unsigned char)((1000 + WKB_COMPOUNDCURVE) & 0xff), q[1] = (unsigned char)((1000 + WKB_COMPOUNDCURVE) >> 8);
+    q[2] = q[3] = 0;
+    q += 4;
+    q[0] = 2, q[1] = q[2] = q[3] = 0;
+    q += 4;
+    *q++ = 1;
+    q[0] = (unsigned char)((1000 + WKB_CIRCULARSTRING) & 0xff), q[1] = (unsigned char)((1000 + WKB_CIRCULARSTRING) >> 8);
+    q[2] = q[3] = 0;
+    q += 4;
+    q[0] = 3, q[1] = q[2] = q[3] = 0;
+    q += 4;
+    for (k = 0; k < 9; k++, q += 8) memcpy(q, &cs[k], 8);
+    *q++ = 1;
+    q[0] = (unsigned char)((1000 + WKB_LINESTRING) & 0xff), q[1] = (unsigned char)((1000 + WKB_LINESTRING) >> 8);
+    q[2] = q[3] = 0;
+    q += 4;
+    q[0] = 2, q[1] = q[2] = q[3] = 0;
+    q += 4;
+    for (k = 6; k < 9; k++, q += 8) memcpy(q, &cs[k], 8); /* the joint again */
+    {
+      static const double last[] = {3, 0, 8};
+      for (k = 0; k < 3; k++, q += 8) memcpy(q, &last[k], 8);
+    }
+    CHECK(geoservices_geom_decode(&d, blob, (size_t)(q - blob), &srs, &err) == 0);
+    CHECK(d.kind == GEOM_POLYLINE && d.has_z && !d.has_m && d.nparts == 1 && d.npoints == 4);
+    CHECK(d.arc[1] && !d.arc[2] && d.xy[6] == 3 && d.zm[2] == 6 && d.zm[6] == 8);
+    encode(&d, &b, env);
+    CHECK(near(env[3], 1) && u32le(wkb_of(&b) + 1) == 1000 + WKB_MULTICURVE);
+  }
+  geoservices_geom_free(&g);
+  geoservices_geom_free(&d);
+  geoservices_buf_free(&b);
+}
+
 int main(void) {
   test_point();
   test_polygons();
   test_lines_and_points();
   test_zm();
   test_foreign_blobs();
+  test_curves();
   test_isotime();
   return CHECK_DONE("test_geom");
 }

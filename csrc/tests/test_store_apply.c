@@ -512,6 +512,130 @@ static void test_zm(void) {
   geoservices_geom_free(&g);
 }
 
+/* True curves (after test_zm, whose gpkg_geometry_columns it extends): a
+ * circular arc turns the layer's MULTILINESTRING column into MULTICURVE
+ * (gpkg_geometry_columns, the table's own declaration, the extension rows);
+ * a Bézier feature keeps the server's JSON beside its blob, forgotten when
+ * the server replaces it by an exact geometry or deletes it; a rollback
+ * takes the table of kept geometries away with the rest. */
+static void test_curves(void) {
+  static const char *const names[] = {"OBJECTID", "GlobalID"};
+  static const int types[] = {STORE_COL_INTEGER, STORE_COL_GUID};
+  static const char arc[] =
+    "{\"edits\": [{\"id\": 7, \"features\": {\"adds\": ["
+    "{\"attributes\": {\"OBJECTID\": 1, \"GlobalID\": \"{00000007-0000-4000-8000-000000000001}\"},"
+    " \"geometry\": {\"paths\": [[[0, 0], [3, 0]]], \"curvePaths\": [[[0, 0], {\"c\": [[2, 0], [1, 1]]},"
+    " [3, 0]]]}},"
+    "{\"attributes\": {\"OBJECTID\": 2, \"GlobalID\": \"{00000007-0000-4000-8000-000000000002}\"},"
+    " \"geometry\": {\"spatialReference\": {\"wkt\": \"PROJCS[\\\"x\\\"]\\n\\u0001\"},"
+    " \"curvePaths\": [[[0, 0], {\"b\": [[3, 0], [1, 2.5], [2, 0.1]]}]]}}"
+    "]}}]}";
+  static const char replaced[] =
+    "{\"edits\": [{\"id\": 7, \"features\": {\"updates\": ["
+    "{\"attributes\": {\"OBJECTID\": 2, \"GlobalID\": \"{00000007-0000-4000-8000-000000000002}\"},"
+    " \"geometry\": {\"paths\": [[[0, 0], [3, 0]]]}}], \"deleteIds\": []}}]}";
+  static const char kept[] =
+    "{\"spatialReference\":{\"wkt\":\"PROJCS[\\\"x\\\"]\\u000a\\u0001\"},"
+    "\"curvePaths\":[[[0,0],{\"b\":[[3,0],[1,2.5],[2,0.10000000000000001]]}]]}";
+  geoservices_geom g;
+  geoservices_store_layer *l;
+  seen s;
+  geoservices_store_cursor c;
+  geoservices_geom_init(&g);
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  CHECK(sqlite3_exec(db, "ALTER TABLE gpkg_geometry_columns ADD COLUMN geometry_type_name TEXT;"
+                         "INSERT INTO gpkg_geometry_columns VALUES ('curvy', 'geom', 0, 0, 'MULTILINESTRING');"
+                         "CREATE TABLE gpkg_extensions (table_name TEXT, column_name TEXT, extension_name TEXT, "
+                         "definition TEXT, scope TEXT, UNIQUE (table_name, column_name, extension_name));"
+                         "CREATE TABLE curvy (OBJECTID INTEGER PRIMARY KEY, GlobalID TEXT UNIQUE, "
+                         "\"geom\" MULTILINESTRING)", NULL, NULL, NULL) == SQLITE_OK);
+  l = geoservices_store_add_layer(&store, 7, "curvy", "geom", GEOM_POLYLINE, 3857, names, types, 2, 1, 0);
+  CHECK(l != NULL && !l->curves && !l->originals);
+  sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+  CHECK_MSG(apply_doc(arc, 0, &s, &c) == 0, "%s", store.message);
+  CHECK(geoservices_store_flush_extents(&store) == 0);
+  CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK);
+  CHECK(l->curves && l->originals);
+  CHECK_STREQ(text("SELECT geometry_type_name FROM gpkg_geometry_columns WHERE table_name = 'curvy'"), "MULTICURVE");
+  CHECK_STREQ(text("SELECT type FROM pragma_table_info('curvy') WHERE name = 'geom'"), "MULTICURVE");
+  CHECK(count("SELECT count(*) FROM gpkg_extensions WHERE table_name = 'curvy' AND scope = 'read-write' AND "
+              "extension_name IN ('gpkg_geom_CIRCULARSTRING', 'gpkg_geom_COMPOUNDCURVE', 'gpkg_geom_MULTICURVE')")
+        == 3);
+  CHECK_STREQ(text("PRAGMA integrity_check"), "ok");
+  /* the arc exactly (the true curve won over the densified paths beside it) */
+  CHECK(row_geometry("SELECT geom FROM curvy WHERE OBJECTID = 1", &g) == 0);
+  CHECK(g.has_arcs && g.npoints == 4 && g.arc[1] && g.xy[2] == 1 && g.xy[3] == 1 && g.xy[6] == 3);
+  /* the Bézier: points, and its JSON kept, every number and escape as sent */
+  CHECK(row_geometry("SELECT geom FROM curvy WHERE OBJECTID = 2", &g) == 0);
+  CHECK(!g.has_arcs && g.npoints == 33);
+  CHECK_STREQ(text("SELECT geometry FROM geoservices_original_geometries WHERE layer_id = 7 AND "
+                   "global_id = '{00000007-0000-4000-8000-000000000002}'"), kept);
+  CHECK(count("SELECT json_valid(geometry) FROM geoservices_original_geometries") == 1);
+  CHECK(count("SELECT count(*) FROM geoservices_original_geometries o JOIN curvy c ON c.GlobalID = o.global_id "
+              "AND c.geom = o.gpkg_geometry") == 1);
+  /* kept only while the blob is the one made from it */
+  {
+    sqlite3_stmt *st;
+    CHECK(sqlite3_prepare_v2(db, "SELECT geom FROM curvy WHERE OBJECTID = 2", -1, &st, NULL) == SQLITE_OK);
+    CHECK(sqlite3_step(st) == SQLITE_ROW);
+    CHECK(geoservices_store_original_of(&store, l, "{00000007-0000-4000-8000-000000000002}", 38,
+                                        sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0)) == 1);
+    CHECK(store.json.len == strlen(kept) && memcmp(store.json.data, kept, store.json.len) == 0);
+    CHECK(geoservices_store_original_of(&store, l, "{00000007-0000-4000-8000-000000000002}", 38, "GP", 2) == 0);
+    sqlite3_finalize(st);
+  }
+  /* replaced by an exact geometry: forgotten */
+  memset(&c, 0, sizeof c);
+  CHECK_MSG(apply_doc(replaced, 0, &s, &c) == 0, "%s", store.message);
+  CHECK(count("SELECT count(*) FROM geoservices_original_geometries") == 0);
+  /* kept again, then deleted with its feature */
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc(arc, 0, &s, &c) == 0);
+  CHECK(count("SELECT count(*) FROM geoservices_original_geometries") == 1);
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc("{\"edits\": [{\"id\": 7, \"features\": {\"deleteIds\": "
+                  "[\"{00000007-0000-4000-8000-000000000002}\"]}}]}", 0, &s, &c) == 0);
+  CHECK(count("SELECT count(*) FROM geoservices_original_geometries") == 0);
+  /* a column promoted in a transaction rolled back is a MULTILINESTRING again, and promoted again later */
+  CHECK(sqlite3_exec(db, "CREATE TABLE curvy2 (OBJECTID INTEGER PRIMARY KEY, GlobalID TEXT UNIQUE, "
+                         "\"geom\" MULTILINESTRING); INSERT INTO gpkg_geometry_columns VALUES "
+                         "('curvy2', 'geom', 0, 0, 'MULTILINESTRING')", NULL, NULL, NULL) == SQLITE_OK);
+  {
+    geoservices_store_layer *l2 = geoservices_store_add_layer(&store, 8, "curvy2", "geom", GEOM_POLYLINE, 3857,
+                                                              names, types, 2, 1, 0);
+    static const char arc8[] = "{\"edits\": [{\"id\": 8, \"features\": {\"adds\": [{\"attributes\": "
+                               "{\"GlobalID\": \"{00000008-0000-4000-8000-000000000001}\"}, \"geometry\": "
+                               "{\"curvePaths\": [[[0, 0], {\"c\": [[2, 0], [1, 1]]}]]}}]}}]}";
+    CHECK(l2 != NULL);
+    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    memset(&c, 0, sizeof c);
+    CHECK(apply_doc(arc8, 0, &s, &c) == 0 && l2->curves);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    geoservices_store_forget_extents(&store);
+    CHECK(!l2->curves);
+    CHECK_STREQ(text("SELECT type FROM pragma_table_info('curvy2') WHERE name = 'geom'"), "MULTILINESTRING");
+    memset(&c, 0, sizeof c);
+    CHECK(apply_doc(arc8, 0, &s, &c) == 0 && l2->curves);
+    CHECK_STREQ(text("SELECT type FROM pragma_table_info('curvy2') WHERE name = 'geom'"), "MULTICURVE");
+    geoservices_store_forget_extents(&store);
+  }
+  /* a rollback takes the table away when it made it: later applies do without it */
+  CHECK(sqlite3_exec(db, "DROP TABLE geoservices_original_geometries", NULL, NULL, NULL) == SQLITE_OK);
+  geoservices_store_forget_extents(&store);
+  CHECK(!l->originals);
+  sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+  memset(&c, 0, sizeof c);
+  CHECK(apply_doc(arc, 0, &s, &c) == 0 && l->originals);
+  sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  geoservices_store_forget_extents(&store);
+  CHECK(!l->originals && count("SELECT count(*) FROM sqlite_master WHERE name = 'geoservices_original_geometries'")
+        == 0);
+  memset(&c, 0, sizeof c);
+  CHECK_MSG(apply_doc(replaced, 0, &s, &c) == 0, "%s", store.message);
+  geoservices_geom_free(&g);
+}
+
 /* A feature bound by hand gets the table's defaults for the columns it does
  * not name (a null names one); a downloaded one never. */
 static void test_defaults(void) {
@@ -564,6 +688,7 @@ int main(void) {
   test_spool();
   test_bulk_rtree();
   test_zm();
+  test_curves();
   test_defaults();
   teardown();
   return CHECK_DONE("test_store_apply");

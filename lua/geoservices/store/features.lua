@@ -53,6 +53,8 @@ function Store:count(layer_id)
 end
 
 local KIND_MEMBER = { point = "x", multipoint = "points", polyline = "paths", polygon = "rings" }
+-- true curves are polylines and polygons too (stored as curve types: csrc/store/geom.h)
+local CURVE_MEMBER = { polyline = "curvePaths", polygon = "curveRings" }
 
 local function check_geometry(spec, geometry)
   if geometry == nil or geometry == json.null then return true end
@@ -60,8 +62,8 @@ local function check_geometry(spec, geometry)
   if spec.geometry_kind == "none" then
     return nil, errors.invalid("geometry", ("layer %d has no geometry"):format(spec.id))
   end
-  local member = KIND_MEMBER[spec.geometry_kind]
-  if geometry[member] == nil then
+  local member, curves = KIND_MEMBER[spec.geometry_kind], CURVE_MEMBER[spec.geometry_kind]
+  if geometry[member] == nil and (not curves or geometry[curves] == nil) then
     return nil, errors.invalid("geometry", ("layer %d holds %s geometries (with %s)"):format(spec.id,
       spec.geometry_kind, member))
   end

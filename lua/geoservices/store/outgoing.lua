@@ -116,6 +116,9 @@ local function kind_of(g)
   for kind, member in pairs(KIND_MEMBER) do
     if type(g) == "table" and g[member] ~= nil then return kind end
   end
+  -- true curves (csrc/store/geom.h)
+  if type(g) == "table" and g.curvePaths ~= nil then return "polyline" end
+  if type(g) == "table" and g.curveRings ~= nil then return "polygon" end
 end
 
 -- Whether the table holds a geometry blob for the feature (one that could not be read).

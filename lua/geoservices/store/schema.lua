@@ -19,7 +19,10 @@
 --   `POINT`, multipoint `MULTIPOINT`, polyline `MULTILINESTRING`, polygon
 --   `MULTIPOLYGON`, and every feature is written as that type (a one-path
 --   polyline is a MultiLineString of one; csrc/store/geom.h says why); z and
---   m flags from the layer's hasZ / hasM.
+--   m flags from the layer's hasZ / hasM. The first true curve (a circular
+--   arc) a line or polygon layer receives turns its column into `MULTICURVE`
+--   or `MULTISURFACE`, which admit the straight features already there
+--   (csrc/store/apply.h): a layer without curves keeps a core type.
 -- * Fields keep what the layer says of them: a string's length (`TEXT(n)`),
 --   its default (not NOT NULL: see layer_spec), and
 --   in the GeoPackage schema extension (`gpkg_data_columns`,
