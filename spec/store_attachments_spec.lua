@@ -195,6 +195,8 @@ describe("a store's attachments", function()
     local result = assert(st:sync(c))
     assert.same({ applied = 4, requeued = 0, failed = {}, not_uploaded = {} }, result.attachment_edits)
     assert.same({}, st:attachment_edits())
+    assert(st:sync(c)) -- a download relinks the attachments: nothing is queued again
+    assert.same({}, st:attachment_edits())
     local rid = st:replica().replicaID
     st:close()
     assert.same({ ["add|" .. note] = 1, ["add|" .. plan] = 1, ["add|" .. qgis] = 1, ["delete|" .. SCAN] = 1 },
@@ -216,6 +218,39 @@ describe("a store's attachments", function()
     assert.equal(sha256(plan_bytes), digest(other, "plan.pdf"))
     assert.equal(sha256("from QGIS"), digest(other, "qgis.txt"))
     assert.equal("0\n", sqlite(other, "SELECT count(*) FROM geoservices_attachments WHERE name = 'scan.tif'"))
+  end)
+
+  it("a 5 MiB attachment added from a file is stored and uploaded with flat memory (a child's peak RSS)", function()
+    local c = client()
+    local path = dir .. "/crew-mem.gpkg"
+    assert(geoservices.store.create(c, path, { service = "Parcels", layers = { 0 },
+      replicaName = "att-mem", syncModel = "perReplica", returnAttachments = true }, { timeout = 30 })):close()
+    c:close()
+    local big, small = dir .. "/big.bin", dir .. "/small.bin"
+    helper.write_file(big, ("0123456789abcdef"):rep(LARGE // 16))
+    helper.write_file(small, "small")
+    local script = helper.tmp_name()
+    helper.write_file(script, [[
+      local geoservices = require "geoservices"
+      local function hwm() return tonumber(io.open("/proc/self/status"):read("a"):match("VmHWM:%s*(%d+)")) end
+      local st = assert(geoservices.store.open(arg[1]))
+      local c = geoservices.client{ url = arg[2], token = "alice-token", timeout = 30 }
+      local before = hwm()
+      assert(st:add_attachment(0, arg[4], { path = arg[3], content_type = "application/octet-stream" }))
+      local r = assert(st:sync(c))
+      print(r.attachment_edits.applied, hwm() - before)
+    ]])
+    -- the same add and sync of 5 bytes, then of 5 MiB: what the size costs
+    local grew = {}
+    for _, file in ipairs{ small, big } do
+      local out = run(("LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s %s %s %s"):format(q(package.path), q(package.cpath),
+        q(script), q(path), q(emu.url), q(file), q(PARCEL_2)))
+      local applied, kib = out:match("^(%d+)%s+(%d+)")
+      assert.equal("1", applied, out)
+      grew[#grew + 1] = tonumber(kib)
+    end
+    os.remove(script)
+    assert.is_true(grew[2] - grew[1] < 4096, ("peak RSS grew by %d KiB, %d KiB for 5 bytes"):format(grew[2], grew[1]))
   end)
 
   it("whose answer was lost are read back, never sent twice", function()

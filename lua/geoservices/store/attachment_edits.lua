@@ -113,23 +113,27 @@ function M.add(st, layer_id, parent, a)
         { parameter = "parent" })
     end
     local name = a.name or (a.path and a.path:match("([^/]+)$")) or "attachment"
-    local ok, id, code = st.db:run("INSERT INTO " .. MEDIA .. " (global_id, layer_id, parent_global_id, name, "
-      .. "content_type, data) VALUES (?, ?, ?, ?, ?, x'')", gid, layer_id, f[1].gid, name,
-      a.content_type or "application/octet-stream")
-    if not ok then return nil, db_fail(st, id, code) end
-    local size, msg
+    -- the size first: an UPDATE of the row once it holds the bytes would read them all
+    local size = a.data and #a.data
     if a.path then
-      size, msg, code = st.db:blob_from_file(MEDIA, "data", id, a.path)
+      local file = io.open(a.path, "rb")
+      if not file then return nil, errors.new("io", ("cannot read %s"):format(a.path), { path = a.path }) end
+      size = file:seek("end")
+      file:close()
+    end
+    local ok, id, code = st.db:run("INSERT INTO " .. MEDIA .. " (global_id, layer_id, parent_global_id, name, "
+      .. "content_type, size, data) VALUES (?, ?, ?, ?, ?, ?, x'')", gid, layer_id, f[1].gid, name,
+      a.content_type or "application/octet-stream", size)
+    if not ok then return nil, db_fail(st, id, code) end
+    local written, msg
+    if a.path then
+      written, msg, code = st.db:blob_from_file(MEDIA, "data", id, a.path)
     else
-      ok, msg, code = st.db:run("UPDATE " .. MEDIA .. " SET data = CAST(? AS BLOB) WHERE id = ?", a.data, id)
-      size = ok and #a.data
+      written, msg, code = st.db:run("UPDATE " .. MEDIA .. " SET data = CAST(? AS BLOB) WHERE id = ?", a.data, id)
     end
-    if not size then return nil, errors.new("io", ("%s: %s"):format(a.path or st.path, msg), { code = code }) end
-    ok, msg, code = st.db:run("UPDATE " .. MEDIA .. " SET size = ? WHERE id = ?", size, id)
-    if ok then
-      ok, msg, code = st.db:run(("INSERT INTO %s (base_id, related_id) VALUES (?, ?)"):format(
-        q(map.mapping_table_name)), f[1].fid, id)
-    end
+    if not written then return nil, errors.new("io", ("%s: %s"):format(a.path or st.path, msg), { code = code }) end
+    ok, msg, code = st.db:run(("INSERT INTO %s (base_id, related_id) VALUES (?, ?)"):format(
+      q(map.mapping_table_name)), f[1].fid, id)
     if not ok then return nil, db_fail(st, msg, code) end
     return gid
   end)

@@ -472,6 +472,10 @@ function Store:_uncaptured(fn)
   local db = self:_db()
   if self.format < 3 then return fn() end
   return self:transaction(function()
+    -- nested (st:apply inside a sync's commit): capture is off already and
+    -- stays off until the outer call ends
+    local state = db:rows("SELECT enabled FROM geoservices_capture WHERE id = 1")
+    if state and state[1] and state[1].enabled == 0 then return fn() end
     local ok, msg, code = capture.set(db, false)
     if not ok then return nil, db_error(self.path, msg, code) end
     local results = table.pack(fn())
