@@ -210,11 +210,13 @@ end
 -- `{result =}` (a job re-attached to and finished), or `{verified =,
 -- conflicts =, failed_edits =, resend = <2.1 list of the edits to send
 -- again>, settled = {[key] = true}, from_failed_job =}`; or nil, err.
-local function resolve_attempt(self, r, opts)
+-- `job_over`: the error that ended this call's own job (failed, or its
+-- result gone): the job is not waited for again.
+local function resolve_attempt(self, r, opts, job_over)
   local attempt = r.attempt
   local jp = type(attempt.params) == "table" and attempt.params or {}
-  local failed_job = false
-  if attempt.status_url then
+  local failed_job = job_over ~= nil and job_over.kind == "job" and job_over.status_resource ~= nil
+  if attempt.status_url and not job_over then
     local op = jobs.operation(self, {
       status_url = attempt.status_url, service = r.service, replicaID = r.replicaID, replica_path = r.path,
       output = opts.output and (opts.output .. ".resolved.json") or nil, on_change = opts.on_change,
@@ -321,8 +323,8 @@ function sync_locked(self, r, edits, opts)
     r:clear_attempt() -- it never left, or the server refused it whole: nothing applied
     return nil, err
   end
-  -- the outcome is unknown (or a job failed): read the server now
-  local settled, verr = resolve_attempt(self, r, opts)
+  -- the outcome is unknown (or a job failed: not waited for again): read the server now
+  local settled, verr = resolve_attempt(self, r, opts, job_started and err or nil)
   if not settled then return nil, err end
   if settled.resend then
     r:begin_attempt(settled.resend, r.attempt.params) -- what is left to send, still journaled
