@@ -9,12 +9,7 @@ local json = require "geoservices.json"
 
 local q = helper.shell_quote
 
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local run = helper.run_shell
 
 local function sha256_of_file(path)
   return (run("sha256sum " .. q(path)):match("^(%x+)"))

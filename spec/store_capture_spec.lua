@@ -30,12 +30,7 @@ local INSPECTIONS = {
 
 local UUID4 = "^{%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89AB]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x}$"
 
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local run = helper.run_shell
 
 -- SQL through GDAL (its GeoPackage driver, its own SQLite connection)
 local function ogr_sql(path, sql)

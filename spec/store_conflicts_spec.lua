@@ -17,21 +17,9 @@ local PARCEL3 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E03}"
 
 local function norm(gid) return (tostring(gid):upper():gsub("[{}]", "")) end
 
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local run = helper.run_shell
 
-local function validate(path)
-  local out = run("/usr/bin/python3 -m osgeo_utils.samples.validate_gpkg -k " .. q(path))
-  local complaints = {}
-  for line in out:gmatch("[^\n]+") do
-    if not line:find("Req 152", 1, true) then complaints[#complaints + 1] = line end
-  end
-  return table.concat(complaints, "\n")
-end
+local validate = helper.validate_gpkg
 
 describe("replica store conflicts", function()
   local emu, dir, n

@@ -11,26 +11,14 @@ local store = require "geoservices.store"
 
 local q = helper.shell_quote
 
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local run = helper.run_shell
 
 local function url_decode(s)
   return (s:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
 end
 
 -- GDAL's validator: its complaints, but for its own about empty geometries (see store_lossless_spec)
-local function validate(path)
-  local out = run("/usr/bin/python3 -m osgeo_utils.samples.validate_gpkg -k " .. q(path))
-  local complaints = {}
-  for line in out:gmatch("[^\n]+") do
-    if not line:find("Req 152", 1, true) then complaints[#complaints + 1] = line end
-  end
-  return table.concat(complaints, "\n")
-end
+local validate = helper.validate_gpkg
 
 -- Every feature as GDAL reads it: layer -> GlobalID -> {wkt =, empty =}, and each layer's type.
 local GDAL_READ = [[

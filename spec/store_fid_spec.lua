@@ -14,12 +14,7 @@ local q = helper.shell_quote
 
 local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
 
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local run = helper.run_shell
 
 local function ogr_sql(path, sql)
   local out, ok = run(("ogrinfo -q -sql %s %s"):format(q(sql), q(path)))
@@ -29,14 +24,7 @@ local function ogr_sql(path, sql)
 end
 
 -- GDAL's validator, without its complaint about empty geometries (see store_lossless_spec)
-local function validate(path)
-  local out = run("/usr/bin/python3 -m osgeo_utils.samples.validate_gpkg -k " .. q(path))
-  local complaints = {}
-  for line in out:gmatch("[^\n]+") do
-    if not line:find("Req 152", 1, true) then complaints[#complaints + 1] = line end
-  end
-  return table.concat(complaints, "\n")
-end
+local validate = helper.validate_gpkg
 
 -- fid, OBJECTID of each GlobalID of a table
 local function ids(st, layer)

@@ -10,12 +10,7 @@ local q = helper.shell_quote
 local RECORDS = 200000
 local LIMIT_KIB = 64 * 1024
 
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local run = helper.run_shell
 
 local function lua(script, ...)
   local args = {}

@@ -9,12 +9,7 @@ local store = require "geoservices.store"
 
 local q = helper.shell_quote
 
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local run = helper.run_shell
 
 local function url_decode(s)
   return (s:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))

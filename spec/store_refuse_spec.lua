@@ -18,12 +18,7 @@ local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
 local PARCEL2 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E02}"
 local PARCEL3 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E03}"
 
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  return out, ok
-end
+local run = helper.run_shell
 
 local function ogr_sql(path, sql)
   local out, ok = run(("ogrinfo -q -sql %s %s"):format(q(sql), q(path)))
