@@ -128,25 +128,31 @@ function pending.define(command)
   command:argument("store", "A replica store (.gpkg).")
 end
 
-function pending.run(args, out)
-  local st, code = open(out, args.store, "pending")
-  if not st then return code end
-  local list, err = st:pending()
-  if not list then
+-- `pending` and `conflicts`: one of a store's lists, a line (or an event)
+-- an edit; `detail(st, edit)` the end of its line.
+local function list_command(name, event, detail)
+  return function(args, out)
+    local st, code = open(out, args.store, name)
+    if not st then return code end
+    local list, err = st[name](st)
+    if not list then
+      st:close()
+      return output.fail(out, err, { command = name })
+    end
+    if out.mode == "json" then
+      for _, e in ipairs(list) do out:emit(edit_event(st, event, e)) end
+    else
+      out:line(tostring(list))
+      for _, line in ipairs(edit_lines(st, list, function(e) return detail(st, e) end)) do out:line(line) end
+    end
     st:close()
-    return output.fail(out, err, { command = "pending" })
+    return out:result(EXIT.ok, { command = name, count = #list })
   end
-  if out.mode == "json" then
-    for _, e in ipairs(list) do out:emit(edit_event(st, "pending_edit", e)) end
-  else
-    out:line(tostring(list))
-    for _, line in ipairs(edit_lines(st, list, function(e)
-      return (e.attempt and "(in flight) " or "") .. fields_text(st, e)
-    end)) do out:line(line) end
-  end
-  st:close()
-  return out:result(EXIT.ok, { command = "pending", count = #list })
 end
+
+pending.run = list_command("pending", "pending_edit", function(st, e)
+  return (e.attempt and "(in flight) " or "") .. fields_text(st, e)
+end)
 
 -- ---- conflicts -------------------------------------------------------------------
 
@@ -163,25 +169,9 @@ function conflicts.define(command)
   command:argument("store", "A replica store (.gpkg).")
 end
 
-function conflicts.run(args, out)
-  local st, code = open(out, args.store, "conflicts")
-  if not st then return code end
-  local list, err = st:conflicts()
-  if not list then
-    st:close()
-    return output.fail(out, err, { command = "conflicts" })
-  end
-  if out.mode == "json" then
-    for _, e in ipairs(list) do out:emit(edit_event(st, "conflict", e)) end
-  else
-    out:line(tostring(list))
-    for _, line in ipairs(edit_lines(st, list, function(e)
-      return ("%s  %s"):format(tostring(e.detected), tostring(e.description or e.outcome or ""))
-    end)) do out:line(line) end
-  end
-  st:close()
-  return out:result(EXIT.ok, { command = "conflicts", count = #list })
-end
+conflicts.run = list_command("conflicts", "conflict", function(_, e)
+  return ("%s  %s"):format(tostring(e.detected), tostring(e.description or e.outcome or ""))
+end)
 
 -- ---- discard ------------------------------------------------------------------
 
