@@ -571,6 +571,10 @@ int geoservices_geom_encode(geoservices_geom *g, int32_t srs_id, geoservices_buf
    * NaNs only. No m range (kinds 3, 4), as GDAL writes none: it helps no
    * reader, and GDAL 3.6's validator takes kind 4 for the empty flag. */
   if (!isnan(env[0])) env_kind = g->has_z && ordinate_range(g, 0, zr) ? 2 : 1;
+  /* a point is its own envelope: 12-128r18 makes it optional, GDAL writes
+   * none, and 32 bytes of each point's 61 go (readers take x and y instead:
+   * geoservices_gpkg_envelope) */
+  if (g->kind == GEOM_POINT) env_kind = 0;
   pt = point_size(g);
 
   /* the exact size first, then one reservation */
@@ -924,8 +928,24 @@ int geoservices_gpkg_envelope(geoservices_geom *g, const unsigned char *blob, si
   if (rd_header(&r, &srs_id, &empty, env)) return -1;
   if (empty) return 0;
   if (!isnan(env[0])) return 1;
+  { /* no envelope in the header: a point's is its x and y, read in place */
+    wkb_head h;
+    const unsigned char *wkb = r.p;
+    if (rd_head(&r, &h)) return -1;
+    if (h.base == WKB_POINT) {
+      double x, y;
+      if (need(&r, 8 * h.dims)) return -1;
+      x = rd_f64(&r, h.le);
+      y = rd_f64(&r, h.le);
+      if (isnan(x) || isnan(y)) return 0; /* POINT EMPTY */
+      env[0] = env[1] = x;
+      env[2] = env[3] = y;
+      return 1;
+    }
+    r.p = wkb;
+  }
   if (!g) return -2;
-  /* no envelope in the header (points usually): from the points */
+  /* no envelope in the header (another writer left it out): from the points */
   r.p = blob;
   if (decode(&r, g, &srs_id, NULL)) return -1;
   envelope(g, env);

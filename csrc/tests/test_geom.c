@@ -66,17 +66,20 @@ static void test_point(void) {
   geoservices_geom_point(&g, -117.5, 34.25);
   encode(&g, &b, env);
   p = (const unsigned char *)b.data;
-  CHECK(b.len == 8 + 32 + 21);
+  CHECK(b.len == 8 + 21); /* no envelope: a point is its own, as GDAL writes it */
   CHECK(p[0] == 'G' && p[1] == 'P' && p[2] == 0);
-  CHECK(p[3] == 0x03); /* little-endian, [minx maxx miny maxy] envelope */
+  CHECK(p[3] == 0x01); /* little-endian, no envelope */
   CHECK(u32le(p + 4) == 3857);
-  CHECK(f64le(p + 8) == -117.5 && f64le(p + 16) == -117.5 && f64le(p + 24) == 34.25 && f64le(p + 32) == 34.25);
   w = wkb_of(&b);
   CHECK(w[0] == 1 && u32le(w + 1) == WKB_POINT);
   CHECK(f64le(w + 5) == -117.5 && f64le(w + 13) == 34.25);
   CHECK(env[0] == -117.5 && env[1] == -117.5 && env[2] == 34.25 && env[3] == 34.25);
   CHECK(geoservices_geom_decode(&d, p, b.len, &srs, &err) == 0);
   CHECK(d.kind == GEOM_POINT && d.npoints == 1 && d.xy[0] == -117.5 && d.xy[1] == 34.25 && srs == 3857);
+  /* its envelope read from its x and y in place, without a geometry to fill */
+  CHECK(geoservices_gpkg_envelope(NULL, p, b.len, env) == 1 && env[0] == -117.5 && env[1] == -117.5 &&
+        env[2] == 34.25 && env[3] == 34.25);
+  CHECK(geoservices_gpkg_envelope(NULL, p, b.len - 1, env) == -1); /* truncated */
 
   /* an empty point: the empty flag, no envelope, NaN coordinates */
   geoservices_geom_reset(&g, GEOM_POINT);
@@ -246,15 +249,14 @@ static void test_zm(void) {
   geoservices_geom_init(&d);
   geoservices_buf_init(&b, 0);
 
-  /* POINT ZM: an XYZ envelope (kind 2: no m range, as GDAL), type 3001 */
+  /* POINT ZM: no envelope (a point is its own), type 3001 */
   geoservices_geom_reset(&g, GEOM_POINT);
   geoservices_geom_dims(&g, 1, 1);
   geoservices_geom_point_zm(&g, 6000000.123456789, 2000000.987654321, 512.25, 7.5);
   encode(&g, &b, env);
   p = (const unsigned char *)b.data;
-  CHECK(p[3] == (0x01 | 2 << 1));
-  CHECK(b.len == 8 + 48 + 5 + 32);
-  CHECK(f64le(p + 40) == 512.25 && f64le(p + 48) == 512.25);
+  CHECK(p[3] == 0x01);
+  CHECK(b.len == 8 + 5 + 32);
   w = wkb_of(&b);
   CHECK(u32le(w + 1) == 3001 && f64le(w + 5) == 6000000.123456789 && f64le(w + 21) == 512.25 && f64le(w + 29) == 7.5);
   CHECK(env[0] == 6000000.123456789 && env[3] == 2000000.987654321); /* the caller's envelope stays x/y */
@@ -268,7 +270,7 @@ static void test_zm(void) {
   geoservices_geom_point(&g, 1, 2);
   encode(&g, &b, env);
   p = (const unsigned char *)b.data;
-  CHECK(p[3] == 0x03 && u32le(wkb_of(&b) + 1) == 1001 && isnan(f64le(wkb_of(&b) + 21)));
+  CHECK(p[3] == 0x01 && u32le(wkb_of(&b) + 1) == 1001 && isnan(f64le(wkb_of(&b) + 21)));
   /* an empty Z point: three NaNs */
   geoservices_geom_reset(&g, GEOM_POINT);
   encode(&g, &b, env);
@@ -325,7 +327,7 @@ static void test_zm(void) {
   geoservices_geom_dims(&g, 0, 0);
   geoservices_geom_point_zm(&g, 1, 2, 3, 4);
   encode(&g, &b, env);
-  CHECK(b.len == 8 + 32 + 21 && u32le(wkb_of(&b) + 1) == WKB_POINT);
+  CHECK(b.len == 8 + 21 && u32le(wkb_of(&b) + 1) == WKB_POINT);
 
   geoservices_geom_free(&g);
   geoservices_geom_free(&d);
