@@ -76,9 +76,14 @@ end
 local function tls_advice(err, ctx)
   local text = tostring(err.message)
   local host = host_of(err.url)
-  if err.code == "tls" and text:find("wrong version number", 1, true) then
+  -- a plain HTTP server answers the ClientHello with an HTTP error (OpenSSL:
+  -- "wrong version number") or just closes the connection (SSL_ERROR_SYSCALL
+  -- inside SSL_connect), depending on how fast it reads
+  if err.code == "tls" and (text:find("wrong version number", 1, true)
+      or (text:find("SSL_connect", 1, true) and text:find("SSL_ERROR_SYSCALL", 1, true))) then
     local plain = tostring(ctx.base_url):gsub("^https:", "http:")
-    return { message = ("the TLS handshake with %s failed: the server there does not speak TLS"):format(host),
+    return { message = ("the TLS handshake with %s failed: the server there does not speak TLS (or closed the "
+               .. "connection during the handshake)"):format(host),
              hint = ("is it a plain http:// address? try --url %s"):format(plain) }
   end
   if err.code == "tls_verify" then
