@@ -1175,6 +1175,14 @@ static int l_store_applied(lua_State *L) {
   return 1;
 }
 
+/* db:waiting() -> the records read that wait for their layer entry's id
+ * (spooled: store/spool.h); a fill's progress counts them as read. */
+static int l_store_waiting(lua_State *L) {
+  store_ud *u = check_store(L, 1);
+  lua_pushinteger(L, (lua_Integer)u->store->waiting.count);
+  return 1;
+}
+
 /* ---- the class -------------------------------------------------------------- */
 
 void geoservices_open_store(lua_State *L) {
@@ -1194,6 +1202,7 @@ void geoservices_open_store(lua_State *L) {
     {"remove", l_store_remove},
     {"apply", l_store_apply},
     {"applied", l_store_applied},
+    {"waiting", l_store_waiting},
     {"blob_from_file", l_store_blob_from_file},
     {"blob_to_file", l_store_blob_to_file},
     {NULL, NULL},

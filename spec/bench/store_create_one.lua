@@ -2,7 +2,7 @@
 -- its peak RSS is its own): store.create_from with the file as its source,
 -- as geoservices.store.create does once the result is downloaded.
 --   lua5.4 spec/bench/store_create_one.lua RESULT_FILE STORE_PATH
--- Prints: create seconds features peak_rss_kib
+-- Prints: create seconds features peak_rss_kib fill_reports_with_records (before the last)
 local common = require "spec.bench.common"
 local core = require "geoservices.core"
 local store = require "geoservices.store"
@@ -37,10 +37,15 @@ for id = 0, 3 do -- every layer the generator may write
 end
 os.remove(target)
 local t0 = core.monotonic()
+-- the fill's progress: how many of its reports before the last counted records
+local counted = 0
+local function on_fill(bytes, total, records)
+  if bytes < total and records > 0 then counted = counted + 1 end
+end
 local st = assert(store.create_from(target, { service = "Bench", replicaID = "{B}", syncModel = "perReplica" },
-  layers, source))
+  layers, source, { on_fill = on_fill }))
 local secs = core.monotonic() - t0
 local n = 0
 for id = 0, 3 do n = n + st:count(id) end
 st:close()
-print(("create %.3f %d %d"):format(secs, n, common.peak_rss_kib()))
+print(("create %.3f %d %d %d"):format(secs, n, common.peak_rss_kib(), counted))

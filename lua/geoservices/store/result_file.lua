@@ -13,7 +13,8 @@ local CHUNK = 1 << 20
 --- Feeds a JSON result file to a records extractor chunk by chunk, applying
 -- after each chunk: memory stays flat. `on_fill(bytes, total, records)`,
 -- when given, follows it after each chunk (bytes of the file applied so far,
--- its size, records applied so far); its last call has bytes == total.
+-- its size, records read so far: applied, or waiting for their layer's id);
+-- its last call has bytes == total.
 function result_file.apply(st, path, on_record, on_fill)
   local f, msg = io.open(path, "rb")
   if not f then return nil, errors.new("io", "cannot read the result file: " .. msg, { path = path }) end
@@ -38,7 +39,9 @@ function result_file.apply(st, path, on_record, on_fill)
       return nil, err
     end
     total, bytes = total + n, bytes + got
-    if on_fill and bytes < size then on_fill(bytes, size, total) end
+    -- records read so far: applied, or waiting for their layer's id (a
+    -- server may write it after the features): the count moves as the file does
+    if on_fill and bytes < size then on_fill(bytes, size, total + st.db:waiting()) end
   end
   f:close()
   local ok, m, offset = records:finish()
