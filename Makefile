@@ -21,7 +21,7 @@ DATA       ?= examples/data/world.json
 # Debian packages every target may need; `make deps` installs the missing ones.
 DEB_PACKAGES = curl lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-cjson lua-busted lua-check \
                libmicrohttpd-dev pkg-config luarocks valgrind clang libclang-rt-14-dev lua-argparse lua-ldoc lua-luv openssl \
-               libsqlite3-dev gdal-bin python3-gdal
+               libsqlite3-dev sqlite3 gdal-bin python3 python3-gdal
 
 CFLAGS     ?= -O2 -g
 WARNFLAGS   = -std=c99 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
