@@ -5,10 +5,10 @@
 -- @local
 local attachments = require "geoservices.store.attachments"
 local download_conflicts = require "geoservices.store.conflicts"
-local errors = require "geoservices.errors"
 local integrity = require "geoservices.store.integrity"
 local json = require "geoservices.json"
 local outcome = require "geoservices.sync.outcome"
+local shared = require "geoservices.store.shared"
 local store = require "geoservices.store"
 
 local commit = {}
@@ -65,10 +65,8 @@ function commit.outcomes(rows, verdicts)
   return by_seq, { applied = applied, rejected = rejected, conflicts = conflicts }
 end
 
-local function db_fail(st, msg, code)
-  return errors.new(code == "busy" and "busy" or "io", ("replica store %s: %s"):format(st.path, msg),
-    { code = code })
-end
+-- The store's own error of a failed SQLite call (geoservices.store.shared).
+local function db_fail(st, msg, code) return shared.db_error(st.path, msg, code) end
 commit.db_fail = db_fail
 
 local function ident(s) return '"' .. s:gsub('"', '""') .. '"' end

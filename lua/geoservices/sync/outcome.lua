@@ -28,6 +28,11 @@ outcome.UNKNOWN = "unknown"
 
 local UPLOADS = { bidirectional = true, upload = true }
 
+--- A GlobalID as the server's answers are compared: upper case, no braces.
+function outcome.normalize_gid(gid)
+  return (tostring(gid):upper():gsub("[{}]", ""))
+end
+
 --- The key of an edit: operation, layer, target and GlobalID (case and
 -- braces folded).
 function outcome.key(op, layer, target, gid)

@@ -10,6 +10,7 @@
 -- kept; the downloads happen in geoservices.sync.
 -- @module geoservices.sync.result
 local errors = require "geoservices.errors"
+local outcome = require "geoservices.sync.outcome"
 local sync_params = require "geoservices.sync.params"
 
 local sync_result = {}
@@ -147,8 +148,7 @@ local function generation_text(result)
 end
 
 local function same_replica(a, b)
-  local function norm(x) return (tostring(x):upper():gsub("[{}]", "")) end
-  return norm(a) == norm(b)
+  return outcome.normalize_gid(a) == outcome.normalize_gid(b)
 end
 
 --- Checks a result against what was asked: this replica's, generations

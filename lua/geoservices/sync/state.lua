@@ -146,7 +146,7 @@ local function read_bases(self, r, edits)
     for _, e in ipairs(list) do
       bases = bases or {}
       -- false: the server had no such feature when the update left
-      bases[e.key] = found[(e.gid:upper():gsub("[{}]", ""))] or false
+      bases[e.key] = found[outcome.normalize_gid(e.gid)] or false
     end
   end
   return bases

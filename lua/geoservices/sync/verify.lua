@@ -15,14 +15,13 @@
 -- Internal: geoservices.sync and geoservices.store.sync call it.
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
+local outcome = require "geoservices.sync.outcome"
 
 local verify = {}
 
 local BATCH = 100 -- GlobalIDs per query: a where clause of about 4 KB
 
-local function normalize(gid)
-  return (tostring(gid):upper():gsub("[{}]", ""))
-end
+local normalize = outcome.normalize_gid
 
 local function quoted(gid)
   local g = normalize(gid)
