@@ -123,6 +123,11 @@ function M.create(client, path, params, opts)
   local result, replica_info
   local left, jerr = journal.read(path)
   if left == nil then return nil, jerr end
+  if request.replicaName == nil then
+    -- a name of its own (the store's file name and a random suffix), so that
+    -- a rerun after a lost answer finds the replica by its name alone
+    request.replicaName = left and left.generated and left.replicaName or journal.unique_name(path)
+  end
   if left and (left.service ~= service or left.replicaName ~= request.replicaName) then
     return nil, errors.new("invalid", ("path: %s records the createReplica of replica %s of %s in flight; rerun "
       .. "that create to finish it, or check the server's replicas (geoservices replicas %s), unregister what it "
@@ -136,15 +141,17 @@ function M.create(client, path, params, opts)
   end
   if not result and not replica_info then
     os.remove(tmp)
-    local base = { service = service, replicaName = request.replicaName }
+    local base = { service = service, replicaName = request.replicaName,
+                   generated = request.replicaName ~= params.replicaName or nil }
     local function step(state, extra)
       local j = { state = state }
       for k, v in pairs(base) do j[k] = v end
       for k, v in pairs(extra or {}) do j[k] = v end
       return journal.write(path, j)
     end
-    -- the replicas of this name before the request: a rerun tells the one it made
-    base.known = journal.named(client, service, request.replicaName, opts)
+    -- the replicas of this name before the request: a rerun tells the one it
+    -- made (a generated name is unique: whatever has it is this create's)
+    if not base.generated then base.known = journal.named(client, service, request.replicaName, opts) end
     local cerr
     result, cerr = client:create_replica(service, request, {
       output = tmp, service_info = info, on_status = opts.on_status, on_progress = opts.on_progress,

@@ -3,9 +3,11 @@
 -- kill resumes it or unregisters what it made, and never makes a second
 -- replica. Written (whole, then renamed into place) at each step:
 --
--- * `sending`: before the request leaves, with the ids of the replicas of
---   that name the server already had (`known`): a rerun unregisters the
---   ones of that name made since (the answer never came);
+-- * `sending`: before the request leaves, with the replica's name and
+--   either `generated` (the name is the store's own, made unique by a random
+--   suffix: every replica of that name is this create's) or the ids of the
+--   replicas of that name the server already had (`known`): a rerun
+--   unregisters the ones of that name made since (the answer never came);
 -- * `job`: the job's address (`op`, `op:to_json()`): a rerun re-attaches
 --   to the job and builds the store from its result;
 -- * `created`: the result is in (`replicaID`, and `replica_info` for the
@@ -60,6 +62,25 @@ function journal.write(path, j)
   return true
 end
 
+-- Eight random hex digits (the kernel's random bytes; math.random, seeded
+-- at random by Lua 5.4, where there are none).
+local function random_hex()
+  local f = io.open("/dev/urandom", "rb")
+  local bytes = f and f:read(4)
+  if f then f:close() end
+  if bytes and #bytes == 4 then return (bytes:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
+  return ("%08x"):format(math.random(0, 0x7fffffff))
+end
+
+--- The replica name of a store created without one: its file's name and
+-- a random suffix (`crew-1-3f9a0c1e` for `.../crew-1.gpkg`).
+function journal.unique_name(path)
+  local base = path:match("([^/\\]+)$"):gsub("%.[^.]*$", "")
+  base = base:gsub("[^%w_%-]", "_")
+  if base == "" then base = "store" end
+  return base .. "-" .. random_hex()
+end
+
 --- Removes the journal and the downloaded result.
 function journal.remove(path)
   os.remove(journal.path(path))
@@ -68,8 +89,8 @@ end
 
 -- The ids of the service's replicas named `name` (nil when the server does not list them).
 local function named(client, service, name, opts)
-  local list = client:list_replicas(service, { timeout = opts.timeout })
-  if not list then return nil end
+  local list, err = client:list_replicas(service, { timeout = opts.timeout })
+  if not list then return nil, err end
   local ids = json.array()
   for _, r in ipairs(list) do
     if r.replicaName == name then ids[#ids + 1] = r.replicaID end
@@ -116,14 +137,22 @@ function journal.settle(client, path, j, request, opts)
     if not ok then return nil, err end
   else
     -- no id: the replicas of its name the server did not have before it
-    local now = named(client, service, request.replicaName or j.replicaName, opts)
-    if not now or type(j.known) ~= "table" then
+    -- (all of them for a generated name)
+    local now, lerr = named(client, service, j.replicaName or request.replicaName, opts)
+    if not now then
+      return nil, errors.new(lerr.kind, ("%s records a createReplica whose answer never came, and the server's "
+        .. "replicas cannot be listed to find what it made (%s); nothing was sent: rerun when the server answers, "
+        .. "or check them (geoservices replicas %s), unregister the one named %s this create made, then remove "
+        .. "the file"):format(journal.path(path), lerr.message, service, tostring(j.replicaName)),
+        { parameter = "path", cause = lerr })
+    end
+    if not j.generated and type(j.known) ~= "table" then
       return nil, errors.new("invalid", ("%s records a createReplica whose answer never came, and the server's "
         .. "replicas cannot be told apart: check them (geoservices replicas %s), unregister the one this create "
         .. "made, then remove the file"):format(journal.path(path), service), { parameter = "path" })
     end
     local before = {}
-    for _, id in ipairs(j.known) do before[id] = true end
+    for _, id in ipairs(j.generated and {} or j.known) do before[id] = true end
     for _, id in ipairs(now) do
       if not before[id] then
         local ok, err = unregister(client, service, id, opts)

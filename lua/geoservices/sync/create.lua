@@ -531,7 +531,10 @@ function create.create_replica(self, name, params, opts)
     return sink
   end
   local url = service.url(self, name, "createReplica")
-  local doc, post_err, call = self:post(url, fields, { timeout = request_timeout, retry = "once", records = new_sink })
+  -- a new connection: libcurl re-sends a body on its own when a reused one
+  -- dies before the answer, and a second createReplica is a second replica
+  local doc, post_err, call = self:post(url, fields, { timeout = request_timeout, retry = "once", records = new_sink,
+                                                       fresh_connect = true })
   if not doc then
     if call.ambiguous or retry.ambiguous(post_err) then
       post_err.ambiguous = true
