@@ -143,6 +143,35 @@ describe("replica store integrity", function()
       st:close()
     end)
 
+    it("is still refused after an answer lost: the lost sync's own generation is not taken for a copy's", function()
+      local a = create("lost-copy")
+      local b_path = dir .. "/lost-copy.gpkg"
+      a:close()
+      assert(os.execute(("cp %s %s"):format(q(a.path), q(b_path))))
+      a = assert(store.open(a.path))
+      local c = client()
+      -- a's answer is lost (its edit applied): the server's generation moves past a's
+      assert(a:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "lost" } }))
+      emu:fault{ route = "synchronizeReplica", kind = "reset", phase = "after",
+                 attempts = { emu:count("synchronizeReplica") + 1 } }
+      local result, err = a:sync(c)
+      assert.is_nil(result)
+      assert.is_table(err.verified, tostring(err))
+      -- the other copy goes on on purpose, and synchronizes
+      local b = assert(store.open(b_path))
+      assert(b:update(0, { attributes = { GlobalID = PARCEL3, OWNER = "copy b" } }))
+      assert(b:sync(c, { adopt_copy = true }))
+      b:close()
+      -- a is now a stale copy: refused, nothing sent
+      assert(a:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "after" } }))
+      local before = emu:count("synchronizeReplica")
+      result, err = a:sync(c)
+      assert.is_nil(result, "a copy after a lost answer was synchronized")
+      assert.equal("copied", err.code)
+      assert.equal(before, emu:count("synchronizeReplica"))
+      a:close()
+    end)
+
     it("is refused by the command line, which adopts it with --adopt-copy", function()
       local a = create("cli-copy")
       a:close()

@@ -10,8 +10,13 @@
 --   (crew-1.gpkg copied to a laptop) that synchronized would otherwise
 --   make each copy miss the other's edits for good, the server sending a
 --   replica none of its own changes. When the store moved the server's
---   generation without learning it (an answer lost and read back, an
---   upload-only answer without a generation) the next check is skipped.
+--   generation without learning it (an answer lost), the sync that reads
+--   the lost attempt's outcome back reads the server's generation too, once
+--   the attempt is settled (@{learn_generation}): it then holds the lost
+--   sync's own move, and the next check compares with it, so a copy that
+--   synchronizes later is still refused. Only while that read cannot be
+--   made (the attempt still unresolved, the server unreachable, an
+--   upload-only answer without a generation) is the check skipped.
 --   `opts.adopt_copy` takes this copy as the replica's on purpose;
 -- * the result file a killed sync left beside the store is removed (its
 --   name is fixed per store: one sync runs at a time, under the store's lock).
@@ -97,6 +102,31 @@ function integrity.check_copy(st, client, rep, opts)
     .. "synchronize it with opts.adopt_copy = true (--adopt-copy): what the other copy uploaded is not "
     .. "downloaded into it"):format(tostring(rep.replicaID), st.path, ahead.layer and (" of layer " .. ahead.layer)
     or "", ahead.server, ahead.store), { code = "copied", parameter = "adopt_copy", path = st.path })
+end
+
+--- After a synchronization whose outcome had to be read back (an answer
+-- lost: `generation_unknown`), reads the server's generation of the replica
+-- once no attempt is in flight any more, and keeps it as the one the store
+-- last saw: the lost sync's own move of the generation is then the
+-- store's, and a later move is another copy's. Does nothing otherwise, or
+-- when the server cannot be read (the next sync tries again).
+-- @param st the store
+-- @param client the client
+-- @tparam table opts the sync's options (`timeout`)
+-- @return true when the generation was learnt
+function integrity.learn_generation(st, client, opts)
+  if not st.db then return false end
+  local rep = st:replica()
+  if not (rep and type(rep.info) == "table" and rep.info.generation_unknown) then return false end
+  if st:attempt() ~= false then return false end -- its outcome is not known yet
+  local server = client:replica_info(rep.service, rep.replicaID, { timeout = opts and opts.timeout })
+  if not server then return false end
+  local ok = st:transaction(function()
+    local done, msg = integrity.record_generation(st, rep, { seen = server })
+    if not done then return nil, msg end
+    return true
+  end)
+  return ok == true
 end
 
 --- Records in the replica's info (in the caller's transaction) what a

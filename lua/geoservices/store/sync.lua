@@ -505,6 +505,8 @@ function M.sync(st, client, opts)
     ok, fetched = pcall(attachments.fetch, st, client, { timeout = opts.timeout })
     if ok then result.attachments = fetched else result = fetched end
   end
+  -- an answer lost and read back: the server's generation now holds that sync (integrity)
+  if ok then pcall(integrity.learn_generation, st, client, opts) end
   if restore and st.db then st.db:exec(("PRAGMA busy_timeout = %d"):format(restore)) end
   lock:close()
   if not ok then error(result, 0) end
