@@ -1002,9 +1002,10 @@ static int l_store_get(lua_State *L) {
   sqlite3_stmt *st;
   int rc = SQLITE_OK, ncols, i;
   scratch *sc;
-  /* SELECT * FROM "t" WHERE "gid" = ?1, through the statement cache */
+  /* SELECT * FROM "t" WHERE "gid" = ?1, through the statement cache and the GlobalID index (its key: substr) */
   {
-    char *text = sqlite3_mprintf("SELECT * FROM \"%w\" WHERE \"%w\" = ?1", l->table, l->cols[l->gid_col].name);
+    char *text = sqlite3_mprintf("SELECT * FROM \"%w\" WHERE substr(\"%w\", 2, 8) = substr(?1, 2, 8) AND +\"%w\" = ?1",
+                                 l->table, l->cols[l->gid_col].name, l->cols[l->gid_col].name);
     if (!text) return luaL_error(L, "store: not enough memory");
     lua_pushstring(L, text);
     sqlite3_free(text);

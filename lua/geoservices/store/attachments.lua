@@ -19,6 +19,7 @@
 -- @local
 local errors = require "geoservices.errors"
 local paths = require "geoservices.store.paths"
+local schema = require "geoservices.store.schema"
 
 local attachments = {}
 
@@ -89,8 +90,8 @@ function attachments.relink(st)
     local ok, msg, code = st.db:run("DELETE FROM " .. q(l.map))
     if ok then
       ok, msg, code = st.db:run(("INSERT INTO %s (base_id, related_id) SELECT f.%s, a.id FROM %s AS a JOIN %s AS f "
-        .. "ON f.%s = a.parent_global_id WHERE a.layer_id = ?"):format(q(l.map), q(l.fid), q(attachments.MEDIA),
-        q(l.table), q(l.globalid)), l.layer)
+        .. "ON %s WHERE a.layer_id = ?"):format(q(l.map), q(l.fid), q(attachments.MEDIA),
+        q(l.table), schema.gid_match("f." .. q(l.globalid), "a.parent_global_id")), l.layer)
     end
     if not ok then return nil, errors.new("io", ("%s: %s"):format(st.path, msg), { code = code }) end
   end

@@ -148,9 +148,11 @@ function capture.layer_sql(spec)
   local has_gid = ("OLD.%s IS NOT NULL AND trim(OLD.%s) <> ''"):format(g, g)
   local row_gid = ("(SELECT %s FROM %s WHERE rowid = NEW.rowid)"):format(g, qt)
   local insert = {
-    -- a row without a GlobalID gets one (its update fires no capture: OLD's is NULL)
-    ("UPDATE OR IGNORE %s SET %s = %s WHERE rowid = NEW.rowid AND (%s IS NULL OR trim(%s) = '');")
-      :format(qt, g, NEW_GLOBAL_ID, g, g),
+    -- a row without a GlobalID gets one (its update fires no capture: OLD's is NULL), and so does a row
+    -- repeating another's (a paste in QGIS copies the GlobalID too; the file has no UNIQUE index to refuse it)
+    ("UPDATE OR IGNORE %s SET %s = %s WHERE rowid = NEW.rowid AND (%s IS NULL OR trim(%s) = '' OR EXISTS "
+      .. "(SELECT 1 FROM %s AS other WHERE %s AND other.rowid <> NEW.rowid));")
+      :format(qt, g, NEW_GLOBAL_ID, g, g, qt, schema.gid_match("other." .. g, "NEW." .. g)),
   }
   for _, s in ipairs(add_steps(spec, row_gid)) do insert[#insert + 1] = s end
   local regid = delete_steps(spec)
@@ -163,8 +165,11 @@ function capture.layer_sql(spec)
       .. "%s WHERE NOT EXISTS (SELECT 1 FROM geoservices_edits WHERE %s); END"):format(trigger_name(spec, "update"),
       qt, CAPTURING, has_gid, g, g, changed_sql(spec), spec.id, g, NOW, base_sql(spec),
       unsent(spec.id, "NEW." .. g)),
-    ("CREATE TRIGGER %s AFTER UPDATE OF %s ON %s WHEN %s AND %s AND OLD.%s IS NOT NEW.%s BEGIN %s END")
-      :format(trigger_name(spec, "regid"), g, qt, CAPTURING, has_gid, g, g, table.concat(regid, " ")),
+    -- (not when another row holds OLD's GlobalID too: a pasted row given one of its own, above)
+    ("CREATE TRIGGER %s AFTER UPDATE OF %s ON %s WHEN %s AND %s AND OLD.%s IS NOT NEW.%s AND NOT EXISTS "
+      .. "(SELECT 1 FROM %s AS other WHERE %s AND other.rowid <> OLD.rowid) BEGIN %s END")
+      :format(trigger_name(spec, "regid"), g, qt, CAPTURING, has_gid, g, g, qt,
+        schema.gid_match("other." .. g, "OLD." .. g), table.concat(regid, " ")),
     ("CREATE TRIGGER %s AFTER DELETE ON %s WHEN %s AND %s BEGIN %s END"):format(trigger_name(spec, "delete"), qt,
       CAPTURING, has_gid, table.concat(delete_steps(spec), " ")),
   }

@@ -9,6 +9,7 @@ local integrity = require "geoservices.store.integrity"
 local json = require "geoservices.json"
 local outcome = require "geoservices.sync.outcome"
 local shared = require "geoservices.store.shared"
+local schema = require "geoservices.store.schema"
 local store = require "geoservices.store"
 
 local commit = {}
@@ -77,8 +78,9 @@ local function take_object_ids(st, new_oids)
   for _, o in ipairs(new_oids) do
     local spec = st.layers[o[1]]
     if spec and spec.oid then
-      local done, m, c = st.db:run(("UPDATE %s SET %s = ? WHERE %s = ? AND (%s IS NULL OR %s < 0)"):format(
-        ident(spec.table), ident(spec.oid), ident(spec.globalid), ident(spec.oid), ident(spec.oid)), o[3], o[2])
+      local done, m, c = st.db:run(("UPDATE %s SET %s = ?1 WHERE %s AND (%s IS NULL OR %s < 0)"):format(
+        ident(spec.table), ident(spec.oid), schema.gid_match(ident(spec.globalid), "?2"), ident(spec.oid),
+        ident(spec.oid)), o[3], o[2])
       if not done and c ~= "constraint" then return nil, db_fail(st, m, c) end
     end
   end

@@ -171,6 +171,10 @@ function store.open(path, opts)
     if not ok then return fail(rm, rc) end
     layers[spec.id] = spec
   end
+  if not (opts and opts.readonly) then
+    local ok, rm, rc = migrate.refresh(db, layers)
+    if not ok then return fail(rm, rc) end
+  end
   return new_store(db, path, layers, format)
 end
 

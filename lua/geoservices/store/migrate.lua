@@ -178,4 +178,39 @@ function migrate.run(db)
   return true
 end
 
+--- Keeps an opened store's per-layer SQL as this version writes it: the
+-- GlobalID index (a store made before it found GlobalIDs through a UNIQUE
+-- index, which stays) and the capture triggers (one is replaced only when its
+-- text differs, so an up-to-date store is only read). Changes no data.
+-- @param db the connection (outside a transaction)
+-- @tparam table specs the layers' specs (id, table, columns, globalid, oid, geometry_column)
+-- @return true, or nil, msg, code (nothing changed)
+function migrate.refresh(db, specs)
+  local rows, m, c = db:rows("SELECT name, sql FROM sqlite_master WHERE type IN ('index', 'trigger')")
+  if not rows then return nil, m, c end
+  local have = {}
+  for _, r in ipairs(rows) do have[r.name] = r.sql end
+  local todo = {}
+  for _, spec in pairs(specs) do
+    if not have[spec.table .. "_" .. spec.globalid] then todo[#todo + 1] = schema.gid_index_sql(spec) end
+    local names, sqls = capture.trigger_names(spec), capture.layer_sql(spec)
+    for i, name in ipairs(names) do
+      if have[name] ~= sqls[i] then
+        todo[#todo + 1] = "DROP TRIGGER IF EXISTS " .. q(name)
+        todo[#todo + 1] = sqls[i]
+      end
+    end
+  end
+  if #todo == 0 then return true end
+  local ok
+  ok, m, c = db:begin()
+  if not ok then return nil, m, c end
+  ok, m, c = exec_all(db, todo)
+  if not ok then
+    db:rollback()
+    return nil, m, c
+  end
+  return db:commit()
+end
+
 return migrate

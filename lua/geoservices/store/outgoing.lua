@@ -20,6 +20,7 @@
 local capture = require "geoservices.store.capture"
 local json = require "geoservices.json"
 local shared = require "geoservices.store.shared"
+local schema = require "geoservices.store.schema"
 
 local outgoing = {}
 
@@ -123,9 +124,9 @@ end
 
 -- Whether the table holds a geometry blob for the feature (one that could not be read).
 local function has_blob(st, spec, gid)
-  local rows = st.db:rows(("SELECT %s IS NOT NULL AS has FROM %s WHERE %s = ?"):format(
+  local rows = st.db:rows(("SELECT %s IS NOT NULL AS has FROM %s WHERE %s"):format(
     '"' .. spec.geometry_column:gsub('"', '""') .. '"', '"' .. spec.table:gsub('"', '""') .. '"',
-    '"' .. spec.globalid:gsub('"', '""') .. '"'), gid)
+    schema.gid_match('"' .. spec.globalid:gsub('"', '""') .. '"', "?1")), gid)
   return rows and rows[1] and rows[1].has == 1
 end
 

@@ -13,6 +13,7 @@ local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local outgoing = require "geoservices.store.outgoing"
 local shared = require "geoservices.store.shared"
+local schema = require "geoservices.store.schema"
 
 local db_error, normalize_gid, now = shared.db_error, shared.normalize_gid, shared.now
 
@@ -172,7 +173,8 @@ local function canonical_gid(st, r)
   if canonical == r.global_id or not canonical:match(outgoing.GUID) then return end
   local done = st:_uncaptured(function()
     local t, g = (spec.table:gsub('"', '""')), (spec.globalid:gsub('"', '""'))
-    local ok, m, c = st.db:run(('UPDATE "%s" SET "%s" = ? WHERE "%s" = ?'):format(t, g, g), canonical, r.global_id)
+    local ok, m, c = st.db:run(('UPDATE "%s" SET "%s" = ?1 WHERE %s'):format(t, g,
+      schema.gid_match('"' .. g .. '"', "?2")), canonical, r.global_id)
     if ok then ok, m, c = st.db:run("UPDATE geoservices_edits SET global_id = ? WHERE seq = ?", canonical, r.seq) end
     if not ok then return nil, db_error(st.path, m, c) end
     return true
