@@ -9,7 +9,7 @@
 -- `syncCapabilities` (each member overrides the defaults below: a service
 -- without per-replica sync says `"supportsPerReplicaSync": false`),
 -- `description`; per layer `geometryType`, `fields`, `displayField`,
--- `type` ("Table" for a table), `hasAttachments`. A layer without `fields`
+-- `type` ("Table" for a table), `hasAttachments`, `relationships`. A layer without `fields`
 -- gets them from its features (OBJECTID, GlobalID, then each attribute with
 -- the type its values have); one without `geometryType` from its first
 -- geometry.
@@ -257,6 +257,24 @@ function metadata.service_resource(emu, request, service_name)
   return doc
 end
 
+-- The relationship classes a layer or table takes part in, as its resource
+-- lists them: one entry per relationship, on both sides (the origin with
+-- role esriRelRoleOrigin and its own key field, the destination with
+-- esriRelRoleDestination and its foreign key), each with id, name,
+-- relatedTableId, cardinality, role, keyField and composite (the vendor's
+-- "Layer / Table" resource of the feature service REST API,
+-- https://developers.arcgis.com/rest/services-reference/enterprise/layer-feature-service/,
+-- and the members the ArcGIS Maps SDK's Relationship class reads from it,
+-- Esri/arcgis-js-api layers/support/Relationship.js). The world file gives
+-- them per layer as `relationships`; a layer without has none.
+local function relationships(meta)
+  local out = json.array()
+  for i, r in ipairs(type(meta.relationships) == "table" and meta.relationships or {}) do
+    out[i] = world.deep_copy(r)
+  end
+  return out
+end
+
 --- The layer (or table) resource.
 function metadata.layer_resource(emu, request, service_name, id_text)
   local denied = metadata.check_token(emu, request)
@@ -291,7 +309,7 @@ function metadata.layer_resource(emu, request, service_name, id_text)
     typeIdField = json.null,
     fields = fields,
     indexes = json.array(),
-    relationships = json.array(),
+    relationships = relationships(meta),
     capabilities = svc.capabilities,
     maxRecordCount = 2000,
     supportedQueryFormats = "JSON",
