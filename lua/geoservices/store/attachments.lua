@@ -19,6 +19,7 @@
 -- @local
 local errors = require "geoservices.errors"
 local paths = require "geoservices.store.paths"
+local relations = require "geoservices.store.relations"
 local schema = require "geoservices.store.schema"
 
 local attachments = {}
@@ -43,12 +44,8 @@ function attachments.layer_sql(spec, meta)
   if not (meta and meta.hasAttachments) then return {} end
   local map = attachments.mapping_table(spec)
   return {
-    [[CREATE TABLE IF NOT EXISTS gpkgext_relations (id INTEGER PRIMARY KEY AUTOINCREMENT,
-      base_table_name TEXT NOT NULL, base_primary_column TEXT NOT NULL DEFAULT 'id',
-      related_table_name TEXT NOT NULL, related_primary_column TEXT NOT NULL DEFAULT 'id',
-      relation_name TEXT NOT NULL, mapping_table_name TEXT NOT NULL UNIQUE)]],
-    ("INSERT OR IGNORE INTO gpkg_extensions (table_name, column_name, extension_name, definition, scope) "
-      .. "VALUES ('gpkgext_relations', NULL, 'gpkg_related_tables', %s, 'read-write')"):format(lit(RTE)),
+    -- the extension's own table and registration, shared with the service's relationships
+    relations.EXTENSION_SQL[1], relations.EXTENSION_SQL[2],
     ("INSERT OR IGNORE INTO gpkg_contents (table_name, data_type, identifier, description) VALUES (%s, "
       .. "'attributes', %s, 'attachments of the features: their bytes (data), content type, name "
       .. "(lua-geoservices)')"):format(lit(attachments.MEDIA), lit(attachments.MEDIA)),

@@ -184,6 +184,7 @@ function commit.result(st, rep, c)
       if not n then return nil, aerr end
       downloaded = n
       local linked, lerr = attachments.relink(st)
+      if linked then linked, lerr = require("geoservices.store.relations").relink(st) end
       if not linked then return nil, lerr end
     end
     local taken, terr = take_object_ids(st, new_oids)

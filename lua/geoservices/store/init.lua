@@ -66,6 +66,7 @@ local json = require "geoservices.json"
 local migrate = require "geoservices.store.migrate"
 local paths = require "geoservices.store.paths"
 local queue = require "geoservices.store.queue"
+local relations = require "geoservices.store.relations"
 local replica_state = require "geoservices.store.replica_state"
 local result_file = require "geoservices.store.result_file"
 local schema = require "geoservices.store.schema"
@@ -343,7 +344,10 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       if not n then error({ store_error = err }) end
       applied = applied + n
     end
+    -- the service's relationships: registered once filled, their mapping rows made from the keys
+    for _, sql in ipairs(relations.store_sql(specs, layers_metadata)) do check(db:exec(sql)) end
     local linked, lerr = attachments.relink(st)
+    if linked then linked, lerr = relations.relink(st) end
     if not linked then error({ store_error = lerr }) end
     if fields.replicaID and (not replica_info.replicaID or replica_info.replicaID == "") then
       check(db:run("UPDATE geoservices_replica SET replica_id = ? WHERE id = 1", fields.replicaID))
