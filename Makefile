@@ -21,7 +21,7 @@ DATA       ?= examples/data/world.json
 # Debian packages every target may need; `make deps` installs the missing ones.
 DEB_PACKAGES = curl lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-cjson lua-busted lua-check \
                libmicrohttpd-dev pkg-config luarocks valgrind clang libclang-rt-14-dev lua-argparse lua-ldoc lua-luv openssl \
-               libsqlite3-dev sqlite3 gdal-bin python3 python3-gdal
+               libsqlite3-dev sqlite3 gdal-bin python3 python3-gdal libproj-dev
 
 CFLAGS     ?= -O2 -g
 WARNFLAGS   = -std=c99 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -58,6 +58,14 @@ else
 SQLITE_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null)
 SQLITE_LIBS   ?= $(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3)
 endif
+# libproj: the store's SRS rows take each wkid's WKT from PROJ's database (csrc/store/srs.c).
+ifdef PROJ_INCDIR
+PROJ_CFLAGS ?= -I$(PROJ_INCDIR)
+PROJ_LIBS   ?= -L$(PROJ_LIBDIR) -lproj
+else
+PROJ_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags proj 2>/dev/null)
+PROJ_LIBS   ?= $(shell $(PKG_CONFIG) --libs proj 2>/dev/null || echo -lproj)
+endif
 # _POSIX_C_SOURCE: -std=c99 hides fileno/strdup/clock_gettime otherwise.
 ALLCFLAGS   = $(WARNFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE=200809L \
               -DCURL_NO_OLDIES -pthread $(SANFLAGS)
@@ -70,7 +78,7 @@ CORE_SO    = $(BUILD)/geoservices/core.so
 HTTPD_SO   = $(BUILD)/geoservices/httpd.so
 CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/tests/test_jsonstream \
              $(BUILD)/tests/test_records $(BUILD)/tests/test_numbers \
-             $(BUILD)/tests/test_geom $(BUILD)/tests/test_store_apply
+             $(BUILD)/tests/test_geom $(BUILD)/tests/test_store_apply $(BUILD)/tests/test_srs
 HEADERS    = $(wildcard csrc/*.h csrc/net/*.h csrc/json/*.h csrc/store/*.h)
 
 .PHONY: torture all core httpd deps test test-qgis lint ctest busted demo emulator install install-emulator uninstall \
@@ -79,7 +87,7 @@ HEADERS    = $(wildcard csrc/*.h csrc/net/*.h csrc/json/*.h csrc/store/*.h)
         help fuzz bench docs
 
 # Two parts, two rocks: the client (rockspec/geoservices-scm-1.rockspec: `core`
-# and `install`, libcurl only) and the emulator
+# and `install`: libcurl, libsqlite3, libproj) and the emulator
 # (rockspec/geoservices-emulator-scm-1.rockspec: `httpd` and `install-emulator`,
 # libmicrohttpd). `all` builds both, for developers.
 all: core httpd
@@ -113,8 +121,8 @@ deps:
 	fi
 
 $(CORE_SO): $(CORE_SRC) $(HEADERS) | $(BUILD)/geoservices
-	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS) $(LIBFLAG) -o $@ $(CORE_SRC) $(CURL_LIBS) \
-	  $(SQLITE_LIBS) $(MATH_LIBS) $(LDFLAGS)
+	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS) $(PROJ_CFLAGS) $(LIBFLAG) -o $@ $(CORE_SRC) \
+	  $(CURL_LIBS) $(SQLITE_LIBS) $(PROJ_LIBS) $(MATH_LIBS) $(LDFLAGS)
 
 $(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
 	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
@@ -132,6 +140,10 @@ $(BUILD)/tests/test_store_%: csrc/tests/test_store_%.c csrc/tests/check.h $(HEAD
   | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc $(SQLITE_CFLAGS) -o $@ $< $(PURE_C_SRC) $(STORE_SQL_SRC) $(SQLITE_LIBS) $(MATH_LIBS) \
 	  $(LDFLAGS)
+
+# The SRS lookup needs libproj and nothing else of ours.
+$(BUILD)/tests/test_srs: csrc/tests/test_srs.c csrc/tests/check.h csrc/store/srs.c csrc/store/srs.h | $(BUILD)/tests
+	$(CC) $(ALLCFLAGS) -Icsrc $(PROJ_CFLAGS) -o $@ $< csrc/store/srs.c $(PROJ_LIBS) $(LDFLAGS)
 
 $(BUILD)/geoservices $(BUILD)/tests:
 	mkdir -p $@
@@ -230,10 +242,14 @@ fuzz: deps
 # off there because lua5.4 exits without closing its state (valgrind covers leaks
 # in `make ctest`).
 ASAN_LIB = $(shell $(CC) -print-file-name=libasan.so)
+# libstdc++ too: libproj (C++) throws and catches inside the store's SRS
+# lookup, and ASan's __cxa_throw interceptor aborts ("real___cxa_throw != 0")
+# when libstdc++ only arrives later with core.so into lua5.4 (a C program).
+ASAN_PRELOAD = $(ASAN_LIB) $(shell $(CC) -print-file-name=libstdc++.so)
 asan: deps
 	$(MAKE) BUILD=build/asan WERROR=1 CFLAGS="-O1 -g -fno-omit-frame-pointer" \
 	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" all ctest
-	LD_PRELOAD=$(ASAN_LIB) ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(BUSTED) --cpath='build/asan/?.so' -o TAP | tee build/asan/busted.tap; exit $${PIPESTATUS[0]}
 

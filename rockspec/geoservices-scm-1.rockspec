@@ -9,8 +9,9 @@ description = {
   detailed = [[
     A Lua 5.4 client, with a libcurl-based C core, for four operations of a GIS
     server's REST interface: synchronizeReplica, configure, getServicesById and
-    notebooks/snapshots/list, and the `geoservices` command line. Needs only
-    libcurl; the local emulator of the server is the geoservices-emulator rock.
+    notebooks/snapshots/list, and the `geoservices` command line. Needs
+    libcurl, libsqlite3 and libproj (the replica store); the local emulator
+    of the server is the geoservices-emulator rock.
   ]],
   homepage = "https://github.com/lua-geoservices/lua-geoservices",
   license = "MIT",
@@ -23,6 +24,7 @@ dependencies = {
 external_dependencies = {
   CURL = { header = "curl/curl.h" },
   SQLITE = { header = "sqlite3.h" }, -- the replica store (GeoPackage)
+  PROJ = { header = "proj.h" }, -- the store's CRS definitions (PROJ's database, proj.db)
 }
 build = {
   type = "make",
@@ -35,6 +37,8 @@ build = {
     CURL_LIBDIR = "$(CURL_LIBDIR)",
     SQLITE_INCDIR = "$(SQLITE_INCDIR)",
     SQLITE_LIBDIR = "$(SQLITE_LIBDIR)",
+    PROJ_INCDIR = "$(PROJ_INCDIR)",
+    PROJ_LIBDIR = "$(PROJ_LIBDIR)",
   },
   install_target = "install", -- core.so, the modules but geoservices.emulator.*, the command
   install_variables = {

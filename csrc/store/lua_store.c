@@ -26,6 +26,7 @@
 #include "json/lua_records.h"
 #include "store/apply.h"
 #include "store/isotime.h"
+#include "store/srs.h"
 
 #define STORE_MT "geoservices.Store"
 #define CACHE_SIZE 24
@@ -1228,4 +1229,5 @@ void geoservices_open_store(lua_State *L) {
   lua_setfield(L, -2, "esri_geometry");
   lua_pushstring(L, sqlite3_libversion());
   lua_setfield(L, -2, "sqlite_version");
+  geoservices_open_srs(L); /* core.srs_definition (store/lua_srs.c) */
 }
