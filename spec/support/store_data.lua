@@ -25,8 +25,8 @@ local function layer(id, name, geometry_type, sr)
 end
 
 --- The layer resources of the test service: points in Web Mercator (Esri
--- 102100), multipoints in WGS 84, polylines in EPSG:2227 (a wkid we write
--- no definition for), polygons in Web Mercator.
+-- 102100), multipoints in WGS 84, polylines in EPSG:2227 (its definition
+-- from PROJ's database), polygons in Web Mercator.
 function data.layers()
   return {
     layer(0, "Hydrants", "esriGeometryPoint", { wkid = 102100, latestWkid = 3857 }),

@@ -11,6 +11,7 @@ local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local outgoing = require "geoservices.store.outgoing"
 local shared = require "geoservices.store.shared"
+local srs = require "geoservices.store.srs"
 
 local db_error, normalize_gid = shared.db_error, shared.normalize_gid
 
@@ -59,13 +60,15 @@ function Status:__tostring()
     #layers > 0 and (" (" .. table.concat(layers, "; ") .. ")") or "",
     self.pending.in_flight > 0 and (", %d in flight"):format(self.pending.in_flight) or "",
     ("%d failed"):format(self.failed), plural(self.conflicts, "conflict"))
+    .. srs.unknown_text(self.unknownCrs)
 end
 
 --- The store's state: `path`, `service`, `replicaID`, `replicaName`, `syncModel`, `syncDirection`,
 -- `generation` (perReplica) or `layerGenerations` (perLayer), `lastSync` (`{at, operation,
 -- outcome, uploaded, failed, downloaded, message}` of the sync log's last line, or nil),
 -- `pending` (`{total, in_flight, layers = {{id, name, add, update, delete}, ...}}`), `failed`
--- and `conflicts` (counts). It reads counts only, so a damaged queue row does not hide it.
+-- and `conflicts` (counts), `unknownCrs` (the layers whose CRS the file cannot define,
+-- geoservices.store.srs.unknown). It reads counts only, so a damaged queue row does not hide it.
 -- @treturn[1] Status the state (prints as one line)
 -- @return[2] nil
 -- @treturn[2] table err
@@ -105,6 +108,8 @@ function Store:status()
     s.lastSync = { at = last.at, operation = last.operation, outcome = last.outcome, uploaded = last.uploaded,
                    failed = last.failed, downloaded = last.downloaded, message = last.message }
   end
+  s.unknownCrs, msg = srs.unknown(db, self.path) -- layers whose CRS the file cannot define
+  if not s.unknownCrs then return nil, msg end
   return s
 end
 

@@ -1,6 +1,7 @@
 --- The replica store's schema: what a GeoPackage (OGC 12-128r18) made from a
 -- feature service's layer resources looks like. Pure: layer metadata in, SQL
--- text and layer specs out; no I/O. Internal (geoservices.store uses it).
+-- text and layer specs out; no I/O but PROJ's database, read for the SRS rows
+-- (geoservices.store.srs). Internal (geoservices.store uses it).
 --
 -- Choices, written down once:
 -- * A feature table's `INTEGER PRIMARY KEY` is a local fid (`fid`,
@@ -39,7 +40,7 @@
 --   feature layers and the log, not our internal tables.
 -- @module geoservices.store.schema
 -- @local
-local ESRI_SRS = require "geoservices.store.esri_srs"
+local srs = require "geoservices.store.srs"
 
 local schema = {}
 
@@ -83,73 +84,12 @@ local GEOMETRY_TYPES = {
 }
 schema.GEOMETRY_TYPES = GEOMETRY_TYPES
 
--- The SRS definitions we write in full (GDAL's own WKT 1 for them).
-local WGS84 = 'GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563,'
-  .. 'AUTHORITY["EPSG","7030"]],AUTHORITY["EPSG","6326"]],PRIMEM["Greenwich",0,AUTHORITY["EPSG","8901"]],'
-  .. 'UNIT["degree",0.0174532925199433,AUTHORITY["EPSG","9122"]],AXIS["Latitude",NORTH],'
-  .. 'AXIS["Longitude",EAST],AUTHORITY["EPSG","4326"]]'
-local PSEUDO_MERCATOR = 'PROJCS["WGS 84 / Pseudo-Mercator",GEOGCS["WGS 84",DATUM["WGS_1984",'
-  .. 'SPHEROID["WGS 84",6378137,298.257223563,AUTHORITY["EPSG","7030"]],AUTHORITY["EPSG","6326"]],'
-  .. 'PRIMEM["Greenwich",0,AUTHORITY["EPSG","8901"]],UNIT["degree",0.0174532925199433,'
-  .. 'AUTHORITY["EPSG","9122"]],AUTHORITY["EPSG","4326"]],PROJECTION["Mercator_1SP"],'
-  .. 'PARAMETER["central_meridian",0],PARAMETER["scale_factor",1],PARAMETER["false_easting",0],'
-  .. 'PARAMETER["false_northing",0],UNIT["metre",1,AUTHORITY["EPSG","9001"]],AXIS["Easting",EAST],'
-  .. 'AXIS["Northing",NORTH],EXTENSION["PROJ4","+proj=merc +a=6378137 +b=6378137 +lat_ts=0 +lon_0=0 '
-  .. '+x_0=0 +y_0=0 +k=1 +units=m +nadgrids=@null +wktext +no_defs"],AUTHORITY["EPSG","3857"]]'
-
-local SRS_4326 = {
-  srs_name = "WGS 84 geodetic", srs_id = 4326, organization = "EPSG", organization_coordsys_id = 4326,
-  definition = WGS84, description = "longitude/latitude coordinates in decimal degrees on the WGS 84 spheroid",
-}
-local SRS_3857 = {
-  srs_name = "WGS 84 / Pseudo-Mercator", srs_id = 3857, organization = "EPSG", organization_coordsys_id = 3857,
-  definition = PSEUDO_MERCATOR, description = "Web Mercator (Esri 102100)",
-}
-
+-- The gpkg_spatial_ref_sys rows: geoservices.store.srs (WKT from the
+-- service or PROJ's database).
 --- The three rows every GeoPackage has (12-128r18 requirement 11).
-schema.REQUIRED_SRS = {
-  SRS_4326,
-  { srs_name = "Undefined cartesian SRS", srs_id = -1, organization = "NONE", organization_coordsys_id = -1,
-    definition = "undefined", description = "undefined cartesian coordinate reference system" },
-  { srs_name = "Undefined geographic SRS", srs_id = 0, organization = "NONE", organization_coordsys_id = 0,
-    definition = "undefined", description = "undefined geographic coordinate reference system" },
-}
-
--- Esri codes of Web Mercator.
-local MERCATOR_WKIDS = { [3857] = true, [102100] = true, [102113] = true, [900913] = true }
-
---- The gpkg_spatial_ref_sys row of a layer's spatialReference (nil: none).
--- 4326 and Web Mercator (3857, 102100...) get their full definition; any
--- other wkid an entry with that code, whose definition is the layer's own
--- WKT when it gives one, else for an Esri-only code (32768 and up) the WKT
--- of geoservices.store.esri_srs, else "undefined" (GDAL then resolves EPSG
--- codes itself); a WKT-only reference gets a private id.
--- @tparam ?table sr the spatialReference ({wkid =, latestWkid =} or {wkt =})
--- @tparam function next_private_id gives an unused srs_id for a WKT-only reference
--- @treturn table the row
-function schema.srs_row(sr, next_private_id)
-  if type(sr) ~= "table" then
-    return schema.REQUIRED_SRS[2] -- undefined cartesian
-  end
-  local wkid = math.tointeger(sr.latestWkid) or math.tointeger(sr.wkid)
-  if wkid == 4326 then return SRS_4326 end
-  if wkid and (MERCATOR_WKIDS[wkid] or MERCATOR_WKIDS[math.tointeger(sr.wkid) or 0]) then return SRS_3857 end
-  local wkt = type(sr.wkt) == "string" and sr.wkt ~= "" and sr.wkt
-  if wkid then
-    -- EPSG codes are below 32768; the vendor's own (ESRI authority) above
-    local org = wkid < 32768 and "EPSG" or "ESRI"
-    local known = org == "ESRI" and (ESRI_SRS[wkid] or ESRI_SRS[math.tointeger(sr.wkid) or 0])
-    return { srs_name = known and known.name or ("%s:%d"):format(org, wkid), srs_id = wkid, organization = org,
-             organization_coordsys_id = wkid, definition = wkt or known and known.definition or "undefined",
-             description = "spatial reference wkid " .. wkid .. " of the feature service" }
-  end
-  if wkt then
-    local id = next_private_id()
-    return { srs_name = "feature service WKT " .. id, srs_id = id, organization = "NONE",
-             organization_coordsys_id = id, definition = sr.wkt, description = "from the layer's WKT" }
-  end
-  return schema.REQUIRED_SRS[2]
-end
+schema.REQUIRED_SRS = srs.REQUIRED
+--- The gpkg_spatial_ref_sys row of a layer's spatialReference (geoservices.store.srs.row).
+schema.srs_row = srs.row
 
 --- SQL quoting of an identifier.
 -- @string name the identifier

@@ -87,7 +87,8 @@ function status.run(args, out)
               replicaName = s.replicaName, syncModel = s.syncModel, syncDirection = s.syncDirection,
               generation = s.generation, layerServerGens = s.layerGenerations and json.array(s.layerGenerations),
               lastSync = s.lastSync, pending = s.pending.total, in_flight = s.pending.in_flight,
-              pending_by_layer = layers, failed = s.failed, conflicts = s.conflicts, summary = tostring(s) }
+              pending_by_layer = layers, failed = s.failed, conflicts = s.conflicts,
+              unknownCrs = json.array(s.unknownCrs or {}), summary = tostring(s) }
   else
     out:line(("%s: replica %s %s of %s (%s, %s)"):format(s.path, tostring(s.replicaName or "-"),
       tostring(s.replicaID), tostring(s.service), tostring(s.syncModel), tostring(s.syncDirection)))
@@ -110,6 +111,9 @@ function status.run(args, out)
     out:line(("  %d failed%s, %d conflict%s%s"):format(s.failed,
       s.failed > 0 and (" (geoservices replica failed " .. s.path .. ")") or "", s.conflicts,
       s.conflicts == 1 and "" or "s", s.conflicts > 0 and (" (geoservices conflicts " .. s.path .. ")") or ""))
+    for _, u in ipairs(s.unknownCrs or {}) do -- GDAL and QGIS show these layers without a CRS
+      out:line(("  unknown CRS: %s %s:%s (%s)"):format(u.layer, u.organization, tostring(u.code), u.reason))
+    end
   end
   return out:result(EXIT.ok, { command = "status", pending = s.pending.total })
 end
