@@ -69,3 +69,57 @@ describe("the replica store's memory whatever a layer's key order (issue 28)", f
     assert.equal("first.gpkg\nfirst.json\nlast.gpkg\nlast.json\n", listing)
   end)
 end)
+
+describe("a store made from the emulator with a layer's id first or last (issue 28)", function()
+  local geoservices = require "geoservices"
+  local emu, dir
+
+  setup(function()
+    emu = helper.start_emulator()
+    dir = helper.tmp_dir()
+  end)
+  teardown(function()
+    emu:stop()
+    os.execute("rm -rf " .. q(dir))
+  end)
+
+  -- the rows of a store's Parcels table, in GlobalID order
+  local function rows_of(st)
+    local out = {}
+    for _, r in ipairs(st.db:rows("SELECT GlobalID, OBJECTID, APN, hex(geom) AS g FROM Parcels ORDER BY GlobalID")) do
+      out[#out + 1] = table.concat({ r.GlobalID, r.OBJECTID, r.APN, r.g }, "|")
+    end
+    return out
+  end
+
+  for _, transport in ipairs{ "esriTransportTypeUrl", "esriTransportTypeEmbedded" } do
+    it("stores the same features whichever comes first, " .. transport, function()
+      local stored = {}
+      for _, position in ipairs{ "first", "last" } do
+        emu:control("settings", { layer_id_position = position })
+        local c = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
+        -- what the server wrote: the id before the features, or after them
+        local text = run(("curl -s %s -d f=json -d layers=0 -d replicaName=look-%s -d transportType=%s "
+          .. "-d returnAttachments=false -d syncModel=perReplica -d dataFormat=json -d token=alice-token")
+          :format(q(emu.url .. "/Parcels/FeatureServer/createReplica"), position, transport))
+        if transport == "esriTransportTypeUrl" then
+          local url = assert(text:match('"responseUrl":"([^"]+)"'), text)
+          text = run(("curl -s %s"):format(q((url:gsub("\\/", "/")))))
+        end
+        local id_at, features_at = text:find('"id":0', 1, true), text:find('"features":', 1, true)
+        assert.truthy(id_at and features_at, text:sub(1, 200))
+        assert.equal(position == "first", id_at < features_at, text:sub(1, 200))
+
+        local st = assert(geoservices.store.create(c, ("%s/%s-%s.gpkg"):format(dir, transport, position),
+          { service = "Parcels", layers = { 0 }, replicaName = position, syncModel = "perReplica",
+            transportType = transport }, { timeout = 30 }))
+        stored[position] = rows_of(st)
+        st:close()
+      end
+      emu:control("settings", { layer_id_position = require("geoservices.json").null })
+      assert.is_true(#stored.first >= 3, tostring(#stored.first))
+      assert.same(stored.first, stored.last)
+    end)
+  end
+end)
+

@@ -342,6 +342,24 @@ function create.export(svc, plan, replica, prefix)
   return doc
 end
 
+--- The text of a createReplica result document, each layer entry writing
+-- its "id" where `id_position` says ("first" or "last", settings.lua).
+function create.encode(doc, id_position)
+  if id_position ~= "first" then return json.encode(doc) end -- the encoder sorts keys: id last
+  local layers = doc.layers
+  doc.layers = json.array()
+  local text = json.encode(doc)
+  doc.layers = layers
+  local parts = {}
+  for i, l in ipairs(layers) do
+    parts[i] = ('{"id":%s,"features":%s,"attachments":%s}'):format(json.encode(l.id), json.encode(l.features),
+      json.encode(l.attachments))
+  end
+  -- the first "layers" member is the document's own: sorted, the keys before it hold no text of a user's
+  local at = assert(text:find('"layers":[]', 1, true))
+  return text:sub(1, at - 1) .. '"layers":[' .. table.concat(parts, ",") .. "]" .. text:sub(at + #'"layers":[]')
+end
+
 -- ---------------------------------------------------------------- handlers
 
 local function http_error(status, body)
@@ -377,6 +395,7 @@ function create.create_replica(emu, request, service_name)
       targetType = plan.targetType,
     }, outcome, emu.settings.job_step_ms, emu.settings.job_phase_ms)
     job.kind, job.phases, job.service, job.plan, job.prefix = "createReplica", phases, service_name, plan, prefix
+    job.layer_id_position = emu.settings.layer_id_position
     -- a job's result is always a file: "If async is true, the results will always be returned
     -- as if transportType is esriTransportTypeUrl" (https://developers.arcgis.com/rest/
     -- services-reference/enterprise/create-replica.htm)
@@ -387,9 +406,12 @@ function create.create_replica(emu, request, service_name)
   local doc = create.export(svc, plan, replica, prefix)
   if plan.transport == "url" then
     -- the vendor's terse answer: the file holds the rest
-    return { transportType = doc.transportType, responseUrl = emu:store_result(service_name, json.encode(doc)) }
+    return { transportType = doc.transportType,
+             responseUrl = emu:store_result(service_name, create.encode(doc, emu.settings.layer_id_position)) }
   end
-  return doc
+  if emu.settings.layer_id_position ~= "first" then return doc end
+  return nil, { status = 200, headers = { ["Content-Type"] = "application/json; charset=utf-8" },
+                body = create.encode(doc, "first") }
 end
 
 --- Moves a createReplica job's work to where its clock is: entering
@@ -417,7 +439,7 @@ function create.advance(emu, job)
     if job.outcome ~= "Failed" and svc then
       local replica = job.replica_id and svc.replicas[job.replica_id] or nil
       local doc = create.export(svc, job.plan, replica, job.prefix)
-      job.result = emu:store_result(job.service, json.encode(doc))
+      job.result = emu:store_result(job.service, create.encode(doc, job.layer_id_position))
     end
     job.plan = nil
   end

@@ -85,7 +85,10 @@ function M.parser(prog)
     p:option("--job-step-ms", ("Milliseconds each async job status lasts. Default: %d.")
       :format(d.job_step_ms)):convert(tonumber),
     p:option("--job-phase-ms", "Milliseconds of single job statuses, overriding --job-step-ms: "
-      .. "NAME=MS[,NAME=MS...], e.g. ImportChanges=5000.")
+      .. "NAME=MS[,NAME=MS...], e.g. ImportChanges=5000."),
+    p:option("--layer-id-position", ("Where a createReplica result's layer entry writes its \"id\": before "
+      .. "or after its features (JSON and the vendor leave it open). Default: %s."):format(d.layer_id_position))
+      :choices{ "first", "last" }
   )
   p:flag("--json", 'Print the start-up line as JSON: {"event":"listening","url":...}.')
   p:flag("-v --verbose", "Log every request to standard error."):count("*")
@@ -117,7 +120,7 @@ end
 local BEHAVIOUR_FLAGS = {
   enum_prefix = "enum_prefix", default_transport = "default_transport", edit_results = "edit_results",
   rollback_default = "rollback_default", supports_rollback_on_failure = "supports_rollback_on_failure",
-  result_lifetime = "result_lifetime_s", job_step_ms = "job_step_ms",
+  result_lifetime = "result_lifetime_s", job_step_ms = "job_step_ms", layer_id_position = "layer_id_position",
 }
 
 --- The behaviour settings given on the command line (emulator.settings).

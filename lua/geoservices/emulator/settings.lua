@@ -104,6 +104,12 @@ settings.DEFAULTS = {
   job_phase_ms = {},
   job_outcome = nil,      -- "Failed" or "CompletedWithErrors" instead of "Completed"
   ranges = true,          -- result files answer Range requests (206); false = always the whole file
+  -- Where a createReplica result's layer entry writes its "id": JSON gives object
+  -- members no order (RFC 8259 section 4) and the vendor documents none (its
+  -- createReplica examples happen to show "id" first). "last" (features, attachments,
+  -- then id: what a key-sorting encoder writes) is the harder case for a client that
+  -- must know the layer before storing its features; "first" is the other.
+  layer_id_position = "last",
 }
 
 local CHECKS = {
@@ -117,6 +123,7 @@ local CHECKS = {
   job_phase_ms = phase_durations,
   job_outcome = outcome,
   ranges = boolean,
+  layer_id_position = one_of("first", "last"),
 }
 
 local function copy(v)
