@@ -723,7 +723,10 @@ static int tape_xyzm(const char **p, double v[4]) {
 /* [x, y, ...] into the geometry (anything else is no point). */
 static int tape_coordinate(geoservices_store *s, const char **p) {
   double v[4];
-  if (!tape_xyzm(p, v)) return 0;
+  if (!tape_xyzm(p, v) || !isfinite(v[0]) || !isfinite(v[1])) {
+    s->geom.inexact = 1; /* a point left out: the server's JSON is kept (apply_feature) */
+    return 0;
+  }
   if (geoservices_geom_point_zm(&s->geom, v[0], v[1], v[2], v[3])) return fail(s, SQLITE_NOMEM, "out of memory");
   return 0;
 }
@@ -848,6 +851,26 @@ static int tape_flag(const char **p) {
   return op == TAPE_TRUE ? 1 : op == TAPE_FALSE ? 0 : -1;
 }
 
+/* A point's x or y: a finite number, or null or "NaN" (Esri's empty point:
+ * NAN); 0 for anything else. Advances past it. */
+static int tape_point_ordinate(const char **p, double *d) {
+  int op = (unsigned char)**p;
+  uint32_t len;
+  *d = NAN;
+  if (op == TAPE_NULL) {
+    *p = geoservices_store_tape_skip(*p);
+    return 1;
+  }
+  if (geoservices_tape_is_string(op)) {
+    const char *v = geoservices_tape_string(p, &len);
+    return len == 3 && memcmp(v, "NaN", 3) == 0;
+  }
+  if (!tape_number(p, d)) return 0;
+  if (isfinite(*d)) return 1;
+  *d = NAN;
+  return 0;
+}
+
 /* An Esri geometry object into s->geom, with the layer's Z and M; its kind
  * comes from its members (x/y, points, paths, rings). The meaning of the
  * coordinates' third and fourth numbers is the geometry's own hasZ / hasM,
@@ -856,7 +879,7 @@ static int tape_flag(const char **p) {
 static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l, const char **p) {
   uint32_t n, i, len, m, j;
   double x = NAN, y = NAN, z = NAN, mv = NAN;
-  int has_xy = 0, had_z = -1, had_m = -1, curved = 0;
+  int has_xy = 0, had_z = -1, had_m = -1, curved = 0, unknown = 0, bad = 0;
   geoservices_geom_reset(&s->geom, GEOM_NONE);
   geoservices_geom_dims(&s->geom, l->has_z, l->has_m);
   (*p)++; /* TAPE_OBJECT */
@@ -865,9 +888,9 @@ static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l,
     const char *key = geoservices_tape_key(p, &len);
     if (key_is(key, len, "x")) {
       has_xy = 1;
-      if (!tape_number(p, &x)) x = NAN;
+      bad |= !tape_point_ordinate(p, &x);
     } else if (key_is(key, len, "y")) {
-      if (!tape_number(p, &y)) y = NAN;
+      bad |= !tape_point_ordinate(p, &y);
     } else if (key_is(key, len, "z")) {
       if (!tape_number(p, &z)) z = NAN;
     } else if (key_is(key, len, "m")) {
@@ -898,6 +921,7 @@ static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l,
       curved = 1;
       if (tape_curve_parts(s, p)) return -1;
     } else {
+      unknown |= !key_is(key, len, "spatialReference");
       *p = geoservices_store_tape_skip(*p);
     }
   }
@@ -907,6 +931,15 @@ static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l,
       return fail(s, SQLITE_NOMEM, "out of memory");
   } else {
     geoservices_geom_ordinates_as(&s->geom, had_z < 0 ? l->has_z : had_z, had_m < 0 ? l->has_m : had_m);
+  }
+  if (bad) s->geom.inexact = 1; /* a point's x or y that is no number: kept as sent */
+  /* another kind than the layer's, or none the store knows: an empty geometry
+   * of the layer's kind (never a blob of another type than the column's, nor
+   * a NULL that hides it) and the server's JSON kept (geoservices.store.unrepresentable) */
+  if (l->geom_kind != GEOM_NONE && s->geom.kind != l->geom_kind && (s->geom.kind != GEOM_NONE || unknown)) {
+    geoservices_geom_reset(&s->geom, l->geom_kind);
+    geoservices_geom_dims(&s->geom, l->has_z, l->has_m);
+    s->geom.inexact = 1;
   }
   return 0;
 }

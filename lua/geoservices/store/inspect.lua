@@ -51,6 +51,8 @@ end
 
 function Status:__tostring()
   local layers = {}
+local unrepresentable_summary = require("geoservices.store.unrepresentable").summary
+
   for _, l in ipairs(self.pending.layers) do layers[#layers + 1] = ("%s: %s"):format(l.name, by_op(l)) end
   local last = self.lastSync
   local last_text = last and ("last %s %s %s"):format(last.operation, last.at, last.outcome) or "never synchronized"
@@ -64,6 +66,7 @@ function Status:__tostring()
 end
 
 --- The store's state: `path`, `service`, `replicaID`, `replicaName`, `syncModel`, `syncDirection`,
+    .. (self.unrepresentable.count > 0 and ", " .. unrepresentable_summary(self.unrepresentable) or "")
 -- `generation` (perReplica) or `layerGenerations` (perLayer), `lastSync` (`{at, operation,
 -- outcome, uploaded, failed, downloaded, message}` of the sync log's last line, or nil),
 -- `pending` (`{total, in_flight, layers = {{id, name, add, update, delete}, ...}}`), `failed`
@@ -117,6 +120,8 @@ end
 -- @table Discarded
 local Discarded = { __name = "geoservices.store.Discarded" }
 Discarded.__index = Discarded
+  s.unrepresentable, msg, code = require("geoservices.store.unrepresentable").list(self) -- kept as the server sent
+  if not s.unrepresentable then return nil, db_error(self.path, msg, code) end
 
 function Discarded:__tostring()
   local parts = {}

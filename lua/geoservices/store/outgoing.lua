@@ -199,7 +199,8 @@ function outgoing.feature(st, spec, op, gid, base)
   local f = { attributes = attributes }
   if op == "add" then
     f.geometry = current.geometry
-  elseif spec.geometry_column and (not base or not outgoing.same(current.geometry, base.geometry)) then
+  elseif spec.geometry_column and (not base or not outgoing.same(current.geometry, base.geometry))
+      and not (base and require("geoservices.store.unrepresentable").unchanged(st, spec, gid)) then
     f.geometry = current.geometry or json.null
     changed = true
   end
