@@ -83,7 +83,7 @@ end
 -- generation it made (refused ones: the generation the server stayed at),
 -- what an add or update sent, and `refused = true, code =` for an edit the
 -- server refused (`rolled_back = true` for one applied, then undone with its
--- request).
+-- request; `cascade = true` for an attachment deleted with its feature).
 function control.changelog(emu, service_name)
   local svc = emu.world.feature_services[service_name or ""]
   if not svc then return nil end
@@ -91,7 +91,7 @@ function control.changelog(emu, service_name)
   for i, e in ipairs(svc.log) do
     entries[i] = { gen = e.gen, layer = e.layer, target = e.target, op = e.op, globalId = e.globalId,
                    origin = e.origin, attributes = e.attributes, refused = e.refused or nil, code = e.code,
-                   rolled_back = e.rolled_back }
+                   rolled_back = e.rolled_back, cascade = e.cascade }
   end
   return { gen = svc.gen, entries = entries }
 end

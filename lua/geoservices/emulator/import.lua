@@ -248,6 +248,8 @@ local function apply_target(layer, target, edits, res, ctx)
         for _, k in ipairs{ "contentType", "name", "uploadId", "parentGlobalId" } do
           if item[k] ~= nil then updated[k] = item[k] end
         end
+        -- new bytes (an upload): the size and content of before are gone
+        if item.uploadId ~= nil then updated.size, updated.data = nil, nil end
       end
       store[gid] = updated
       entry.applied = true
@@ -266,6 +268,26 @@ local function apply_target(layer, target, edits, res, ctx)
       tomb.deleted = true
       store[gid] = tomb
       entry.applied = true
+      if target == "features" then
+        -- a deleted feature's attachments go with it (the vendor's attachment
+        -- table is related to its layer by a composite relationship class:
+        -- "deleting a feature deletes its attachments"); logged as deletes,
+        -- so other replicas download them
+        local atts = {}
+        for agid, a in pairs(layer.attachments) do
+          if not a.deleted and a.parentGlobalId == gid then atts[#atts + 1] = agid end
+        end
+        table.sort(atts)
+        for _, agid in ipairs(atts) do
+          local before = layer.attachments[agid]
+          ctx.undo[#ctx.undo + 1] = function() layer.attachments[agid] = before end
+          local atomb = world.deep_copy(before)
+          atomb.deleted = true
+          layer.attachments[agid] = atomb
+          ctx.attempts[#ctx.attempts + 1] = { layer = layer.id, target = "attachments", globalId = agid,
+                                              op = "delete", cascade = true, applied = true }
+        end
+      end
       res.deleteResults[#res.deleteResults + 1] = { globalId = gid, success = true,
         objectId = target == "features" and tomb.attributes.OBJECTID or tomb.objectId }
     end

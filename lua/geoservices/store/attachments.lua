@@ -119,9 +119,10 @@ function attachments.fetch(st, client, opts)
     end
     local n
     if ok then
-      -- one transaction; fetched_at first, while the row is small (an UPDATE
-      -- of a row reads its whole record, the blob included)
-      ok, err = st:transaction(function()
+      -- one transaction, the server's bytes never captured as a local edit;
+      -- fetched_at first, while the row is small (an UPDATE of a row reads
+      -- its whole record, the blob included)
+      ok, err = st:_uncaptured(function()
         local done, msg, code = st.db:run("UPDATE " .. attachments.MEDIA
           .. " SET fetched_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?", r.id)
         if done then

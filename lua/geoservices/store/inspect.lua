@@ -7,6 +7,8 @@
 -- (geoservices.store.edit_list). These are methods of the Store
 -- (geoservices.store), which mixes them in.
 -- @module geoservices.store.inspect
+local attachment_discard = require "geoservices.store.attachment_discard"
+local attachment_edits = require "geoservices.store.attachment_edits"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local outgoing = require "geoservices.store.outgoing"
@@ -60,7 +62,8 @@ local unrepresentable_summary = require("geoservices.store.unrepresentable").sum
     tostring(self.replicaName or "-"), tostring(self.replicaID), tostring(self.service), tostring(self.syncModel),
     tostring(self.syncDirection), generation_text(self), last_text, plural(self.pending.total, "local edit"),
     #layers > 0 and (" (" .. table.concat(layers, "; ") .. ")") or "",
-    self.pending.in_flight > 0 and (", %d in flight"):format(self.pending.in_flight) or "",
+    (self.pending.in_flight > 0 and (", %d in flight"):format(self.pending.in_flight) or "")
+    .. ((self.pending.attachments or 0) > 0 and (", " .. plural(self.pending.attachments, "attachment edit")) or ""),
     ("%d failed"):format(self.failed), plural(self.conflicts, "conflict"))
     .. srs.unknown_text(self.unknownCrs)
 end
@@ -69,8 +72,9 @@ end
     .. (self.unrepresentable.count > 0 and ", " .. unrepresentable_summary(self.unrepresentable) or "")
 -- `generation` (perReplica) or `layerGenerations` (perLayer), `lastSync` (`{at, operation,
 -- outcome, uploaded, failed, downloaded, message}` of the sync log's last line, or nil),
--- `pending` (`{total, in_flight, layers = {{id, name, add, update, delete}, ...}}`), `failed`
--- and `conflicts` (counts), `unknownCrs` (the layers whose CRS the file cannot define,
+-- `pending` (`{total, in_flight, attachments, layers = {{id, name, add, update, delete}, ...}}`:
+-- `attachments` the attachment edits waiting), `failed` (feature and attachment edits the server
+-- refused) and `conflicts` (counts), `unknownCrs` (the layers whose CRS the file cannot define,
 -- geoservices.store.srs.unknown). It reads counts only, so a damaged queue row does not hide it.
 -- @treturn[1] Status the state (prints as one line)
 -- @return[2] nil
@@ -104,6 +108,9 @@ function Store:status()
     if not rows then return nil, db_error(self.path, msg, code) end
     s[field] = rows[1].n
   end
+  -- the attachment edits: waiting, and refused (counted with the failed edits)
+  local att = attachment_edits.counts(self)
+  s.pending.attachments, s.failed = att.pending, s.failed + att.failed
   rows, msg, code = db:rows("SELECT * FROM geoservices_sync_log ORDER BY id DESC LIMIT 1")
   if not rows then return nil, db_error(self.path, msg, code) end
   local last = rows[1]
@@ -129,8 +136,25 @@ function Discarded:__tostring()
   if self.restored > 0 then
     parts[#parts + 1] = ("%s restored"):format(by_op{ update = self.updates, delete = self.deletes })
   end
-  return ("%s discarded%s"):format(plural(self.count, "local edit"),
+  local features = self.count - self.attachments
+  local text = ("%s discarded%s"):format(plural(features, "local edit"),
     #parts > 0 and (": " .. table.concat(parts, ", ")) or "")
+  if self.attachments == 0 then return text end
+  local notes = {}
+  if self.refetch > 0 then
+    notes[#notes + 1] = ("the server's bytes of %d fetched again by the next sync"):format(self.refetch)
+  end
+  if #self.bytesKept > 0 then
+    notes[#notes + 1] = ("%d keep%s the local bytes (no address of the server's known)"):format(#self.bytesKept,
+      #self.bytesKept == 1 and "s" or "")
+  end
+  if #self.bytesMissing > 0 then
+    notes[#notes + 1] = ("%d restored without bytes (none kept, no address of the server's known)")
+      :format(#self.bytesMissing)
+  end
+  local att = ("%s discarded%s"):format(plural(self.attachments, "attachment edit"),
+    #notes > 0 and (" (" .. table.concat(notes, "; ") .. ")") or "")
+  return features > 0 and (text .. "; " .. att) or att
 end
 
 -- Undoes one queued edit not sent: an add's feature removed, an update's
@@ -158,12 +182,17 @@ end
 
 --- Discards local edits not sent yet: each one's feature is put back as
 -- the server had it (an add removed, an update's and a delete's values from
--- before the edit written back), and it leaves the queue. All of them, or
+-- before the edit written back), and it leaves the queue. A GlobalID of an
+-- attachment discards its attachment edits, queued or refused by the server
+-- (geoservices.store.attachment_discard); `{all = true}` takes those too. All of them, or
 -- none: in one transaction. An edit in flight cannot be discarded (its
 -- outcome is being settled: synchronize first).
 -- @param ... GlobalIDs (strings, or one list of them), or `{all = true}`
 -- @treturn[1] Discarded what was done (prints as one line): `count`, `removed`, `restored`,
---   `updates`, `deletes`, `globalIds`
+--   `updates`, `deletes`, `globalIds`; `attachments` (of `count`: attachment edits discarded,
+--   geoservices.store.attachment_discard), `refetch` (attachments whose server bytes the next sync
+--   fetches again), `bytesKept`, `bytesMissing` (GlobalIDs of attachments whose server bytes
+--   could not be put back)
 -- @return[2] nil
 -- @treturn[2] table err: kind "invalid" (no local edit of a GlobalID, one in flight, one without
 --   the values from before it), "busy", "io"
@@ -182,6 +211,10 @@ function Store:discard(...)
   end
   return self:_uncaptured(function()
     local rows, msg, code
+    local att_rows, aerr = attachment_discard.rows(self, gids, all)
+    if not att_rows then return nil, aerr end
+    local att_gids = {}
+    for _, r in ipairs(att_rows) do att_gids[normalize_gid(r.global_id)] = true end
     if all then
       rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id IS NULL ORDER BY seq")
       if not rows then return nil, db_error(self.path, msg, code) end
@@ -192,8 +225,9 @@ function Store:discard(...)
         local found
         found, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE global_id = ? ORDER BY seq", gid)
         if not found then return nil, db_error(self.path, msg, code) end
-        if #found == 0 then return nil, errors.invalid("global_id", ("no local edit of %s in %s"):format(gid,
-          self.path)) end
+        if #found == 0 and not att_gids[gid] then
+          return nil, errors.invalid("global_id", ("no local edit of %s in %s"):format(gid, self.path))
+        end
         for _, r in ipairs(found) do
           if r.attempt_id then
             return nil, errors.invalid("global_id", ("the %s of %s is in flight (attempt %d): synchronize to settle "
@@ -203,8 +237,18 @@ function Store:discard(...)
         end
       end
     end
-    local out = setmetatable({ count = 0, removed = 0, restored = 0, updates = 0, deletes = 0,
+    local out = setmetatable({ count = 0, removed = 0, restored = 0, updates = 0, deletes = 0, attachments = 0,
+                               refetch = 0, bytesKept = json.array(), bytesMissing = json.array(),
                                globalIds = json.array() }, Discarded)
+    for _, r in ipairs(att_rows) do
+      local done, err = attachment_discard.undo(self, r)
+      if not done then return nil, err end
+      out.count, out.attachments = out.count + 1, out.attachments + 1
+      out.globalIds[#out.globalIds + 1] = r.global_id
+      if done.refetch then out.refetch = out.refetch + 1 end
+      if done.bytes_kept then out.bytesKept[#out.bytesKept + 1] = r.global_id end
+      if done.bytes_missing then out.bytesMissing[#out.bytesMissing + 1] = r.global_id end
+    end
     for _, r in ipairs(rows) do
       local ok, err = undo(self, r)
       if not ok then return nil, err end

@@ -8,6 +8,7 @@
 -- `st:pending()`. The edits are queued by the capture triggers of the
 -- feature tables (geoservices.store.capture), whoever makes them.
 -- @module geoservices.store.queue
+local attachment_edits = require "geoservices.store.attachment_edits"
 local edit_list = require "geoservices.store.edit_list"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
@@ -51,7 +52,7 @@ local SENDS_FEATURE = { add = true, update = true }
 -- was sent, and must hold a feature.
 local function edit_row(st, r, what, tbl)
   local out = {
-    seq = r.seq, op = r.op, layer = r.layer_id, globalId = r.global_id, attempt = r.attempt_id,
+    kind = "feature", seq = r.seq, op = r.op, layer = r.layer_id, globalId = r.global_id, attempt = r.attempt_id,
     created = r.created_at, code = r.code, description = r.description, failed = r.failed_at,
     detected = r.detected_at, outcome = r.outcome,
   }
@@ -122,12 +123,19 @@ function Store:pending()
 end
 
 --- The local edits the server rejected, with its `code` and `description`
--- (and `seq`, `op`, `layer`, `globalId`, `feature`, `base`, `attempt`, `failed` time).
+-- (and `kind` "feature", `seq`, `op`, `layer`, `globalId`, `feature`, `base`, `attempt`, `failed`
+-- time), then the attachment edits it rejected (`kind` "attachment", `seq`, `op`, `layer`,
+-- `globalId`, `parentGlobalId`, `name`, `code`, `description`, `failed`:
+-- geoservices.store.attachment_edits). Each stays until it is discarded (or, for an
+-- attachment, edited again).
 -- @return the list, or nil, err (as @{pending})
 function Store:failed()
   local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_failed_edits ORDER BY seq")
   if not rows then return nil, db_error(self.path, msg, code) end
-  return edit_rows(self, rows, "failed edit", "geoservices_failed_edits")
+  local list, err = edit_rows(self, rows, "failed edit", "geoservices_failed_edits")
+  if not list then return nil, err end
+  for _, a in ipairs(attachment_edits.failed(self)) do list[#list + 1] = a end
+  return list
 end
 
 --- The local edits that lost to the server's version: the server holds

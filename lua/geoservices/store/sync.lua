@@ -297,10 +297,10 @@ local sync_locked
 local attachment_report = setmetatable({}, { __mode = "k" })
 
 -- Reads back the outcome of the attachment edits sent (geoservices.store.attachment_edits).
-local function settle_attachments(st, client, succeeded)
+local function settle_attachments(st, client, succeeded, failed_edits)
   local rep = st:replica()
   if not rep then return nil end
-  return attachment_edits.settle(st, client, rep, succeeded)
+  return attachment_edits.settle(st, client, rep, succeeded, failed_edits)
 end
 
 function sync_locked(st, client, opts)
@@ -344,8 +344,11 @@ function sync_locked(st, client, opts)
   -- what the request states itself (geoservices.sync does the same): kept
   -- in the attempt, so that its outcome can be read after a crash
   local async = params.async == true
-  if params.transportType == nil then params.transportType = (#seqs > 0 and not async) and "embedded" or "url" end
-  if params.rollbackOnFailure == nil then params.rollbackOnFailure = #seqs == 0 or async end
+  -- attachment edits ask for per-edit results too: one the server refuses is named, the others go
+  local edits_go = #seqs > 0
+    or attachment_edits.waiting(st, function(layer) return UPLOADS[directions[layer] or ""] end)
+  if params.transportType == nil then params.transportType = (edits_go and not async) and "embedded" or "url" end
+  if params.rollbackOnFailure == nil then params.rollbackOnFailure = not edits_go or async end
   local journal = { syncDirection = params.syncDirection, transportType = params.transportType,
                     rollbackOnFailure = params.rollbackOnFailure, async = async }
   if rep.syncModel == "perLayer" then
@@ -493,7 +496,7 @@ function M.sync(st, client, opts)
   local report = attachment_report[st]
   attachment_report[st] = nil
   if ok and report then
-    local settled, serr = settle_attachments(st, client, result ~= nil)
+    local settled, serr = settle_attachments(st, client, result ~= nil, result and result.failed_edits)
     if result then
       result.attachment_edits = settled or { unknown = true, error = serr }
       result.attachment_edits.not_uploaded = report.not_uploaded

@@ -1,7 +1,8 @@
 --- The commands that read and change a replica store without a server:
 -- `geoservices status STORE.gpkg` (the replica, its generation, the last
 -- sync, the local edits waiting by layer and kind, the failed ones, the
--- conflicts), `geoservices pending STORE.gpkg` (one line per local edit),
+-- conflicts), `geoservices pending STORE.gpkg` (one line per local edit,
+-- the attachment edits after the features'),
 -- `geoservices discard STORE.gpkg GLOBALID...|--all` (drops local edits
 -- and puts the server's version back), `geoservices conflicts STORE.gpkg`
 -- (the local edits that lost to the server's version). Each with --json.
@@ -60,7 +61,7 @@ end
 
 local function edit_event(st, event, e)
   local ev = { event = event, layer_name = layer_name(st, e.layer) }
-  for _, k in ipairs{ "seq", "op", "layer", "globalId", "feature", "base", "server", "attempt", "created",
+  for _, k in ipairs{ "kind", "seq", "op", "layer", "globalId", "feature", "base", "server", "attempt", "created",
                       "detected", "description", "outcome" } do
     ev[k] = e[k]
   end
@@ -136,8 +137,9 @@ function pending.define(command)
 end
 
 -- `pending` and `conflicts`: one of a store's lists, a line (or an event)
--- an edit; `detail(st, edit)` the end of its line.
-local function list_command(name, event, detail)
+-- an edit; `detail(st, edit)` the end of its line; `more(st, out)` lists
+-- what follows (the attachment edits) and returns how many.
+local function list_command(name, event, detail, more)
   return function(args, out)
     local st, code = open(out, args.store, name)
     if not st then return code end
@@ -152,14 +154,40 @@ local function list_command(name, event, detail)
       out:line(tostring(list))
       for _, line in ipairs(edit_lines(st, list, function(e) return detail(st, e) end)) do out:line(line) end
     end
+    local extra = more and more(st, out) or 0
     st:close()
-    return out:result(EXIT.ok, { command = name, count = #list })
+    return out:result(EXIT.ok, { command = name, count = #list + extra })
   end
 end
 
-pending.run = list_command("pending", "pending_edit", function(st, e)
+
+-- The attachment edits waiting or refused: after the features' lines, one
+-- each, kind "attachment" (geoservices.store.attachment_edits).
+local function attachment_lines(st, out)
+  local list = st:attachment_edits()
+  if out.mode == "json" then
+    for _, e in ipairs(list) do
+      out:emit{ event = "pending_edit", kind = "attachment", seq = e.seq, op = e.op, layer = e.layer,
+                layer_name = layer_name(st, e.layer), globalId = e.globalId, parentGlobalId = e.parentGlobalId,
+                name = e.name, sent = e.sent, failed = e.failed, code = e.code }
+    end
+    return #list
+  end
+  if #list > 0 then out:line(("%d attachment edit%s:"):format(#list, #list == 1 and "" or "s")) end
+  for _, e in ipairs(list) do
+    out:line(("  attachment %-6s  %s  %s  %s%s%s"):format(e.op, layer_name(st, e.layer), e.globalId,
+      tostring(e.name or ""), e.sent and "  (in flight)" or "",
+      e.failed and ("  (refused: %s%s; geoservices discard %s %s)"):format(e.failed,
+        e.code and (" code " .. tostring(e.code)) or "", st.path, e.globalId) or ""))
+  end
+  return #list
+end
+
+local list_pending = list_command("pending", "pending_edit", function(st, e)
   return (e.attempt and "(in flight) " or "") .. fields_text(st, e)
-end)
+end, attachment_lines)
+
+pending.run = list_pending
 
 -- ---- conflicts -------------------------------------------------------------------
 
