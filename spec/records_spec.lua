@@ -48,6 +48,39 @@ describe("record extractor", function()
                   "delete:0", "add_result:0", "add_attachment:0", "layer:5", "update:5", "field=tail" }, kinds)
   end)
 
+  it("counts without values (values = false): the same records, nil values, an id-last layer waiting as runs",
+    function()
+    local function kinds_of(out)
+      local kinds = {}
+      for i, r in ipairs(out) do
+        kinds[i] = r.kind .. (r.layer and (":" .. r.layer) or "") .. (r.key and ("=" .. r.key) or "")
+      end
+      return kinds
+    end
+    -- a createReplica result whose second layer writes its id after 3000 features
+    local features = {}
+    for i = 1, 3000 do features[i] = ('{"attributes":{"OBJECTID":%d},"geometry":{"x":%d,"y":1}}'):format(i, i) end
+    local doc = '{"replicaServerGen":4,"layers":[{"id":0,"features":[' .. features[1] .. '],"attachments":[]},'
+      .. '{"features":[' .. table.concat(features, ",") .. '],"attachments":[{"globalId":"{AT}"}],"id":7}],'
+      .. '"replicaID":"{R}"}'
+    local with, without = collect(doc, 997), collect(doc, 997, { values = false })
+    assert.same(kinds_of(with), kinds_of(without))
+    assert.equal(2 + 2 + 1 + 3000 + 1, #with) -- 2 fields, 2 layers, 1 + 3000 adds, 1 attachment
+    for _, r in ipairs(without) do
+      if r.kind == "field" then assert.is_not_nil(r.value) else assert.is_nil(r.value, r.kind) end
+    end
+    assert.equal(4, without[1].value)
+    assert.equal("{R}", without[#without].value)
+    -- what waits for id 7 is no table per feature: one run of adds (and one of attachments)
+    for _, opts in ipairs{ { values = false }, {} } do
+      local rec = core.records(opts)
+      assert(rec:feed(doc:sub(1, #doc - 30)))
+      rec:drain(function() end)
+      local want = opts.values == false and 1 or 3000
+      assert.equal(want, rec:waiting())
+    end
+  end)
+
   it("keeps integers as integers and doubles exact, and decodes surrogate pairs", function()
     local out = collect(DOC, #DOC)
     local add = out[5].value

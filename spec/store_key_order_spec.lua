@@ -68,6 +68,32 @@ describe("the replica store's memory whatever a layer's key order (issue 28)", f
     local listing = run("ls -A " .. q(dir))
     assert.equal("first.gpkg\nfirst.json\nlast.gpkg\nlast.json\n", listing)
   end)
+
+  it("stays under 64 MiB through createReplica, the download and the fill, with the id last", function()
+    -- a server answering createReplica with the file (spec/bench/serve_replica.lua); the
+    -- download counts the records it saves: an id-last layer waits as a count there
+    local log = dir .. "/serve.log"
+    local pid = run(("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/bench/serve_replica.lua %s > %s 2>&1 & echo $!"):format(
+      q(package.path), q(package.cpath), q(dir .. "/last.json"), q(log))):match("%d+")
+    local ok, err = pcall(function()
+      local url = helper.wait_for("the replica server", function()
+        local f = io.open(log)
+        local text = f and f:read("a")
+        if f then f:close() end
+        return text and text:match("serving on (%S+)")
+      end, 10)
+      local out, done = lua("spec/bench/store_download_one.lua", url, dir .. "/downloaded.gpkg")
+      assert(done, out)
+      local n, kib = out:match("^download_create %S+ (%d+) (%d+)")
+      assert.equal(RECORDS, tonumber(n), out)
+      assert.is_true(tonumber(kib) < LIMIT_KIB, ("peak RSS %s KiB"):format(kib))
+      assert.equal(summary(dir .. "/last.gpkg"), summary(dir .. "/downloaded.gpkg"))
+    end)
+    os.execute("kill " .. pid)
+    os.remove(dir .. "/downloaded.gpkg")
+    os.remove(log)
+    assert(ok, err)
+  end)
 end)
 
 describe("a store made from the emulator with a layer's id first or last (issue 28)", function()

@@ -183,16 +183,23 @@ static void deliver(lua_State *L, int fn_idx, const geoservices_replay_state *st
 }
 
 /* Records of a layer entry whose id has not arrived yet wait in the pending
- * table (only when a server writes "id" after the records). */
+ * table (only when a server writes "id" after the records): {kind, value,
+ * key} each, or without values (count_only) a run {kind, nil, key, count}
+ * of records alike, so that counting an id-last layer holds no memory. */
 static void flush_pending(lua_State *L, int fn_idx, int pending_idx, const geoservices_replay_state *st) {
   lua_Integer i, n = (lua_Integer)lua_rawlen(L, pending_idx);
   for (i = 1; i <= n; i++) {
+    lua_Integer times = 1, t;
     lua_rawgeti(L, pending_idx, i);
-    lua_rawgeti(L, -1, 1);
-    lua_rawgeti(L, -2, 2);
-    lua_rawgeti(L, -3, 3);
-    lua_remove(L, -4);
-    deliver(L, fn_idx, st, 1);
+    if (lua_rawgeti(L, -1, 4) == LUA_TNUMBER) times = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    for (t = 0; t < times; t++) {
+      lua_rawgeti(L, -1, 1);
+      lua_rawgeti(L, -2, 2);
+      lua_rawgeti(L, -3, 3);
+      deliver(L, fn_idx, st, 1);
+    }
+    lua_pop(L, 1);
   }
   for (i = n; i >= 1; i--) {
     lua_pushnil(L);
@@ -237,12 +244,46 @@ lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geo
       geoservices_tape_record h = geoservices_tape_record_header(&p);
       int now = h.entry < 0 || (st->has_id && st->id_entry == h.entry);
       delivered++;
-      if (now) { /* straight into the call's arguments: fn(kind, layer_id, value, key) */
+      if (st->count_only && h.entry >= 0 && !now) { /* counted: the last run of its kind grows, or one starts */
+        lua_Integer n = (lua_Integer)lua_rawlen(L, pending_idx);
+        int grown = 0;
+        p = geoservices_tape_skip(p);
+        if (n > 0 && h.key_len == 0) {
+          lua_rawgeti(L, pending_idx, n); /* the run, its kind, this kind, its key, its count */
+          lua_rawgeti(L, -1, 1);
+          push_kind(L, &kc, h.kind);
+          lua_rawgeti(L, -3, 3);
+          lua_rawgeti(L, -4, 4);
+          if (lua_rawequal(L, -3, -4) && lua_isnil(L, -2) && lua_isinteger(L, -1)) {
+            lua_pushinteger(L, lua_tointeger(L, -1) + 1);
+            lua_rawseti(L, -6, 4);
+            grown = 1;
+          }
+          lua_pop(L, 5);
+        }
+        if (!grown) {
+          lua_createtable(L, 4, 0);
+          push_kind(L, &kc, h.kind);
+          lua_rawseti(L, -2, 1);
+          if (h.key_len) {
+            lua_pushlstring(L, h.key, h.key_len);
+            lua_rawseti(L, -2, 3);
+          }
+          lua_pushinteger(L, 1);
+          lua_rawseti(L, -2, 4);
+          lua_rawseti(L, pending_idx, n + 1);
+        }
+      } else if (now) { /* straight into the call's arguments: fn(kind, layer_id, value, key) */
         lua_pushvalue(L, fn_idx);
         push_kind(L, &kc, h.kind);
         if (h.entry < 0) lua_pushnil(L);
         else lua_pushinteger(L, (lua_Integer)st->layer_id);
-        push_value(L, &p, array_mt, &kc);
+        if (st->count_only && h.entry >= 0) {
+          p = geoservices_tape_skip(p);
+          lua_pushnil(L);
+        } else {
+          push_value(L, &p, array_mt, &kc);
+        }
         if (h.key_len) lua_pushlstring(L, h.key, h.key_len);
         else lua_pushnil(L);
         lua_call(L, 4, 0);
@@ -338,13 +379,17 @@ void geoservices_read_json_limits(lua_State *L, int idx, geoservices_json_limits
   lua_pop(L, 2);
 }
 
-/* records([{max_depth=, max_value_bytes=, worker_after=}]) -> Records.
+/* records([{max_depth=, max_value_bytes=, worker_after=, values=}]) -> Records.
  * worker_after: bytes fed before parsing moves to a worker thread (false:
- * never; the default is GEOSERVICES_RECORDS_WORKER_AFTER). */
+ * never; the default is GEOSERVICES_RECORDS_WORKER_AFTER). values = false:
+ * a layer entry's records are delivered without their value (nil), for a
+ * reader that only counts them: one whose layer id comes after them then
+ * waits as a count, not as a table each. */
 static int l_records_new(lua_State *L) {
   geoservices_json_limits lim;
   records_ud *u;
   size_t worker_after = GEOSERVICES_RECORDS_WORKER_AFTER;
+  int count_only = 0;
   geoservices_read_json_limits(L, 1, &lim);
   if (lua_istable(L, 1)) {
     lua_getfield(L, 1, "worker_after");
@@ -355,9 +400,13 @@ static int l_records_new(lua_State *L) {
       worker_after = (size_t)n;
     }
     lua_pop(L, 1);
+    lua_getfield(L, 1, "values");
+    count_only = lua_isboolean(L, -1) && !lua_toboolean(L, -1);
+    lua_pop(L, 1);
   }
   u = (records_ud *)lua_newuserdatauv(L, sizeof *u, 2);
   memset(u, 0, sizeof *u);
+  u->replay.count_only = count_only;
   luaL_setmetatable(L, GEOSERVICES_RECORDS_MT);
   lua_newtable(L);
   lua_setiuservalue(L, -2, 1); /* records waiting for their layer id */
@@ -551,6 +600,15 @@ static int l_records_error(lua_State *L) {
   return 2;
 }
 
+/* records:waiting() -> entries waiting for their layer's id: a record each,
+ * or (values = false) a run of records alike each. */
+static int l_records_waiting(lua_State *L) {
+  check_records(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  lua_pushinteger(L, (lua_Integer)lua_rawlen(L, -1));
+  return 1;
+}
+
 static int l_records_pending(lua_State *L) {
   records_ud *u = check_records(L, 1);
   lua_pushinteger(L, (lua_Integer)geoservices_records_pending(u->records));
@@ -571,6 +629,7 @@ void geoservices_open_records(lua_State *L) {
     {"finish", l_records_finish},
     {"drain", l_records_drain},
     {"pending", l_records_pending},
+    {"waiting", l_records_waiting},
     {"fed", l_records_fed},
     {"error", l_records_error},
     {"close", l_records_close},

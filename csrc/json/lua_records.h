@@ -15,6 +15,7 @@ typedef struct geoservices_replay_state {
   int has_id;
   int64_t id_entry;
   int64_t layer_id;
+  int count_only; /* records{values = false}: an entry's records come without their value (nil) */
 } geoservices_replay_state;
 
 /* The Records userdata. Requests in records mode feed one (it may outlive

@@ -12,6 +12,31 @@ const char *const geoservices_record_kind_names[RECORD_KIND_COUNT] = {
   "add_attachment_result", "update_attachment_result", "delete_attachment_result",
 };
 
+const char *geoservices_tape_skip(const char *p) {
+  /* containers are walked with a count of values still to skip, no recursion */
+  uint64_t left = 1;
+  while (left > 0) {
+    int op = (unsigned char)*p++;
+    left--;
+    switch (op) {
+      case TAPE_OBJECT: {
+        uint32_t n = geoservices_tape_u32(&p);
+        left += 2 * (uint64_t)n; /* keys and values */
+        break;
+      }
+      case TAPE_ARRAY: left += geoservices_tape_u32(&p); break;
+      case TAPE_KEY_ID:
+      case TAPE_STRING_ID: p += 2; /* its id, then as TAPE_KEY */ /* fall through */
+      case TAPE_KEY:
+      case TAPE_STRING: p += geoservices_tape_u32(&p); break;
+      case TAPE_INTEGER:
+      case TAPE_DOUBLE: p += 8; break;
+      default: break; /* true, false, null */
+    }
+  }
+  return p;
+}
+
 /* Where the structural walk is; records are captured below LIST and beside. */
 typedef enum {
   AT_START, AT_ROOT, AT_EDITS, AT_ENTRY, AT_PART, AT_LIST, AT_DONE

@@ -137,6 +137,9 @@ static inline geoservices_tape_record geoservices_tape_record_header(const char 
   return h;
 }
 
+/* Moves past the value at p (any nesting): returns where the next starts. */
+const char *geoservices_tape_skip(const char *p);
+
 typedef struct geoservices_records geoservices_records;
 
 /* NULL on OOM. limits may be NULL (defaults of jsonstream). */

@@ -26,32 +26,6 @@ static int fail_sqlite(geoservices_store *s, int rc, const char *what) {
 
 /* ---- the tape -------------------------------------------------------------- */
 
-
-const char *geoservices_store_tape_skip(const char *p) {
-  /* containers are walked with a count of values still to skip, no recursion */
-  uint64_t left = 1;
-  while (left > 0) {
-    int op = (unsigned char)*p++;
-    left--;
-    switch (op) {
-      case TAPE_OBJECT: {
-        uint32_t n = geoservices_tape_u32(&p);
-        left += 2 * (uint64_t)n; /* keys and values */
-        break;
-      }
-      case TAPE_ARRAY: left += geoservices_tape_u32(&p); break;
-      case TAPE_KEY_ID:
-      case TAPE_STRING_ID: p += 2; /* its id, then as TAPE_KEY */ /* fall through */
-      case TAPE_KEY:
-      case TAPE_STRING: p += geoservices_tape_u32(&p); break;
-      case TAPE_INTEGER:
-      case TAPE_DOUBLE: p += 8; break;
-      default: break; /* true, false, null */
-    }
-  }
-  return p;
-}
-
 static int key_is(const char *key, uint32_t len, const char *name) {
   return len == strlen(name) && memcmp(key, name, len) == 0;
 }
@@ -82,7 +56,7 @@ static int tape_number(const char **p, double *d) {
     *d = geoservices_tape_f64(p);
     return 1;
   }
-  *p = geoservices_store_tape_skip(*p);
+  *p = geoservices_tape_skip(*p);
   return 0;
 }
 
@@ -662,7 +636,7 @@ static int tape_json(const char **p, geoservices_buf *out) {
       return geoservices_buf_append(out, op == TAPE_TRUE ? "true" : op == TAPE_FALSE ? "false" : "null",
                                     op == TAPE_FALSE ? 5 : 4);
     default:
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
       return geoservices_buf_append(out, "null", 4);
   }
 }
@@ -690,7 +664,7 @@ static int bind_tape_value(geoservices_store *s, geoservices_store_layer *l, siz
       (*p)++;
       return geoservices_store_bind_integer(s, l, col, op == TAPE_TRUE);
     default: /* null stays NULL; an object or array is not a column value */
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
       return 0;
   }
 }
@@ -703,7 +677,7 @@ static int tape_xyzm(const char **p, double v[4]) {
   int ok = 1;
   v[0] = v[1] = v[2] = v[3] = NAN;
   if ((unsigned char)**p != TAPE_ARRAY) {
-    *p = geoservices_store_tape_skip(*p);
+    *p = geoservices_tape_skip(*p);
     return 0;
   }
   (*p)++;
@@ -714,7 +688,7 @@ static int tape_xyzm(const char **p, double v[4]) {
       if (i < 2) ok &= number;
       else if (!number) v[i] = NAN;
     } else {
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
     }
   }
   return n >= 2 && ok;
@@ -756,7 +730,7 @@ static int tape_curve_object(geoservices_store *s, const char **p) {
     const char *key = geoservices_tape_key(p, &len);
     double v[4];
     if (sg.has_end || (unsigned char)**p != TAPE_ARRAY) { /* one segment per object */
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
       continue;
     }
     sg.kind = len == 1 && (key[0] == 'c' || key[0] == 'a' || key[0] == 'b') ? key[0] : 0;
@@ -780,7 +754,7 @@ static int tape_curve_object(geoservices_store *s, const char **p) {
           sg.numbers++;
         }
       } else {
-        *p = geoservices_store_tape_skip(*p);
+        *p = geoservices_tape_skip(*p);
       }
     }
   }
@@ -792,14 +766,14 @@ static int tape_curve_object(geoservices_store *s, const char **p) {
 static int tape_curve_parts(geoservices_store *s, const char **p) {
   uint32_t n, i, m, j;
   if ((unsigned char)**p != TAPE_ARRAY) {
-    *p = geoservices_store_tape_skip(*p);
+    *p = geoservices_tape_skip(*p);
     return 0;
   }
   (*p)++;
   n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
     if ((unsigned char)**p != TAPE_ARRAY) {
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
       s->geom.inexact = 1;
       continue;
     }
@@ -813,7 +787,7 @@ static int tape_curve_parts(geoservices_store *s, const char **p) {
       } else if (op == TAPE_ARRAY) {
         if (tape_coordinate(s, p)) return -1;
       } else {
-        *p = geoservices_store_tape_skip(*p);
+        *p = geoservices_tape_skip(*p);
         s->geom.inexact = 1;
       }
     }
@@ -825,14 +799,14 @@ static int tape_curve_parts(geoservices_store *s, const char **p) {
 static int tape_parts(geoservices_store *s, const char **p) {
   uint32_t n, i, m, j;
   if ((unsigned char)**p != TAPE_ARRAY) {
-    *p = geoservices_store_tape_skip(*p);
+    *p = geoservices_tape_skip(*p);
     return 0;
   }
   (*p)++;
   n = geoservices_tape_u32(p);
   for (i = 0; i < n; i++) {
     if ((unsigned char)**p != TAPE_ARRAY) {
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
       continue;
     }
     (*p)++;
@@ -847,7 +821,7 @@ static int tape_parts(geoservices_store *s, const char **p) {
 /* A JSON boolean on the tape: 1 or 0, -1 for anything else. Advances past it. */
 static int tape_flag(const char **p) {
   int op = (unsigned char)**p;
-  *p = geoservices_store_tape_skip(*p);
+  *p = geoservices_tape_skip(*p);
   return op == TAPE_TRUE ? 1 : op == TAPE_FALSE ? 0 : -1;
 }
 
@@ -858,7 +832,7 @@ static int tape_point_ordinate(const char **p, double *d) {
   uint32_t len;
   *d = NAN;
   if (op == TAPE_NULL) {
-    *p = geoservices_store_tape_skip(*p);
+    *p = geoservices_tape_skip(*p);
     return 1;
   }
   if (geoservices_tape_is_string(op)) {
@@ -902,7 +876,7 @@ static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l,
     } else if (key_is(key, len, "points")) {
       geoservices_geom_reset(&s->geom, GEOM_MULTIPOINT);
       if ((unsigned char)**p != TAPE_ARRAY) {
-        *p = geoservices_store_tape_skip(*p);
+        *p = geoservices_tape_skip(*p);
         continue;
       }
       (*p)++;
@@ -922,7 +896,7 @@ static int tape_geometry(geoservices_store *s, const geoservices_store_layer *l,
       if (tape_curve_parts(s, p)) return -1;
     } else {
       unknown |= !key_is(key, len, "spatialReference");
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
     }
   }
   if (s->geom.kind == GEOM_NONE && has_xy) { /* a point's z and m are named: no flags needed */
@@ -963,14 +937,14 @@ static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const
         const char *name = geoservices_tape_key(p, &name_len);
         size_t col;
         col = geoservices_store_find_column(l, name, name_len, j);
-        if (col == GEOSERVICES_STORE_NONE) *p = geoservices_store_tape_skip(*p); /* not a column: dropped */
+        if (col == GEOSERVICES_STORE_NONE) *p = geoservices_tape_skip(*p); /* not a column: dropped */
         else if (bind_tape_value(s, l, col, p)) return -1;
       }
     } else if (op == TAPE_OBJECT && key_is(key, len, "geometry") && l->geom_col) {
       geometry = *p;
       if (tape_geometry(s, l, p) || geoservices_store_bind_geometry(s, l)) return -1;
     } else {
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
     }
   }
   if (geoservices_store_upsert(s, l)) return -1;
@@ -1071,7 +1045,7 @@ static int apply_attachment(geoservices_store *s, int64_t layer, const char **p)
     if (!param && key_is_ci(key, len, "attachmentId")) param = 4;
     op = (unsigned char)**p;
     if (!param || (!geoservices_tape_is_string(op) && op != TAPE_INTEGER && op != TAPE_DOUBLE)) {
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
       continue;
     }
     if (geoservices_tape_is_string(op)) {
@@ -1151,7 +1125,7 @@ static int apply_record(geoservices_store *s, int kind, int has_layer, int64_t l
       break;
     default:
       rc = other ? other(ctx, kind, has_layer, layer, *p, key, key_len) : 0;
-      *p = geoservices_store_tape_skip(*p);
+      *p = geoservices_tape_skip(*p);
       return rc;
   }
   if (rc == 0) s->applied[kind]++;
@@ -1201,7 +1175,7 @@ static int apply_tape(geoservices_store *s, geoservices_store_cursor *c, const c
       } else if (replaying) {
         return fail(s, 0, "corrupt record tape (a waiting record)");
       } else { /* its layer entry's id comes later: the record waits for it (store/spool.h) */
-        p = geoservices_store_tape_skip(p);
+        p = geoservices_tape_skip(p);
         if (geoservices_spool_put(&s->waiting, start, (size_t)(p - start))) return fail_spool(s);
         rc = 0;
       }

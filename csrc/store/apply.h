@@ -209,7 +209,5 @@ void geoservices_store_forget_extents(geoservices_store *s);
 /* "{UPPERCASE}" of a GUID in any of its spellings into out; 0 when the text
  * is not a GUID (keep it as it is). */
 size_t geoservices_store_normalize_guid(const char *s, size_t len, char out[40]);
-/* The tape position after the value at p. */
-const char *geoservices_store_tape_skip(const char *p);
 
 #endif

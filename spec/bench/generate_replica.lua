@@ -43,7 +43,8 @@ end
 
 local out = assert(io.open(path, "wb"))
 out:write('{"replicaName":"bench","replicaID":"{5E1A0C2B-1111-4A5B-9C8D-000000000001}",',
-  '"transportType":"esriTransportTypeUrl","responseType":"esriReplicaResponseTypeData","layers":[')
+  '"transportType":"esriTransportTypeUrl","responseType":"esriReplicaResponseTypeData","replicaServerGen":1,',
+  '"layers":[')
 local per_layer, written = n // nlayers, 0
 for layer = 0, nlayers - 1 do
   out:write(layer > 0 and "," or "", "{")

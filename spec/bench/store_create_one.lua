@@ -9,25 +9,7 @@ local store = require "geoservices.store"
 
 local source, target = arg[1], arg[2]
 
--- The fields spec/bench/generate_replica.lua writes (F11..F20 on some features only).
-local function fields()
-  local f = {
-    { name = "OBJECTID", type = "esriFieldTypeOID" },
-    { name = "GlobalID", type = "esriFieldTypeGlobalID", length = 38 },
-    { name = "OWNER", type = "esriFieldTypeString", length = 64 },
-    { name = "STREET", type = "esriFieldTypeString", length = 64 },
-    { name = "ACRES", type = "esriFieldTypeDouble" },
-    { name = "ASSESSED", type = "esriFieldTypeInteger" },
-    { name = "UPDATED", type = "esriFieldTypeDate" },
-    { name = "VERIFIED", type = "esriFieldTypeSmallInteger" },
-    { name = "NOTES", type = "esriFieldTypeString", length = 255 },
-    { name = "ZONE", type = "esriFieldTypeString", length = 8 },
-    { name = "DESCRIPTION", type = "esriFieldTypeString", length = 255 },
-    { name = "SURVEYOR", type = "esriFieldTypeString", length = 64 },
-  }
-  for i = 11, 20 do f[#f + 1] = { name = "F" .. i, type = "esriFieldTypeInteger" } end
-  return f
-end
+local fields = require("spec.bench.fields").replica
 
 local layers = {}
 for id = 0, 3 do -- every layer the generator may write

@@ -145,7 +145,9 @@ end
 -- @local
 function CreateSink:next_document(count_only)
   self.fields = {}
-  self.records = core.records()
+  -- counting only: the records come without their values, so a layer whose
+  -- id follows its features waits as a count, not as a table per feature
+  self.records = core.records(count_only and not self.on_change and { values = false } or nil)
   if count_only then self.data = nil end
 end
 

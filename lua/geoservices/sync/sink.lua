@@ -156,7 +156,9 @@ end
 -- counted and handed to on_change if any, never built into a table.
 function Sink:next_document(count_only)
   self.fields = {}
-  self.records = core.records()
+  -- counted without an on_change: no values built, and a layer whose id
+  -- follows its records waits as a count (lua_records.c), not a table each
+  self.records = core.records(count_only and not self.on_change and { values = false } or nil)
   if count_only then
     self.edits = nil
     self.on_change = self.on_change or function() end

@@ -1,0 +1,56 @@
+-- A feature service of one point layer (the fields of spec/bench/generate_replica.lua)
+-- whose createReplica answers with a result file already written (URL transport, as
+-- the vendor's server does by default): the benchmark's createReplica -> store
+-- source, through the emulator's HTTP layer on 127.0.0.1 (a free port, printed),
+-- until killed. The emulator itself would spend its time and memory building
+-- 1M features in Lua tables; the client's side is what is measured.
+--   lua5.4 spec/bench/serve_replica.lua RESULT_FILE
+local httpd = require "geoservices.httpd"
+local json = require "geoservices.json"
+local fields = require "spec.bench.fields"
+
+local path = assert(arg[1], "usage: serve_replica.lua RESULT_FILE")
+local srv = assert(httpd.listen{ host = "127.0.0.1", port = 0 })
+local root = ("http://127.0.0.1:%d/server"):format(srv:port())
+local service = root .. "/Bench/FeatureServer"
+local SR = { wkid = 4326, latestWkid = 4326 }
+local LAYER = { id = 0, name = "parcels_0", type = "Feature Layer", geometryType = "esriGeometryPoint",
+  spatialReference = SR, objectIdField = "OBJECTID", globalIdField = "GlobalID", hasAttachments = false,
+  fields = json.array(fields.replica()), relationships = json.array() }
+local SERVICE = { currentVersion = 11.1, serviceDescription = "benchmark", syncEnabled = true,
+  capabilities = "Query,Sync", spatialReference = SR,
+  syncCapabilities = { supportsAsync = true, supportsPerReplicaSync = true, supportsPerLayerSync = true,
+    supportsSyncModelNone = true, supportsRollbackOnFailure = true, supportsAttachmentsSyncDirection = true },
+  layers = json.array{ { id = 0, name = "parcels_0", geometryType = "esriGeometryPoint" } }, tables = json.array() }
+
+local function answer(body)
+  return { status = 200, headers = { ["Content-Type"] = "application/json" }, body = json.encode(body) }
+end
+
+local ROUTES = {
+  ["/Bench/FeatureServer"] = function() return answer(SERVICE) end,
+  ["/Bench/FeatureServer/0"] = function() return answer(LAYER) end,
+  ["/Bench/FeatureServer/layers"] = function() return answer{ layers = json.array{ LAYER }, tables = json.array() } end,
+  ["/Bench/FeatureServer/replicas"] = function() return answer(json.array()) end,
+  ["/Bench/FeatureServer/createReplica"] = function()
+    return answer{ transportType = "esriTransportTypeUrl", responseUrl = service .. "/replicafiles/result.json" }
+  end,
+  ["/Bench/FeatureServer/replicafiles/result.json"] = function()
+    return { status = 200, headers = { ["Content-Type"] = "application/json" }, file = path }
+  end,
+}
+
+io.stdout:write("serving on ", root, "\n")
+io.stdout:flush()
+while true do
+  for _, ex in ipairs(srv:step(100)) do
+    local request = ex:request()
+    local route = ROUTES[(request.path:gsub("^/server", ""))]
+    if route then
+      assert(ex:respond(route(request)))
+    else
+      io.stderr:write("serve_replica: no route for ", request.method or "?", " ", request.path, "\n")
+      assert(ex:respond{ status = 404, headers = {}, body = "not found" })
+    end
+  end
+end
