@@ -51,10 +51,10 @@ local function generation_text(s)
   return "generations " .. (#parts > 0 and table.concat(parts, " ") or "none")
 end
 
-function Status:__tostring()
-  local layers = {}
 local unrepresentable_summary = require("geoservices.store.unrepresentable").summary
 
+function Status:__tostring()
+  local layers = {}
   for _, l in ipairs(self.pending.layers) do layers[#layers + 1] = ("%s: %s"):format(l.name, by_op(l)) end
   local last = self.lastSync
   local last_text = last and ("last %s %s %s"):format(last.operation, last.at, last.outcome) or "never synchronized"
@@ -66,10 +66,10 @@ local unrepresentable_summary = require("geoservices.store.unrepresentable").sum
     .. ((self.pending.attachments or 0) > 0 and (", " .. plural(self.pending.attachments, "attachment edit")) or ""),
     ("%d failed"):format(self.failed), plural(self.conflicts, "conflict"))
     .. srs.unknown_text(self.unknownCrs)
+    .. (self.unrepresentable.count > 0 and ", " .. unrepresentable_summary(self.unrepresentable) or "")
 end
 
 --- The store's state: `path`, `service`, `replicaID`, `replicaName`, `syncModel`, `syncDirection`,
-    .. (self.unrepresentable.count > 0 and ", " .. unrepresentable_summary(self.unrepresentable) or "")
 -- `generation` (perReplica) or `layerGenerations` (perLayer), `lastSync` (`{at, operation,
 -- outcome, uploaded, failed, downloaded, message}` of the sync log's last line, or nil),
 -- `pending` (`{total, in_flight, attachments, layers = {{id, name, add, update, delete}, ...}}`:
@@ -120,6 +120,8 @@ function Store:status()
   end
   s.unknownCrs, msg = srs.unknown(db, self.path) -- layers whose CRS the file cannot define
   if not s.unknownCrs then return nil, msg end
+  s.unrepresentable, msg, code = require("geoservices.store.unrepresentable").list(self) -- kept as the server sent
+  if not s.unrepresentable then return nil, db_error(self.path, msg, code) end
   return s
 end
 
@@ -127,8 +129,6 @@ end
 -- @table Discarded
 local Discarded = { __name = "geoservices.store.Discarded" }
 Discarded.__index = Discarded
-  s.unrepresentable, msg, code = require("geoservices.store.unrepresentable").list(self) -- kept as the server sent
-  if not s.unrepresentable then return nil, db_error(self.path, msg, code) end
 
 function Discarded:__tostring()
   local parts = {}

@@ -115,10 +115,10 @@ function status.run(args, out)
     for _, u in ipairs(s.unknownCrs or {}) do -- GDAL and QGIS show these layers without a CRS
       out:line(("  unknown CRS: %s %s:%s (%s)"):format(u.layer, u.organization, tostring(u.code), u.reason))
     end
-  end
     local unrepresentable = require "geoservices.store.unrepresentable" -- kept as the server sent them
     if s.unrepresentable.count > 0 then out:line("  " .. unrepresentable.summary(s.unrepresentable) .. ":") end
     for _, u in ipairs(s.unrepresentable) do out:line("    layer " .. unrepresentable.line(u)) end
+  end
   return out:result(EXIT.ok, { command = "status", pending = s.pending.total })
 end
 
