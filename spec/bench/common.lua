@@ -35,6 +35,36 @@ function common.peak_rss_kib()
   return tonumber(text:match("VmHWM:%s*(%d+)"))
 end
 
+--- ogr2ogr -f GPKG of an Esri JSON FeatureSet into `out`: seconds, peak RSS (KiB) and the
+-- file's size. VmHWM only grows, so the last reading of /proc/PID/status
+-- before the process is gone is its peak (read every 20 ms). Raises unless
+-- the file holds `n` features.
+function common.ogr2ogr(featureset, out, n)
+  local core = require "geoservices.core"
+  os.remove(out)
+  local log = out .. ".log"
+  local t0 = core.monotonic()
+  local pid = tonumber(common.run(("ogr2ogr -f GPKG %s %s > %s 2>&1 & echo $!"):format(out, featureset, log))
+    :match("%d+"))
+  local rss, drv = 0, core.driver()
+  while true do
+    local f = io.open("/proc/" .. pid .. "/status")
+    local text = f and f:read("a")
+    if f then f:close() end
+    local hwm = text and tonumber(text:match("VmHWM:%s*(%d+)"))
+    if not hwm then break end -- gone, or a zombie (no memory left to read)
+    if hwm > rss then rss = hwm end
+    drv:step(20)
+  end
+  drv:close()
+  local secs = core.monotonic() - t0
+  local count = common.run(("ogrinfo -so -al %s 2>&1"):format(out)):match("Feature Count: (%d+)")
+  if tonumber(count) ~= n then error(("ogr2ogr wrote %s features of %d:\n%s"):format(tostring(count), n,
+    common.run("cat " .. log))) end
+  os.remove(log)
+  return secs, rss, tonumber(common.run("stat -c %s " .. out))
+end
+
 -- The same walk for every side: touch every attribute and coordinate.
 local touched = 0
 function common.walk(record)

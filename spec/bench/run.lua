@@ -81,3 +81,9 @@ for i, size in ipairs(sizes) do store_sizes[i] = tostring(size) end
 if not os.execute(("%s spec/bench/store.lua %s %s"):format(lua, dir, table.concat(store_sizes, " "))) then
   error("the store benchmark failed")
 end
+
+-- createReplica -> store (issue 28): both key orders, beside ogr2ogr (time, file size)
+print()
+if not os.execute(("%s spec/bench/store_key_order.lua %s %s"):format(lua, dir, table.concat(store_sizes, " "))) then
+  error("the createReplica -> store benchmark failed")
+end

@@ -5,7 +5,6 @@
 --   lua5.4 spec/bench/store.lua BENCH_DIR SIZE...
 -- Target (issue 15): at least 5x faster than ogr2ogr at 1M, peak RSS <= 64 MiB at every size.
 local common = require "spec.bench.common"
-local core = require "geoservices.core"
 
 local dir = arg[1]
 local sizes = {}
@@ -55,31 +54,10 @@ local function apply(sync, n)
   return tonumber(secs), tonumber(records), tonumber(rss)
 end
 
--- ogr2ogr's time and peak RSS: VmHWM only grows, so the last reading of
--- /proc/PID/status before the process is gone is its peak (read every 20 ms).
 local function ogr2ogr(featureset, n)
   local out = ("%s/ogr2ogr_%d.%d.gpkg"):format(dir, n, run_id)
+  local secs, rss = common.ogr2ogr(featureset, out, n)
   os.remove(out)
-  local log = ("%s/ogr2ogr_%d.%d.log"):format(dir, n, run_id)
-  local t0 = core.monotonic()
-  local pid = tonumber(run(("ogr2ogr -f GPKG %s %s > %s 2>&1 & echo $!"):format(out, featureset, log)):match("%d+"))
-  local rss, drv = 0, core.driver()
-  while true do
-    local f = io.open("/proc/" .. pid .. "/status")
-    local text = f and f:read("a")
-    if f then f:close() end
-    local hwm = text and tonumber(text:match("VmHWM:%s*(%d+)"))
-    if not hwm then break end -- gone, or a zombie (no memory left to read)
-    if hwm > rss then rss = hwm end
-    drv:step(20)
-  end
-  drv:close()
-  local secs = core.monotonic() - t0
-  local count = run(("ogrinfo -so -al %s 2>&1"):format(out)):match("Feature Count: (%d+)")
-  if tonumber(count) ~= n then error(("ogr2ogr wrote %s features of %d:\n%s"):format(tostring(count), n,
-    run("cat " .. log))) end
-  os.remove(out)
-  os.remove(log)
   return secs, rss
 end
 

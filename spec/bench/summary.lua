@@ -13,6 +13,12 @@ local rows = {
   { "requests_core", "for reference: the core alone (driver:perform of the client's request, decoded in C)" },
   { "requests_floor", "for reference: driver:perform + the answer built by Lua's own table constructor (no parse)" },
   { "parse_rss", "peak RSS of the streaming parse, 10k to 1M" },
+  { "replica_rss_first", "issue 28: createReplica -> store, client peak RSS, id first" },
+  { "replica_rss_last", "the same, id last" },
+  { "replica_speed_first", "client time (download + fill) vs ogr2ogr of the same data, id first" },
+  { "replica_speed_last", "the same, id last" },
+  { "replica_size_first", "the store's file vs ogr2ogr's GeoPackage, id first" },
+  { "replica_size_last", "the same, id last" },
 }
 local got = {}
 local f = io.open(path)
@@ -25,7 +31,7 @@ if f then
 end
 local w = 0
 for _, r in ipairs(rows) do w = math.max(w, #r[2]) end
-print("Issue 17, this run:")
+print("Issues 17 and 28, this run:")
 print(("  %-" .. w .. "s  %-22s  %s"):format("measure", "now", "target"))
 for _, r in ipairs(rows) do
   local g = got[r[1]]
