@@ -11,11 +11,16 @@
 --   again from the fids; then the capture triggers on every feature table
 --   and their control table (geoservices.store.capture); the queued edits
 --   not sent yet read what they send from the feature table from now on;
---   the conflicts get their outcome and are listed in gpkg_contents.
+--   the conflicts get their outcome and are listed in gpkg_contents;
+-- * 3 -> 4 (geoservices.store.migrate4): the attachment queue rebuilt to
+--   take updates (every row kept) with today's attachment triggers, so the
+--   store's attachment edits are sent; PROJ's WKT for the CRS rows written
+--   'undefined'; the service's relationships from the layers' kept metadata.
 -- @module geoservices.store.migrate
 -- @local
 local capture = require "geoservices.store.capture"
 local json = require "geoservices.json"
+local migrate4 = require "geoservices.store.migrate4"
 local schema = require "geoservices.store.schema"
 
 local migrate = {}
@@ -145,6 +150,7 @@ end
 local STEPS = {
   [2] = schema.MIGRATIONS[2],
   [3] = to_format_3,
+  [4] = migrate4,
 }
 
 --- Migrates an open store's file.

@@ -47,8 +47,9 @@ local schema = {}
 --- The version of our own tables (geoservices_replica.format): 1 as first
 -- released; 2 adds the base of queued and failed edits and the conflicts
 -- table (see @{MIGRATIONS}); 3 the capture triggers (geoservices.store.capture,
--- geoservices.store.migrate).
-schema.FORMAT = 3
+-- geoservices.store.migrate); 4 attachment updates in the attachment queue,
+-- CRS rows with their WKT, related-table relations (geoservices.store.migrate4).
+schema.FORMAT = 4
 
 schema.APPLICATION_ID = 0x47504B47 -- "GPKG"
 schema.USER_VERSION = 10300
