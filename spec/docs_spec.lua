@@ -305,10 +305,15 @@ describe("README", function()
         end
         local code, text = bash(dir, table.concat(script, "\n"))
         assert.equal(0, code, b.text .. "\n---\n" .. text)
-        if b.text:find("ogrinfo", 1, true) then
+        if b.text:find("ogrinfo -al -so", 1, true) then
           -- what its comment promises: each layer's SRS and feature count
           assert.truthy(text:find("Feature Count: 3", 1, true), text)
           assert.truthy(text:find("Layer SRS WKT", 1, true), text)
+        end
+        if b.text:find("ogrinfo -q -sql", 1, true) then
+          -- the edit GDAL made is queued, then uploaded
+          assert.truthy(text:find("update  Parcels  {0B7B2D2A-", 1, true), text)
+          assert.truthy(text:find("1 uploaded ok", 1, true), text)
         end
       end
     end
