@@ -200,7 +200,7 @@ torture: deps all
 # qgis and python3-qgis like `make deps`.
 test-qgis: deps all
 	$(MAKE) deps DEB_PACKAGES="qgis python3-qgis"
-	QT_QPA_PLATFORM=offscreen $(BUSTED) --cpath='$(BUILD)/?.so' --pattern=edit_in_qgis spec/qgis
+	QT_QPA_PLATFORM=offscreen $(BUSTED) --cpath='$(BUILD)/?.so' --pattern=_in_qgis spec/qgis
 
 # Benchmarks: ratios against baselines measured in the same run (see README).
 # BENCH_SIZES="10000 100000" shortens it.
