@@ -135,7 +135,7 @@ MATH_LIBS  = -lm
 $(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h csrc/tests/fill_source.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(MATH_LIBS) $(LDFLAGS)
 # The store's apply path needs libsqlite3 (no Lua): its tests and fuzz target link it.
-STORE_SQL_SRC = csrc/store/apply.c csrc/store/rtree.c
+STORE_SQL_SRC = $(sort $(wildcard csrc/store/apply*.c)) csrc/store/rtree.c
 $(BUILD)/tests/test_store_%: csrc/tests/test_store_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) $(STORE_SQL_SRC) \
   | $(BUILD)/tests
 	$(CC) $(ALLCFLAGS) -Icsrc $(SQLITE_CFLAGS) -o $@ $< $(PURE_C_SRC) $(STORE_SQL_SRC) $(SQLITE_LIBS) $(MATH_LIBS) \

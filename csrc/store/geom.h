@@ -2,7 +2,7 @@
  * 2.1.3: a "GP" header with the SRS id and an envelope, then ISO WKB).
  *
  * A geometry is collected point by point into a geoservices_geom (parts of
- * coordinates), by whoever reads it: the record tape (store/apply.c) or a
+ * coordinates), by whoever reads it: the record tape (store/apply_geometry.c) or a
  * Lua table (store/lua_store.c). Encoding turns it into a GeoPackage blob:
  *   point       -> Point (an empty one: POINT(NaN NaN), the empty flag set)
  *   multipoint  -> MultiPoint
