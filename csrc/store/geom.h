@@ -3,7 +3,7 @@
  *
  * A geometry is collected point by point into a geoservices_geom (parts of
  * coordinates), by whoever reads it: the record tape (store/apply_geometry.c) or a
- * Lua table (store/lua_store.c). Encoding turns it into a GeoPackage blob:
+ * Lua table (store/lua_store_geometry.c). Encoding turns it into a GeoPackage blob:
  *   point       -> Point (an empty one: POINT(NaN NaN), the empty flag set)
  *   multipoint  -> MultiPoint
  *   polyline    -> MultiLineString, whatever its number of paths
