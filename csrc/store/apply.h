@@ -88,7 +88,10 @@ typedef struct geoservices_store_layer {
   char *scratch;        /* GEOSERVICES_STORE_SCRATCH bytes per column */
   sqlite3_value **defaults; /* per column: the table's DEFAULT, evaluated once (NULL: none) */
   unsigned char *given; /* per column: the feature bound by hand gave it (a null too) */
-  sqlite3_stmt *upsert, *remove, *remove_oid;
+  /* upsert: what a record binds to: replace (INSERT OR REPLACE, keeping the
+   * local fid of the row of its GlobalID), or while the store fills empty
+   * tables (geoservices_store_set_filling) insert_new, a plain INSERT */
+  sqlite3_stmt *upsert, *replace, *insert_new, *remove, *remove_oid;
   sqlite3_stmt *rtree;  /* INSERT OR REPLACE into rtree_<table>_<geom>, NULL without one */
   char *rtree_name;     /* rtree_<table>_<geom> */
   int rtree_state;      /* this transaction: 0 not decided, 1 packed in bulk at the flush, -1 inserted */
@@ -131,6 +134,7 @@ typedef struct geoservices_store {
   geoservices_buf bytes;    /* decoded base64 of an attachment */
   uint64_t applied[RECORD_KIND_COUNT];
   int bulk;                 /* inside apply: the R-tree is filled here, not by the triggers */
+  int filling;              /* this transaction fills empty tables (geoservices_store_set_filling) */
   int rc;                   /* the SQLite result code of the last failure (0: not SQLite's) */
   char message[256];
 } geoservices_store;
@@ -166,6 +170,11 @@ int geoservices_store_apply(geoservices_store *s, geoservices_store_cursor *curs
  * values by column (marking each column the feature names, a null too),
  * bind the defaults of the others, fill s->geom and bind it, then upsert. */
 void geoservices_store_bind_begin(geoservices_store_layer *l);
+/* Until the transaction ends, records are plain INSERTs, without looking
+ * their GlobalID up (store.create_from: every table starts empty, its
+ * GlobalID index is built once it is filled, and the caller removes a
+ * GlobalID written twice before the commit). */
+void geoservices_store_set_filling(geoservices_store *s, int on);
 void geoservices_store_given(geoservices_store_layer *l, size_t col);
 /* Each column the feature did not name gets the table's DEFAULT, as the
  * server gives an add the layer's defaults (downloads never: the server's

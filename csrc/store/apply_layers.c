@@ -14,7 +14,8 @@
 void geoservices_store_free_layer(geoservices_store_layer *l) {
   size_t i;
   if (!l) return;
-  sqlite3_finalize(l->upsert);
+  sqlite3_finalize(l->replace);
+  sqlite3_finalize(l->insert_new);
   sqlite3_finalize(l->remove);
   sqlite3_finalize(l->remove_oid);
   sqlite3_finalize(l->rtree);
@@ -86,29 +87,43 @@ static char *local_fid(geoservices_store *s, geoservices_store_layer *l) {
   return name;
 }
 
-static int prepare_layer(geoservices_store *s, geoservices_store_layer *l) {
-  geoservices_buf sql;
-  size_t i;
-  int rc = 0, err = 0;
+/* INSERT [OR REPLACE] INTO t ([fid, ]columns..., geometry) VALUES (...): the
+ * replace keeps the local fid (when the table has one) of the row of its
+ * GlobalID, the one QGIS knows it by; the plain insert (fid NULL: filling)
+ * takes the next. */
+static int insert_sql(geoservices_buf *sql, const geoservices_store_layer *l, const char *fid, int replace) {
   char num[24];
-  char *fid = local_fid(s, l);
-  geoservices_buf_init(&sql, 0);
-  err |= put_str(&sql, "INSERT OR REPLACE INTO ") | put_ident(&sql, l->table) | put_str(&sql, " (");
-  if (fid) err |= put_ident(&sql, fid) | put_str(&sql, ", ");
-  for (i = 0; i < l->ncols; i++) err |= (i ? put_str(&sql, ", ") : 0) | put_ident(&sql, l->cols[i].name);
-  if (l->geom_col) err |= (l->ncols ? put_str(&sql, ", ") : 0) | put_ident(&sql, l->geom_col);
-  err |= put_str(&sql, ") VALUES (");
-  if (fid) { /* the row replaced by its GlobalID keeps its fid: the one QGIS knows it by */
-    err |= put_str(&sql, "(SELECT ") | put_ident(&sql, fid) | put_str(&sql, " FROM ") | put_ident(&sql, l->table) |
-           put_str(&sql, " WHERE ") | put_gid_match(&sql, l, l->gid_col + 1) | put_str(&sql, "), ");
-    free(fid);
-  }
+  size_t i;
+  int err = put_str(sql, replace ? "INSERT OR REPLACE INTO " : "INSERT INTO ") | put_ident(sql, l->table) |
+            put_str(sql, " (");
+  if (fid) err |= put_ident(sql, fid) | put_str(sql, ", ");
+  for (i = 0; i < l->ncols; i++) err |= (i ? put_str(sql, ", ") : 0) | put_ident(sql, l->cols[i].name);
+  if (l->geom_col) err |= (l->ncols ? put_str(sql, ", ") : 0) | put_ident(sql, l->geom_col);
+  err |= put_str(sql, ") VALUES (");
+  if (fid)
+    err |= put_str(sql, "(SELECT ") | put_ident(sql, fid) | put_str(sql, " FROM ") | put_ident(sql, l->table) |
+           put_str(sql, " WHERE ") | put_gid_match(sql, l, l->gid_col + 1) | put_str(sql, "), ");
   for (i = 0; i < l->ncols + (l->geom_col != NULL); i++) {
     snprintf(num, sizeof num, "%s?%zu", i ? ", " : "", i + 1);
-    err |= put_str(&sql, num);
+    err |= put_str(sql, num);
   }
-  err |= put_str(&sql, ")") | geoservices_buf_putc(&sql, '\0');
-  if (!err) rc = sqlite3_prepare_v3(s->db, sql.data, -1, SQLITE_PREPARE_PERSISTENT, &l->upsert, NULL);
+  return err | put_str(sql, ")") | geoservices_buf_putc(sql, '\0');
+}
+
+static int prepare_layer(geoservices_store *s, geoservices_store_layer *l) {
+  geoservices_buf sql;
+  int rc = 0, err = 0;
+  char *fid = local_fid(s, l);
+  geoservices_buf_init(&sql, 0);
+  err |= insert_sql(&sql, l, fid, 1);
+  free(fid);
+  if (!err) rc = sqlite3_prepare_v3(s->db, sql.data, -1, SQLITE_PREPARE_PERSISTENT, &l->replace, NULL);
+  if (!err && rc == SQLITE_OK) {
+    geoservices_buf_reset(&sql);
+    err |= insert_sql(&sql, l, NULL, 0);
+    if (!err) rc = sqlite3_prepare_v3(s->db, sql.data, -1, SQLITE_PREPARE_PERSISTENT, &l->insert_new, NULL);
+  }
+  l->upsert = s->filling ? l->insert_new : l->replace;
   if (!err && rc == SQLITE_OK) {
     geoservices_buf_reset(&sql);
     err |= put_str(&sql, "DELETE FROM ") | put_ident(&sql, l->table) | put_str(&sql, " WHERE ") |
@@ -269,4 +284,10 @@ oom:
   geoservices_store_free_layer(l);
   geoservices_store_fail(s, SQLITE_NOMEM, "out of memory");
   return NULL;
+}
+
+void geoservices_store_set_filling(geoservices_store *s, int on) {
+  size_t i;
+  s->filling = on != 0;
+  for (i = 0; i < s->nlayers; i++) s->layers[i]->upsert = on ? s->layers[i]->insert_new : s->layers[i]->replace;
 }

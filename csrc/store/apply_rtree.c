@@ -138,11 +138,13 @@ int geoservices_store_flush_extents(geoservices_store *s) {
 void geoservices_store_forget_extents(geoservices_store *s) {
   size_t i;
   int originals = 0;
+  s->filling = 0;
   for (i = 0; i < s->nlayers; i++) {
     geoservices_store_layer *l = s->layers[i];
     l->touched = 0;
     l->env[0] = l->env[1] = l->env[2] = l->env[3] = NAN;
     l->rtree_state = 0;
+    l->upsert = l->replace; /* a transaction ended: filling ends with it */
     originals |= l->originals;
     /* a transaction ended: its column's type is what the file says */
     if (l->promoted) geoservices_store_read_dims(s, l);

@@ -100,8 +100,20 @@ static int l_store_waiting(lua_State *L) {
   return 1;
 }
 
+/* db:filling() -> true: until this transaction ends, applied records are
+ * plain INSERTs, no GlobalID looked up (store.create_from fills empty tables,
+ * builds their GlobalID index after, and settles a repeated GlobalID itself). */
+static int l_store_filling(lua_State *L) {
+  store_ud *u = geoservices_check_store(L, 1);
+  if (sqlite3_get_autocommit(u->store->db)) return luaL_error(L, "store:filling needs a transaction");
+  geoservices_store_set_filling(u->store, 1);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 const luaL_Reg geoservices_store_apply_methods[] = {
   {"apply", l_store_apply},
+  {"filling", l_store_filling},
   {"applied", l_store_applied},
   {"waiting", l_store_waiting},
   {NULL, NULL},

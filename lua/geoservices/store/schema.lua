@@ -116,6 +116,18 @@ function schema.gid_index_sql(spec)
     schema.ident(spec.table), schema.gid_key(schema.ident(spec.globalid)))
 end
 
+--- The statement removing, of the rows that share a GlobalID, all but the
+-- last written (highest rowid): a table filled without looking each
+-- GlobalID up (store.create_from) ends as INSERT OR REPLACE would have left
+-- it. Through the GlobalID index: the GROUP BY reads its keys in order.
+function schema.drop_repeated_gids_sql(spec)
+  local t, g = schema.ident(spec.table), schema.ident(spec.globalid)
+  local key = schema.gid_key(g)
+  return ("DELETE FROM %s WHERE rowid IN (SELECT a.rowid FROM %s AS a JOIN %s AS b ON %s AND b.rowid > a.rowid "
+    .. "WHERE %s IN (SELECT %s FROM %s GROUP BY %s HAVING count(*) > 1))"):format(t, t, t,
+      schema.gid_match("b." .. g, "a." .. g), schema.gid_key("a." .. g), key, t, key)
+end
+
 --- SQL quoting of a text literal.
 -- @string s the text
 -- @treturn string `'s'` with inner quotes doubled

@@ -126,4 +126,30 @@ function srs.unknown_text(list)
   return "; unknown CRS: " .. table.concat(parts, ", ")
 end
 
+--- The SRS rows a store of these layers holds (the required three, then
+-- one per distinct CRS), assigning each layer's spec its srs_id.
+-- @tparam table specs the layer specs (schema.layer_spec), in order
+-- @treturn table the rows, for gpkg_spatial_ref_sys
+function srs.rows_for(specs)
+  local rows, seen, private = {}, {}, 100000
+  for _, r in ipairs(srs.REQUIRED) do
+    rows[#rows + 1] = r
+    seen[r.srs_id] = true
+  end
+  for _, spec in ipairs(specs) do
+    if spec.geometry_column then
+      local row = srs.row(spec.spatial_reference, function()
+        while seen[private] do private = private + 1 end
+        return private
+      end)
+      spec.srs_id = row.srs_id
+      if not seen[row.srs_id] then
+        seen[row.srs_id] = true
+        rows[#rows + 1] = row
+      end
+    end
+  end
+  return rows
+end
+
 return srs
