@@ -337,11 +337,15 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     -- GlobalID the result gave twice settled as an upsert would have (the
     -- later record kept); then the capture triggers (a trigger is a program
     -- run per row, even one whose WHEN is false)
+    -- (the index's sort in temporary files: the connection keeps its
+    -- temporary data in memory, where 1M keys would take 35 MiB)
+    check(db:exec("PRAGMA temp_store = FILE"))
     for _, spec in ipairs(specs) do
       check(db:exec(schema.gid_index_sql(spec)))
       check(db:exec(schema.drop_repeated_gids_sql(spec)))
       for _, sql in ipairs(capture.layer_sql(spec)) do check(db:exec(sql)) end
     end
+    check(db:exec("PRAGMA temp_store = MEMORY"))
     -- the service's relationships: registered once filled, their mapping rows made from the keys
     for _, sql in ipairs(relations.store_sql(specs, layers_metadata)) do check(db:exec(sql)) end
     local linked, lerr = attachments.relink(st)
