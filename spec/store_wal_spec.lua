@@ -88,6 +88,16 @@ describe("replica store beside other readers and writers", function()
     st:close()
   end)
 
+  it("refuses a busy_timeout that is no number of seconds, naming the option", function()
+    local st = create("bad-timeout")
+    st:close()
+    for _, bad in ipairs{ -1, 0 / 0, math.huge, "5" } do
+      local ok, err = pcall(store.open, st.path, { busy_timeout = bad })
+      assert.is_false(ok)
+      assert.matches("busy_timeout must be a number of seconds", tostring(err))
+    end
+  end)
+
   it("waits for another writer up to its busy_timeout, else fails busy having sent nothing", function()
     local st = create("writer")
     local path = st.path

@@ -85,7 +85,9 @@ local db_error, layer_of, normalize_gid, now = shared.db_error, shared.layer_of,
 
 local function busy_ms(opts)
   local s = opts and opts.busy_timeout or DEFAULT_BUSY_TIMEOUT
-  if type(s) ~= "number" or s < 0 then error("store: busy_timeout must be a number of seconds", 3) end
+  if type(s) ~= "number" or not (s >= 0 and s < math.huge) then -- NaN too
+    error("store: busy_timeout must be a number of seconds, 0 or more", 3)
+  end
   return math.floor(s * 1000 + 0.5)
 end
 
