@@ -128,6 +128,7 @@ $(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
 	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
 
 PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/records.c \
+             csrc/json/records_parse.c \
              csrc/json/parse_worker.c \
              csrc/store/geom.c csrc/store/arc.c csrc/store/isotime.c csrc/store/spool.c
 # the store's curves (csrc/store/arc.c) use libm's trigonometry

@@ -11,8 +11,9 @@
  * in FUZZ_TARGETS (it links the Lua library); build and run it by hand:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Icsrc -I/usr/include/lua5.4 \
  *     -D_POSIX_C_SOURCE=200809L -o build/fuzz/fuzz_lua_decode csrc/fuzz/fuzz_lua_decode.c \
- *     csrc/json/lua_decode.c csrc/json/lua_encode.c csrc/json/lua_records.c csrc/json/records.c \
- *     csrc/json/strcache.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/parse_worker.c csrc/buf.c \
+ *     csrc/json/lua_decode.c csrc/json/lua_encode.c csrc/json/lua_records.c csrc/json/lua_replay.c \
+ *     csrc/json/records.c csrc/json/records_parse.c csrc/json/strcache.c csrc/json/jsonstream.c \
+ *     csrc/json/jsonnum.c csrc/json/parse_worker.c csrc/buf.c \
  *     csrc/class.c -pthread \
  *     /usr/lib/x86_64-linux-gnu/liblua5.4.a -lm -ldl
  *   build/fuzz/fuzz_lua_decode -max_total_time=120 -max_len=65536 build/fuzz/corpus_lua_decode \

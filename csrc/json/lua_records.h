@@ -1,22 +1,15 @@
-/* Shared by lua_records.c and request.c: replaying a record tape into Lua. */
+/* Shared by lua_records.c (the Records class) and request.c: a Records userdata,
+ * and replaying its tape into Lua (json/lua_replay.h). */
 #ifndef GEOSERVICES_LUA_RECORDS_H
 #define GEOSERVICES_LUA_RECORDS_H
 
 #include <stdint.h>
 
 #include "common.h"
+#include "json/lua_replay.h"
 #include "json/records.h"
 
 #define GEOSERVICES_RECORDS_MT "geoservices.Records"
-
-/* Which layer id the records of the current layer entry belong to. (Keys
- * and short values come from the state's string cache, json/strcache.h.) */
-typedef struct geoservices_replay_state {
-  int has_id;
-  int64_t id_entry;
-  int64_t layer_id;
-  int count_only; /* records{values = false}: an entry's records come without their value (nil) */
-} geoservices_replay_state;
 
 /* The Records userdata. Requests in records mode feed one (it may outlive
  * them: a download resumed with a Range request continues the same parse). */
@@ -35,17 +28,6 @@ int geoservices_records_ud_feed(geoservices_records_ud *u, const char *s, size_t
 /* Replays the tape of the Records userdata at ud_idx to the function at fn_idx. */
 lua_Integer geoservices_records_drain(lua_State *L, int ud_idx, int fn_idx);
 
-/* Calls the function at fn_idx as fn(kind, layer_id, value, key) for every
- * complete record of the tape, then drops them. pending_idx: a table where
- * records wait for their layer id; ids_idx: a table of the Lua strings of
- * the extractor's key ids (TAPE_KEY_ID), kept for its whole life. Returns
- * the number of records. */
-lua_Integer geoservices_records_replay(lua_State *L, geoservices_records *r, geoservices_replay_state *st,
-                                       int fn_idx, int pending_idx, int ids_idx);
-/* Pushes the tape value at *p as Lua, as the replay does (tables at their
- * final size, arrays with the array metatable at array_mt, short strings
- * from the state's cache) and moves *p past it. */
-void geoservices_records_push_tape_value(lua_State *L, const char **p, int array_mt);
 /* Pushes nil, "invalid JSON at byte N: ...", N for the extractor's error. */
 int geoservices_push_records_error(lua_State *L, geoservices_records *r);
 /* Reads {max_depth=, max_value_bytes=} at idx (nil allowed). */
