@@ -1,5 +1,5 @@
 /* Short-string helpers shared by the Lua bindings that turn parsed JSON
- * into Lua values (lua_decode.c, lua_records.c). Keys (and short values)
+ * into Lua values (lua_decode.c, lua_replay.c). Keys (and short values)
  * repeat: a small direct-mapped cache of Lua strings, probed by length and a
  * few bytes and compared with word loads, hands back the interned string
  * without Lua hashing the bytes again. Only the push of an already parsed
