@@ -7,7 +7,7 @@
 -- `gpkgext_relations` names the "media" relation between them, so GDAL
 -- lists the relationship and QGIS shows a feature's attachments.
 --
--- A download writes an attachment's metadata (csrc/store/apply.c) and, when
+-- A download writes an attachment's metadata (csrc/store/apply_attachments.c) and, when
 -- the server embedded it, its bytes; an attachment given by URL (the
 -- store asks for them so: returnAttachmentsDataByUrl, the vendor's "Sync and
 -- attachments") keeps an empty `data` until `fetch` downloads it to a file

@@ -15,7 +15,7 @@
 --   entry instead of the 45 of the whole text (51 MiB at 1M features, 0.17x
 --   ogr2ogr's file), and built-in functions only, so GDAL and QGIS keep it.
 --   A downloaded add or update replaces the row of its GlobalID whole, under
---   its fid (csrc/store/apply.c); a row inserted with another's GlobalID (a
+--   its fid (csrc/store/apply_layers.c); a row inserted with another's GlobalID (a
 --   paste in QGIS) gets one of its own (geoservices.store.capture).
 -- * `esriFieldTypeDate` is `DATETIME`, ISO 8601 text in UTC with
 --   milliseconds (`2023-11-14T22:13:20.000Z`), as the GeoPackage

@@ -1,6 +1,6 @@
 --- Geometries the store cannot represent (issue 28, bad input): what the
 -- server sent that no GeoPackage blob of the layer's column holds exactly.
--- The C core (csrc/store/apply.c) never stores such a geometry as a NULL
+-- The C core (csrc/store/apply_geometry.c) never stores such a geometry as a NULL
 -- that hides it, nor as a blob of another type than the column's: the
 -- column gets an empty geometry of the layer's type (another kind, or no
 -- kind it knows), the points it could read (a coordinate that is no

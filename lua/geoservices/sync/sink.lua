@@ -157,7 +157,7 @@ end
 function Sink:next_document(count_only)
   self.fields = {}
   -- counted without an on_change: no values built, and a layer whose id
-  -- follows its records waits as a count (lua_records.c), not a table each
+  -- follows its records waits as a count (csrc/json/lua_replay.c), not a table each
   self.records = core.records(count_only and not self.on_change and { values = false } or nil)
   if count_only then
     self.edits = nil
