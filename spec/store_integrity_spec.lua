@@ -143,6 +143,43 @@ describe("replica store integrity", function()
       st:close()
     end)
 
+    it("is not mistaken for one after a sync without edits killed once the server answered", function()
+      local st, other = create("killed-download"), create("killed-download-other")
+      local c = client()
+      -- another replica's change: the killed download moved this replica's generation on the server
+      assert(other:update(0, { attributes = { GlobalID = PARCEL3, OWNER = "from another crew" } }))
+      assert(other:sync(c))
+      other:close()
+      st:close()
+      -- a sync without local edits, killed after the server's answer, before the result file came
+      local log = dir .. "/killed-download.log"
+      local pid = tonumber(helper.run_shell(("TORTURE_MARKERS=1 TORTURE_PAUSE=download TORTURE_PAUSE_SECONDS=30 "
+        .. "LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/support/store_child.lua %s %s sync > %s 2>&1 & echo $!"):format(
+          q(package.path), q(package.cpath), q(emu.url), q(st.path), q(log))):match("%d+"))
+      helper.wait_for("the child to reach the download", function()
+        return (helper.read_all(log) or ""):find("@download", 1, true) ~= nil
+      end, 30)
+      os.execute("kill -9 " .. pid)
+      helper.wait_for("the child to exit", function() return not helper.process_alive(pid) end, 10)
+      st = assert(store.open(st.path))
+      local result, err = st:sync(c)
+      assert.is_truthy(result, tostring(err))
+      assert.equal("from another crew", st:get(0, PARCEL3).attributes.OWNER)
+      st:close()
+      -- and a true copy is still refused afterwards
+      local copy = dir .. "/killed-download-copy.gpkg"
+      assert(os.execute(("cp %s %s"):format(q(st.path), q(copy))))
+      local b = assert(store.open(copy))
+      assert(b:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "copy b" } }))
+      assert(b:sync(c, { adopt_copy = true }))
+      b:close()
+      st = assert(store.open(st.path))
+      result, err = st:sync(c)
+      assert.is_nil(result)
+      assert.equal("copied", err.code)
+      st:close()
+    end)
+
     it("is still refused after an answer lost: the lost sync's own generation is not taken for a copy's", function()
       local a = create("lost-copy")
       local b_path = dir .. "/lost-copy.gpkg"

@@ -203,12 +203,27 @@ end
 -- Resolves the attempt an earlier sync left in flight. Returns a table
 -- (`result` when its job was finished; `summary`, `from_failed_job` when it
 -- was read back), or nil, err.
+-- Ends an interrupted attempt that carried no edits. Its request (or job)
+-- may have moved the server's generation of the replica all the same (a
+-- download answered, then the process killed): the store marks it unknown,
+-- so the copy check does not take that move for another copy's, and the
+-- sync learns the server's generation once it is through (integrity).
+local function end_without_edits(st, attempt_id)
+  return st:_uncaptured(function()
+    local rep, err = st:replica()
+    if not rep then return nil, err end
+    local ok, m, c = integrity.record_generation(st, rep, { unknown = true })
+    if not ok then return nil, db_fail(st, m, c) end
+    return st:end_attempt(attempt_id, {})
+  end)
+end
+
 local function resolve(st, client, rep, attempt, opts)
   local rows, all = rows_of(st, attempt.id)
   if not rows then return nil, all end
   local err
   if #rows == 0 and not attempt.status_url then
-    local ok, eerr = st:end_attempt(attempt.id, {})
+    local ok, eerr = end_without_edits(st, attempt.id)
     if not ok then return nil, eerr end
     return {}
   end
@@ -246,7 +261,7 @@ local function resolve(st, client, rep, attempt, opts)
     if not jobs.over(err, true) then return nil, jobs.pending(err, kept_in(st), attempt.status_url) end
     failed_job = err.kind == "job" and err.status_resource ~= nil
     if #rows == 0 then
-      local ok, eerr = st:end_attempt(attempt.id, {})
+      local ok, eerr = end_without_edits(st, attempt.id)
       if not ok then return nil, eerr end
       return {}
     end
