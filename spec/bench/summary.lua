@@ -29,11 +29,14 @@ if f then
   end
   f:close()
 end
-local w = 0
-for _, r in ipairs(rows) do w = math.max(w, #r[2]) end
+local w, nw = 0, 22
+for _, r in ipairs(rows) do
+  w = math.max(w, #r[2])
+  if got[r[1]] then nw = math.max(nw, #got[r[1]][1]) end
+end
 print("Issues 17 and 28, this run:")
-print(("  %-" .. w .. "s  %-22s  %s"):format("measure", "now", "target"))
+print(("  %-" .. w .. "s  %-" .. nw .. "s  %s"):format("measure", "now", "target"))
 for _, r in ipairs(rows) do
   local g = got[r[1]]
-  print(("  %-" .. w .. "s  %-22s  %s"):format(r[2], g and g[1] or "(not measured)", g and g[2] or ""))
+  print(("  %-" .. w .. "s  %-" .. nw .. "s  %s"):format(r[2], g and g[1] or "(not measured)", g and g[2] or ""))
 end
