@@ -296,6 +296,36 @@ end
 local Scripted = {}
 Scripted.__index = Scripted
 
+--- For a describe block of store specs: an emulator and a scratch directory.
+-- Returns a table with `start` and `stop` (for busted's setup and teardown:
+-- `setup(world.start); teardown(world.stop)`), `emu` and `dir` once started,
+-- `client()` (alice's token) and `create(name[, params])`: createReplica into
+-- `dir/NAME.gpkg` of `params` over `defaults` (by default layer 0 of Parcels,
+-- perReplica).
+function helper.store_world(defaults)
+  defaults = defaults or { service = "Parcels", layers = { 0 }, syncModel = "perReplica" }
+  local world = {}
+  function world.start()
+    world.emu = helper.start_emulator()
+    world.dir = helper.tmp_dir()
+  end
+  function world.stop()
+    world.emu:stop()
+    os.execute("rm -rf " .. shell_quote(world.dir))
+  end
+  function world.client()
+    return require("geoservices").client{ url = world.emu.url, token = "alice-token", timeout = 30 }
+  end
+  function world.create(name, params)
+    local p = { replicaName = name }
+    for k, v in pairs(defaults) do p[k] = v end
+    for k, v in pairs(params or {}) do p[k] = v end
+    return assert(require("geoservices").store.create(world.client(), world.dir .. "/" .. name .. ".gpkg", p,
+      { poll_interval = 0.05, timeout = 30 }))
+  end
+  return world
+end
+
 --- Starts spec/support/scripted_server.py on 127.0.0.1 and a free port with
 -- `script` (a table: `{routes = {{method =, path =, responses = {...}}}}`, see
 -- that file); returns a handle with `root` (http://127.0.0.1:PORT), `url`

@@ -43,28 +43,15 @@ local function found_in(path, xmin, ymin, xmax, ymax)
 end
 
 describe("a store edited with GDAL", function()
-  local emu, dir
-
-  setup(function()
-    emu = helper.start_emulator()
-    dir = helper.tmp_dir()
-  end)
-  teardown(function()
-    emu:stop()
-    os.execute("rm -rf " .. q(dir))
-  end)
-
-  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
-
-  local function create(name)
-    return assert(geoservices.store.create(client(), dir .. "/" .. name .. ".gpkg", { service = "Parcels",
-      layers = { 0 }, replicaName = name, syncModel = "perReplica" }, { poll_interval = 0.05, timeout = 30 }))
-  end
+  local world = helper.store_world()
+  setup(world.start)
+  teardown(world.stop)
+  local client, create = world.client, world.create
 
   -- op|GlobalID -> how many times a replica's edit of it reached the server
   local function server_edits(replica_id)
     local rid, counts = norm(replica_id), {}
-    for _, e in ipairs(emu:control("changelog?service=Parcels").entries) do
+    for _, e in ipairs(world.emu:control("changelog?service=Parcels").entries) do
       if norm(e.origin) == rid and not e.refused then
         local k = e.op .. "|" .. norm(e.globalId)
         counts[k] = (counts[k] or 0) + 1
@@ -93,7 +80,7 @@ describe("a store edited with GDAL", function()
     ogr_sql(path1, ("UPDATE Parcels SET APN = 'lib local, renamed' WHERE GlobalID = '%s'"):format(unsynced))
     ogr_sql(path1, "INSERT INTO Parcels (APN, ACRES, geom) VALUES ('sql insert', 0.5, "
       .. "AsGPB(ST_GeomFromText('POINT(-117.6 34.6)', 4326)))")
-    local geojson = dir .. "/new.geojson"
+    local geojson = world.dir .. "/new.geojson"
     helper.write_file(geojson, json.encode{ type = "FeatureCollection", features = {
       { type = "Feature", properties = { APN = "appended 1", ASSESSED = 1000 },
         geometry = { type = "Point", coordinates = { -117.7, 34.7 } } },
@@ -104,7 +91,7 @@ describe("a store edited with GDAL", function()
     assert.equal("", validate(path1))
 
     -- the command line synchronizes it
-    local r = helper.run_cli{ "--url", emu.url, "--token", "alice-token", "sync", path1 }
+    local r = helper.run_cli{ "--url", world.emu.url, "--token", "alice-token", "sync", path1 }
     assert.equal(0, r.code, r.out .. r.err)
     local st = assert(geoservices.store.open(path1))
     assert.same({}, st:pending())

@@ -22,23 +22,10 @@ local function gdal(cmd)
 end
 
 describe("the store's GlobalID index", function()
-  local emu, dir
-
-  setup(function()
-    emu = helper.start_emulator()
-    dir = helper.tmp_dir()
-  end)
-  teardown(function()
-    emu:stop()
-    os.execute("rm -rf " .. q(dir))
-  end)
-
-  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
-
-  local function create(name)
-    return assert(geoservices.store.create(client(), dir .. "/" .. name .. ".gpkg", { service = "Parcels",
-      layers = { 0 }, replicaName = name, syncModel = "perReplica" }, { poll_interval = 0.05, timeout = 30 }))
-  end
+  local world = helper.store_world()
+  setup(world.start)
+  teardown(world.stop)
+  local client, create = world.client, world.create
 
   -- SQLite's plan for `sql`: the index it searches, or the scan it makes
   local function plan(st, sql, ...)
@@ -119,10 +106,10 @@ describe("the store's GlobalID index", function()
     again.attributes.NAME, again.geometry = "seventh, again", { x = -12000000, y = 4100000 }
     features[#features + 1] = again
     features[#features + 1] = data.feature(0, 51)
-    local result = dir .. "/repeated.json"
+    local result = world.dir .. "/repeated.json"
     helper.write_file(result, json.encode{ replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}", replicaServerGen = 3,
       layers = json.array{ { id = 0, features = json.array(features) } } })
-    local path = dir .. "/repeated.gpkg"
+    local path = world.dir .. "/repeated.gpkg"
     local st = assert(geoservices.store.create_from(path, { syncModel = "perReplica" }, { data.layers()[1] }, result))
     assert.equal(51, st:count(0))
     local rows = st.db:rows("SELECT NAME FROM Hydrants WHERE GlobalID = ?", data.gid(0, 7))

@@ -39,23 +39,10 @@ local function gdal_relationships(path)
 end
 
 describe("a store's related table", function()
-  local emu, dir
-
-  setup(function()
-    emu = helper.start_emulator()
-    dir = helper.tmp_dir()
-  end)
-  teardown(function()
-    emu:stop()
-    os.execute("rm -rf " .. q(dir))
-  end)
-
-  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
-
-  local function create(name)
-    return assert(geoservices.store.create(client(), dir .. "/" .. name .. ".gpkg", { service = "Utilities",
-      layers = { 2, 3 }, replicaName = name, syncModel = "perLayer" }, { poll_interval = 0.05, timeout = 30 }))
-  end
+  local world = helper.store_world({ service = "Utilities", layers = { 2, 3 }, syncModel = "perLayer" })
+  setup(world.start)
+  teardown(world.stop)
+  local client, create = world.client, world.create
 
   it("is described by the emulator on both sides, as the vendor's layer resource does", function()
     local c = client()
@@ -115,10 +102,10 @@ describe("a store's related table", function()
     st:close()
 
     -- the command line synchronizes it: the server holds the inspection
-    local r = helper.run_cli{ "--url", emu.url, "--token", "alice-token", "sync", path1 }
+    local r = helper.run_cli{ "--url", world.emu.url, "--token", "alice-token", "sync", path1 }
     assert.equal(0, r.code, r.out .. r.err)
     local c = client()
-    local body = assert(c:download(emu.url .. "/Utilities/FeatureServer/3/query?f=json&outFields=*&"
+    local body = assert(c:download(world.emu.url .. "/Utilities/FeatureServer/3/query?f=json&outFields=*&"
       .. "where=" .. ("RESULT = 'added in GDAL'"):gsub("[^%w]", function(ch) return ("%%%02X"):format(ch:byte()) end)))
     local found = json.decode(body).features
     assert.equal(1, #found, body)

@@ -39,27 +39,14 @@ end
 local validate = helper.validate_gpkg
 
 describe("a store edited in QGIS", function()
-  local emu, dir
-
-  setup(function()
-    emu = helper.start_emulator()
-    dir = helper.tmp_dir()
-  end)
-  teardown(function()
-    emu:stop()
-    os.execute("rm -rf " .. q(dir))
-  end)
-
-  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
-
-  local function create(name)
-    return assert(geoservices.store.create(client(), dir .. "/" .. name .. ".gpkg", { service = "Parcels",
-      layers = { 0 }, replicaName = name, syncModel = "perReplica" }, { poll_interval = 0.05, timeout = 30 }))
-  end
+  local world = helper.store_world()
+  setup(world.start)
+  teardown(world.stop)
+  local client, create = world.client, world.create
 
   local function server_edits(replica_id)
     local counts = {}
-    for _, e in ipairs(emu:control("changelog?service=Parcels").entries) do
+    for _, e in ipairs(world.emu:control("changelog?service=Parcels").entries) do
       if norm(e.origin) == norm(replica_id) and not e.refused then
         local k = e.op .. "|" .. norm(e.globalId)
         counts[k] = (counts[k] or 0) + 1
@@ -69,7 +56,7 @@ describe("a store edited in QGIS", function()
   end
 
   local function cli_sync(path)
-    local r = helper.run_cli{ "--url", emu.url, "--token", "alice-token", "sync", "--busy-timeout", "30", path }
+    local r = helper.run_cli{ "--url", world.emu.url, "--token", "alice-token", "sync", "--busy-timeout", "30", path }
     assert.equal(0, r.code, r.out .. r.err)
     return r
   end
@@ -101,8 +88,8 @@ describe("a store edited in QGIS", function()
     assert.matches("^{%x+%-%x+%-4%x+%-[89AB]%x+%-%x+}$", added_gid)
 
     -- QGIS opens the file again, buffers an edit, and holds it while the sync runs
-    local marker = dir .. "/qgis-holding"
-    local log = dir .. "/qgis-hold.log"
+    local marker = world.dir .. "/qgis-holding"
+    local log = world.dir .. "/qgis-hold.log"
     local pid = tonumber((run(("%s hold %s Parcels %s %s 4 > %s 2>&1 & echo $!"):format(QGIS, q(path1),
       q(json.encode{ rename = { { PARCEL2, "OWNER", "while the sync ran" } } }), q(marker), q(log)))))
     helper.wait_for("QGIS to hold the file", function()
