@@ -35,6 +35,21 @@ function common.peak_rss_kib()
   return tonumber(text:match("VmHWM:%s*(%d+)"))
 end
 
+--- Starts `lua script file` in the background (a server of the emulator's HTTP
+-- layer that prints "serving on URL"), its output in `log`: the URL (nil if it
+-- did not start within 10 s) and the pid, to kill.
+function common.serve(lua, script, file, log)
+  local pid = common.run(("%s %s %s > %s 2>&1 & echo $!"):format(lua, script, file, log)):match("%d+")
+  for _ = 1, 100 do
+    local f = io.open(log)
+    local url = f and f:read("a"):match("serving on (%S+)")
+    if f then f:close() end
+    if url then return url, pid end
+    os.execute("sleep 0.1")
+  end
+  return nil, pid
+end
+
 --- ogr2ogr -f GPKG of an Esri JSON FeatureSet into `out`: seconds, peak RSS (KiB) and the
 -- file's size. VmHWM only grows, so the last reading of /proc/PID/status
 -- before the process is gone is its peak (read every 20 ms). Raises unless

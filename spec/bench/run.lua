@@ -43,15 +43,7 @@ local last_stream = measure("stream", last_file)
 -- End to end: download and parse pipelined, against download only, both
 -- from a local HTTP server of the emulator's HTTP layer.
 local log = dir .. "/serve.log"
-local pid = run(("%s spec/bench/serve_file.lua %s > %s 2>&1 & echo $!"):format(lua, last_file, log)):match("%d+")
-local url
-for _ = 1, 100 do
-  local f = io.open(log)
-  url = f and f:read("a"):match("serving on (%S+)")
-  if f then f:close() end
-  if url then break end
-  os.execute("sleep 0.1")
-end
+local url, pid = common.serve(lua, "spec/bench/serve_file.lua", last_file, log)
 local ok, err = pcall(function()
   assert(url, "file server did not start")
   local e2e = measure("download", url)

@@ -34,16 +34,8 @@ end
 -- store.create against a server of `source`: seconds, peak RSS (KiB), file size
 local function create(source, n)
   local log, out = dir .. "/serve_replica.log", ("%s/created_%d.gpkg"):format(dir, n)
-  local pid = run(("%s spec/bench/serve_replica.lua %s > %s 2>&1 & echo $!"):format(lua, source, log)):match("%d+")
+  local url, pid = common.serve(lua, "spec/bench/serve_replica.lua", source, log)
   local ok, secs, rss, size = pcall(function()
-    local url
-    for _ = 1, 100 do
-      local f = io.open(log)
-      url = f and f:read("a"):match("serving on (%S+)")
-      if f then f:close() end
-      if url then break end
-      os.execute("sleep 0.1")
-    end
     assert(url, "the replica server did not start")
     local line = run(("%s spec/bench/store_download_one.lua %s %s"):format(lua, url, out))
     local s, records, kib = line:match("^download_create (%S+) (%d+) (%d+)")
