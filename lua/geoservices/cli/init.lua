@@ -110,10 +110,8 @@ local function truthy(v)
   return v == true or v == "true" or v == "yes" or v == "1"
 end
 
-local function make_client(args, env, prof, prof_name)
-  local url = args.url or env.getenv("GEOSERVICES_URL")
-  if not url or url == "" then url = prof.url end
-  if not url or url == "" then return nil, "no server: give --url, set GEOSERVICES_URL or use a --profile" end
+local function make_client(args, env, prof, prof_name, url)
+  if not url then return nil, "no server: give --url, set GEOSERVICES_URL or use a --profile" end
   local unreadable = files.check_readable(args.ca_file or prof.ca_file, "--ca-file")
   if unreadable then return nil, unreadable end
   local token, token_err = cli.token_option(args, prof, prof_name, (url:gsub("/+$", "")), env)
@@ -197,16 +195,19 @@ local function run_command(parsed, out, env)
   if type(cmd) == "table" and cmd.client == false then return cmd.run(parsed, out, nil, env) end
   local prof, prof_name = profile.select(parsed.profile, env.getenv)
   if not prof then return output.usage_error(out, prof_name) end
+  local url, set_aside
+  url, prof, set_aside = profile.effective(parsed, env.getenv, prof, prof_name, parsed.profile ~= nil)
+  if set_aside and out.mode ~= "json" then env.stderr:write("geoservices: ", set_aside, "\n") end
   out.follow_prefix = cli.follow_prefix(parsed)
   out.follow_command = function(...) return hints.follow_command(parsed, ...) end
   out.resupply = select(2, hints.follow_words(parsed))
   -- what to do next after an error (geoservices.cli.hints): the addresses
   -- that answered tell a wrong base URL from a missing resource
   local ctx = { args = parsed, profile = prof, answered = {},
-                base_url = parsed.url or env.getenv("GEOSERVICES_URL") or prof.url }
+                base_url = url }
   out.advise = function(err) return hints.advise(err, ctx) end
-  if command == "login" then return commands.login(parsed, out, env, prof, prof_name) end
-  local client, msg, generator = make_client(parsed, env, prof, prof_name)
+  if command == "login" then return commands.login(parsed, out, env, prof, prof_name, url) end
+  local client, msg, generator = make_client(parsed, env, prof, prof_name, url)
   if not client then
     if type(msg) == "table" then return output.fail(out, msg, { command = command }) end
     return output.usage_error(out, msg)

@@ -129,8 +129,8 @@ function parser.new(extra)
     .. "(.gpkg) that QGIS and GDAL open (createReplica, synchronizeReplica), configure, getServicesById, "
     .. "notebooks/snapshots/list; and a local emulator of the server.")
     :epilog(EPILOG .. "\n\n" .. examples_text(""))
-  p:option("--url", "The server's {base_url}, e.g. https://host/server (default: $GEOSERVICES_URL, "
-    .. "then the profile's).")
+  p:option("--url", "The server's base URL, e.g. https://host/server (default: the --profile's, then "
+    .. "$GEOSERVICES_URL, then $GEOSERVICES_PROFILE's or [default]'s; a profile's credentials go only to its own URL).")
   p:option("--profile", "Named profile of $XDG_CONFIG_HOME/geoservices/config (default: $GEOSERVICES_PROFILE, "
     .. "then [default] when there is one).")
   p:option("--admin-path", "Administrative context path (default: admin, or the profile's).")

@@ -15,8 +15,19 @@
 --     token_file = ~/.config/geoservices/staging.token
 --
 -- `--profile NAME` (or `$GEOSERVICES_PROFILE`) picks one; without either the
--- `[default]` section is used when there is one. What the command line or
--- the environment says wins over the profile. `geoservices login` stores a
+-- `[default]` section is used when there is one. Where the server is comes
+-- from the first of (as the aws and gh commands order them):
+--
+-- 1. the command line (`--url`);
+-- 2. a profile named on the command line (`--profile NAME`);
+-- 3. the environment (`$GEOSERVICES_URL`);
+-- 4. a profile named by the environment (`$GEOSERVICES_PROFILE`);
+-- 5. the `[default]` profile.
+--
+-- A profile's credentials (username, password_file, token_file, token_env,
+-- the token `login` stored) and its ca_file go only to the server the
+-- profile names: for any other address the profile is set aside, and the
+-- command says so on standard error (profile.effective). `geoservices login` stores a
 -- token in `$XDG_CONFIG_HOME/geoservices/tokens/<profile>.json` (mode 0600,
 -- the directory 0700), used until it expires by later commands of that
 -- profile and address.
@@ -28,7 +39,7 @@ local profile = {}
 --- Keys a profile may set (anything else is refused, naming the line).
 -- @table KEYS
 profile.KEYS = {
-  url = "the server's {base_url}", admin_path = "the administrative context path",
+  url = "the server's base URL (https://host/server)", admin_path = "the administrative context path",
   ca_file = "PEM file of the certificate authorities to trust", insecure = "true: skip TLS verification",
   timeout = "seconds per request", token_file = "file holding a token", token_env = "variable holding a token",
   username = "user for generateToken", password_file = "file holding that user's password",
@@ -123,6 +134,27 @@ function profile.select(name, getenv)
   end
   for k, v in pairs(chosen) do chosen[k] = (k:match("_file$") and profile.expand(v, getenv)) or v end
   return chosen, name
+end
+
+local function same_url(a, b)
+  return type(a) == "string" and type(b) == "string" and a:gsub("/+$", "") == b:gsub("/+$", "")
+end
+
+--- The server a command talks to and the profile that applies to it, by
+-- the precedence of the module's notes. `flag_profile`: the profile was
+-- named by `--profile` (not by the environment nor by default). Returns
+-- the URL (nil when none is given anywhere), the profile's settings to use
+-- (an empty table when the profile is for another server) and, when a
+-- profile was set aside, a line saying so.
+function profile.effective(args, getenv, prof, prof_name, flag_profile)
+  local function given(v) return v ~= nil and v ~= "" and v or nil end
+  local url = given(args.url)
+    or (flag_profile and given(prof.url))
+    or given(getenv("GEOSERVICES_URL"))
+    or given(prof.url)
+  if url == nil or prof.url == nil or same_url(url, prof.url) then return url, prof end
+  return url, {}, ("profile '%s' is for %s, not %s: its credentials and settings are not used"):format(
+    prof_name, prof.url, url)
 end
 
 --- Where `geoservices login` keeps the token of a profile.

@@ -21,10 +21,8 @@ local function prompt_line(env, label)
   return value
 end
 
-return function(args, out, env, prof, prof_name)
-  local url = args.url or env.getenv("GEOSERVICES_URL")
-  if not url or url == "" then url = prof.url end
-  if not url or url == "" then
+return function(args, out, env, prof, prof_name, url)
+  if not url then
     return output.usage_error(out, "login: no server: give --url, set GEOSERVICES_URL or use a --profile")
   end
   url = url:gsub("/+$", "")
