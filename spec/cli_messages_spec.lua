@@ -159,7 +159,7 @@ describe("usage and help", function()
         local words = {}
         for w in command:gmatch("%S+") do words[#words + 1] = w end
         table.remove(words, 1)
-        local ok, err = parser:pparse(words)
+        local ok, err = require("geoservices.cli.parser").parse(parser, words) -- as main parses
         assert.is_true(ok, what .. ": the example does not parse: " .. line .. ": " .. tostring(err))
         for i = 1, #path do
           assert.truthy(command:find(" " .. path[i] .. " ", 1, true) or command:find(" " .. path[i] .. "$"),

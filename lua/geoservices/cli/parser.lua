@@ -84,7 +84,7 @@ local EXAMPLES = {
   },
   ["replica create"] = {
     "geoservices replica create Parcels --layers 0 --name crew-1 crew-1.gpkg",
-    "geoservices replica create Parcels --layers 0,1 --geometry=-117.2,34.0,-117.1,34.1 --in-sr 4326 east.gpkg",
+    "geoservices replica create Parcels --layers 0,1 --geometry -117.2,34.0,-117.1,34.1 --in-sr 4326 east.gpkg",
     "geoservices --dry-run replica create Parcels --layers 0 --direction download check.gpkg",
   },
   ["replica resume"] = {
@@ -227,8 +227,8 @@ function parser.new(extra)
   rcreate:option("--direction", "syncDirection of the replica.")
     :choices{ "bidirectional", "upload", "download" }
   rcreate:option("--transport", "transportType: url (default) or embedded."):choices{ "url", "embedded" }
-  rcreate:option("--geometry", "Extent filter: xmin,ymin,xmax,ymax (--geometry=-117.2,34.0,... when it starts "
-    .. "with a minus), or a geometry's JSON.")
+  rcreate:option("--geometry", "Extent filter: xmin,ymin,xmax,ymax (e.g. -117.2,34.0,-117.1,34.1), or a "
+    .. "geometry's JSON.")
   rcreate:option("--in-sr", "The geometry's spatial reference: a wkid or its JSON.")
   rcreate:flag("--attachments", "returnAttachments: the attachments' metadata too.")
   rcreate:flag("--sync", "A synchronous request (real servers answer HTTP 500 to large ones).")
@@ -292,7 +292,53 @@ local function broken_rule(p, result)
   return nil
 end
 
+-- The long options of the grammar that take a value (and none that is a
+-- flag anywhere): `set[name] = true`.
+local function value_options(p, set, flags)
+  for _, o in ipairs(p._options or {}) do
+    for _, name in ipairs(o._aliases or {}) do
+      if (o._maxargs or 0) > 0 then set[name] = true else flags[name] = true end
+    end
+  end
+  for _, c in ipairs(p._commands or {}) do value_options(c, set, flags) end
+  return set, flags
+end
+
+-- A value that starts with a minus and a digit (a western box:
+-- `--geometry -117.2,34.0,-117.1,34.1`, any negative number) after an
+-- option that takes a value is that value: argparse alone reads it as an
+-- unknown option '-1'. Such a pair becomes `--option=value`; nothing after
+-- `--` or the emulator's command (its options are its own) is touched.
+local function join_negative_values(p, list)
+  if type(p._options) ~= "table" then return list end
+  local set, flags = value_options(p, {}, {})
+  local out, i = {}, 1
+  while i <= #list do
+    local a = list[i]
+    if a == "--" or a == "emulator" then
+      table.move(list, i, #list, #out + 1, out)
+      break
+    end
+    local nxt = list[i + 1]
+    if set[a] and not flags[a] and type(nxt) == "string" and nxt:match("^%-%.?%d") then
+      out[#out + 1] = a .. "=" .. nxt
+      i = i + 2
+    else
+      out[#out + 1] = a
+      -- an option's value is never a command ("--name emulator")
+      if set[a] and not flags[a] and nxt ~= nil then
+        out[#out + 1] = nxt
+        i = i + 1
+      end
+      i = i + 1
+    end
+  end
+  return out
+end
+parser.join_negative_values = join_negative_values
+
 function parser.parse(p, list)
+  list = join_negative_values(p, list)
   if type(p._parse) ~= "function" then -- another argparse: its own pparse, the top usage
     local ok, result = p:pparse(list)
     return ok, result, p
