@@ -196,6 +196,18 @@ torture: deps all
 	    $(LUA) spec/torture/run.lua $(RUNS) $(SEED) $$target || status=1; \
 	done; exit $$status
 
+# The standing mutation check (spec/mutations/run.sh): each planted bug of
+# spec/mutations/NN-name.patch applied alone to a scratch copy under /tmp, the
+# specs its header names run, "caught N of M" printed with a row per bug; a
+# patch that no longer applies counts as NOT caught. MUTATIONS="01 07" runs
+# some. Not in `make test` (it runs the specs once per bug): `make test-slow`
+# runs it after the crash torture.
+.PHONY: mutate test-slow
+mutate: deps all
+	BUSTED='$(BUSTED)' spec/mutations/run.sh $(MUTATIONS)
+test-slow: deps all
+	@status=0; $(MAKE) torture || status=1; $(MAKE) mutate || status=1; exit $$status
+
 # QGIS itself edits a replica store and holds it open during a sync
 # (spec/qgis/, headless): not in `make test`, QGIS being large; installs
 # qgis and python3-qgis like `make deps`.
