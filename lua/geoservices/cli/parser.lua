@@ -243,9 +243,11 @@ function parser.new(extra)
   rresume:option("--wait-timeout", "Overall seconds to wait for the job."):convert(tonumber)
   subcommand(replica, "replica", "info", "The replica's resource on the server beside its local state.")
     :argument("state", "A replica store (.gpkg), or a replica state file (JSON).")
-  subcommand(replica, "replica", "unregister", "unRegisterReplica: the server forgets the replica; the store (or "
-    .. "state file) is marked unregistered.")
-    :argument("state", "A replica store (.gpkg), or a replica state file (JSON).")
+  local runregister = subcommand(replica, "replica", "unregister", "unRegisterReplica: the server forgets the "
+    .. "replica; the store (or state file) is marked unregistered. Refused while the store holds local edits not "
+    .. "sent, rejected edits or conflicts (a state file: a sync whose outcome is unknown), unless --force.")
+  runregister:argument("state", "A replica store (.gpkg), or a replica state file (JSON).")
+  runregister:flag("--force", "Unregister even though local edits, rejected edits or conflicts would be stranded.")
   subcommand(replica, "replica", "failed", "The local edits of a replica store the server rejected, with its "
     .. "code and description.")
     :argument("state", "A replica store (.gpkg).")

@@ -355,10 +355,43 @@ local function info(args, out, client)
   return out:result(EXIT.ok, { command = "replica", replica = path })
 end
 
+-- What an unregistered replica would strand: the store's local edits not
+-- sent, those the server rejected and its conflicts, or a state file's
+-- journaled attempt. nil when nothing; else the refusal's words.
+local function stranded(r, path)
+  local parts, next_steps = {}, {}
+  local function count(n, one, many)
+    if n and n > 0 then parts[#parts + 1] = ("%d %s"):format(n, n == 1 and one or many) end
+  end
+  if r.store then
+    local conflicts = r.store:conflicts()
+    count(r.pending, "local edit not sent", "local edits not sent")
+    count(r.failed, "edit the server rejected", "edits the server rejected")
+    count(conflicts and #conflicts, "conflict", "conflicts")
+    if (r.pending or 0) > 0 then next_steps[#next_steps + 1] = ("`geoservices sync %s`"):format(path) end
+    if (r.failed or 0) > 0 or (conflicts and #conflicts > 0) then
+      next_steps[#next_steps + 1] = ("`geoservices status %s`"):format(path)
+    end
+  elseif r.attempt then
+    parts[1] = "a synchronization whose outcome is not known yet"
+    next_steps[1] = ("`geoservices sync %s`"):format(path)
+  end
+  if #parts == 0 then return nil end
+  return ("%s holds %s: an unregistered replica can never send them; run %s first, or give --force to "
+    .. "unregister anyway (they stay in the file, unsendable)"):format(path, table.concat(parts, ", "),
+    table.concat(next_steps, " and "))
+end
+
 local function unregister(args, out, client)
   local path = args.state
   local r, code = open_state(out, path)
   if not r then return code end
+  local refusal = not args.force and stranded(r, path)
+  if refusal then
+    if r.store then r.store:close() end
+    out:error(geoservices.errors.invalid("--force", refusal), { replica = path })
+    return out:result(EXIT.usage, { command = "replica", replica = path })
+  end
   local done, err
   if r.store then
     done, err = r.store:unregister(client)
