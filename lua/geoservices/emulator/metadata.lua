@@ -9,10 +9,11 @@
 -- `syncCapabilities` (each member overrides the defaults below: a service
 -- without per-replica sync says `"supportsPerReplicaSync": false`),
 -- `description`; per layer `geometryType`, `fields`, `displayField`,
--- `type` ("Table" for a table), `hasAttachments`, `relationships`. A layer without `fields`
+-- `type` ("Table" for a table), `hasAttachments`, `relationships`, `hasZ`, `hasM`. A layer without `fields`
 -- gets them from its features (OBJECTID, GlobalID, then each attribute with
 -- the type its values have); one without `geometryType` from its first
--- geometry.
+-- geometry; one without `hasZ` / `hasM` from what its geometries hold
+-- (metadata.zm).
 local auth = require "geoservices.emulator.auth"
 local json = require "geoservices.json"
 local world = require "geoservices.emulator.world"
@@ -118,6 +119,53 @@ function metadata.geometry_type(layer)
     end
   end
   return "esriGeometryPoint"
+end
+
+-- The ordinates one Esri JSON geometry holds beyond x and y: z, m (booleans).
+-- A point names them (`z`, `m`); other geometries say so with their own
+-- `hasZ` / `hasM`, else their coordinates show it: `[x, y, z, m]` in that
+-- order, a third number alone being the Z (the vendor's Geometry objects,
+-- https://developers.arcgis.com/documentation/common-data-types/geometry-objects.htm).
+local function geometry_zm(g)
+  if type(g) ~= "table" then return false, false end
+  if g.x ~= nil then return type(g.z) == "number", type(g.m) == "number" end
+  if g.hasZ ~= nil or g.hasM ~= nil then return g.hasZ == true, g.hasM == true end
+  local most = 0
+  local function walk(list)
+    for _, v in ipairs(type(list) == "table" and list or {}) do
+      if type(v) == "table" and type(v[1]) == "number" then
+        local n = 2
+        for i = 3, 4 do if type(v[i]) == "number" then n = i end end
+        if n > most then most = n end
+      elseif type(v) == "table" then
+        walk(v)
+      end
+    end
+  end
+  walk(g.points or g.paths or g.rings)
+  return most >= 3, most >= 4
+end
+
+--- Whether a layer's geometries have Z and M values: the world file's
+-- `hasZ` / `hasM` for the layer when it gives them (a service may declare
+-- less than its data holds), else whether any of its features' geometries
+-- holds them. A table has neither.
+-- @treturn boolean hasZ
+-- @treturn boolean hasM
+function metadata.zm(layer)
+  local meta = layer.meta or {}
+  if meta.type == "Table" then return false, false end
+  local has_z, has_m = meta.hasZ, meta.hasM
+  if has_z == nil or has_m == nil then
+    local any_z, any_m = false, false
+    for _, f in pairs(layer.features) do
+      local z, m = geometry_zm(f.geometry)
+      any_z, any_m = any_z or z, any_m or m
+    end
+    if has_z == nil then has_z = any_z end
+    if has_m == nil then has_m = any_m end
+  end
+  return has_z == true, has_m == true
 end
 
 local function is_table(layer)
@@ -321,8 +369,8 @@ function metadata.layer_resource(emu, request, service_name, id_text)
     globalIdField = field_of_type(fields, "esriFieldTypeGlobalID", "GlobalID"),
     types = json.array(),
     templates = json.array(),
-    hasZ = false, hasM = false,
   }
+  doc.hasZ, doc.hasM = metadata.zm(layer)
   if not table_ then
     -- the spatial reference is the extent's (and the source's), as real layer resources give it
     doc.geometryType = metadata.geometry_type(layer)
