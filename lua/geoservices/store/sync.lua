@@ -84,7 +84,7 @@ local function request_params(st, rep, opts, journaled)
   local direction = (journaled and journaled.syncDirection) or opts.direction or rep.syncDirection
   -- the server's OBJECTIDs of the adds it takes replace the local (negative) ones
   local params = { replicaID = rep.replicaID, syncDirection = direction, returnIdsForAdds = true,
-                   returnAttachmentsDataByUrl = true } -- fetched into their blobs (store.attachments)
+                   returnAttachmentDatabyURL = true } -- fetched into their blobs (store.attachments)
   local directions = {}
   if rep.syncModel == "perLayer" then
     local gens = {}

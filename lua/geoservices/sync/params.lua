@@ -11,9 +11,16 @@ local sync_params = {}
 local invalid = errors.invalid
 
 local BOOLEANS = {
-  "closeReplica", "returnIdsForAdds", "returnAttachmentsDataByUrl", "async", "rollbackOnFailure",
-  "reconcileBranchVersion", "timeReferenceUnknownClient",
+  "closeReplica", "returnIdsForAdds", "returnAttachmentDatabyURL", "returnAttachmentsDataByUrl", "async",
+  "rollbackOnFailure", "reconcileBranchVersion", "timeReferenceUnknownClient",
 }
+-- Attachments' data by reference (a URL each) or embedded: synchronizeReplica's
+-- own form spells it returnAttachmentDatabyURL (the service's REST directory
+-- page, and the vendor's Python API, arcgis.features FeatureLayerCollection
+-- _synchronize_replica, sends that name), createReplica's
+-- returnAttachmentsDataByUrl (its reference page and the vendor's "Sync
+-- workflow examples"). The caller may use either name; the form's is sent.
+local BY_URL, BY_URL_CREATE = "returnAttachmentDatabyURL", "returnAttachmentsDataByUrl"
 local INTEGERS = { "replicaServerGen", "replicaServerSibGen" }
 local DIRECTIONS = { bidirectional = true, upload = true, download = true, snapshot = true }
 local DOWNLOADS = { bidirectional = true, download = true }
@@ -158,6 +165,12 @@ function sync_params.encode(params, prefix)
       return nil, invalid(name, "must be true or false, got " .. type(params[name]))
     end
   end
+  local by_url, by_url_create = params[BY_URL], params[BY_URL_CREATE]
+  if by_url ~= nil and by_url_create ~= nil and by_url ~= by_url_create then
+    return nil, invalid(BY_URL, ("and %s say different things: give one"):format(BY_URL_CREATE))
+  end
+  fields[BY_URL_CREATE] = nil
+  if by_url == nil then fields[BY_URL] = by_url_create end
   for _, name in ipairs(INTEGERS) do
     if params[name] ~= nil and integer_of(params[name]) == nil then
       return nil, invalid(name, "must be an integer generation number")
