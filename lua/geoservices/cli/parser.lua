@@ -245,8 +245,14 @@ function parser.new(extra)
     :argument("state", "A replica store (.gpkg), or a replica state file (JSON).")
   local runregister = subcommand(replica, "replica", "unregister", "unRegisterReplica: the server forgets the "
     .. "replica; the store (or state file) is marked unregistered. Refused while the store holds local edits not "
-    .. "sent, rejected edits or conflicts (a state file: a sync whose outcome is unknown), unless --force.")
-  runregister:argument("state", "A replica store (.gpkg), or a replica state file (JSON).")
+    .. "sent, rejected edits or conflicts (a state file: a sync whose outcome is unknown), unless --force. With "
+    .. "SERVICE REPLICA_ID: that replica of the service, or with '*' every replica of it you can reach (asks first "
+    .. "on a terminal; --yes without one).")
+  runregister:argument("state", "A replica store (.gpkg), or a replica state file (JSON); or, with REPLICA_ID, a "
+    .. "feature service.")
+  runregister:argument("replica_id", "With a service: the replica's id ({...}), or '*' for every replica of it you "
+    .. "can reach (servers since 10.5.1).", nil, nil, "?")
+  runregister:flag("--yes", "With '*': unregister without asking (required without a terminal).")
   runregister:flag("--force", "Unregister even though local edits, rejected edits or conflicts would be stranded.")
   subcommand(replica, "replica", "failed", "The local edits of a replica store the server rejected, with its "
     .. "code and description.")

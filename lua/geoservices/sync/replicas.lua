@@ -140,14 +140,21 @@ function replicas.build_info(name, doc)
   return info
 end
 
+--- The replicaID that unregisters every replica of a service the user can
+-- reach (unRegisterReplica, new in 10.5.1: "If * is provided, all replicas
+-- accessible by the logged in user are removed"; an administrator reaches
+-- every one).
+replicas.ALL = "*"
+
 -- A replica id goes into a path: GUID characters only, braces encoded.
 local function id_path(id)
   return (id:gsub("[{}]", { ["{"] = "%7B", ["}"] = "%7D" }))
 end
 
-local function check_id(id)
+local function check_id(id, all)
   if type(id) ~= "string" or id == "" or not id:match("^[%w{}%-_]+$") then
-    return errors.invalid("replicaID", "must be a replica id such as {5E1A0C2B-...} (letters, digits, braces, '-')")
+    return errors.invalid("replicaID", "must be a replica id such as {5E1A0C2B-...} (letters, digits, braces, '-')"
+      .. (all and ", or * for every replica" or ""))
   end
   return nil
 end
@@ -241,6 +248,9 @@ local Unregistered = { __name = "geoservices.Unregistered" }
 Unregistered.__index = Unregistered
 
 function Unregistered:__tostring()
+  if self.replicaID == replicas.ALL then
+    return ("every replica of %s the user can reach unregistered"):format(tostring(self.service))
+  end
   return ("replica %s of %s unregistered%s"):format(tostring(self.replicaID), tostring(self.service),
     self.already and " (by an earlier attempt of this call)" or "")
 end
@@ -258,9 +268,11 @@ end
 -- server forgets it, and it can no longer be synchronized. Retried as a
 -- read (unregistering twice changes nothing); a re-sent request that finds
 -- the replica gone reports the first one's success (`already = true`).
+-- `"*"` (@{ALL}, servers since 10.5.1) unregisters every replica of the
+-- service the user can reach.
 -- @param self the client
 -- @string name the service
--- @string id the replica's id
+-- @string id the replica's id, or "*" for all
 -- @tparam[opt] table opts `timeout` (seconds)
 -- @treturn[1] Unregistered the outcome (prints as a one-line summary)
 -- @return[2] nil
@@ -268,13 +280,13 @@ end
 --   such replica...), "network", "timeout", "cancelled", "http", "auth", "protocol"
 -- @raise when name is not a string
 function replicas.unregister_replica(self, name, id, opts)
-  local bad = service.check_name(name, "unregister_replica") or check_id(id)
+  local bad = service.check_name(name, "unregister_replica") or (id ~= replicas.ALL and check_id(id, true))
   if bad then return nil, bad end
   opts = opts or {}
   local doc, err, info = self:post(service.url(self, name, "unRegisterReplica"), { replicaID = id },
                                    { timeout = opts.timeout, retry = "read" })
   if not doc then
-    if info and info.attempts > 1 and info.ambiguous and not_found(err) then
+    if id ~= replicas.ALL and info and info.attempts > 1 and info.ambiguous and not_found(err) then
       return setmetatable({ replicaID = id, service = name, success = true, already = true }, Unregistered)
     end
     return nil, err
@@ -307,10 +319,11 @@ end
 -- gives `3 replicas of Parcels: crew-1, crew-2, office`.
 -- @table ReplicaList
 
---- The outcome of unRegisterReplica: `replicaID`, `service`, `success`
+--- The outcome of unRegisterReplica: `replicaID` ("*" for all), `service`, `success`
 -- (true), `already` (true when a re-sent request found the replica gone:
 -- the first one unregistered it). `tostring` gives
--- `replica {5E1A...} of Parcels unregistered`.
+-- `replica {5E1A...} of Parcels unregistered` (with "*": `every replica of
+-- Parcels the user can reach unregistered`).
 -- @table Unregistered
 
 replicas.ReplicaInfo = ReplicaInfo

@@ -5,6 +5,7 @@
 --     geoservices replica create Parcels --layers 0,1 --name crew-1 [--model perLayer] crew-1.json
 --     geoservices replica info crew-1.json          # the local state and the server's, side by side
 --     geoservices replica unregister crew-1.json    # the server forgets it; the state is marked closed
+--     geoservices replica unregister Parcels '*'    # every replica of Parcels the user can reach (asks first)
 --     geoservices replica resume crew-1.json        # follow a createReplica job an interrupted create left
 --
 -- Where a new replica goes is one swappable table, `destination` below:
@@ -382,7 +383,59 @@ local function stranded(r, path)
     table.concat(next_steps, " and "))
 end
 
-local function unregister(args, out, client)
+-- `replica unregister SERVICE REPLICA_ID`: a replica of the service by its
+-- id, with no store or state file (one a lost store left behind), or with
+-- "*" every replica of it the user can reach (servers since 10.5.1). "*"
+-- asks first on a terminal; without one it needs --yes, and without it
+-- nothing is sent (exit 2).
+local function confirm_all(args, out, client, env)
+  local service = args.state
+  if not env.stdin_tty then
+    return false, output.usage_error(out, ("replica unregister %s '*' unregisters every replica of %s the user can "
+      .. "reach: give --yes to confirm (there is no terminal to ask on); nothing was sent"):format(service, service))
+  end
+  local list = client:list_replicas(service) -- a read: what the question is about
+  local names = ""
+  if list then
+    local shown = {}
+    for i, r in ipairs(list) do
+      if i > 10 then
+        shown[#shown + 1] = ("... (%d more)"):format(#list - 10)
+        break
+      end
+      shown[i] = tostring(r.replicaName)
+    end
+    names = (" (%d listed now%s)"):format(#list, #shown > 0 and (": " .. table.concat(shown, ", ")) or "")
+  end
+  env.stderr:write(("Unregister every replica of %s you can reach%s? Their stores and state files will no longer "
+    .. "synchronize. Type yes to go on: "):format(service, names))
+  env.stderr:flush()
+  local answer = io.read("l")
+  if answer ~= "yes" then
+    out:error(("not confirmed (answered %q): nothing was unregistered"):format(tostring(answer or "")))
+    return false, out:result(EXIT.failed, { command = "replica" })
+  end
+  return true
+end
+
+local function unregister_by_id(args, out, client, env)
+  local service, id = args.state, args.replica_id
+  if id == "*" and not args.yes and not args.dry_run then
+    local confirmed, code = confirm_all(args, out, client, env)
+    if not confirmed then return code end
+  end
+  local done, err = client:unregister_replica(service, id)
+  if not done then return output.fail(out, err, { command = "replica" }) end
+  if out.mode == "json" then
+    out:emit{ event = "replica", service = service, replicaID = id, unregistered = true, already = done.already or nil }
+  else
+    out:line(tostring(done))
+  end
+  return out:result(EXIT.ok, { command = "replica", service = service })
+end
+
+local function unregister(args, out, client, env)
+  if args.replica_id then return unregister_by_id(args, out, client, env) end
   local path = args.state
   local r, code = open_state(out, path)
   if not r then return code end
@@ -453,6 +506,6 @@ end
 
 local SUBCOMMANDS = { create = create, resume = resume, info = info, unregister = unregister, failed = failed }
 
-return setmetatable(replica_cmd, { __call = function(_, args, out, client)
-  return SUBCOMMANDS[args.replica_command](args, out, client)
+return setmetatable(replica_cmd, { __call = function(_, args, out, client, env)
+  return SUBCOMMANDS[args.replica_command](args, out, client, env)
 end })
