@@ -40,8 +40,9 @@ describe("unregistering every replica of a service ('*')", function()
       { method = "POST", path = "/server/Parcels/FeatureServer/unRegisterReplica",
         responses = { { json = { success = true } } } },
       { method = "POST", path = "/server/Parcels/FeatureServer/replicas",
-        responses = { { json = { { replicaName = "crew-1", replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}" },
-                                 { replicaName = "crew-2", replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000002}" } } } } },
+        responses = { { json = {
+          { replicaName = "crew-1", replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}" },
+          { replicaName = "crew-2", replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000002}" } } } } },
     }
   end
 
