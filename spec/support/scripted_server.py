@@ -10,7 +10,9 @@ A path ending in "*" matches a prefix. Responses are used in order; the
 last one repeats. A response: {"status": 200, "headers": {...}, "body": "text"
 | "json": value | "file": path | "endless": true | "gzip_bomb_mb": N | "delay": seconds,
 "pause_at": N, "pause": seconds (the body's first N bytes, a pause, the rest) | "ranges": true (a
-Range request gets 206 and Content-Range) | "hang_up": true
+Range request gets 206 and Content-Range; "cut_range": N then sends N bytes less than its
+Content-Range names, with a Content-Length of what it sends) | "cut": N (N bytes less than the
+Content-Length announced, then the connection closes) | "hang_up": true
 (read the request, then close the connection without answering: an answer lost in transit)}.
 "{ROOT}" in a body is replaced by http://127.0.0.1:PORT. With "json", "echo": true |
 "escaped" makes {REQUEST} and {HEADERS} in its strings the request's body and headers, as
@@ -126,10 +128,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             last = min(int(byte_range.group(2) or len(data) - 1), len(data) - 1)
             headers = dict(headers, **{"Content-Range": "bytes %d-%d/%d" % (first, last, len(data))})
             data, status = data[first:last + 1], 206
+        announced = len(data)
+        if resp.get("cut_range") and status == 206:
+            # a short chunk: Content-Range names the whole range, the body (and its length) less
+            data = data[:max(0, len(data) - resp["cut_range"])]
+            announced = len(data)
+        elif resp.get("cut"):
+            # a body shorter than its Content-Length: the connection closes early
+            data = data[:max(0, len(data) - resp["cut"])]
+            self.close_connection = True
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", str(announced))
         self.end_headers()
         if method != "HEAD":
             split = resp.get("pause_at", len(data))

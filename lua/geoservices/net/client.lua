@@ -128,8 +128,8 @@ function client.new(opts, class)
     enum_prefix = check_option(opts, "enum_prefix", "string", "esri"),
     retry_policy = retry.policy(opts.retry),
     max_json_depth = check_count(opts, "max_json_depth"),
-    download_chunk = opts.download_chunk == false and false
-      or check_count(opts, "download_chunk", DEFAULT_DOWNLOAD_CHUNK),
+    -- false: one plain GET (`false and x or y` would take y: the count check)
+    download_chunk = (opts.download_chunk ~= false) and check_count(opts, "download_chunk", DEFAULT_DOWNLOAD_CHUNK),
     bearer = check_option(opts, "bearer", "boolean", false),
     token_endpoint = check_option(opts, "token_endpoint", "string", "server"),
   }, class or Client)

@@ -120,7 +120,9 @@ function download.fetch(conn, url, opts)
     end
     local retry_after = retry.parse_retry_after(resp.headers["retry-after"])
     local status, body = resp.status, resp.body
-    local received = sink and resp.bytes or #body
+    -- the bytes this answer brought: a sink's and a saved file's are counted
+    -- by the C core (the body itself is not kept then)
+    local received = (sink or opts.file) and resp.bytes or #body
     if status == 200 then
       -- the whole file: the server does not do ranges (or changed its mind
       -- after the first chunks: the bytes already taken were dropped)
