@@ -11,6 +11,7 @@
 -- result addresses are self-contained, and a token never goes in a URL.
 -- Failures are retried as reads, through the one retry driver.
 local errors = require "geoservices.errors"
+local response = require "geoservices.net.response"
 local retry = require "geoservices.net.retry"
 local transport = require "geoservices.net.transport"
 
@@ -33,7 +34,12 @@ local function restart_error(url, offset, size, why)
   return errors.new("protocol", message, { code = "range_ignored", url = url, offset = offset })
 end
 
-local function http_error(status, url, offset)
+local function http_error(status, url, offset, location)
+  local redirect = response.redirect_error(status, location, url, nil, "the result file")
+  if redirect then
+    redirect.offset = offset
+    return redirect
+  end
   local kind = (status == 401 or status == 403) and "auth" or "http"
   local message = ("HTTP %d while downloading the result file"):format(status)
   if status == 404 or status == 410 then
@@ -153,7 +159,7 @@ function download.fetch(conn, url, opts)
     elseif status == 416 and offset == 0 then
       return "done", (sink or opts.file) and true or "" -- an empty file has no byte 0
     end
-    return "failed", http_error(status, url, offset), retry_after
+    return "failed", http_error(status, url, offset, resp.headers.location), retry_after
   end
 
   return retry.run{

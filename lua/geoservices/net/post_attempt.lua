@@ -94,6 +94,8 @@ function post_attempt.run(self, url, fields, opts, deadline, source, own_origin,
     info.date = resp.headers.date -- the server's clock: a token's lifetime is counted from it
     return "done", decoded, nil, sent_token, why_none
   end
+  -- never followed: the error says where it pointed, and what to set
+  err = response.redirect_error(resp.status, resp.headers.location, url, self.url) or err
   return "failed", err, retry.parse_retry_after(resp.headers["retry-after"]), sent_token, why_none
 end
 

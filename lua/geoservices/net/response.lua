@@ -4,7 +4,8 @@
 --
 -- A JSON `{"error": {...}}` body is a server error whatever the HTTP status;
 -- redirects are not followed, so a 3xx is an error too (a POST must not
--- silently become a GET).
+-- silently become a GET, and the token must not follow): it names where it
+-- pointed (@{redirect_error}).
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 
@@ -57,6 +58,60 @@ function response.error_of(fields, status, url)
       details = #messages > 1 and { table.unpack(messages, 2) } or nil } }, status, url)
   end
   return nil
+end
+
+local REDIRECTS = { [301] = true, [302] = true, [303] = true, [307] = true, [308] = true }
+
+-- `location` as an absolute address, resolved against the request's `url`.
+local function absolute(location, url)
+  if location:match("^%a[%w+.-]*://") then return location end
+  local scheme, authority = url:match("^(%a[%w+.-]*)://([^/?#]*)")
+  if not scheme then return location end
+  if location:sub(1, 2) == "//" then return scheme .. ":" .. location end
+  if location:sub(1, 1) == "/" then return scheme .. "://" .. authority .. location end
+  return (url:gsub("[?#].*$", ""):match("^(.*/)") or (url .. "/")) .. location
+end
+
+-- The base address that gives `target` the path `url` has below `base`
+-- (the server moved: http to https, another host or port, another context
+-- path), or nil when the redirect does not keep that path.
+local function moved_base(target, url, base)
+  local function path(u) return (u:gsub("[?#].*$", "")) end
+  base = path(base):gsub("/+$", "")
+  local u, t = path(url), path(target)
+  if u:sub(1, #base) ~= base then return nil end
+  local below = u:sub(#base + 1)
+  if below == "" then return (t:gsub("/+$", "")) end
+  if #t > #below and t:sub(-#below) == below then return t:sub(1, #t - #below) end
+  return nil
+end
+
+--- The error of a redirect (301, 302, 303, 307, 308 with a Location), or
+-- nil. Redirects are never followed: a POST must not become a GET, and the
+-- token goes only to the client's own address, so nothing (the token
+-- least of all) reaches where it points. The error names the Location and,
+-- when the redirect keeps the request's path below the client's address
+-- (the server moved), the address to set instead.
+-- @int status the HTTP status
+-- @tparam ?string location the Location header
+-- @string url the request's address
+-- @tparam ?string base the client's address (nil: no advice about it)
+-- @string[opt] what what was asked for ("the result file"), for the message
+-- @treturn ?table err: kind "http", code "redirect", `status`, `url`, `location`
+function response.redirect_error(status, location, url, base, what)
+  if not REDIRECTS[status] or type(location) ~= "string" or location == "" then return nil end
+  local target = absolute(location, url)
+  local message = ("%sthe server redirected to %s (HTTP %d); redirects are not followed, so neither the request "
+    .. "nor the token went there"):format(what and (what .. ": ") or "", target, status)
+  local new_base = base and moved_base(target, url, base)
+  if new_base and new_base ~= base:gsub("/+$", "") then
+    message = message .. (": if the server moved, set the client's url (--url, GEOSERVICES_URL) to %s"):format(
+      new_base)
+  elseif base then
+    message = message .. ": if the server moved, set the client's url (--url, GEOSERVICES_URL) to its new address"
+  end
+  return errors.new("http", message, { code = "redirect", status = status, url = url, location = target,
+                                       suggested_url = new_base })
 end
 
 --- A whole response body: its decoded JSON object, or nil, err.
