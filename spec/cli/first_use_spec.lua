@@ -291,7 +291,7 @@ password_file = %s
       local r = run({ "--url", emu.url, "configure", org_params_file(dir), "--poll-interval", "0.02" },
         { ORG_ADMIN_PASSWORD = ORG_PASSWORD, ORG_ADMIN_ANSWER = "x" })
       assert.equal(0, r.code, r.out .. r.err)
-      assert.truthy(r.out:find("server: The organization has been configured.", 1, true))
+      assert.truthy(r.err:find("server: The organization has been configured.", 1, true))
       assert.truthy(r.out:find("organization ready: 13 of 13 stages completed", 1, true))
     end)
 

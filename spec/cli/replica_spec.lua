@@ -50,7 +50,7 @@ describe("geoservices replica", function()
     local r = run(gs("replica", "create", "Parcels", "--layers", "0,1", "--name", "crew-1", "--poll-interval", "0.02",
                      state))
     assert.equal(0, r.code, r.out .. r.err)
-    assert.truthy(r.out:find("crew-1.json: job Completed", 1, true), r.out)
+    assert.truthy(r.err:find("crew-1.json: job Completed", 1, true), r.err) -- progress: standard error
     assert.truthy(r.out:find("layer 0: 3 features, 0 attachments", 1, true), r.out)
     assert.truthy(r.out:find("replica state saved to " .. state, 1, true), r.out)
     assert.truthy(r.out:find("data saved to " .. dir .. "/crew-1.data.json", 1, true), r.out)
@@ -97,10 +97,10 @@ describe("geoservices replica", function()
     local r = run(gs("replica", "create", "Parcels", "--layers", "0,1", "--name", "crew", "--poll-interval", "0.02",
                      store))
     assert.equal(0, r.code, r.out .. r.err)
-    local download = r.out:find("crew.gpkg: downloading", 1, true)
-    local filled = r.out:find("crew.gpkg: filling the store [%d.]+ %a+ of [%d.]+ %a+ %(100%%%), 4 records")
-    assert.truthy(filled, r.out)
-    assert.is_true(download == nil or download < filled, r.out)
+    local download = r.err:find("crew.gpkg: downloading", 1, true)
+    local filled = r.err:find("crew.gpkg: filling the store [%d.]+ %a+ of [%d.]+ %a+ %(100%%%), 4 records")
+    assert.truthy(filled, r.err)
+    assert.is_true(download == nil or download < filled, r.err)
     r = run(gs("--json", "sync", store))
     assert.equal(0, r.code, r.out .. r.err)
     local fill

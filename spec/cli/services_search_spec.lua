@@ -54,7 +54,7 @@ describe("finding services by name", function()
     local events = helper.events(j.out)
     assert.equal(2, #helper.find_events(events, "service")) -- Parcels, Basemap: a name holding "s"
     local none = run("services", "--search", "nothing-like-it")
-    assert.equal(3, none.code, "no match: partial, like ids not returned")
+    assert.equal(0, none.code, "no match: an empty list is an answer (issue 39)")
     local neither = run("services")
     assert.equal(2, neither.code, "ids or --search")
   end)

@@ -217,7 +217,17 @@ local function run_command(parsed, out, env)
     if event.type == "response" and event.status and event.status < 400 then ctx.answered[event.url] = true end
     return nil
   end)
-  if parsed.verbose > 0 and out.mode ~= "json" then env.stderr:write(tostring(client), "\n") end
+  if parsed.verbose > 0 and out.mode ~= "json" then
+    out.stderr:write(tostring(client), "\n")
+    -- each request as it ends: method, URL, status (or the failure), seconds; through the scrubbed stream
+    client:observe(function(event)
+      if event.type == "response" then
+        out.stderr:write(("%s %s -> %s (%.2f s)\n"):format(event.method, event.url,
+          event.status and tostring(event.status) or ("failed: " .. tostring(event.error)), event.seconds or 0))
+      end
+      return nil
+    end)
+  end
   local captured = parsed.dry_run and dry_run.attach(client)
   if captured and generator then captured[#captured + 1] = generator:describe() end
   local code = (type(cmd) == "table" and cmd.run or cmd)(parsed, out, client, env)

@@ -53,7 +53,7 @@ end
 function output.new(args, env)
   local mode = args.json and "json" or (env.tty and "tty" or "lines")
   return setmetatable({ mode = mode, stdout = scrubbed(env.stdout), stderr = scrubbed(env.stderr),
-                        verbose = args.verbose or 0,
+                        verbose = args.verbose or 0, quiet = args.quiet or false,
                         live_shown = false, color = mode == "tty" and output.use_color(args, env, env.tty),
                         err_color = mode ~= "json" and output.use_color(args, env, env.stderr_tty),
                         running = nil }, Out)
@@ -86,8 +86,18 @@ function Out:line(text)
   self.stdout:flush()
 end
 
--- One line redrawn in place (terminal only).
+--- A progress line (not data): on standard error, so that standard output
+-- holds only what a script reads; nothing with `--quiet`.
+function Out:progress(text)
+  if self.quiet then return end
+  self:clear_live()
+  self.stderr:write(text, "\n")
+  self.stderr:flush()
+end
+
+-- One line redrawn in place (terminal only; nothing with `--quiet`).
 function Out:live(text)
+  if self.quiet then return end
   self.stdout:write("\r\27[2K", text)
   self.stdout:flush()
   self.live_shown = true
@@ -123,7 +133,9 @@ function Out:error(err, extra)
     local text = advice.message and (("%s: %s <%s>"):format(err.kind, advice.message, tostring(err.url)))
       or tostring(err)
     self.stderr:write(self:paint("geoservices:", "red", "stderr"), " ", where, text, "\n")
-    if advice.hint then self.stderr:write("  ", self:paint("hint:", "yellow", "stderr"), " ", advice.hint, "\n") end
+    if advice.hint and not self.quiet then
+      self.stderr:write("  ", self:paint("hint:", "yellow", "stderr"), " ", advice.hint, "\n")
+    end
     self.stderr:flush()
   end
 end

@@ -25,8 +25,8 @@ local COMMAND_EXITS = {
   configure = "0 the organization is ready (or, with --no-wait, the request was accepted), 1 configuration "
     .. "failed (a stage failed, the deadline passed, the server refused), 2 bad usage or invalid parameters "
     .. "(nothing sent), 130 interrupted (the configuration keeps running: follow it with --attach)",
-  services = "0 every id was returned (--search: a service matched), 1 the request failed, 2 bad usage, 3 some "
-    .. "ids were not returned (--search: none matched) "
+  services = "0 every id was returned (--search: the matches, none included), 1 the request failed, 2 bad usage, "
+    .. "3 some ids were not returned "
     .. "(they are named)",
   snapshots = "0 listed, 1 the request failed, 2 bad usage",
   status = "0 the state was read (ready, in progress or not configured), 1 the request failed or the "
@@ -152,7 +152,10 @@ function parser.new(extra)
   p:flag("--dry-run", "Validate and print the request that would be sent, secrets redacted; send nothing.")
   p:flag("--no-color", "No colours on a terminal (also when NO_COLOR is set).")
   p:flag("--version", "Print the version and exit.")
-  p:flag("-v --verbose", "More detail (repeatable)."):count("*")
+  p:flag("-v --verbose", "More detail (repeatable): each request on standard error (method, URL, status, "
+    .. "seconds; secrets redacted).")
+    :count("*")
+  p:flag("-q --quiet", "No progress and no hints: only the data (standard output) and errors (standard error).")
   p:add_complete()
   p:command_target("command")
   p:require_command(false) -- --version alone; main reports a missing command

@@ -180,7 +180,7 @@ function watch.new(out, client, name, opts)
       out:emit{ event = "download", replica = name, done = false, bytes = received, total = total,
                 percent = percent, records = w.records }
     else
-      out:line(("%s: downloading %s%s%s"):format(name, output.human_bytes(received),
+      out:progress(("%s: downloading %s%s%s"):format(name, output.human_bytes(received),
         total and (" of %s (%d%%)"):format(output.human_bytes(total), percent) or "",
         w.records and (", %d records"):format(w.records) or ""))
     end
@@ -204,7 +204,7 @@ function watch.new(out, client, name, opts)
       out:emit{ event = "fill", replica = name, done = done, bytes = bytes, total = total, percent = percent,
                 records = records }
     else
-      out:line(("%s: filling the store %s of %s (%d%%), %d records"):format(name, output.human_bytes(bytes),
+      out:progress(("%s: filling the store %s of %s (%d%%), %d records"):format(name, output.human_bytes(bytes),
         output.human_bytes(total), percent, records))
     end
   end
@@ -214,7 +214,7 @@ function watch.new(out, client, name, opts)
     if out.mode == "json" then
       out:emit{ event = "job", replica = name, status = status.status }
     elseif out.mode == "lines" then
-      out:line(("%s: job %s"):format(name, tostring(status.status)))
+      out:progress(("%s: job %s"):format(name, tostring(status.status)))
     else
       show(true)
     end

@@ -95,7 +95,7 @@ local function message_progress(out)
     if out.mode == "json" then
       out:emit{ event = "message", message = message }
     elseif out.mode == "lines" then
-      out:line("server: " .. message)
+      out:progress("server: " .. message)
     end
   end
 end
@@ -111,7 +111,7 @@ local function configure_progress(out, root)
   elseif out.mode == "lines" then
     local started = core.monotonic()
     return function(stage, old)
-      out:line(("+%4.0fs  %-32s %s -> %s"):format(core.monotonic() - started, stage.name, tostring(old or "(new)"),
+      out:progress(("+%4.0fs  %-32s %s -> %s"):format(core.monotonic() - started, stage.name, tostring(old or "(new)"),
         tostring(stage.state)))
     end
   end

@@ -1,6 +1,7 @@
 --- `geoservices services ID...`: getServicesById. Exits 3 when the server
 -- did not return every id asked for (they are named). `--search TEXT`: the
--- services whose name holds TEXT, from the administrator directory.
+-- services whose name holds TEXT, from the administrator directory (exit 0
+-- with none: an empty list is an answer).
 local output = require "geoservices.cli.output"
 local pp = require "geoservices.pp"
 
@@ -23,7 +24,8 @@ local function search(args, out, client)
         s.id and ("id " .. tostring(s.id)) or "(no id in its folder's listing)"))
     end
   end
-  return out:result(#list > 0 and EXIT.ok or EXIT.partial, { command = "services", count = #list })
+  -- zero matches is an answer, not a failure: exit 0 with an empty list
+  return out:result(EXIT.ok, { command = "services", count = #list })
 end
 
 return function(args, out, client)

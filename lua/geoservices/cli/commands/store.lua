@@ -26,6 +26,13 @@ local function layer_name(st, id)
   return spec and spec.table or tostring(id)
 end
 
+-- A text value on one line: in double quotes, a quote, a backslash and
+-- every control character escaped (\n, \r, \t, \ddd), so one edit stays one line.
+local ESCAPES = { ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t", ['"'] = '\\"', ["\\"] = "\\\\" }
+local function quoted(v)
+  return '"' .. v:gsub('[%c"\\]', function(c) return ESCAPES[c] or ("\\%03d"):format(c:byte()) end) .. '"'
+end
+
 -- NAME=value pairs of an edit's attributes (not its GlobalID), and "geometry" when it carries one.
 local function fields_text(st, e)
   local f = type(e.feature) == "table" and e.feature or {}
@@ -38,7 +45,7 @@ local function fields_text(st, e)
   local parts = {}
   for _, k in ipairs(names) do
     local v = f.attributes[k]
-    parts[#parts + 1] = ("%s=%s"):format(k, v == json.null and "null" or type(v) == "string" and ("%q"):format(v)
+    parts[#parts + 1] = ("%s=%s"):format(k, v == json.null and "null" or type(v) == "string" and quoted(v)
       or tostring(v))
   end
   if f.geometry ~= nil and f.geometry ~= json.null then parts[#parts + 1] = "geometry" end
