@@ -348,7 +348,8 @@ function helper.start_scripted(script)
   return setmetatable({ root = root, url = root .. "/server", pid = pid, dir = dir }, Scripted)
 end
 
---- The requests the scripted server received, in order: `{method =, path =, headers =, body =}`.
+--- The requests the scripted server received, in order: `{method =, path =, headers =, body =, peer_port =}`
+-- (peer_port: the client's port, the same for requests on one reused connection).
 function Scripted:requests()
   local list = {}
   for line in (read_all(self.dir .. "/log.jsonl") or ""):gmatch("[^\n]+") do list[#list + 1] = json.decode(line) end

@@ -71,7 +71,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with lock:
             with open(log_path, "a") as f:
                 f.write(json.dumps({"method": method, "path": self.path, "headers": dict(self.headers),
-                                    "body": body.decode("latin-1")}) + "\n")
+                                    "body": body.decode("latin-1"), "peer_port": self.client_address[1]}) + "\n")
             i, route = find_route(method, path)
             if route is None:
                 resp = {"status": 404, "body": "no route"}

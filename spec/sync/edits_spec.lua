@@ -87,7 +87,8 @@ describe("synchronizeReplica parameters", function()
     refused({ replicaID = R, syncDirection = "sideways" }, "syncDirection",
       "bidirectional, upload, download or snapshot")
     refused({ replicaID = R, dataFormat = "xml" }, "dataFormat", "json or sqlite")
-    refused({ replicaID = R, editsUploadId = "u", editsUploadFormat = "zip" }, "editsUploadFormat", "must be sqlite")
+    refused({ replicaID = R, editsUploadId = "u", editsUploadFormat = "zip" }, "editsUploadFormat",
+      "must be SQLITE or JSON")
     refused({ replicaID = R, syncLayers = { { id = 0, serverGen = 1, syncDirection = "up" } } },
       "syncLayers (layer 0) syncDirection")
   end)

@@ -332,7 +332,8 @@ function sync.synchronize_replica(self, service, params, opts)
   local bad = check_service(service)
   if bad then return nil, bad end
   if type(params) ~= "table" then error("synchronize_replica: params must be a table", 2) end
-  local carries = params.edits ~= nil and not (edits_mod.is(params.edits) and params.edits:is_empty())
+  local carries = (params.edits ~= nil and not (edits_mod.is(params.edits) and params.edits:is_empty()))
+    or params.editsUploadId ~= nil -- an uploaded edits file (F4 of issue 34)
   local fields, err = sync_params.encode(explicit_params(params, carries), opts.enum_prefix or self.enum_prefix)
   if not fields then return nil, err end
   local opts_err = check_opts(opts, params)

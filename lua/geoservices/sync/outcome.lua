@@ -45,8 +45,14 @@ function outcome.status_is(status, name)
 end
 
 --- The edits a request carries: `list` of `{layer =, target =, op =, globalId =}`, `count`,
--- `identified` (every add has a GlobalID); nil when it carries no edits.
+-- `identified` (every add has a GlobalID); nil when it carries no edits. Edits in an uploaded
+-- file (`editsUploadId`) are carried too, none of them known here: `uploaded` (the id), an
+-- empty `list`, `identified` false.
 function outcome.sent_edits(fields)
+  if fields.edits == nil and fields.editsUploadId ~= nil then
+    return { adds = json.object(), deletes = json.object(), count = 0, identified = false, list = {},
+             uploaded = fields.editsUploadId }
+  end
   if fields.edits == nil then return nil end
   local list = fields.edits
   if type(list) == "string" then list = json.decode(list) end

@@ -10,6 +10,7 @@ local sync_params = {}
 
 local invalid = errors.invalid
 
+local UPLOAD_FORMATS = { sqlite = true, json = true }
 local BOOLEANS = {
   "closeReplica", "returnIdsForAdds", "returnAttachmentDatabyURL", "returnAttachmentsDataByUrl", "async",
   "rollbackOnFailure", "reconcileBranchVersion", "timeReferenceUnknownClient",
@@ -196,8 +197,11 @@ function sync_params.encode(params, prefix)
   if params.dataFormat ~= nil and params.dataFormat ~= "json" and params.dataFormat ~= "sqlite" then
     return nil, invalid("dataFormat", "must be json or sqlite, got " .. tostring(params.dataFormat))
   end
-  if params.editsUploadFormat ~= nil and params.editsUploadFormat ~= "sqlite" then
-    return nil, invalid("editsUploadFormat", "must be sqlite, got " .. tostring(params.editsUploadFormat))
+  -- the vendor's form offers SQLITE and JSON (the interface names sqlite);
+  -- any case is taken and sent as given
+  local upload_format = params.editsUploadFormat
+  if upload_format ~= nil and (type(upload_format) ~= "string" or not UPLOAD_FORMATS[upload_format:lower()]) then
+    return nil, invalid("editsUploadFormat", "must be SQLITE or JSON (any case), got " .. tostring(upload_format))
   end
   if params.editsUploadFormat ~= nil and params.editsUploadId == nil then
     return nil, invalid("editsUploadFormat", "is only used with editsUploadId")
@@ -220,8 +224,9 @@ function sync_params.encode(params, prefix)
     end
   end
   local uploading = edit_list ~= nil and has_edits(edit_list)
-  if uploading and (direction == "download" or direction == "snapshot") then
-    return nil, invalid("edits", ("would be ignored by the server with syncDirection = %s: "
+  if (uploading or params.editsUploadId ~= nil) and (direction == "download" or direction == "snapshot") then
+    local what = uploading and "edits" or "editsUploadId"
+    return nil, invalid(what, ("would be ignored by the server with syncDirection = %s: "
       .. "use bidirectional or upload, or send no edits"):format(direction))
   end
 
