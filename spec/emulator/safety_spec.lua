@@ -2,7 +2,7 @@
 -- are applied all or nothing, malformed and non-finite edits are refused
 -- with a 400 naming their position, an async job imports its edits in its
 -- ImportChanges phase (exactly once, across a SIGKILL and a restart with
--- --state-file), editsUploadId is refused until uploads exist, and the
+-- --state-file), an editsUploadId naming no uploaded item is refused, and the
 -- state file survives a SIGKILL at any moment. Raw HTTP is used where the
 -- client would refuse to send what is tested.
 local core = require "geoservices.core"
@@ -195,9 +195,9 @@ describe("emulator: a request's edits are all or nothing", function()
     assert.equal(#before.log, #after.log)
   end)
 
-  it("editsUploadId is refused with a 400 naming it; nothing is applied", function()
+  it("an editsUploadId naming no uploaded item is refused with a 400 naming it; nothing is applied", function()
     local before = parcels(emu)
-    local status, body = sync_raw(emu, nil, { { "editsUploadId", "u1" }, { "editsUploadFormat", "sqlite" } })
+    local status, body = sync_raw(emu, nil, { { "editsUploadId", "u1" }, { "editsUploadFormat", "JSON" } })
     assert.equal(400, status)
     assert.equal(400, body.error.code)
     assert.matches("editsUploadId", body.error.message .. " " .. table.concat(body.error.details or {}, " "))

@@ -12,9 +12,9 @@
 -- ask for a large attachment without a large data file.
 -- @module geoservices.emulator.attachments
 -- @local
-local core = require "geoservices.core"
 local json = require "geoservices.json"
 local metadata = require "geoservices.emulator.metadata"
+local uploads = require "geoservices.emulator.uploads"
 
 local attachments = {}
 
@@ -50,22 +50,10 @@ function attachments.base64_decode(text)
   return table.concat(out)
 end
 
--- Items uploaded to a service's uploads (itemID -> {path =, size =, name =}):
--- the content of an attachment added with their uploadId. Kept for the
--- emulator's process (not in its state file).
-local uploaded = {}
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local bytes = f:read("a") or ""
-  f:close()
-  return bytes
-end
-
 --- The bytes of an attachment (the emulator's record of it).
 function attachments.content(a)
-  if a.uploadId and uploaded[a.uploadId] then return read_file(uploaded[a.uploadId].path) end
+  local uploaded = a.uploadId and uploads.content(a.uploadId)
+  if uploaded then return uploaded end
   if a.data then return attachments.base64_decode(a.data) end
   local size = math.tointeger(a.size) or 0
   local seed = (a.globalId or "") .. "\n"
@@ -116,39 +104,6 @@ function attachments.content_handler(emu, request, service_name, layer_text, oid
     end
   end
   return nil, not_found("Attachment not found.")
-end
-
-local function new_item_id()
-  local hex = core.random_bytes(16):gsub(".", function(c) return ("%02x"):format(c:byte()) end)
-  return ("i%s-%s-%s-%s-%s"):format(hex:sub(1, 8), hex:sub(9, 12), hex:sub(13, 16), hex:sub(17, 20), hex:sub(21, 32))
-end
-
---- POST {service}/FeatureServer/uploads/upload: a multipart `file` part
--- becomes an item (`{success, item = {itemID, itemName, description, date,
--- committed}}`, the vendor's answer), whose itemID an attachment add of
--- synchronizeReplica names as its uploadId.
-function attachments.upload_handler(emu, request, service_name)
-  local denied = metadata.check_token(emu, request)
-  if denied then return denied end
-  if not emu.world.feature_services[service_name] then
-    return nil, not_found(("Service %s/FeatureServer not found."):format(service_name))
-  end
-  local part = request.files and request.files.file
-  if not part then
-    return { error = { code = 400, message = "Unable to upload item.", details = { "'file' is required" } } }
-  end
-  local id = new_item_id()
-  local path = emu:result_path("upload-" .. id .. ".bin")
-  if part.path then
-    assert(os.rename(part.path, path) or os.execute(("cp '%s' '%s'"):format(part.path, path)))
-  else
-    assert(core.write_file_atomic(path, part.data or ""))
-  end
-  uploaded[id] = { path = path, size = part.size or #(part.data or ""), name = part.filename }
-  emu.upload_files = emu.upload_files or {}
-  emu.upload_files[#emu.upload_files + 1] = path
-  return { success = true, item = { itemID = id, itemName = part.filename, description = request.form.description,
-                                    date = os.time() * 1000, committed = true } }
 end
 
 local function id_list(text)

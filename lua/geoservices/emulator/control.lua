@@ -2,7 +2,7 @@
 -- part of the interface.
 --
 -- * GET health, requests (counts per operation), state (features, replicas,
---   applied changes and jobs), changelog?service=NAME (every edit attempt of
+--   applied changes, jobs, result files, requests the gateway holds), changelog?service=NAME (every edit attempt of
 --   a service's change log, refused ones included);
 -- * POST reset (back to the data file and the start-up settings), settings
 --   ({name = value}, JSON null = the default; emulator.settings), configure
@@ -99,14 +99,14 @@ end
 local function set(emu, body)
   local changes, msg = json.decode(body)
   if type(changes) ~= "table" then return bad_request(msg or "a JSON object is expected") end
-  local checked = {}
+  local checked = {} -- {name, value}: a default may be nil (job_outcome, supports_async...)
   for name, value in pairs(changes) do
     if value == json.null then value = nil end
     local v, err = settings.check(name, value)
     if err then return bad_request(err) end
-    checked[name] = v
+    checked[#checked + 1] = { name, v }
   end
-  for name, v in pairs(checked) do emu.settings[name] = v end
+  for _, c in ipairs(checked) do emu.settings[c[1]] = c[2] end
   return json_response(200, { ok = true })
 end
 
@@ -121,7 +121,7 @@ function control.handle(emu, path, request, exchange)
     return json_response(200, { ok = true })
   elseif path == "/_emulator/state" then
     return json_response(200, { featureServices = feature_state(emu.world), jobs = job_state(emu.jobs),
-                                resultFiles = emu:count_results() })
+                                resultFiles = emu:count_results(), held = #emu.held })
   elseif path == "/_emulator/changelog" then
     local name = query_param(request.query, "service")
     local log = control.changelog(emu, name)

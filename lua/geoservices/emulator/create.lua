@@ -194,7 +194,7 @@ function create.plan(svc, form, s)
     return nil, error_body(400, "Sync operations are not supported on this service.",
       { "The service does not have the Sync capability." })
   end
-  local caps = metadata.sync_capabilities(svc)
+  local caps = metadata.sync_capabilities(svc, s)
   local plan = { replicaName = form.replicaName, targetType = form.targetType or "client" }
   if plan.replicaName == nil or plan.replicaName == "" then plan.replicaName = svc.name end
   local ids = layer_ids(form.layers)
@@ -528,12 +528,24 @@ function create.unregister(emu, request, service_name)
   if rid == nil or rid == "" then
     return nil, http_error(400, error_body(400, "Unable to unregister replica.", { "'replicaID' is required." }))
   end
-  local replica = svc.replicas[rid]
+  if rid == "*" then
+    -- "Starting at 10.5.1, you can specify * to unregister all replicas"
+    -- (https://developers.arcgis.com/rest/services-reference/enterprise/unregister-replica/):
+    -- every one, unless a sync is running on it
+    for id, r in pairs(svc.replicas) do
+      if r.busy_job and not jobs.finished(r.busy_job) then
+        return error_body(409, ("Replica %s is busy with another synchronization."):format(id))
+      end
+    end
+    svc.replicas = {}
+    return { success = true }
+  end
+  local replica = svc.replicas[world.guid(rid)]
   if not replica then return error_body(404, ("Replica %s does not exist."):format(rid)) end
   if replica.busy_job and not jobs.finished(replica.busy_job) then
     return error_body(409, ("Replica %s is busy with another synchronization."):format(rid))
   end
-  svc.replicas[rid] = nil
+  svc.replicas[replica.replicaID] = nil
   return { success = true }
 end
 

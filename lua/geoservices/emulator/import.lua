@@ -176,9 +176,14 @@ local function sent(target, item)
                       name = item.name, uploadId = item.uploadId }
 end
 
+-- The GlobalID of an add or update as the server's GUID column keeps it
+-- (world.guid): an edit naming it in another case or without braces is
+-- about the same row.
 local function gid_of(target, item)
-  if target == "features" then return type(item.attributes) == "table" and item.attributes.GlobalID or nil end
-  return item.globalId
+  if target == "features" then
+    return world.guid(type(item.attributes) == "table" and item.attributes.GlobalID or nil)
+  end
+  return world.guid(item.globalId)
 end
 
 -- Applies one target's (features' or attachments') edits of a layer to
@@ -208,8 +213,8 @@ local function apply_target(layer, target, edits, res, ctx)
       refuse(res.addResults, entry, GLOBALID_REQUIRED, "GlobalID is required for adds in a replica.")
     elseif store[gid] then
       refuse(res.addResults, entry, DUPLICATE_GLOBALID, ("An object with GlobalID %s already exists."):format(gid))
-    elseif target == "attachments" and not (layer.features[item.parentGlobalId]
-      and not layer.features[item.parentGlobalId].deleted) then
+    elseif target == "attachments" and not (layer.features[world.guid(item.parentGlobalId)]
+      and not layer.features[world.guid(item.parentGlobalId)].deleted) then
       refuse(res.addResults, entry, OBJECT_MISSING, "The parent feature of the attachment does not exist.")
     else
       change(gid)
@@ -218,11 +223,11 @@ local function apply_target(layer, target, edits, res, ctx)
       layer.next_oid = layer.next_oid + 1
       if target == "features" then
         local attrs = world.deep_copy(item.attributes)
-        attrs.OBJECTID = oid
+        attrs.OBJECTID, attrs.GlobalID = oid, gid
         store[gid] = { attributes = attrs, geometry = world.deep_copy(item.geometry), created_gen = ctx.gen,
                        created_by = ctx.replica_id }
       else
-        store[gid] = { globalId = gid, parentGlobalId = item.parentGlobalId, contentType = item.contentType,
+        store[gid] = { globalId = gid, parentGlobalId = world.guid(item.parentGlobalId), contentType = item.contentType,
                        name = item.name, uploadId = item.uploadId, objectId = oid, created_gen = ctx.gen,
                        created_by = ctx.replica_id }
       end
@@ -241,12 +246,12 @@ local function apply_target(layer, target, edits, res, ctx)
       local updated = world.deep_copy(current)
       if target == "features" then
         for k, v in pairs(item.attributes) do
-          if k ~= "OBJECTID" then updated.attributes[k] = v end
+          if k ~= "OBJECTID" and k ~= "GlobalID" then updated.attributes[k] = v end
         end
         if item.geometry then updated.geometry = world.deep_copy(item.geometry) end
       else
         for _, k in ipairs{ "contentType", "name", "uploadId", "parentGlobalId" } do
-          if item[k] ~= nil then updated[k] = item[k] end
+          if item[k] ~= nil then updated[k] = k == "parentGlobalId" and world.guid(item[k]) or item[k] end
         end
         -- new bytes (an upload): the size and content of before are gone
         if item.uploadId ~= nil then updated.size, updated.data = nil, nil end
@@ -257,7 +262,8 @@ local function apply_target(layer, target, edits, res, ctx)
         objectId = target == "features" and updated.attributes.OBJECTID or updated.objectId }
     end
   end
-  for _, gid in ipairs(edits.deleteIds or {}) do
+  for _, sent_gid in ipairs(edits.deleteIds or {}) do
+    local gid = world.guid(sent_gid)
     local entry = attempt("delete", gid)
     local current = store[gid]
     if not current or current.deleted then

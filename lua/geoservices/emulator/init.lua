@@ -18,6 +18,7 @@ local control = require "geoservices.emulator.control"
 local create = require "geoservices.emulator.create"
 local faults = require "geoservices.emulator.faults"
 local forms = require "geoservices.emulator.forms"
+local gateway = require "geoservices.emulator.gateway"
 local organization = require "geoservices.emulator.organization"
 local persist = require "geoservices.emulator.persist"
 local jobs = require "geoservices.emulator.jobs"
@@ -26,6 +27,7 @@ local query = require "geoservices.emulator.query"
 local replicas = require "geoservices.emulator.replicas"
 local settings = require "geoservices.emulator.settings"
 local sync = require "geoservices.emulator.sync"
+local uploads = require "geoservices.emulator.uploads"
 local world = require "geoservices.emulator.world"
 
 local emulator = {}
@@ -66,7 +68,8 @@ local SERVICE_ROUTES = {
     handler = attachments.content_handler },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/queryAttachments$", name = "queryAttachments",
     handler = attachments.query_handler },
-  { pattern = "^/([%w_%-]+)/FeatureServer/uploads/upload$", name = "upload", handler = attachments.upload_handler },
+  { pattern = "^/([%w_%-]+)/FeatureServer/uploads/upload$", name = "upload", handler = uploads.upload_handler },
+  { pattern = "^/([%w_%-]+)/FeatureServer/uploads/([%w%-]+)$", name = "uploadItem", handler = uploads.item_handler },
   -- a server's and a portal's token services
   { pattern = "^/(tokens)/generateToken$", name = "generateToken", handler = auth.generate_token },
   { pattern = "^/(sharing)/rest/generateToken$", name = "generateToken", handler = auth.generate_token },
@@ -129,6 +132,7 @@ function emulator.new(opts)
     attempts = {},  -- route name -> requests received
     total = 0,
     delayed = {},   -- responses waiting for their time: {due =, exchange =, response =}
+    held = {},      -- requests the gateway answered and the server runs later (emulator.gateway)
     log = opts.log,
     configure_seconds = opts.configure_seconds,
     token_seconds = opts.token_seconds,
@@ -181,6 +185,7 @@ function Emulator:save_state()
     next_result = self.next_result,
     settings = self.settings,
     organization = self.organization,
+    uploads = uploads.dump(),
   }
   -- 0600: it holds the users' tokens
   local ok, err = core.write_file_atomic(self.state_file, text, tonumber("600", 8))
@@ -217,6 +222,7 @@ function Emulator:load_state()
   for k, v in pairs(state.settings or {}) do self.settings[k] = v end
   self.organization = organization.restore(state.organization)
   organization.restore_admin(self)
+  uploads.restore(state.uploads)
   return true
 end
 
@@ -373,6 +379,8 @@ function Emulator:reset()
   self.jobs = jobs.new()
   self.organization = organization.new{ stage_seconds = self.configure_seconds }
   self:remove_results()
+  self.held, self.gateway_seen = {}, 0
+  uploads.remove_all()
 end
 
 -- Finds the operation of a path: {base}/{admin}/<route>, the admin root
@@ -505,6 +513,9 @@ function Emulator:serve(exchange)
       response = { status = 200, headers = {}, body = "" } -- refused: the operation does not run
     else
       request.form = form
+      response = gateway.intercept(self, route, request, captures)
+    end
+    if not response then
       local result, raw = route.handler(self, request, table.unpack(captures))
       response = raw or operation_response(result, form)
       self:save_state()
@@ -540,7 +551,10 @@ end
 function Emulator:step(timeout_ms)
   self:advance_jobs()
   if self:expire_results() then self:save_state() end
+  local ran, held_wait = gateway.run_due(self)
+  if ran then self:save_state() end
   local wait = self:flush_delayed()
+  if held_wait and (not wait or held_wait < wait) then wait = held_wait end
   if wait and wait < timeout_ms then timeout_ms = wait end
   for _, exchange in ipairs(self.srv:step(timeout_ms)) do
     self:handle(exchange)
@@ -556,9 +570,7 @@ end
 
 function Emulator:close()
   if not self.state_file then self:remove_results() end -- with a state file they outlive this process
-  if not self.state_file then -- uploaded items (emulator.attachments)
-    for _, path in ipairs(self.upload_files or {}) do os.remove(path) end
-  end
+  if not self.state_file then uploads.remove_all() end -- uploaded items (emulator.uploads)
   self.srv:close()
 end
 

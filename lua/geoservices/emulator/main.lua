@@ -80,6 +80,23 @@ function M.parser(prog)
     p:option("--supports-rollback-on-failure", ("syncCapabilities.supportsRollbackOnFailure; false: the "
       .. "parameter is ignored and the sync model decides. Default: %s.")
       :format(tostring(d.supports_rollback_on_failure))):choices{ "true", "false" },
+    p:option("--supports-per-replica-sync", "syncCapabilities.supportsPerReplicaSync of every service; false: "
+      .. "createReplica refuses the perReplica model and syncs of such replicas are refused. Default: as the "
+      .. "data file says (true)."):choices{ "true", "false" },
+    p:option("--supports-per-layer-sync", "syncCapabilities.supportsPerLayerSync of every service, the same "
+      .. "for the perLayer model. Default: as the data file says (true)."):choices{ "true", "false" },
+    p:option("--supports-async", "syncCapabilities.supportsAsync of every service; false: async=true is "
+      .. "refused. Default: as the data file says (true)."):choices{ "true", "false" },
+    p:option("--supports-sync-direction-control", "syncCapabilities.supportsSyncDirectionControl; false: a "
+      .. "direction other than the replica's is refused. Default: as the data file says (true).")
+      :choices{ "true", "false" },
+    p:option("--gateway", ("A gateway in front of the server: 504 (answers 504 Gateway Timeout at once) or "
+      .. "drop (closes the connection), while the server applies the synchronizeReplica request "
+      .. "--gateway-delay-ms later. Default: %s."):format(d.gateway)):choices{ "off", "504", "drop" },
+    p:option("--gateway-delay-ms", ("How much later the server applies a request the gateway answered. "
+      .. "Default: %d."):format(d.gateway_delay_ms)):convert(tonumber),
+    p:option("--gateway-every", ("Every Nth synchronizeReplica request meets the gateway. Default: %d.")
+      :format(d.gateway_every)):convert(math.tointeger),
     p:option("--result-lifetime", ("Seconds a result file lives unused before it is deleted (then 404). "
       .. "Default: %d."):format(d.result_lifetime_s)):convert(tonumber),
     p:option("--job-step-ms", ("Milliseconds each async job status lasts. Default: %d.")
@@ -121,6 +138,9 @@ local BEHAVIOUR_FLAGS = {
   enum_prefix = "enum_prefix", default_transport = "default_transport", edit_results = "edit_results",
   rollback_default = "rollback_default", supports_rollback_on_failure = "supports_rollback_on_failure",
   result_lifetime = "result_lifetime_s", job_step_ms = "job_step_ms", layer_id_position = "layer_id_position",
+  supports_per_replica_sync = "supports_per_replica_sync", supports_per_layer_sync = "supports_per_layer_sync",
+  supports_async = "supports_async", supports_sync_direction_control = "supports_sync_direction_control",
+  gateway = "gateway", gateway_delay_ms = "gateway_delay_ms", gateway_every = "gateway_every",
 }
 
 --- The behaviour settings given on the command line (emulator.settings).

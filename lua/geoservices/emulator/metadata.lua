@@ -57,14 +57,24 @@ local function has_capability(svc, cap)
 end
 metadata.has_capability = has_capability
 
+-- Settings that set one sync capability of every service (emulator.settings).
+local CAPABILITY_SETTINGS = {
+  supports_per_replica_sync = "supportsPerReplicaSync", supports_per_layer_sync = "supportsPerLayerSync",
+  supports_async = "supportsAsync", supports_sync_direction_control = "supportsSyncDirectionControl",
+}
+
 --- The service's sync capabilities: the defaults, overridden by the world
--- file's; the emulator's settings `s` (optional) can turn
--- supportsRollbackOnFailure off for every service (supports_rollback_on_failure).
+-- file's, overridden by the emulator's settings `s` (optional): the
+-- capability set the emulator then honours (replicas.plan, create.plan).
+-- supports_rollback_on_failure only turns supportsRollbackOnFailure off.
 function metadata.sync_capabilities(svc, s)
   local caps = {}
   for k, v in pairs(metadata.DEFAULT_SYNC_CAPABILITIES) do caps[k] = v end
   for k, v in pairs(svc.meta and svc.meta.syncCapabilities or {}) do caps[k] = v end
   if s and s.supports_rollback_on_failure == false then caps.supportsRollbackOnFailure = false end
+  for name, cap in pairs(CAPABILITY_SETTINGS) do
+    if s and s[name] ~= nil then caps[cap] = s[name] end
+  end
   return caps
 end
 

@@ -47,14 +47,16 @@ function replicas.load(data)
       local layer = { id = l.id, name = l.name, features = {}, attachments = {}, next_oid = 1, meta = meta }
       for _, f in ipairs(l.features or {}) do
         local attrs = world.deep_copy(f.attributes or {})
-        local gid = assert(attrs.GlobalID, "data: feature without GlobalID in layer " .. tostring(l.id))
+        local gid = world.guid(assert(attrs.GlobalID, "data: feature without GlobalID in layer " .. tostring(l.id)))
+        attrs.GlobalID = gid
         attrs.OBJECTID = layer.next_oid
         layer.next_oid = layer.next_oid + 1
         layer.features[gid] = { attributes = attrs, geometry = world.deep_copy(f.geometry), created_gen = svc.gen }
       end
       for _, a in ipairs(l.attachments or {}) do -- content: base64 data, else size bytes (emulator.attachments)
-        local gid = assert(a.globalId, "data: attachment without globalId in layer " .. tostring(l.id))
-        layer.attachments[gid] = { globalId = gid, parentGlobalId = a.parentGlobalId, contentType = a.contentType,
+        local gid = world.guid(assert(a.globalId, "data: attachment without globalId in layer " .. tostring(l.id)))
+        layer.attachments[gid] = { globalId = gid, parentGlobalId = world.guid(a.parentGlobalId),
+                                   contentType = a.contentType,
                                    name = a.name, size = a.size, data = a.data, objectId = layer.next_oid,
                                    created_gen = svc.gen }
         layer.next_oid = layer.next_oid + 1
@@ -65,7 +67,7 @@ function replicas.load(data)
     table.sort(svc.layer_ids)
     for _, r in ipairs(s.replicas or {}) do
       local replica = {
-        replicaID = r.replicaID,
+        replicaID = world.guid(r.replicaID),
         replicaName = r.replicaName or r.replicaID,
         model = r.model or "perReplica",
         syncDirection = r.syncDirection or "bidirectional",
@@ -73,7 +75,7 @@ function replicas.load(data)
         targetType = r.targetType or "client",
         seed_gen = svc.gen, seed_ms = jobs.epoch_ms(), -- what its resource reports until it syncs
       }
-      svc.replicas[r.replicaID] = replica
+      svc.replicas[replica.replicaID] = replica
     end
     services[name] = svc
   end
@@ -118,7 +120,9 @@ end
 
 --- Checks the request and the replica against the emulator's settings `s`;
 -- returns a plan or nil, error body (and an HTTP status for malformed input).
-function replicas.plan(svc, form, s)
+-- `uploaded`: the edits text of an uploaded item the request names
+-- (emulator.uploads), read in place of the edits parameter.
+function replicas.plan(svc, form, s, uploaded)
   if not metadata.has_capability(svc, "Sync") then
     return nil, error_body(400, "Sync operations are not supported on this service.",
       { "The service does not have the Sync capability." })
@@ -127,11 +131,18 @@ function replicas.plan(svc, form, s)
   if rid == nil or rid == "" then
     return nil, error_body(400, "Unable to synchronize replica.", { "'replicaID' is required." })
   end
-  local replica = svc.replicas[rid]
+  local replica = svc.replicas[world.guid(rid)] -- a GUID: any case, braces or none
   if not replica then return nil, error_body(404, ("Replica %s does not exist."):format(rid)) end
   if replica.closed then return nil, error_body(400, ("Replica %s has been unregistered."):format(rid)) end
   if replica.busy_job and not jobs.finished(replica.busy_job) then
     return nil, error_body(409, ("Replica %s is busy with another synchronization."):format(rid))
+  end
+  -- the service's capability set, as its resource advertises it (metadata.sync_capabilities)
+  local caps = metadata.sync_capabilities(svc, s)
+  if (replica.model == "perReplica" and caps.supportsPerReplicaSync == false)
+    or (replica.model == "perLayer" and caps.supportsPerLayerSync == false) then
+    return nil, error_body(400, "Unable to synchronize replica.",
+      { ("The service does not support the %s sync model of replica %s."):format(replica.model, rid) })
   end
   local plan = { svc = svc, replica = replica, directions = {}, since = {} }
   plan.transport = settings.transport_of(form.transportType, s.default_transport)
@@ -147,17 +158,16 @@ function replicas.plan(svc, form, s)
     flags[name] = v
   end
   plan.flags = flags
+  if flags.async and caps.supportsAsync == false then
+    return nil, error_body(400, "Unable to synchronize replica.",
+      { "The service does not run synchronizeReplica as a job (syncCapabilities.supportsAsync is false)." })
+  end
   -- a job's result is always a file: "If async is true, the results will always be
   -- returned as if transportType is esriTransportTypeUrl" (https://developers.arcgis.com/
   -- rest/services-reference/enterprise/synchronize-replica.htm)
   if flags.async then plan.transport = "url" end
   plan.rollback = rollback_of(svc, replica, flags.rollbackOnFailure, s)
-  if form.editsUploadId ~= nil and form.editsUploadId ~= "" then
-    -- uploaded items do not exist in the emulator: refuse rather than sync without the edits
-    return nil, error_body(400, "editsUploadId is not supported by the emulator: it has no uploaded items; "
-      .. "send the edits in the edits parameter.", { "editsUploadId: uploads are not supported" }), 400
-  end
-  local edits, edits_err = parse_json_param(form, "edits")
+  local edits, edits_err = parse_json_param(uploaded and { edits = uploaded } or form, "edits")
   if edits_err then
     return nil, error_body(400, "Unable to synchronize replica: the edits are malformed.", { edits_err }), 400
   end
@@ -187,11 +197,19 @@ function replicas.plan(svc, form, s)
       local entry = by_id[id] or {}
       local dir = entry.syncDirection or default_dir or replica.syncDirection
       if not DIRECTIONS[dir] then return nil, error_body(400, "Invalid syncDirection for layer " .. id) end
+      if dir ~= replica.syncDirection and caps.supportsSyncDirectionControl == false then
+        return nil, error_body(400, "Unable to synchronize replica.",
+          { ("The service does not support choosing the sync direction (layer %d: %s)."):format(id, dir) })
+      end
       plan.directions[id] = dir
       plan.since[id] = math.tointeger(entry.serverGen)
     end
   else
     local dir = default_dir or replica.syncDirection
+    if dir ~= replica.syncDirection and caps.supportsSyncDirectionControl == false then
+      return nil, error_body(400, "Unable to synchronize replica.",
+        { ("The service does not support choosing the sync direction (%s)."):format(dir) })
+    end
     local since = math.tointeger(tonumber(form.replicaServerGen))
     for _, id in ipairs(replica.layers) do
       plan.directions[id] = dir

@@ -92,6 +92,32 @@ settings.DEFAULTS = {
   -- false behaviour, perReplica only -> true behaviour; with both models supported the
   -- replica's own model decides, our reading of it).
   supports_rollback_on_failure = true,
+  -- The rest of a service's sync capability set, each over what the world file says
+  -- for every service (nil: the world file's, else metadata.DEFAULT_SYNC_CAPABILITIES);
+  -- the service resource advertises them and the emulator does what it advertises:
+  -- createReplica refuses a sync model the service lacks ("if supportsPerLayerSync is
+  -- true and supportsPerReplicaSync is false, you can choose only a perLayer sync
+  -- model", the rollbackOnFailure page above) and synchronizeReplica refuses a replica
+  -- of such a model; without supportsAsync, async=true is refused by both operations;
+  -- without supportsSyncDirectionControl, a direction other than the replica's is
+  -- refused. The vendor's example service resource and the public WildfireSync service
+  -- (https://sampleserver6.arcgisonline.com/arcgis/rest/services/Sync/WildfireSync/
+  -- FeatureServer) say supportsRollbackOnFailure false and perLayer only.
+  supports_per_replica_sync = nil,
+  supports_per_layer_sync = nil,
+  supports_async = nil,
+  supports_sync_direction_control = nil,
+  -- A gateway in front of the server (a web adaptor or load balancer whose timeout is
+  -- shorter than the work): "504" answers 504 Gateway Timeout at once, "drop" closes
+  -- the connection without an answer; either way the server goes on and applies the
+  -- request gateway_delay_ms later (an async kick-off: the job is submitted then). A
+  -- gateway's timeout does not stop the server behind it ("the request continues to
+  -- run on the server", https://enterprise.arcgis.com/en/web-adaptor/latest/install/
+  -- iis/configure-arcgis-web-adaptor-timeout.htm, our reading). gateway_every: every
+  -- Nth synchronizeReplica request meets it (1: each). "off" by default.
+  gateway = "off",
+  gateway_delay_ms = 2000,
+  gateway_every = 1,
   -- A result file not read for this long is deleted; its URL answers 404 ("files that
   -- have not been accessed by any process for more than 10 minutes are removed",
   -- https://developers.arcgis.com/rest/services-reference/enterprise/
@@ -118,6 +144,17 @@ local CHECKS = {
   edit_results = one_of("all", "failures", "none"),
   rollback_default = boolean,
   supports_rollback_on_failure = boolean,
+  supports_per_replica_sync = boolean,
+  supports_per_layer_sync = boolean,
+  supports_async = boolean,
+  supports_sync_direction_control = boolean,
+  gateway = one_of("off", "504", "drop"),
+  gateway_delay_ms = number_at_least(0),
+  gateway_every = function(v)
+    local n = math.tointeger(tonumber(v))
+    if n and n >= 1 then return n end
+    return nil, "an integer >= 1"
+  end,
   result_lifetime_s = number_at_least(0),
   job_step_ms = number_at_least(0),
   job_phase_ms = phase_durations,

@@ -7,6 +7,7 @@ local import = require "geoservices.emulator.import"
 local jobs = require "geoservices.emulator.jobs"
 local json = require "geoservices.json"
 local replicas = require "geoservices.emulator.replicas"
+local uploads = require "geoservices.emulator.uploads"
 
 local sync = {}
 
@@ -28,13 +29,27 @@ local function http_error(status, body)
            body = json.encode(body) }
 end
 
+--- The value of returnAttachmentDatabyURL, the spelling of the vendor's
+-- synchronizeReplica page and form, or of returnAttachmentsDataByUrl (its
+-- createReplica's): any letter case; nil when absent.
+function sync.by_url_param(form)
+  for name, value in pairs(form) do
+    local key = type(name) == "string" and name:lower()
+    if key == "returnattachmentdatabyurl" or key == "returnattachmentsdatabyurl" then return value end
+  end
+  return nil
+end
+
 function sync.synchronize(emu, request, service_name)
   local form = request.form
   local denied = check_token(emu, form)
   if denied then return denied end
   local svc = emu.world.feature_services[service_name]
   if not svc then return replicas.error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
-  local plan, err, http_status = replicas.plan(svc, form, emu.settings)
+  -- edits uploaded before (editsUploadId with editsUploadFormat): read now, as the edits parameter
+  local uploaded, upload_err = uploads.sync_edits(service_name, form)
+  if upload_err then return nil, http_error(400, upload_err) end
+  local plan, err, http_status = replicas.plan(svc, form, emu.settings, uploaded)
   if not plan then
     if http_status then return nil, http_error(http_status, err) end
     return err
@@ -43,7 +58,7 @@ function sync.synchronize(emu, request, service_name)
   -- attachments' content by URL unless the request asks for it embedded
   -- (returnAttachmentsDataByUrl, default true: emulator.attachments)
   plan.service_url = service_url(emu, service_name)
-  plan.attachments_by_url = tostring(form.returnAttachmentsDataByUrl or "true"):lower() ~= "false"
+  plan.attachments_by_url = tostring(sync.by_url_param(form) or "true"):lower() ~= "false"
   if plan.flags.async then
     -- The job imports the edits in its ImportChanges phase and exports in
     -- ExportChanges (sync.advance); nothing is applied at submission.

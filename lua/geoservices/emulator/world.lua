@@ -21,6 +21,20 @@ local function deep_copy(v)
 end
 world.deep_copy = deep_copy
 
+--- A GlobalID (or replica ID) as a GUID column keeps it: upper case in
+-- braces, whatever case and braces it was given in ("abc-..." and
+-- "{ABC-...}" are the same row). A GUID column compares the 16 bytes, not
+-- the text: SQL Server's uniqueidentifier, the vendor's esriFieldTypeGlobalID
+-- ("{XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX}", https://pro.arcgis.com/en/pro-app/
+-- latest/help/data/geodatabases/overview/arcgis-field-data-types.htm). Not a
+-- string, or empty: returned as it is.
+function world.guid(s)
+  if type(s) ~= "string" then return s end
+  local bare = s:match("^%s*{?%s*(.-)%s*}?%s*$")
+  if bare == "" then return s end
+  return "{" .. bare:upper() .. "}"
+end
+
 -- Defaults of a service definition (2.9); a data file gives only what differs.
 local SERVICE_DEFAULTS = {
   folderName = "/",
