@@ -66,6 +66,8 @@ Faults (settings):
   status polls of a job submitted while it is set fail that way for N
   seconds after the job's submission (the job itself runs on).
 * job_lifetime_s: a job older than this is purged (its status 404); null: kept.
+* gid_spelling: "lower_bare" writes every GlobalID in lower case without braces (a GUID
+  column's own spelling); null: as stored ("{UPPER}").
 * protect_results: job status resources and result files need the token
   (job status without it: HTTP 200, error 499 "Token Required"; a result file
   without it: HTTP 403). A wrong token anywhere: error 498 "Invalid Token".
@@ -112,6 +114,7 @@ settings = {
     "job_lifetime_s": None,
     "result_lifetime_s": 600,
     "protect_results": False,
+    "gid_spelling": None,
 }
 settings.update(config.get("settings") or {})
 TOKEN = config.get("token")
@@ -340,9 +343,31 @@ def with_results(edits_out, results_by_layer):
     return edits_out
 
 
+GUID = re.compile(r"^\{?[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\}?$")
+GID_KEYS = ("globalid", "deleteids", "parentglobalid")
+
+
+def spelled(doc):
+    """Setting gid_spelling "lower_bare": every GlobalID the service writes (features, per-edit
+    results, deleteIds, result files, queries) in lower case without braces, as a GUID column
+    may spell it; the client must compare them as GUIDs, not as strings."""
+    if settings["gid_spelling"] != "lower_bare":
+        return doc
+
+    def walk(v, key):
+        if isinstance(v, dict):
+            return {k: walk(x, k) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x, key) for x in v]
+        if isinstance(v, str) and key and key.lower() in GID_KEYS and GUID.match(v):
+            return v.strip("{}").lower()
+        return v
+    return walk(doc, None)
+
+
 def store_result(doc):
     name = uuid.uuid4().hex + ".json"
-    results[name] = {"bytes": json.dumps(doc).encode(), "created": time.time()}
+    results[name] = {"bytes": json.dumps(spelled(doc)).encode(), "created": time.time()}
     return "%s%s/%s/FeatureServer/replicafiles/%s" % (root, BASE, SERVICE, name)
 
 
@@ -735,7 +760,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             return
         if kind == "json":
-            self.send_bytes(outcome[1], json.dumps(outcome[2]).encode(), "application/json; charset=utf-8")
+            doc = outcome[2] if url.path.startswith("/_control/") else spelled(outcome[2])
+            self.send_bytes(outcome[1], json.dumps(doc).encode(), "application/json; charset=utf-8")
         elif kind == "file":
             self.send_file(outcome[1])
         else:
