@@ -317,6 +317,15 @@ describe("#rock packaging", function()
     return lines
   end
 
+  -- The README's whole install block but its apt-get line: from the first
+  -- line after apt-get to the block's end, as written.
+  local function readme_install_block()
+    local readme = helper.read_all(helper.ROOT .. "/README.md")
+    local block = readme:match("## Install.-```sh\n(.-)```")
+    assert.is_string(block, "the README has no install block")
+    return (block:gsub("^apt%-get[^\n]*\n", ""))
+  end
+
   it("the README's luarocks line installs the client as written; completions stay in the rock's tree", function()
     if skip_without_luarocks() then return end
     local lines = readme_luarocks_lines()
@@ -356,6 +365,22 @@ describe("#rock packaging", function()
     local _, left = sh(("find %s -name '*geoservices*'"):format(q(local_tree)))
     assert.equal("", left)
   end)
+
+  it("the README's install block, as written, ends in a working geoservices and require, without warnings",
+    function()
+      if skip_without_luarocks() then return end
+      local block = readme_install_block()
+      local home = work .. "/home-block"
+      assert(os.execute("mkdir -p " .. q(home)))
+      -- a fresh login: no module path nor luarocks bin inherited from this run
+      local ok, text = sh(("cd %s && env -u LUA_PATH -u LUA_CPATH HOME=%s PATH=/usr/local/bin:/usr/bin:/bin "
+        .. "bash -e -c %s"):format(q(src), q(home), q(block)))
+      assert(ok, block .. "\n" .. text)
+      assert.falsy(text:find("Missing dependencies", 1, true), text)
+      assert.truthy(text:match("\ngeoservices %d[^\n]*\n%d+%.%d+%.%d+%s*$"), text) -- the last two lines: the checks
+      sh(("env HOME=%s luarocks --lua-version=5.4 remove --local geoservices-emulator"):format(q(home)))
+      sh(("env HOME=%s luarocks --lua-version=5.4 remove --local geoservices"):format(q(home)))
+    end)
 
   it("make install puts the command under PREFIX/bin; it runs without any module path set", function()
     if skip_without_luarocks() then return end
