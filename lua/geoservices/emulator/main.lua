@@ -37,6 +37,27 @@ function M.size(text)
   return n * scale
 end
 
+--- The examples its `--help` ends with (each parsed by the emulator's spec).
+M.EXAMPLES = {
+  { "--port 8080", "the example world on http://127.0.0.1:8080/server until Ctrl-C" },
+  { "--port 0 --json", "a free port, printed as {\"event\":\"listening\",\"url\":...}" },
+  { "--port 8080 --data examples/data/world.json --state-file /tmp/emu.json", "replicas kept across restarts" },
+  { "--port 8080 --supports-rollback-on-failure false --supports-per-replica-sync false",
+    "a service as WildfireSync is: no rollback, per layer only" },
+  { "--port 8080 --gateway 504 --gateway-delay-ms 2000", "a gateway that answers 504 while the server goes on" },
+  { "--port 8080 --job-step-ms 50 --token-seconds 60", "fast async jobs, short-lived tokens" },
+}
+
+--- The examples as help text for `prog`.
+function M.examples_text(prog)
+  local lines = { "Examples:" }
+  for _, e in ipairs(M.EXAMPLES) do
+    lines[#lines + 1] = ("  %s %s\n      %s"):format(prog or "geoservices-emulator", e[1], e[2])
+  end
+  lines[#lines + 1] = "  at run time: curl -d '{\"rollback_default\": false}' http://127.0.0.1:8080/_emulator/settings"
+  return table.concat(lines, "\n")
+end
+
 --- Builds the argument parser (lua-argparse).
 -- @tparam[opt] string prog the program name shown in the usage ("geoservices-emulator")
 -- @treturn table the parser; `-h/--help` is a plain flag (`main` prints the help and returns 0)
@@ -46,12 +67,12 @@ function M.parser(prog)
     .. "notebooks/snapshots/list), serving until interrupted.")
     :add_help(false)
     :epilog("Exit codes: 0 stopped, 1 could not start (port in use, bad data file), 2 bad usage, "
-      .. "130 interrupted (Ctrl-C), 143 terminated (SIGTERM).")
+      .. "130 interrupted (Ctrl-C), 143 terminated (SIGTERM).\n\n" .. M.examples_text(prog))
   p:flag("-h --help", "Show this help message and exit.")
   p:option("--port", "Port; 0 picks a free one (printed on start-up).", "0"):convert(math.tointeger)
   p:option("--host", "Address to bind.", "127.0.0.1")
   p:option("--data", "World data file (JSON or Lua); default: the example world.")
-  p:option("--base-path", "Base path of the {base_url}.", "/server")
+  p:option("--base-path", "Base path of the server's URL (http://HOST:PORT/server).", "/server")
   p:option("--configure-seconds", "Seconds each organization configuration stage takes.", "0.5")
     :convert(tonumber)
   p:option("--token-seconds", "Longest life of a token from generateToken, in seconds (short ones let tests "
