@@ -411,8 +411,10 @@ describe("fault matrix", function()
     -- polls failing: the job's outcome is pending, the next sync re-attaches
     { label = "status URL 404", fault = { route = "jobs", kind = "status", status = 404 }, kind = "job",
       code = "job_not_found", pending = true },
+    -- a chunk that came short is asked again (a read: the retry policy's 3 attempts), then the
+    -- sync fails saying so, the generation unmoved; the job is re-attached to by the next sync
     { label = "result file truncated", fault = { route = "results", kind = "truncate" }, kind = "protocol",
-      pending = true },
+      code = "short_body", message = "result file is not complete", requests = { results = 3 }, pending = true },
     -- the result file is gone: the edits are read back, the changes asked again
     { label = "result file 404", fault = { route = "results", kind = "status", status = 404 }, kind = "http",
       later = true },
@@ -444,6 +446,7 @@ describe("fault matrix", function()
         assert.is_nil(result)
         assert.equal(case.kind, err.kind, tostring(err))
         if case.code then assert.equal(case.code, err.code) end
+        if case.message then assert.matches(case.message, err.message, 1, true) end
         assert.equal(before, helper.read_all(r.path), "state file unchanged")
         if case.pending then assert.is_true(err.pending) end
         if case.pending or case.later then
