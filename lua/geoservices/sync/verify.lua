@@ -13,6 +13,7 @@
 -- (it may be sent again), and "rejected" when the request is known to have
 -- completed (the server skipped it: rollbackOnFailure false gives no reason).
 -- Internal: geoservices.sync and geoservices.store.sync call it.
+local compare = require "geoservices.sync.compare"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local outcome = require "geoservices.sync.outcome"
@@ -35,13 +36,14 @@ end
 -- @tparam table gids the GlobalIDs
 -- @tparam[opt] table opts `global_id_field` ("GlobalID"), `geometry` (true: returnGeometry), `timeout`
 -- @treturn[1] table `[normalized GlobalID] = {attributes =, geometry =}` of the features the server has
+-- @treturn[1] table the layer as the answer describes it: `fields`, `spatialReference`
 -- @return[2] nil
 -- @treturn[2] table err (the request's errors; "protocol" for an answer without features)
 function verify.query(client, service, layer, gids, opts)
   opts = opts or {}
   local field = opts.global_id_field or "GlobalID"
   local url = client:url_for(("%s/FeatureServer/%d/query"):format(service:gsub("%%", "%%25"), layer))
-  local found = {}
+  local found, meta = {}, {}
   for first = 1, #gids, BATCH do
     local list = {}
     for i = first, math.min(first + BATCH - 1, #gids) do list[#list + 1] = quoted(gids[i]) end
@@ -54,6 +56,7 @@ function verify.query(client, service, layer, gids, opts)
       return nil, errors.new("protocol", ("the query of layer %d of %s answered without features"):format(layer,
         service), { url = url })
     end
+    meta.fields, meta.spatialReference = meta.fields or doc.fields, meta.spatialReference or doc.spatialReference
     for _, f in ipairs(doc.features) do
       local attrs = type(f) == "table" and f.attributes
       local gid = type(attrs) == "table" and attrs[field]
@@ -66,44 +69,7 @@ function verify.query(client, service, layer, gids, opts)
       if type(gid) == "string" then found[normalize(gid)] = f end
     end
   end
-  return found
-end
-
-local function near(a, b)
-  if a == b then return true end
-  if math.type(a) == nil and a ~= nil and a ~= json.null then return false end
-  if type(a) ~= "number" or type(b) ~= "number" then return false end
-  -- servers store coordinates and doubles at their own precision
-  return math.abs(a - b) <= 1e-9 * math.max(1, math.abs(a), math.abs(b))
-end
-
-local function same_value(a, b)
-  if a == json.null then a = nil end
-  if b == json.null then b = nil end
-  if type(a) == "table" and type(b) == "table" then
-    for k, v in pairs(a) do
-      if not same_value(v, b[k]) then return false end
-    end
-    for k in pairs(b) do
-      if a[k] == nil and b[k] ~= json.null then return false end
-    end
-    return true
-  end
-  if type(a) == "number" or type(b) == "number" then return near(a, b) end
-  return a == b
-end
-
--- Does `server` hold what `edit` says, on the fields `edit` carries?
--- OBJECTID and the GlobalID are not compared (the server owns OBJECTID).
-local function holds(server, edit, skip)
-  local sa = type(server.attributes) == "table" and server.attributes or {}
-  for k, v in pairs(type(edit.attributes) == "table" and edit.attributes or {}) do
-    if not skip[k] and not same_value(v, sa[k]) then return false end
-  end
-  if edit.geometry ~= nil and edit.geometry ~= json.null and not same_value(edit.geometry, server.geometry) then
-    return false
-  end
-  return true
+  return found, meta
 end
 
 -- The values an update found before it, on the fields it changes.
@@ -149,9 +115,11 @@ function verify.edits(client, service, list, opts)
       gids[#gids + 1] = e.globalId
       if e.op == "update" then geometry = true end
     end
-    local found, err = verify.query(client, service, layer, gids,
+    local found, layer_meta = verify.query(client, service, layer, gids,
       { global_id_field = gid_field, geometry = geometry, timeout = opts.timeout })
-    if not found then return nil, err end
+    if not found then return nil, layer_meta end
+    -- values at the precision the server's fields keep (geoservices.sync.compare)
+    local rules = compare.rules(layer_meta.fields, layer_meta.spatialReference)
     local skip = { [gid_field] = true, [oid_field] = true, GlobalID = true, OBJECTID = true }
     local not_applied = opts.completed
       and { code = "skipped", description = "the server skipped this edit (it did not apply it and gave no reason)" }
@@ -168,9 +136,9 @@ function verify.edits(client, service, list, opts)
         v = not_applied -- there was no such feature when it left either: the server's answer will say why
       elseif not server then
         v = { conflict = true, server = json.null, description = "the feature was deleted on the server" }
-      elseif holds(server, e.feature or {}, skip) then
+      elseif compare.holds(server, e.feature or {}, skip, rules) then
         v = "applied"
-      elseif type(e.base) == "table" and holds(server, base_of(e), skip) then
+      elseif type(e.base) == "table" and compare.holds(server, base_of(e), skip, rules) then
         v = not_applied
       else
         v = { conflict = true, server = server,
