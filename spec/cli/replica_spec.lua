@@ -191,7 +191,30 @@ describe("geoservices replica", function()
     assert.is_nil(helper.read_all(dir .. "/j.job.json"))
     assert.equal(4, #json.decode(helper.read_all(dir .. "/j.data.json")).layers[1].features
       + #json.decode(helper.read_all(dir .. "/j.data.json")).layers[2].features)
+    -- a complete replica: resume is a no-op that says so (issue 39 item 1)
     r = run(gs("replica", "resume", state))
-    assert.equal(2, r.code, r.out .. r.err)
+    assert.equal(0, r.code, r.out .. r.err)
+    assert.truthy(r.out:find(state .. " is complete (replica ", 1, true), r.out)
+    assert.truthy(r.out:find("nothing to resume", 1, true), r.out)
   end)
+
+  it("resume of a store whose create was interrupted after the commit: complete, nothing downloaded again",
+    function()
+      local path = dir .. "/late.gpkg"
+      local client = geoservices.client{ url = emu.url, token = "alice-token" }
+      local op = assert(client:create_replica("Parcels", { replicaName = "late", layers = { 0 } }, { wait = false }))
+      local journal = op:to_json()
+      helper.write_file(path .. ".job.json", journal)
+      local r = run(gs("replica", "resume", path, "--poll-interval", "0.02"))
+      assert.equal(0, r.code, r.out .. r.err)
+      assert.is_nil(helper.read_all(path .. ".job.json"))
+      -- Ctrl-C between the store's commit and the journal's removal leaves both
+      helper.write_file(path .. ".job.json", journal)
+      local before = emu:requests().counts
+      r = run(gs("replica", "resume", path, "--poll-interval", "0.02"))
+      assert.equal(0, r.code, r.out .. r.err)
+      assert.truthy(r.out:find(path .. " is complete (replica ", 1, true), r.out)
+      assert.is_nil(helper.read_all(path .. ".job.json"))
+      assert.same(before, emu:requests().counts) -- nothing asked of the server, nothing downloaded
+    end)
 end)

@@ -159,7 +159,8 @@ local function interrupted(out, args)
     line = ("interrupted; %s keeps running on the server: %s with `%s`%s"):format(work.what,
       work.verb or "follow it", work.follow, again and ("; " .. again) or "")
   else
-    line = "interrupted; nothing was left running on the server"
+    line = ("interrupted; %snothing was left running on the server"):format(out.complete and (out.complete .. "; ")
+      or "")
   end
   if out.mode == "json" then
     out:emit{ event = "error", kind = "interrupted", message = line }

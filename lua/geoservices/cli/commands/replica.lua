@@ -159,6 +159,9 @@ local function follow(out, client, path, dest, run, poll_opts)
     if not info then return nil, err end
     kept = info
     os.remove(journal_path(path))
+    -- from here an interruption leaves nothing to follow: it says the replica is complete
+    out:server_work(nil)
+    out.complete = ("%s is complete"):format(name)
     return true
   end
   local ok, result, err = pcall(w.run, run, opts)
@@ -225,9 +228,47 @@ local function create(args, out, client)
           check = not args.dry_run }) -- a dry run shows createReplica itself, not the read before it
 end
 
+-- The replica `path` holds when it is complete (a store, or a state file):
+-- `{service =, replicaID =, replicaName =}`; nil when there is none.
+local function complete_replica(path)
+  if not exists(path) then return nil end
+  if path:match("%.gpkg$") then
+    local st = geoservices.store.open(path, { readonly = true })
+    if not st then return nil end
+    local rep = st:replica()
+    st:close()
+    return rep and { service = rep.service, replicaID = rep.replicaID, replicaName = rep.replicaName }
+  end
+  local r = geoservices.replica(path)
+  return r and { service = r.service, replicaID = r.replicaID, replicaName = r.state and r.state.replicaName }
+end
+
+-- A journal left beside a replica that is complete (an interruption between
+-- the store's commit and the journal's removal): the job is this replica's.
+local function journal_of_complete(text, have)
+  local journaled = json.decode(text)
+  if type(journaled) ~= "table" or not have or journaled.service ~= have.service then return false end
+  local request = type(journaled.create) == "table" and journaled.create or {}
+  return (journaled.replicaID ~= nil and journaled.replicaID == have.replicaID)
+    or (request.replicaName ~= nil and request.replicaName == have.replicaName)
+end
+
 local function resume(args, out, client)
   local path = args.out
   local text = exists(journal_path(path)) and files.read(journal_path(path))
+  local have = complete_replica(path)
+  if have and (not text or journal_of_complete(text, have)) then
+    -- nothing to resume: the replica is complete (a leftover journal is removed)
+    os.remove(journal_path(path))
+    if out.mode == "json" then
+      out:emit{ event = "replica", replica = path, complete = true, replicaID = have.replicaID,
+                service = have.service }
+    else
+      out:line(("%s is complete (replica %s of %s): nothing to resume"):format(path, tostring(have.replicaID),
+        tostring(have.service)))
+    end
+    return out:result(EXIT.ok, { command = "replica", replica = path })
+  end
   if not text then
     return output.usage_error(out, ("no createReplica job is journaled for %s (%s)"):format(path, journal_path(path)))
   end
