@@ -23,7 +23,8 @@ end
 -- The words of an example line, without its comment or a redirection of its output.
 local function words_of(line)
   local words = {}
-  for w in line:gsub("%s+[#>|].*$", ""):gmatch("%S+") do words[#words + 1] = w end
+  -- a word in single quotes is the word ('*'), as the shell reads it
+  for w in line:gsub("%s+[#>|].*$", ""):gmatch("%S+") do words[#words + 1] = w:match("^'(.*)'$") or w end
   assert(table.remove(words, 1) == "geoservices", line)
   return words
 end

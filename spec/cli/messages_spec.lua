@@ -157,7 +157,7 @@ describe("usage and help", function()
         local command = line:match("^  (geoservices [^#>|]-)%s*$") or line:match("^  (geoservices [^#>|]-)%s+[#>|]")
         assert.is_string(command, what .. ": not an example line: " .. line)
         local words = {}
-        for w in command:gmatch("%S+") do words[#words + 1] = w end
+        for w in command:gmatch("%S+") do words[#words + 1] = w:match("^'(.*)'$") or w end
         table.remove(words, 1)
         local ok, err = require("geoservices.cli.parser").parse(parser, words) -- as main parses
         assert.is_true(ok, what .. ": the example does not parse: " .. line .. ": " .. tostring(err))

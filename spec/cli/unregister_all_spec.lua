@@ -71,6 +71,23 @@ describe("unregistering every replica of a service ('*')", function()
     assert.equal(1, #unregisters(s))
   end)
 
+  it("against the emulator: the replicas are gone, and a store of one of them is refused by the server", function()
+    local world = helper.store_world()
+    world.start()
+    finally(world.stop)
+    local st = world.create("crew-a")
+    world.create("crew-b")
+    local client = world.client()
+    assert.is_true(#assert(client:list_replicas("Parcels")) >= 2)
+    assert(client:unregister_replica("Parcels", "*"))
+    assert.equal(0, #assert(client:list_replicas("Parcels")))
+    local _, err = st:sync(client)
+    st:close()
+    assert.is_table(err)
+    assert.truthy(tostring(err.message):find("does not exist", 1, true) or tostring(err.message):find("unregistered",
+      1, true), tostring(err.message))
+  end)
+
   it("the CLI without a terminal refuses '*' without --yes: exit 2, nothing sent", function()
     local s = server()
     local r = helper.run_cli{ "--url", s.url, "--token", "t", "replica", "unregister", "Parcels", "*" }

@@ -98,6 +98,7 @@ local EXAMPLES = {
   ["replica unregister"] = {
     "geoservices --dry-run replica unregister crew-1.gpkg",
     "geoservices replica unregister crew-1.gpkg",
+    "geoservices replica unregister Parcels '*' --yes   # every replica of Parcels you can reach",
   },
   ["replica failed"] = {
     "geoservices replica failed crew-1.gpkg",
