@@ -105,4 +105,41 @@ describe("a synchronizeReplica with editsUploadId", function()
     assert.equal(list[1].peer_port, list[2].peer_port) -- the test can see a reused connection
     assert.are_not.equal(list[2].peer_port, list[3].peer_port)
   end)
+
+  describe("against the emulator (uploads, and a gateway that answers 504 while the server goes on)", function()
+    local world = helper.store_world()
+    setup(world.start)
+    teardown(world.stop)
+
+    it("is sent once: the uploaded edits are applied once, when the server gets to them", function()
+      local emu = world.emu
+      local st = world.create("up")
+      local rep = assert(st:replica())
+      st:close()
+      local gid = geoservices.new_global_id()
+      local client = world.client()
+      local item = assert(client:post(client:url_for("Parcels/FeatureServer/uploads/upload"), {}, {
+        multipart = true, files = { { name = "file", filename = "edits.json", data = require("geoservices.json")
+          .encode{ { id = 0, features = { adds = { { attributes = { GlobalID = gid, APN = "up-1" },
+                                                     geometry = { x = -117.2, y = 34.1 } } } } } } } } }))
+      emu:control("settings", { gateway = "504", gateway_delay_ms = 300 })
+      local before = emu:count("synchronizeReplica")
+      local result, err = client:synchronize_replica("Parcels", { replicaID = rep.replicaID,
+        replicaServerGen = rep.replicaServerGen, syncDirection = "upload", editsUploadId = item.item.itemID,
+        editsUploadFormat = "JSON" })
+      assert.is_nil(result)
+      assert.is_true(err.outcome_unknown)
+      assert.equal(before + 1, emu:count("synchronizeReplica"))
+      helper.wait_for("the held request to run", function() return emu:control("state").held == 0 end, 10)
+      local adds = 0
+      for _, e in ipairs(emu:control("changelog?service=Parcels").entries) do
+        if e.op == "add" and e.globalId and e.globalId:upper():find(gid:upper():gsub("[{}]", ""), 1, true) then
+          adds = adds + 1
+        end
+      end
+      assert.equal(1, adds)
+      assert.equal(before + 1, emu:count("synchronizeReplica"))
+      client:close()
+    end)
+  end)
 end)
