@@ -273,8 +273,19 @@ end
 function compare.holds(held, edit, skip, rules)
   skip = skip or {}
   local attrs = type(held.attributes) == "table" and held.attributes or {}
+  local lower -- field names are not case-sensitive on the server: built when one is missing
   for k, v in pairs(type(edit.attributes) == "table" and edit.attributes or {}) do
-    if not skip[k] and not compare.value(compare.kind(rules, k), v, attrs[k], rules) then return false end
+    local value = attrs[k]
+    if value == nil and type(k) == "string" then
+      if not lower then
+        lower = {}
+        for name, w in pairs(attrs) do
+          if type(name) == "string" then lower[name:lower()] = w end
+        end
+      end
+      value = lower[k:lower()]
+    end
+    if not skip[k] and not compare.value(compare.kind(rules, k), v, value, rules) then return false end
   end
   if not is_null(edit.geometry) and not compare.geometry(edit.geometry, held.geometry, rules) then return false end
   return true
