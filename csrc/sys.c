@@ -1,11 +1,12 @@
 /* What the Lua layer needs from the system and Lua's io/os cannot give:
  * write_file_atomic, make_temp + commit_file (downloads saved while they
- * arrive) and random_bytes.
+ * arrive), remove_temps (what a killed download left) and random_bytes.
  *
  * Atomic file replacement for replica state and downloaded results: write a
  * temporary file in the same directory, fsync it, rename it over the target,
  * fsync the directory. A crash at any point leaves either the old or the new
  * file, never a torn one. Lua's io library cannot fsync, hence C. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -142,6 +143,42 @@ static int l_make_temp(lua_State *L) {
   return 1;
 }
 
+/* remove_temps(path) -> the number of files removed, or nil, message: the
+ * temporary files make_temp(path) made (path.partXXXXXX) that a killed
+ * process left behind; nothing else is touched. */
+static int l_remove_temps(lua_State *L) {
+  size_t len, base_len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  char *dir = (char *)lua_newuserdatauv(L, len + 2, 0);
+  char *full = (char *)lua_newuserdatauv(L, len + sizeof ".partXXXXXX", 0);
+  DIR *d;
+  struct dirent *ent;
+  lua_Integer removed = 0;
+  if (slash) {
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    if (slash == path) strcpy(dir, "/");
+  } else {
+    strcpy(dir, ".");
+  }
+  base_len = strlen(base);
+  d = opendir(dir);
+  if (!d) return push_errno(L, "cannot list", dir);
+  while ((ent = readdir(d)) != NULL) {
+    const char *name = ent->d_name;
+    if (strlen(name) != base_len + sizeof ".partXXXXXX" - 1) continue;
+    if (memcmp(name, base, base_len) != 0 || memcmp(name + base_len, ".part", 5) != 0) continue;
+    memcpy(full, path, len - base_len);
+    strcpy(full + (len - base_len), name);
+    if (unlink(full) == 0) removed++;
+  }
+  closedir(d);
+  lua_pushinteger(L, removed);
+  return 1;
+}
+
 /* commit_file(tmp, path) -> true, or nil, message: fsyncs tmp, renames it
  * over path and fsyncs the directory, so path is either the old file or the
  * whole new one, whatever crashes. */
@@ -244,6 +281,7 @@ void geoservices_open_sys(lua_State *L) {
     {"write_file_atomic", l_write_file_atomic},
     {"random_bytes", l_random_bytes},
     {"make_temp", l_make_temp},
+    {"remove_temps", l_remove_temps},
     {"commit_file", l_commit_file},
     {NULL, NULL},
   };

@@ -217,4 +217,18 @@ describe("geoservices replica", function()
       assert.is_nil(helper.read_all(path .. ".job.json"))
       assert.same(before, emu:requests().counts) -- nothing asked of the server, nothing downloaded
     end)
+
+  it("resume removes the partial download a killed create left (a store and a state file)", function()
+    local client = geoservices.client{ url = emu.url, token = "alice-token" }
+    for _, case in ipairs{ { out = dir .. "/k.gpkg", part = dir .. "/k.gpkg.download.json.partQ1w2E3" },
+                           { out = dir .. "/k.json", part = dir .. "/k.data.json.partR4t5Y6" } } do
+      local op = assert(client:create_replica("Parcels", { replicaName = "k", layers = { 0 } }, { wait = false }))
+      helper.write_file(case.out:gsub("%.json$", "") .. ".job.json", op:to_json()) -- as create journals it
+      helper.write_file(case.part, ("{"):rep(1000)) -- the download the killed create was saving
+      local r = run(gs("replica", "resume", case.out, "--poll-interval", "0.02"))
+      assert.equal(0, r.code, r.out .. r.err)
+      assert.is_nil(helper.read_all(case.part), "the partial download is gone")
+      assert.is_not_nil(helper.read_all(case.out))
+    end
+  end)
 end)

@@ -145,6 +145,8 @@ local function follow(out, client, path, dest, run, poll_opts)
   local w = watch.new(out, client, name)
   local kept
   local opts = dest.create_opts(path)
+  -- what a killed create or resume left: the partial download (<output>.partXXXXXX)
+  if opts.output then core.remove_temps(opts.output) end
   opts.on_status, opts.on_progress, opts.on_change = w.on_status, w.on_progress, w.on_change
   for k, v in pairs(poll_opts) do opts[k] = v end
   opts.on_job = function(op)
