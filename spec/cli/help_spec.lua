@@ -95,12 +95,22 @@ describe("the examples of every --help", function()
     ["replica info"] = { setup = function() store("crew-1.gpkg") end },
     ["replica unregister"] = { setup = function() store("crew-1.gpkg") end },
     ["replica failed"] = { setup = function() store("crew-1.gpkg") end },
+    -- the store commands defined by their own files (geoservices.cli.commands.store)
+    pending = { setup = function() store("crew-1.gpkg") end },
+    conflicts = { setup = function() store("crew-1.gpkg") end },
+    discard = { setup = function() -- a local edit of the feature the example names
+      store("crew-1.gpkg")
+      local out, ok = helper.run_shell(("ogrinfo -q -sql %s %s"):format(q("UPDATE Parcels SET OWNER = 'Help' WHERE "
+        .. "GlobalID = '{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}'"), q(dir .. "/crew-1.gpkg")))
+      assert(ok, out)
+    end },
   }
 
   setup(function() emu = helper.start_emulator{ args = { "--configure-seconds", "0.02" } } end)
   teardown(function() emu:stop() end)
 
   it("every command's examples have a case here", function()
+    require("geoservices.cli").parser() -- commands defined by their own files add their examples
     for path in pairs(parser.EXAMPLES) do
       assert.is_table(CASES[path], "no case for the examples of '" .. path .. "'")
     end
