@@ -354,6 +354,31 @@ describe("client:sync with replica state files", function()
     os.remove(b.path)
   end)
 
+  it("an upload-only sync keeps the state's generation: the next two-way sync downloads what others changed",
+    function()
+      -- issue 34 F5: the store keeps its generation on an upload-only
+      -- answer; client:sync saved the answer's and never downloaded the
+      -- other crew's change made before it
+      local a, b = replica_for(CREW1), replica_for(CREW2)
+      local before = a.replicaServerGen
+      local eb = geoservices.edits()
+      local theirs = eb:add(0, { attributes = { APN = "before-the-upload" } })
+      assert(client:sync(b, eb))
+      local ea = geoservices.edits()
+      ea:add(0, { attributes = { APN = "uploaded-only" } })
+      local up = assert(client:sync(a, ea, { params = { syncDirection = "upload" } }))
+      assert.equal("no_edits", up.response)
+      assert.equal(before, json.decode(helper.read_all(a.path)).replicaServerGen)
+      local down = assert(client:sync(a, nil))
+      local got = {}
+      for _, layer in ipairs(down.edits) do
+        for _, f in ipairs(layer.features.adds) do got[f.attributes.GlobalID] = true end
+      end
+      assert.is_true(got[theirs], "the other crew's add, made before the upload-only sync, was not downloaded")
+      os.remove(a.path)
+      os.remove(b.path)
+    end)
+
   it("per-layer state sends syncLayers and records each layer's generation", function()
     local r = replica_for(OFFICE, { model = "perLayer", replicaServerGen = json.null,
       layers = { { id = 0, serverGen = 1, syncDirection = "bidirectional" }, { id = 1, serverGen = 1 } } })

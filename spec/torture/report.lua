@@ -69,7 +69,7 @@ end
 --- Prints everything; `info`: target, title, runs, seed, journal_off, seconds.
 function M.print(results, info)
   print(("torture %s: %d runs over %d modes, seed %d%s"):format(info.title, info.runs, #results, info.seed,
-    info.journal_off and ", JOURNAL DISABLED (GEOSERVICES_TEST_DISABLE_JOURNAL=1)" or ""))
+    info.journal_off and ", JOURNAL FORGETTING (TORTURE_FORGET_JOURNAL=1)" or ""))
   print("kills by phase (of the client; of the emulator with a request of the client in flight, in parentheses):")
   local rows = {}
   for _, r in ipairs(results) do rows[#rows + 1] = { label = r.mode.label, counts = r.counts } end

@@ -17,8 +17,9 @@
 -- on any lost, duplicated, re-applied, stale, twice-downloaded or wrong
 -- edit, or a mode that could not run.
 --
--- GEOSERVICES_TEST_DISABLE_JOURNAL=1 in the environment is the mutation
--- check's: the library then keeps no journal, and the torture must fail.
+-- TORTURE_FORGET_JOURNAL=1 in the environment is the mutation check's: the
+-- children's syncs get a journal that forgets each attempt as it leaves
+-- (spec/torture/forgetful.lua), and the torture must fail.
 local core = require "geoservices.core"
 local report = require "spec.torture.report"
 
@@ -56,7 +57,7 @@ if #modes == 0 then
   os.exit(2)
 end
 
-local journal_off = os.getenv("GEOSERVICES_TEST_DISABLE_JOURNAL") == "1"
+local journal_off = require("spec.torture.forgetful").enabled()
 local started = core.monotonic()
 local results = {}
 for i, mode in ipairs(modes) do

@@ -103,7 +103,8 @@ end
 --- Settles an attempt whose result will not come (verified by reading the
 -- server): the rows' fates and the OBJECTIDs of the adds found; the
 -- generations do not move (no data came).
-function commit.verified(st, attempt_id, by_seq, object_ids, rows, summary)
+-- `opts.keep_unsettled`: the rows without a fate stay in the attempt (Store:end_attempt).
+function commit.verified(st, attempt_id, by_seq, object_ids, rows, summary, opts)
   -- the library's own writes: never captured as local edits
   return st:_uncaptured(function()
     local oids = {}
@@ -120,8 +121,9 @@ function commit.verified(st, attempt_id, by_seq, object_ids, rows, summary)
     local m, c
     ok, m, c = integrity.record_generation(st, rep, { unknown = true })
     if not ok then return nil, db_fail(st, m, c) end
-    ok, err = st:end_attempt(attempt_id, by_seq)
+    ok, err = st:end_attempt(attempt_id, by_seq, opts)
     if not ok then return nil, err end
+    if #rows == 0 then return true end
     return st:log{ operation = "sync", outcome = "verified", uploaded = summary.applied,
       failed = #summary.rejected, message = ("%d edit(s) read back from the server: %d applied, %d rejected, "
         .. "%d conflict(s), the rest queued again"):format(#rows, summary.applied, #summary.rejected,
@@ -136,7 +138,8 @@ end
 -- @param st the store
 -- @param rep its replica
 -- @tparam table c `attempt_id`, `rows`, `result`, `file` (the result file, or nil), `touched`
---   (features the download changed), `directions`, `on_fill`, `by_seq`, `summary`, `object_ids`
+--   (features the download changed), `directions`, `on_fill`, `by_seq`, `summary`, `object_ids`, `gens`
+--   (the generations to commit: geoservices.sync.attempt's rule; nil: they stay)
 function commit.result(st, rep, c)
   local result, rows = c.result, c.rows
   local snapshot = {}
@@ -145,10 +148,11 @@ function commit.result(st, rep, c)
       if dir == "snapshot" then snapshot[id] = true end
     end
   end
-  -- an upload-only answer counts no downloaded data: the generations stay
-  local gens
-  if result.response ~= "no_edits" then
-    gens = { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens }
+  -- the generations the attempt engine's rule moves (nil: an upload-only
+  -- answer counts no downloaded data, they stay)
+  local gens = c.gens
+  if gens then
+    gens = { replicaServerGen = gens.replicaServerGen, layerServerGens = gens.layerServerGens }
     if rep.syncModel == "perLayer" and not gens.layerServerGens and gens.replicaServerGen then
       gens.layerServerGens = {}
       for _, id in ipairs(rep.layers) do

@@ -332,11 +332,16 @@ end
 --   next synchronization (folded with an edit of its feature made meanwhile, and sending what
 --   the feature table holds then).
 --
--- The attempt is forgotten.
+-- The attempt is forgotten; with `opts.keep_unsettled`, the rows without an
+-- outcome stay in it instead (read back right after a sync's own failure:
+-- the server may still apply them, the next sync reads them again), and
+-- the attempt with them.
 -- @int attempt_id the attempt
 -- @tparam table outcomes seq -> outcome
+-- @tparam[opt] table opts `keep_unsettled`
 -- @return true, or nil, err
-function Store:end_attempt(attempt_id, outcomes)
+function Store:end_attempt(attempt_id, outcomes, opts)
+  local keep = opts and opts.keep_unsettled
   return self:transaction(function()
     local db = self.db
     local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id = ? ORDER BY seq", attempt_id)
@@ -354,13 +359,18 @@ function Store:end_attempt(attempt_id, outcomes)
           .. "base, code, description, attempt_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq,
           r.layer_id, r.op, r.global_id, r.feature, r.base, math.tointeger(o.code), o.description, attempt_id, now())
       end
+      local left = false
       if ok and (o == true or type(o) == "table") then
         ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
+      elseif ok and keep then
+        left = true
       elseif ok then
         ok, m, c = requeue(self, r)
       end
       if not ok then return nil, db_error(self.path, m, c) end
+      if left then keep = "some" end
     end
+    if keep == "some" then return true end
     local ok, m, c = db:run("DELETE FROM geoservices_attempts WHERE attempt_id = ?", attempt_id)
     if not ok then return nil, db_error(self.path, m, c) end
     return true

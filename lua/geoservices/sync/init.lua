@@ -413,7 +413,10 @@ sync.finish_job = finish_job
 -- @tparam[opt] table opts.params extra or overriding parameters (transportType, syncDirection,
 --   async, closeReplica...)
 -- @tparam[opt] number opts.lock_timeout seconds to wait for another synchronization of this replica
--- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations;
+-- @tparam[opt] function opts.journal `journal(j) -> j2`: wraps the state file's journal (the attempt
+--   engine's interface, geoservices.sync.attempt); a test gives one that forgets
+-- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations
+--   (an upload-only answer moves none);
 --   `result.conflicts` lists edits not applied because the server holds newer values;
 --   `result.resolved` what resolving an interrupted attempt found
 -- @treturn[2] geoservices.sync.job.Operation with `params.async = true` and `wait = false`: the job's
@@ -425,7 +428,7 @@ sync.finish_job = finish_job
 --   re-attaches)
 -- @raise when replica is neither a path nor a replica, and as @{synchronize_replica}
 function sync.sync(self, r, edits, opts)
-  -- the journal, the lock and the resolution live in geoservices.sync.state
+  -- the lock lives in geoservices.sync.state, the journal beside it, the attempt in geoservices.sync.attempt
   return require("geoservices.sync.state").sync(self, r, edits, opts)
 end
 

@@ -35,14 +35,4 @@ function options.check(where, opts, types, data_format)
   return nil
 end
 
---- Whether attempts are journaled before they are sent. Always, except
--- under GEOSERVICES_TEST_DISABLE_JOURNAL=1: the torture's mutation check
--- (spec/torture_spec.lua) turns the journal off to prove its tally can fail.
--- This is the one place that reads it.
--- @treturn boolean
--- @local
-function options.journal_enabled()
-  return os.getenv("GEOSERVICES_TEST_DISABLE_JOURNAL") ~= "1"
-end
-
 return options

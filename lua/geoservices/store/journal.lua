@@ -1,0 +1,283 @@
+--- The journal of a replica store (store:sync): the attempt engine's
+-- journal interface (geoservices.sync.attempt) kept in the store's own
+-- tables. The attempt is a row of geoservices_attempts (its parameters and
+-- the job's status address); the queue rows it carries (geoservices_edits)
+-- are marked with it, with what each sends. Its result is committed in ONE
+-- transaction with the downloaded data and the generations
+-- (geoservices.store.commit); edits read back settle through
+-- Store:end_attempt (applied ones leave the queue, rejected ones go to the
+-- failed edits, conflicts to geoservices_conflicts, the others back to the
+-- queue, or, read back right after this sync's own failure, stay in the
+-- attempt to be read again by the next sync).
+-- @module geoservices.store.journal
+-- @local
+local attachment_edits = require "geoservices.store.attachment_edits"
+local commit = require "geoservices.store.commit"
+local integrity = require "geoservices.store.integrity"
+local json = require "geoservices.json"
+local outcome = require "geoservices.sync.outcome"
+local paths = require "geoservices.store.paths"
+
+local M = {}
+
+local Journal = {}
+Journal.__index = Journal
+
+local feature_key = commit.feature_key
+local db_fail = commit.db_fail
+
+local UPLOADS = { bidirectional = true, upload = true }
+
+-- The 2.1 edits array of queue rows, by layer.
+local function edits_of(rows)
+  local by_layer, order = {}, {}
+  for _, r in ipairs(rows) do
+    local e = by_layer[r.layer]
+    if not e then
+      e = { id = r.layer, features = { adds = json.array(), updates = json.array(), deleteIds = json.array() } }
+      by_layer[r.layer] = e
+      order[#order + 1] = r.layer
+    end
+    local f = e.features
+    if r.op == "add" then f.adds[#f.adds + 1] = r.feature
+    elseif r.op == "update" then f.updates[#f.updates + 1] = r.feature
+    else f.deleteIds[#f.deleteIds + 1] = r.globalId end
+  end
+  table.sort(order)
+  local list = json.array()
+  for _, id in ipairs(order) do list[#list + 1] = by_layer[id] end
+  return list
+end
+
+-- The direction of each layer for this sync (per layer: its own, else the
+-- replica's), and the request's parameters.
+local function request_params(st, rep, opts, journaled)
+  local direction = (journaled and journaled.syncDirection) or opts.direction or rep.syncDirection
+  -- the server's OBJECTIDs of the adds it takes replace the local (negative) ones
+  local params = { replicaID = rep.replicaID, syncDirection = direction, returnIdsForAdds = true,
+                   returnAttachmentDatabyURL = true } -- fetched into their blobs (store.attachments)
+  local directions = {}
+  if rep.syncModel == "perLayer" then
+    local gens = {}
+    for _, l in ipairs(rep.layerServerGens or {}) do gens[l.id] = l.serverGen end
+    local layers = json.array()
+    for _, id in ipairs(rep.layers) do
+      local spec = st.layers[id]
+      local dir = (opts.directions and opts.directions[id]) or (journaled and journaled.directions
+        and journaled.directions[tostring(id)]) or (not opts.direction and spec and spec.sync_direction)
+        or direction
+      directions[id] = dir
+      layers[#layers + 1] = { id = id, serverGen = gens[id], syncDirection = dir }
+    end
+    params.syncLayers = layers
+  else
+    params.replicaServerGen = rep.replicaServerGen
+    for _, id in ipairs(rep.layers) do directions[id] = direction end
+  end
+  if journaled and journaled.transportType then params.transportType = journaled.transportType end
+  for k, v in pairs(opts.params or {}) do params[k] = v end
+  return params, directions
+end
+
+-- Collects, while the result arrives, the local edits' features that the
+-- download changes (only those: memory stays bounded by the queue).
+local function watcher(st, rows)
+  local mine, touched = {}, {}
+  for _, r in ipairs(rows) do mine[feature_key(r.layer, r.globalId)] = true end
+  return touched, function(layer, kind, value)
+    local gid
+    if kind == "delete" then gid = value
+    elseif kind == "add" or kind == "update" then
+      local spec = st.layers[layer]
+      local a = type(value) == "table" and value.attributes
+      gid = type(a) == "table" and spec and a[spec.globalid]
+    end
+    if type(gid) == "string" then
+      local k = feature_key(layer, gid)
+      if mine[k] then touched[k] = true end
+    end
+  end
+end
+
+local function expectation(rep)
+  local layers
+  if rep.syncModel == "perLayer" then
+    layers = {}
+    for _, l in ipairs(rep.layerServerGens or {}) do layers[l.id] = math.tointeger(l.serverGen) end
+  end
+  return { replicaID = rep.replicaID, replicaServerGen = math.tointeger(rep.replicaServerGen), layer_gens = layers }
+end
+
+local function prefix_of(rep)
+  return type(rep.info) == "table" and type(rep.info.enum_prefix) == "string" and rep.info.enum_prefix or nil
+end
+
+--- A journal of the store `st` (open, under its lock) for one store:sync.
+-- @param st the store
+-- @param client the client
+-- @tparam table rep the store's replica
+-- @tparam table opts the sync's options (`on_fill`)
+-- @treturn table the journal
+function M.new(st, client, rep, opts)
+  return setmetatable({ st = st, client = client, rep = rep, service = rep.service, fields = commit.fields(st),
+    what = st.path, kept_in = "in the attempt recorded in " .. st.path, tmp = integrity.result_file(st),
+    rows = {}, on_fill = opts.on_fill }, Journal)
+end
+
+-- The queue rows of an attempt, and the whole queue.
+local function rows_of(st, attempt_id)
+  local all, err = st:pending()
+  if not all then return nil, err end
+  local rows = {}
+  for _, r in ipairs(all) do
+    if r.attempt == attempt_id then rows[#rows + 1] = r end
+  end
+  return rows, all
+end
+
+function Journal:pending()
+  local a, err = self.st:attempt()
+  if a == nil then return nil, err end
+  if not a then return false end
+  local rows, all = rows_of(self.st, a.id)
+  if not rows then return nil, all end
+  self.id, self.rows, self.queue = a.id, rows, all
+  self.params = type(a.params) == "table" and a.params or {}
+  local _, directions = request_params(self.st, self.rep, {}, self.params)
+  self.directions = directions
+  self.touched, self.on_change = watcher(self.st, all)
+  return { status_url = a.status_url, params = self.params, edits = #rows > 0 and edits_of(rows) or nil }
+end
+
+function Journal:entries()
+  return commit.entries(self.rows)
+end
+
+function Journal:job_fields()
+  return { replicaID = self.rep.replicaID, output = self.tmp, on_change = self.on_change,
+           layer_directions = self.directions, expect = expectation(self.rep) }
+end
+
+function Journal.enough() return false end
+
+-- The replica as it is now (an attempt resolved may have moved it), and
+-- the copy check (geoservices.store.integrity) before anything is sent.
+function Journal:request(opts)
+  local rep, err = self.st:replica()
+  if not rep then return nil, err end
+  self.rep = rep
+  local params, directions = request_params(self.st, rep, opts, nil)
+  self.directions = directions
+  local ok, copied = integrity.check_copy(self.st, self.client, rep, opts)
+  if not ok then return nil, copied end
+  return params
+end
+
+-- The queue rows of layers that upload this time (a download or snapshot
+-- layer's stay queued), marked with a new attempt; the attachment edits
+-- with them, marked sent.
+function Journal:take(params)
+  local st, directions = self.st, self.directions
+  local queue, qerr = st:pending()
+  if not queue then return nil, qerr end
+  local seqs = {}
+  for _, r in ipairs(queue) do
+    if r.attempt == nil and UPLOADS[directions[r.layer] or ""] then seqs[#seqs + 1] = r.seq end
+  end
+  local id, rows, refused = st:begin_attempt{ seqs = seqs, params = { syncDirection = params.syncDirection,
+    async = params.async == true } }
+  if not id then return nil, rows end
+  self.id, self.rows, self.refused, self.params = id, rows, refused, nil
+  local edits = #rows > 0 and edits_of(rows) or nil
+  -- local attachment edits: their bytes uploaded, then sent with the rest, marked sent first
+  local function uploads(layer) return UPLOADS[directions[layer] or ""] end
+  local att, att_seqs, not_uploaded = attachment_edits.outgoing(st, self.client, self.rep, uploads)
+  self.attachments = { not_uploaded = not_uploaded }
+  if #att_seqs > 0 then
+    edits = attachment_edits.merge(edits, att)
+    local marked, merr = attachment_edits.mark_sent(st, att_seqs)
+    if not marked then
+      st:end_attempt(id, {})
+      return nil, merr
+    end
+  end
+  -- every queued edit is watched: the download may overwrite one not sent too
+  self.touched, self.on_change = watcher(st, queue)
+  return { edits = edits, entries = commit.entries(rows) }
+end
+
+function Journal:call_opts(opts)
+  return { output = self.tmp, on_change = self.on_change, on_status = opts.on_status, on_progress = opts.on_progress,
+           poll_interval = opts.poll_interval, timeout = opts.timeout, enum_prefix = prefix_of(self.rep) }
+end
+
+-- The parameters that matter to the outcome, as sent.
+function Journal:begin(fields)
+  local journal = { syncDirection = fields.syncDirection, transportType = fields.transportType,
+                    rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
+                    async = fields.async == true }
+  if self.rep.syncModel == "perLayer" then
+    journal.directions = {}
+    for id, dir in pairs(self.directions) do journal.directions[tostring(id)] = dir end
+  end
+  self.params = journal
+  local ok, m, c = self.st:_db():run("UPDATE geoservices_attempts SET params = ? WHERE attempt_id = ?",
+    json.encode(journal), self.id)
+  if not ok then return nil, db_fail(self.st, m, c) end
+  return true
+end
+
+function Journal:record_job(status_url)
+  return self.st:attempt_job(self.id, status_url)
+end
+
+function Journal:discard_output()
+  os.remove(self.tmp)
+end
+
+-- The one transaction of a result (geoservices.store.commit).
+function Journal:commit(result, settled)
+  local by_seq, summary = commit.outcomes(self.rows, settled.verdicts)
+  local file = paths.exists(self.tmp) and self.tmp or nil
+  local done, err = commit.result(self.st, self.rep, { attempt_id = self.id, rows = self.rows, result = result,
+    file = file, touched = self.touched, directions = self.directions, on_fill = self.on_fill, by_seq = by_seq,
+    summary = summary, object_ids = settled.object_ids, gens = settled.gens })
+  if not done then return nil, err end
+  return true
+end
+
+function Journal:settle_read(verdicts, object_ids, how)
+  local rows = self.rows
+  local by_seq, summary = commit.outcomes(rows, verdicts)
+  local ok, err = commit.verified(self.st, self.id, by_seq, object_ids, rows, summary,
+    { keep_unsettled = how.provisional })
+  if not ok then return nil, err end
+  summary.requeued = #rows - summary.applied - #summary.rejected - #summary.conflicts
+  summary.unsettled = summary.requeued
+  local left = {}
+  if how.provisional then
+    for _, r in ipairs(rows) do
+      if by_seq[r.seq] == nil then left[#left + 1] = r end
+    end
+  end
+  self.rows = left
+  return outcome.resolution(summary)
+end
+
+function Journal:abandon()
+  return self.st:end_attempt(self.id, {})
+end
+
+function Journal.note_read(_, err, summary)
+  err.verified = summary
+  err.message = err.message .. ("; read back from the server: %d applied, %d rejected, %d conflict(s), %d not "
+    .. "shown applied yet (read again by the next sync before they are sent)"):format(summary.applied,
+    #summary.rejected, #summary.conflicts, summary.requeued)
+end
+
+function Journal.fold_read(_, result, summary)
+  result.conflicts = result.conflicts or {}
+  for _, k in ipairs(summary.conflicts or {}) do result.conflicts[#result.conflicts + 1] = k end
+end
+
+return M

@@ -1,0 +1,282 @@
+--- The attempt engine: one synchronization of a replica, each edit on the
+-- server exactly once, written once for both places a replica's state
+-- lives: a state file (client:sync, geoservices.sync.state_journal) and a
+-- replica store (store:sync, geoservices.store.journal). The journal keeps
+-- the attempt durable; this module decides everything else, by one rule
+-- for both.
+--
+-- A synchronization (@{run}):
+--
+-- 1. resolves the attempt an earlier sync left (`j:pending()`): a job whose
+--    address was journaled is re-attached to and finished; a job gone or
+--    failed, and an attempt without a job, are read back from the server
+--    (geoservices.sync.verify): each edit applied, rejected or in conflict
+--    is settled, one not applied goes with this sync's request;
+-- 2. takes the edits to send (`j:take`), lets the journal rebase them
+--    (`j:rebase`, below), states transportType and rollbackOnFailure
+--    itself (with edits and not async: embedded and false, so that per-edit
+--    results name a refused edit; otherwise url and true);
+-- 3. makes the attempt durable before anything leaves (`j:begin`, called
+--    from synchronizeReplica's on_send once the parameters were checked),
+--    and the job's address as soon as it is known (`j:record_job`);
+-- 4. settles each sent edit: the answer's verdict (geoservices.sync.outcome),
+--    and for those the answer leaves unknown, the server's (read back), then
+--    commits in one step (`j:commit`): each edit's fate, the generations,
+--    the journal cleared. THE GENERATION RULE (@{generations}): the
+--    generations move only with downloaded data; an upload-only answer
+--    (responseType no_edits) moves none;
+-- 5. on failure: a job still running stays pending (`err.pending`: the
+--    next sync re-attaches); a request that never left, or that the server
+--    refused whole, applied nothing (`j:abandon`); any other failure leaves
+--    the outcome unknown and it is read back at once: edits applied,
+--    rejected or in conflict settle; THE REQUEUE RULE: an edit the server
+--    does not show stays in the attempt, provisional (the server may still
+--    apply it late), and the next sync reads it again before it is sent.
+--    An all-or-nothing job that failed is followed at once by a synchronous
+--    request whose per-edit results name the edit the server refuses.
+--
+-- The journal interface (`j`; each method returns nil, err on failure):
+--
+--   j.service, j.fields (verify's `[layer] = {global_id =, object_id =}` or nil),
+--   j.kept_in (where a pending job's edits stay, for messages)
+--   j:pending()           the attempt an earlier sync left: `{status_url =, params =, edits =}`
+--                         (params: syncDirection, rollbackOnFailure... as journaled; edits: the
+--                         2.1 list it carries), or false
+--   j:entries()           the feature edits of the attempt in hand, as verify entries
+--                         `{key =, layer =, op =, globalId =, feature =, base =}`
+--   j:job_fields(a, opts) the fields of a job operation re-attached to (output, on_change,
+--                         layer_directions, expect...)
+--   j:enough(resolution)  true when a re-attached job's result is the whole answer
+--   j:request(opts)       the request's parameters (generations, directions); may refuse
+--   j:take(params, resolution, opts)  the edits this request sends: `{edits = 2.1 list | nil}`
+--                         (a store marks its queue rows with a new attempt: durable)
+--   j:call_opts(opts)     synchronizeReplica's options (output, on_change...)
+--   j:begin(fields)       durable before the request leaves (fields: the encoded request)
+--   j:record_job(url)     the job's status address
+--   j:commit(result, settled)  `settled`: `verdicts` (every sent edit's), `read` (those read back),
+--                         `object_ids`, `gens` (@{generations}: nil = keep)
+--   j:settle_read(verdicts, object_ids, how)  an attempt read back (`how.provisional`: after this
+--                         sync's own failure; edits not applied stay in the attempt); returns a summary
+--                         with `unsettled` (edits left to send)
+--   j:abandon()           nothing of the attempt was applied: its edits go back where they came from
+--   j:note_read(err, summary), j:fold_read(result, summary)  what reading back found, told
+--   j:rebase(client, taken, opts)  optional, see below
+--
+-- THE REBASE HOOK: when the journal has `j:rebase`, the engine calls it with
+-- the rows about to be sent, after `j:take` and before anything is journaled
+-- as sent or leaves: `taken.edits` (the 2.1 list) and `taken.entries`
+-- (verify entries, each with its `base`). It may hold edits back (settling
+-- them as conflicts in its own journal) and change others, and returns the
+-- taken table to send (or nil, err: nothing is sent, the attempt is
+-- abandoned). Only edits it returns are sent.
+--
+-- A journal can be wrapped (`opts.journal`, a function given the journal
+-- and returning the one to use): the torture's mutation check wraps it in
+-- one that forgets (spec/torture/forgetful.lua).
+-- @module geoservices.sync.attempt
+-- @local
+local jobs = require "geoservices.sync.job"
+local outcome = require "geoservices.sync.outcome"
+local sync = require "geoservices.sync"
+local verify = require "geoservices.sync.verify"
+
+local M = {}
+
+--- THE GENERATION RULE: the generations a result lets a journal commit;
+-- nil when the answer counts no downloaded data (an upload-only answer,
+-- responseType no_edits): the replica then keeps its generations, so a
+-- later download misses nothing other crews changed before it.
+-- @tparam table result a synchronization result
+-- @treturn ?table `{replicaServerGen =, layerServerGens =}`
+function M.generations(result)
+  if result.response == "no_edits" then return nil end
+  return { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens }
+end
+
+-- Reads back the outcome of the journal's attempt and lets it settle.
+local function read_back(client, j, how, opts)
+  local entries = j:entries()
+  local verdicts, object_ids = verify.edits(client, j.service, entries, { completed = how.completed,
+    fields = j.fields, timeout = opts.timeout })
+  if not verdicts then
+    local err = object_ids
+    err.message = ("the outcome of %d edit(s) of %s could not be read from the server yet (they stay %s; nothing "
+      .. "is sent again until it is known): %s"):format(#entries, j.what, j.kept_in, err.message)
+    return nil, err
+  end
+  return j:settle_read(verdicts, object_ids, how)
+end
+
+-- Every sent edit's verdict: the answer's where it tells, the server's
+-- (read back) where it does not. nil, err when the server cannot be read.
+local function settle_answer(client, j, result, opts)
+  local verdicts = {}
+  for k, v in pairs(result.outcomes or {}) do verdicts[k] = v end
+  local unknown = {}
+  for _, e in ipairs(j:entries()) do
+    local v = verdicts[e.key]
+    if v == nil or v == outcome.UNKNOWN then unknown[#unknown + 1] = e end
+  end
+  local read, object_ids = {}, {}
+  if #unknown > 0 then
+    read, object_ids = verify.edits(client, j.service, unknown, { completed = true, fields = j.fields,
+      timeout = opts.timeout })
+    if not read then return nil, object_ids end
+    for k, v in pairs(read) do verdicts[k] = v end
+  end
+  return { verdicts = verdicts, read = read, read_entries = unknown, object_ids = object_ids }
+end
+
+--- The on_done of a request or job of an attempt: settles its edits and
+-- commits (the generation rule). client:resume_sync uses it too.
+-- @return function(result) -> true | nil, err
+function M.on_done(client, j, opts)
+  return function(result)
+    local settled, err = settle_answer(client, j, result, opts or {})
+    if not settled then return nil, err end
+    settled.gens = M.generations(result)
+    return j:commit(result, settled)
+  end
+end
+
+-- Re-attaches to the job of the attempt an earlier sync left, and finishes it.
+local function reattach(client, j, a, opts)
+  local jp = type(a.params) == "table" and a.params or {}
+  local fields = j:job_fields(a, opts)
+  fields.status_url, fields.service = a.status_url, j.service
+  fields.carried_edits = type(a.edits) == "table" and #a.edits > 0
+  fields.sent = fields.carried_edits and outcome.sent_edits{ edits = a.edits } or nil
+  fields.rollback, fields.direction = jp.rollbackOnFailure == true, jp.syncDirection
+  local op = jobs.operation(client, fields, sync.finish_job)
+  op.on_done = M.on_done(client, j, opts)
+  return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status, on_progress = opts.on_progress,
+                  timeout = opts.timeout }
+end
+
+--- Resolves the attempt an earlier sync left. Returns `{}` (none),
+-- `{result =}` (its job re-attached to and finished) or `{summary =,
+-- from_failed_job =}` (read back); or nil, err (`err.pending`: its job
+-- still runs).
+-- @local
+local function resolve(client, j, opts)
+  local a, err = j:pending()
+  if a == nil then return nil, err end
+  if not a then return {} end
+  local failed_job = false
+  if a.status_url then
+    local result, werr = reattach(client, j, a, opts)
+    if result then
+      result.reattached = true -- the interrupted sync's own job, finished
+      return { result = result }
+    end
+    if not jobs.over(werr, true) then return nil, jobs.pending(werr, j.kept_in, a.status_url) end
+    failed_job = werr.kind == "job" and werr.status_resource ~= nil
+  end
+  local summary
+  summary, err = read_back(client, j, { completed = false }, opts)
+  if not summary then return nil, err end
+  return { summary = summary, from_failed_job = failed_job }
+end
+
+-- What the request states itself (geoservices.sync does the same): kept in
+-- the journal, so that an outcome can be read after a crash.
+local function explicit(params, carries)
+  local async = params.async == true
+  if params.transportType == nil then params.transportType = (carries and not async) and "embedded" or "url" end
+  if params.rollbackOnFailure == nil then params.rollbackOnFailure = not carries or async end
+end
+
+-- After a failed request or job: pending, abandoned, or read back now.
+local function after_failure(client, j, err, sent, opts)
+  if sent.job and not jobs.over(err) then return nil, jobs.pending(err, j.kept_in, sent.job) end
+  if not err.outcome_unknown and not sent.job and not sent.answered then
+    j:abandon() -- it never left, or the server refused it whole: nothing applied
+    return nil, err
+  end
+  local summary, verr = read_back(client, j, { completed = false, provisional = true }, opts)
+  if not summary then return nil, err, verr end
+  j:note_read(err, summary)
+  if summary.unsettled > 0 and err.kind == "job" and err.status_resource and not opts.after_failed_job then
+    -- an all-or-nothing job failed on one edit and applied none: the edits
+    -- go again at once in a synchronous request whose per-edit results name
+    -- the one the server refuses and let the others through
+    local again = {}
+    for k, v in pairs(opts) do again[k] = v end
+    again.after_failed_job = true
+    local retried, err2 = M.run(client, j, again)
+    if retried then
+      retried.failed_job = err
+      j:fold_read(retried, summary)
+    end
+    return retried, err2
+  end
+  return nil, err
+end
+
+-- Sends the request of an attempt, journaled.
+local function send(client, j, params, opts)
+  local call = j:call_opts(opts)
+  local sent = {}
+  call.on_send = function(fields) return j:begin(fields) end
+  call.on_job = function(op)
+    sent.job = op.status_url
+    return j:record_job(op.status_url)
+  end
+  local on_done = M.on_done(client, j, opts)
+  call.on_done = function(result)
+    sent.answered = true -- the server answered: its generation may have moved
+    return on_done(result)
+  end
+  local result, err = sync.synchronize_replica(client, j.service, params, call)
+  if result then return result end
+  if j.discard_output then j:discard_output() end
+  return after_failure(client, j, err, sent, opts)
+end
+
+--- One synchronization of a replica through its journal (see the module's
+-- description).
+-- @param client the client
+-- @tparam table j the journal
+-- @tparam table opts the sync's options (`timeout`, `poll_interval`, `on_status`, `on_progress`,
+--   `journal` (a wrapper of the journal), ...); the journal reads its own
+-- @return the result (`resolved`: what resolving an earlier attempt found), or nil, err
+function M.run(client, j, opts)
+  if opts.journal and not opts.journal_wrapped then
+    j = opts.journal(j)
+    local again = {}
+    for k, v in pairs(opts) do again[k] = v end
+    again.journal_wrapped = true
+    opts = again
+  end
+  local resolution, err = resolve(client, j, opts)
+  if not resolution then return nil, err end
+  if resolution.result and j:enough(resolution) then return resolution.result end
+  local params
+  params, err = j:request(opts)
+  if not params then return nil, err end
+  local taken
+  taken, err = j:take(params, resolution, opts)
+  if not taken then return nil, err end
+  if j.rebase and taken.edits then
+    taken, err = j:rebase(client, taken, opts)
+    if not taken then
+      j:abandon()
+      return nil, err
+    end
+  end
+  params.edits = taken.edits
+  local carries = taken.edits ~= nil
+  if carries and (opts.after_failed_job or resolution.from_failed_job) then
+    -- an all-or-nothing job failed: the edits go in a synchronous request
+    -- whose per-edit results name the one the server refuses
+    params.async, params.transportType, params.rollbackOnFailure = nil, nil, nil
+  end
+  explicit(params, carries)
+  local result, serr, verr = send(client, j, params, opts)
+  if result and type(result) == "table" and getmetatable(result) ~= jobs.Operation then
+    result.resolved = result.resolved or resolution.result or resolution.summary
+  end
+  return result, serr, verr
+end
+
+return M

@@ -1,0 +1,336 @@
+--- The journal of a replica state file (client:sync): the attempt engine's
+-- journal interface (geoservices.sync.attempt) kept in `<state>.journal`
+-- beside the state (geoservices.sync.replica).
+--
+-- The journal holds the attempt in flight: the edits it carries (2.1 list),
+-- the parameters that matter to their outcome, the server's values of the
+-- features it updates read just before it left (`bases`: an update the
+-- server does not hold is then told apart from one someone else overwrote),
+-- the generations it was sent from, and the job's status address once
+-- known. It goes with the state write that moves the generations, or when
+-- the server is known to have applied none of it. Edits read back as not
+-- applied stay journaled and are sent again with the next request: the
+-- caller's own edits of a call are merged with them (an edit both carry is
+-- sent once; one the journal settled is never sent twice).
+-- @module geoservices.sync.state_journal
+-- @local
+local edits_mod = require "geoservices.sync.edits"
+local json = require "geoservices.json"
+local outcome = require "geoservices.sync.outcome"
+local verify = require "geoservices.sync.verify"
+
+local M = {}
+
+local Journal = {}
+Journal.__index = Journal
+
+local PARTS = { features = "feature", attachments = "attachment" }
+local LISTS = { adds = "add", updates = "update", deleteIds = "delete" }
+
+local function gid_of(part, item)
+  if type(item) ~= "table" then return item end
+  if part == "features" then return type(item.attributes) == "table" and item.attributes.GlobalID or nil end
+  return item.globalId
+end
+
+-- Calls fn(key, layer, target, op, gid, item) for each edit of a 2.1 list.
+local function each_edit(list, fn)
+  for _, entry in ipairs(type(list) == "table" and list or {}) do
+    local layer = math.tointeger(entry.id) or entry.id
+    for part, target in pairs(PARTS) do
+      local p = entry[part]
+      for name, op in pairs(LISTS) do
+        for _, item in ipairs(type(p) == "table" and p[name] or {}) do
+          local gid = gid_of(part, item)
+          fn(outcome.key(op, layer, target, gid), layer, target, op, gid, item)
+        end
+      end
+    end
+  end
+end
+M.each_edit = each_edit
+
+-- The 2.1 list of the edits for which keep(key) is true (nil when none).
+local function select_edits(list, keep)
+  local out, by_layer, n = json.array(), {}, 0
+  each_edit(list, function(key, layer, target, op, _, item)
+    if not keep(key) then return end
+    local entry = by_layer[layer]
+    if not entry then
+      entry = { id = layer }
+      by_layer[layer] = entry
+      out[#out + 1] = entry
+    end
+    local part = target == "feature" and "features" or "attachments"
+    local name = op == "add" and "adds" or op == "update" and "updates" or "deleteIds"
+    entry[part] = entry[part] or {}
+    entry[part][name] = entry[part][name] or json.array()
+    local l = entry[part][name]
+    l[#l + 1] = item
+    n = n + 1
+  end)
+  return n > 0 and out or nil
+end
+
+-- The union of two 2.1 lists; an edit both carry is sent once.
+local function merged_edits(first, second)
+  if first == nil then return second end
+  if second == nil then return first end
+  local both = json.array()
+  for _, e in ipairs(first) do both[#both + 1] = e end
+  for _, e in ipairs(second) do both[#both + 1] = e end
+  local taken = {}
+  return select_edits(both, function(key)
+    if taken[key] then return false end
+    taken[key] = true
+    return true
+  end)
+end
+
+-- The edits of a call as a 2.1 table (what the journal keeps); nil when none.
+local function call_edits(edits)
+  if edits == nil or (edits_mod.is(edits) and edits:is_empty()) then return nil end
+  if edits_mod.is(edits) then return edits:to_table() end
+  if type(edits) == "string" then
+    local list = json.decode(edits)
+    if type(list) == "table" then return list end
+  end
+  return edits -- refused with its message by the validation
+end
+
+-- The feature edits of a list as verification entries; `bases` the
+-- server's values of updated features read just before they were sent.
+local function entries_of(list, bases)
+  local out = {}
+  each_edit(list, function(key, layer, target, op, gid, item)
+    if target == "feature" and type(gid) == "string" then
+      out[#out + 1] = { key = key, layer = layer, op = op, globalId = gid,
+                        feature = type(item) == "table" and item or nil, base = bases and bases[key] }
+    end
+  end)
+  return out
+end
+
+-- The server's values of the features a request updates, read before it
+-- is sent and journaled with it. A failed read leaves them unknown (such an
+-- update then counts as a conflict when its answer is lost).
+local function read_bases(client, r, edits)
+  local by_layer = {}
+  each_edit(edits, function(key, layer, target, op, gid)
+    if target == "feature" and op == "update" and type(gid) == "string" then
+      by_layer[layer] = by_layer[layer] or {}
+      by_layer[layer][#by_layer[layer] + 1] = { key = key, gid = gid }
+    end
+  end)
+  local bases
+  for layer, list in pairs(by_layer) do
+    local gids = {}
+    for i, e in ipairs(list) do gids[i] = e.gid end
+    local found = verify.query(client, r.service, layer, gids, { geometry = true })
+    if not found then return bases end
+    for _, e in ipairs(list) do
+      bases = bases or {}
+      -- false: the server had no such feature when the update left
+      bases[e.key] = found[outcome.normalize_gid(e.gid)] or false
+    end
+  end
+  return bases
+end
+
+-- Folds verification verdicts into a result (or a resolution record):
+-- conflicts and skipped edits reported, counts kept.
+local function record_verdicts(into, verdicts, entries)
+  into.conflicts = into.conflicts or {}
+  into.failed_edits = into.failed_edits or {}
+  into.verified = (into.verified or 0)
+  into.applied, into.requeued = into.applied or 0, into.requeued or 0
+  for _, e in ipairs(entries) do
+    local v = verdicts[e.key]
+    if v ~= nil then
+      into.verified = into.verified + 1
+      if v == outcome.APPLIED then into.applied = into.applied + 1 end
+      if v == "not_applied" then into.requeued = into.requeued + 1 end
+      if into.outcomes then into.outcomes[e.key] = v end
+      if type(v) == "table" and v.conflict then
+        into.conflicts[#into.conflicts + 1] = { layer = e.layer, op = e.op, globalId = e.globalId,
+          sent = e.feature, server = v.server, description = v.description }
+      elseif type(v) == "table" then
+        into.failed_edits[#into.failed_edits + 1] = { layer = e.layer, op = e.op, target = "feature",
+          globalId = e.globalId, code = v.code, description = v.description }
+      end
+    end
+  end
+end
+
+--- What a re-attached job's operation needs of the replica: what its
+-- answer must agree with (this replica, generations forward).
+-- @param r the replica
+-- @treturn table the expectation (geoservices.sync.result.check)
+function M.expectation(r)
+  local layers
+  if r.state.model == "perLayer" then
+    layers = {}
+    for _, l in ipairs(r.state.layers or {}) do layers[l.id] = math.tointeger(l.serverGen) end
+  end
+  return { replicaID = r.replicaID, replicaServerGen = math.tointeger(r.state.replicaServerGen), layer_gens = layers }
+end
+
+--- A journal of the replica `r` (opened, under its lock) for one call of
+-- client:sync with the caller's `edits`.
+-- @param client the client
+-- @param r the replica (geoservices.sync.replica)
+-- @param edits the call's edits (builder, 2.1 table, JSON text or nil)
+-- @treturn table the journal
+function M.new(client, r, edits)
+  return setmetatable({ client = client, r = r, service = r.service, edits = edits, what = "this replica",
+                        kept_in = "journaled" }, Journal)
+end
+
+function Journal:pending()
+  local a = self.r.attempt
+  if not a then return false end
+  self.current = { edits = a.edits, bases = type(a.params) == "table" and a.params.bases or nil }
+  return a
+end
+
+function Journal:entries()
+  local c = self.current or {}
+  return entries_of(c.edits, c.bases)
+end
+
+function Journal:job_fields(_, opts)
+  local r = self.r
+  return { replicaID = r.replicaID, replica_path = r.path, on_change = opts.on_change,
+           output = opts.output and (opts.output .. ".resolved.json") or nil, on_progress = opts.on_progress,
+           expect = M.expectation(r) }
+end
+
+-- A re-attached job's result answers the call when the caller sends no
+-- edits of its own (or the replica is closed).
+function Journal:enough()
+  return self.r.state.closed or self.edits == nil
+end
+
+function Journal:request(opts)
+  local params = self.r:request_params()
+  for k, v in pairs(opts.params or {}) do params[k] = v end
+  self.close = params.closeReplica
+  return params
+end
+
+function Journal:take(params, resolution)
+  local mine = call_edits(self.edits)
+  local read = resolution.summary
+  if read and read.settled and type(mine) == "table" then
+    -- the caller passed again edits the journal already settled: never twice
+    mine = select_edits(mine, function(key) return not read.settled[key] end)
+  end
+  self.resent = read and read.resend or nil
+  local edits = merged_edits(self.resent, mine)
+  self.journaling = type(edits) == "table" or params.async == true
+  self.current = { edits = type(edits) == "table" and edits or nil }
+  if not self.journaling and self.r.attempt then
+    self.r:clear_attempt() -- settled, and nothing of it is sent again
+  end
+  return { edits = edits, entries = entries_of(self.current.edits) }
+end
+
+-- Engine options never passed down.
+local OWN = { params = true, lock_timeout = true, discard = true, after_failed_job = true, journal = true,
+              journal_wrapped = true }
+
+function Journal:call_opts(opts)
+  local call = {}
+  for k, v in pairs(opts) do
+    if not OWN[k] then call[k] = v end
+  end
+  call.replica_path = self.r.path
+  return call
+end
+
+function Journal:begin(fields)
+  if not self.journaling then return true end
+  -- after the parameters were checked, before anything of them leaves
+  local edits = type(fields.edits) == "table" and fields.edits or json.array()
+  local bases = type(fields.edits) == "table" and read_bases(self.client, self.r, fields.edits) or nil
+  self.current = { edits = type(fields.edits) == "table" and fields.edits or nil, bases = bases }
+  return self.r:begin_attempt(edits, {
+    syncDirection = fields.syncDirection, transportType = fields.transportType,
+    rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
+    async = fields.async == true, bases = bases })
+end
+
+function Journal:record_job(status_url)
+  return self.r:attempt_job(status_url)
+end
+
+-- The state after a result: the generations (when the rule moves them),
+-- closed, the journal cleared.
+function Journal:commit(result, settled)
+  if self.close then result.closed = true end
+  if #settled.read_entries > 0 then record_verdicts(result, settled.read, settled.read_entries) end
+  if settled.gens then return self.r:advance(result) end
+  -- an upload-only answer: the generations stay (the attempt engine's rule)
+  if result.closed and not self.r.state.closed then
+    self.r.state.closed = true
+    local ok, err = self.r:save()
+    if not ok then
+      self.r.state.closed = nil
+      return nil, err
+    end
+  end
+  self.r:clear_attempt()
+  return true
+end
+
+function Journal:settle_read(verdicts, _, how)
+  local c = self.current or {}
+  local entries = entries_of(c.edits, c.bases)
+  local resolution = outcome.resolution{ settled = {} }
+  record_verdicts(resolution, verdicts, entries)
+  for key, v in pairs(verdicts) do
+    if v ~= "not_applied" then resolution.settled[key] = true end
+  end
+  resolution.resend = select_edits(c.edits, function(key)
+    return verdicts[key] == "not_applied" or verdicts[key] == nil -- attachments cannot be read: kept
+  end)
+  resolution.unsettled = resolution.resend and #entries_of(resolution.resend) or 0
+  if resolution.resend and resolution.unsettled == 0 then resolution.unsettled = 1 end
+  local attempt = self.r.attempt
+  if not resolution.resend then
+    self.r:clear_attempt()
+  elseif how.provisional and attempt then
+    -- what is left stays journaled: the next sync reads it again before sending it
+    local ok, err = self.r:begin_attempt(resolution.resend, attempt.params)
+    if not ok then return nil, err end
+  end
+  self.current = { edits = resolution.resend, bases = c.bases }
+  return resolution
+end
+
+function Journal:abandon()
+  if self.resent and self.r.attempt then
+    -- the earlier attempt's edits this request carried stay journaled
+    self.r:begin_attempt(self.resent, self.r.attempt.params)
+  else
+    self.r:clear_attempt()
+  end
+  return true
+end
+
+function Journal.note_read(_, err, summary)
+  err.verified, err.conflicts = summary.verified, summary.conflicts
+  local left = summary.resend and #entries_of(summary.resend) or 0
+  err.message = err.message .. ("; read back from the server: %d edit(s) settled, %d to send again at the next "
+    .. "sync"):format(summary.verified - left, left)
+end
+
+function Journal.fold_read(_, result, summary)
+  result.resolved = summary
+  result.conflicts = result.conflicts or {}
+  for _, k in ipairs(summary.conflicts or {}) do result.conflicts[#result.conflicts + 1] = k end
+  result.failed_edits = result.failed_edits or {}
+  for _, f in ipairs(summary.failed_edits or {}) do result.failed_edits[#result.failed_edits + 1] = f end
+end
+
+return M

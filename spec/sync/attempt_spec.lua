@@ -1,0 +1,251 @@
+-- The attempt engine (geoservices.sync.attempt) once, with a fake journal
+-- kept in memory, against the emulator: when the attempt is made durable,
+-- what is committed (the generation rule), what is abandoned, what is read
+-- back and what stays provisional, what the rebase hook sees. The state
+-- file's and the store's journals each have their own spec
+-- (spec/sync/state_journal_spec.lua, spec/sync/store_journal_spec.lua).
+local attempt = require "geoservices.sync.attempt"
+local geoservices = require "geoservices"
+local helper = require "spec.helper"
+local json = require "geoservices.json"
+local outcome = require "geoservices.sync.outcome"
+
+local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"
+local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
+
+local function norm(gid) return (tostring(gid):upper():gsub("[{}]", "")) end
+
+-- The 2.1 list of edit items `{op =, gid =, feature =}` (layer 0).
+local function edits_of(items)
+  if #items == 0 then return nil end
+  local f = { adds = json.array(), updates = json.array(), deleteIds = json.array() }
+  for _, it in ipairs(items) do
+    if it.op == "add" then f.adds[#f.adds + 1] = it.feature
+    elseif it.op == "update" then f.updates[#f.updates + 1] = it.feature
+    else f.deleteIds[#f.deleteIds + 1] = it.gid end
+  end
+  return json.array{ { id = 0, features = f } }
+end
+
+-- A journal in memory: a queue of items, the attempt in flight, the
+-- generation, and every call in order (with the server's count of
+-- synchronizeReplica requests at that moment).
+local function fake_journal(emu)
+  local j = { service = "Parcels", what = "the fake journal", kept_in = "in memory", gen = 1, queue = {},
+              applied = {}, failed = {}, conflicts = {}, calls = {} }
+  local function log(name, extra)
+    local c = { name = name, sent = emu:count("synchronizeReplica") }
+    for k, v in pairs(extra or {}) do c[k] = v end
+    j.calls[#j.calls + 1] = c
+    return c
+  end
+  function j.names()
+    local out = {}
+    for _, c in ipairs(j.calls) do out[#out + 1] = c.name end
+    return out
+  end
+  function j.call(name)
+    for _, c in ipairs(j.calls) do if c.name == name then return c end end
+  end
+  function j:pending()
+    log("pending")
+    if not self.attempt then return false end
+    self.current = self.attempt.items
+    return { status_url = self.attempt.status_url, params = self.attempt.params, edits = edits_of(self.current) }
+  end
+  function j:entries()
+    local list = {}
+    for _, it in ipairs(self.current or {}) do
+      list[#list + 1] = { key = outcome.key(it.op, 0, "feature", it.gid), layer = 0, op = it.op, globalId = it.gid,
+                          feature = it.feature, base = it.base }
+    end
+    return list
+  end
+  function j.job_fields() return { replicaID = CREW1, expect = { replicaID = CREW1 } } end
+  function j.enough() return false end
+  function j:request(opts)
+    log("request")
+    local params = { replicaID = CREW1, replicaServerGen = self.gen, syncDirection = opts.direction }
+    for k, v in pairs(opts.params or {}) do params[k] = v end
+    return params
+  end
+  function j:take(_, resolution)
+    log("take", { resolution = resolution })
+    self.current, self.queue = self.queue, {}
+    return { edits = edits_of(self.current), entries = self:entries() }
+  end
+  function j.call_opts() return {} end
+  function j:begin(fields)
+    log("begin", { fields = fields })
+    self.attempt = { items = self.current, params = { rollbackOnFailure = fields.rollbackOnFailure } }
+    return true
+  end
+  function j:record_job(url)
+    self.attempt.status_url = url
+    return true
+  end
+  -- each item's fate; `keep`: those without one stay in the attempt, else back in the queue
+  local function settle(verdicts, keep)
+    local left = {}
+    for _, it in ipairs(j.current or {}) do
+      local v = verdicts[outcome.key(it.op, 0, "feature", it.gid)]
+      if v == outcome.APPLIED then j.applied[#j.applied + 1] = it
+      elseif type(v) == "table" and v.conflict then j.conflicts[#j.conflicts + 1] = it
+      elseif type(v) == "table" then j.failed[#j.failed + 1] = it
+      elseif keep then left[#left + 1] = it
+      else j.queue[#j.queue + 1] = it end
+    end
+    return left
+  end
+  function j:commit(_, settled)
+    log("commit", { gens = settled.gens })
+    settle(settled.verdicts, false)
+    if settled.gens then self.gen = settled.gens.replicaServerGen end
+    self.attempt, self.current = nil, nil
+    return true
+  end
+  function j:settle_read(verdicts, _, how)
+    log("settle_read", { provisional = how.provisional == true, verdicts = verdicts })
+    local left = settle(verdicts, how.provisional)
+    self.attempt = #left > 0 and { items = left, params = self.attempt and self.attempt.params } or nil
+    self.current = left
+    return { unsettled = #left }
+  end
+  function j:abandon()
+    log("abandon")
+    for _, it in ipairs(self.current or {}) do self.queue[#self.queue + 1] = it end
+    self.attempt, self.current = nil, nil
+    return true
+  end
+  function j.note_read() end
+  function j.fold_read() end
+  return j
+end
+
+describe("the attempt engine, with a journal in memory", function()
+  local emu, c
+  setup(function() emu = helper.start_emulator() end)
+  teardown(function() emu:stop() end)
+  before_each(function()
+    emu:reset()
+    c = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
+  end)
+  after_each(function() c:close() end)
+
+  -- How often the server applied an edit of this GlobalID (its change log).
+  local function applied_on_server(op, gid)
+    local n = 0
+    for _, e in ipairs(emu:control("changelog?service=Parcels").entries) do
+      if e.op == op and norm(e.globalId) == norm(gid) and not e.refused and not e.rolled_back then n = n + 1 end
+    end
+    return n
+  end
+
+  local function add_item(apn)
+    local gid = "{" .. norm(("%08X-0000-4000-8000-%012X"):format(math.random(0, 0x7fffffff), math.random(0, 2^40)))
+      .. "}"
+    return { op = "add", gid = gid, feature = { attributes = { GlobalID = gid, APN = apn },
+                                                geometry = { x = -117.2, y = 34.1 } } }
+  end
+
+  it("journals the attempt before its request leaves, then commits each edit and the generation", function()
+    local j = fake_journal(emu)
+    j.queue = { add_item("engine-1") }
+    local result = assert(attempt.run(c, j, {}))
+    assert.same({ "pending", "request", "take", "begin", "commit" }, j.names())
+    assert.equal(0, j.call("begin").sent, "journaled before the request left")
+    assert.equal(1, #j.applied)
+    assert.equal(1, applied_on_server("add", j.applied[1].gid))
+    assert.is_true(j.gen > 1, "the generation moved with the downloaded data")
+    assert.equal(j.gen, result.replicaServerGen)
+    assert.is_nil(j.attempt)
+  end)
+
+  it("keeps the generation on an upload-only answer (it counts no downloaded data)", function()
+    local j = fake_journal(emu)
+    j.queue = { add_item("engine-upload") }
+    assert(attempt.run(c, j, { direction = "upload" }))
+    assert.is_nil(j.call("commit").gens)
+    assert.equal(1, j.gen)
+    assert.equal(1, #j.applied)
+  end)
+
+  it("abandons a request the server refused whole: nothing applied, the edit back in the queue", function()
+    local j = fake_journal(emu)
+    local item = add_item("engine-refused")
+    j.queue = { item }
+    emu:fault{ route = "synchronizeReplica", kind = "error", attempts = { 1 } }
+    local result, err = attempt.run(c, j, {})
+    assert.is_nil(result)
+    assert.is_falsy(err.outcome_unknown)
+    assert.same({ "pending", "request", "take", "begin", "abandon" }, j.names())
+    assert.same({ item }, j.queue)
+    assert.equal(0, applied_on_server("add", item.gid))
+  end)
+
+  it("reads a lost answer back at once: an edit applied settles, nothing is sent again", function()
+    local j = fake_journal(emu)
+    local item = add_item("engine-lost-applied")
+    j.queue = { item }
+    emu:fault{ route = "synchronizeReplica", kind = "reset", phase = "after", attempts = { 1 } }
+    local result, err = attempt.run(c, j, {})
+    assert.is_nil(result)
+    assert.is_true(err.outcome_unknown)
+    assert.is_true(j.call("settle_read").provisional)
+    assert.same({ item }, j.applied)
+    assert.is_nil(j.attempt)
+    assert(attempt.run(c, j, {}))
+    assert.equal(1, applied_on_server("add", item.gid))
+    assert.is_true(j.gen > 1, "the next sync downloaded")
+  end)
+
+  it("keeps an edit a lost answer does not show applied in the attempt, and reads it again before sending it",
+    function()
+      local j = fake_journal(emu)
+      local item = add_item("engine-lost-not-applied")
+      j.queue = { item }
+      emu:fault{ route = "synchronizeReplica", kind = "reset", phase = "before", attempts = { 1 } }
+      local _, err = attempt.run(c, j, {})
+      assert.is_true(err.outcome_unknown)
+      assert.same({ item }, j.attempt.items, "provisional: it stays in the attempt, not in the queue")
+      assert.same({}, j.queue)
+      j.calls = {}
+      assert(attempt.run(c, j, {}))
+      assert.same({ "pending", "settle_read", "request", "take", "begin", "commit" }, j.names())
+      assert.is_false(j.call("settle_read").provisional)
+      assert.equal("not_applied", j.call("settle_read").verdicts[outcome.key("add", 0, "feature", item.gid)])
+      assert.equal(1, applied_on_server("add", item.gid))
+      assert.same({ item }, j.applied)
+    end)
+
+  it("reads back an answer that leaves an edit unknown, and commits the server's verdict", function()
+    emu:control("settings", { rollback_default = false })
+    local j = fake_journal(emu)
+    -- an update of a feature the server holds, sent over URL transport: no per-edit results
+    local item = { op = "update", gid = PARCEL1, feature = { attributes = { GlobalID = PARCEL1, OWNER = "engine" } } }
+    j.queue = { item }
+    assert(attempt.run(c, j, { params = { transportType = "url" } }))
+    assert.equal(1, emu:count("query"), "the outcome was read back")
+    assert.same({ item }, j.applied)
+    assert.equal(1, applied_on_server("update", PARCEL1))
+  end)
+
+  it("gives the rebase hook the rows before they are journaled, and sends only what it returns", function()
+    local j = fake_journal(emu)
+    local keep, hold = add_item("engine-sent"), add_item("engine-held")
+    j.queue = { keep, hold }
+    local seen
+    function j:rebase(_, taken)
+      seen = { entries = #taken.entries, sent = emu:count("synchronizeReplica"), begun = j.call("begin") ~= nil }
+      self.current = { keep }
+      self.conflicts[#self.conflicts + 1] = hold
+      return { edits = edits_of(self.current), entries = self:entries() }
+    end
+    assert(attempt.run(c, j, {}))
+    assert.same({ entries = 2, sent = 0, begun = false }, seen)
+    assert.equal(1, applied_on_server("add", keep.gid))
+    assert.equal(0, applied_on_server("add", hold.gid))
+    assert.same({ keep }, j.applied)
+    assert.same({ hold }, j.conflicts)
+  end)
+end)
