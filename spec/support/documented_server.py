@@ -52,6 +52,15 @@ vendor's REST API pages the issue cites):
   the generation the client sent, except the client's own uploads.
 * a duplicate GlobalID add and an update or delete of a missing feature are
   failed edits (DUPLICATE_CODE, MISSING_CODE).
+* setting sync_capabilities ({name: bool}) overrides the service's
+  syncCapabilities, and the server does what they say: a sync model it lacks
+  is refused by createReplica and by syncs of such replicas, async=true
+  without supportsAsync is refused; without supportsRollbackOnFailure the
+  parameter is ignored and the model decides ("When supportsRollbackOnFailure
+  is false and only a perLayer sync model is supported ... always applies
+  the false rollbackOnFailure behavior"; perReplica only: the true one;
+  rollbackOnFailure page; both models: the replica's own model, our reading).
+* GlobalIDs compare as a GUID column does (norm_gid: any case, braces or none).
 
 Faults (settings):
 * edit_results: "all" | "failures" (only the skipped edits listed, as the
@@ -62,6 +71,10 @@ Faults (settings):
   connection ("any"), is APPLIED, then the connection is closed without an
   answer: a blind re-send duplicates it.
 * job_seconds: how long an async job runs (0.4 by default, short for the specs).
+* gateway: null | {"mode": "504" | "drop", "delay_s": S}: a gateway in front of
+  the server answers each synchronizeReplica at once, 504 or a connection
+  closed, and the server runs it S seconds later all the same (an async
+  kick-off submits its job then). GET /_control/held: how many wait.
 * poll_failure: {"seconds": N, "mode": "503" | "reset" | "404" | "error_body"}:
   status polls of a job submitted while it is set fail that way for N
   seconds after the job's submission (the job itself runs on).
@@ -115,6 +128,8 @@ settings = {
     "result_lifetime_s": 600,
     "protect_results": False,
     "gid_spelling": None,
+    "sync_capabilities": {},
+    "gateway": None,
 }
 settings.update(config.get("settings") or {})
 TOKEN = config.get("token")
@@ -163,6 +178,7 @@ replicas = {}   # replicaID -> {name, model, layers, gen, layer_gens, direction}
 jobs = {}       # id -> job
 results = {}    # file name -> {"bytes", "created"}
 busy = {}       # replicaID -> job id of a running sync job
+held = []       # synchronizeReplica forms the gateway answered, still to run
 
 
 def log_change(entry):
@@ -415,8 +431,22 @@ def plan_sync(form):
         return None, error_body(400, "Unable to synchronize replica.",
                                 ["Invalid transportType: %s" % form.get("transportType")])
     p.transport = "url" if p.asynchronous else (transport or settings["default_transport"])
+    caps = sync_capabilities()
+    if (r["model"] == "perReplica" and not caps["supportsPerReplicaSync"]) or \
+            (r["model"] == "perLayer" and not caps["supportsPerLayerSync"]):
+        return None, error_body(400, "Unable to synchronize replica.",
+                                ["The service does not support the %s sync model." % r["model"]])
+    if p.asynchronous and not caps["supportsAsync"]:
+        return None, error_body(400, "Unable to synchronize replica.", ["async is not supported by this service."])
     if settings["rollback_forced"] is not None:
         p.rollback = bool(settings["rollback_forced"])
+    elif not caps["supportsRollbackOnFailure"]:
+        if caps["supportsPerLayerSync"] and not caps["supportsPerReplicaSync"]:
+            p.rollback = False
+        elif caps["supportsPerReplicaSync"] and not caps["supportsPerLayerSync"]:
+            p.rollback = True
+        else:
+            p.rollback = r["model"] != "perLayer"
     else:
         p.rollback = parse_bool(form.get("rollbackOnFailure"), settings["rollback_default"])
     try:
@@ -594,6 +624,11 @@ def create_replica(form):
     model = {"perreplica": "perReplica", "perlayer": "perLayer"}.get((form.get("syncModel") or "").lower())
     if model is None:
         return error_body(400, "Unable to create replica.", ["syncModel must be perReplica or perLayer here."])
+    caps = sync_capabilities()
+    if not caps["supports" + model[0].upper() + model[1:] + "Sync"]:
+        return error_body(400, "Unable to create replica.", ["The service does not support the %s model." % model])
+    if parse_bool(form.get("async"), False) and not caps["supportsAsync"]:
+        return error_body(400, "Unable to create replica.", ["async is not supported by this service."])
     plan = {"name": form.get("replicaName") or SERVICE, "model": model, "layers": ids,
             "direction": (form.get("syncDirection") or "bidirectional").lower()}
     if parse_bool(form.get("async"), False):
@@ -609,10 +644,21 @@ def create_replica(form):
 
 # ------------------------------------------------------------------ resources
 
-def service_resource():
+def sync_capabilities():
+    """The service's syncCapabilities: the data file's, with the settings'."""
     caps = dict(svc_meta.get("syncCapabilities") or {})
-    caps["supportsRollbackOnFailure"] = settings["rollback_forced"] is None
     caps.setdefault("supportsAsync", True)
+    caps.setdefault("supportsPerReplicaSync", True)   # "If supportsPerReplicaSync is not provided, it's true"
+    caps.setdefault("supportsPerLayerSync", False)    # "If supportsPerLayerSync is not provided, it's false"
+    caps.setdefault("supportsRollbackOnFailure", True)
+    caps.update(settings.get("sync_capabilities") or {})
+    if settings["rollback_forced"] is not None:
+        caps["supportsRollbackOnFailure"] = False
+    return caps
+
+
+def service_resource():
+    caps = sync_capabilities()
     return {"currentVersion": 11.3, "serviceDescription": "", "capabilities": svc_meta.get("capabilities"),
             "syncEnabled": True, "supportsDisconnectedEditing": True, "supportsApplyEditsWithGlobalIds": True,
             "syncCapabilities": caps, "maxRecordCount": 2000, "supportedQueryFormats": "JSON",
@@ -629,7 +675,8 @@ def layer_resource(layer):
            "displayField": m.get("displayField", ""), "fields": layer.fields,
            "capabilities": svc_meta.get("capabilities"),
            "objectIdField": "OBJECTID", "globalIdField": "GlobalID", "hasAttachments": False,
-           "supportsRollbackOnFailureParameter": settings["rollback_forced"] is None, "syncCanReturnChanges": True,
+           "supportsRollbackOnFailureParameter": sync_capabilities()["supportsRollbackOnFailure"],
+           "syncCanReturnChanges": True,
            "maxRecordCount": 2000, "hasZ": False, "hasM": False}
     if m.get("type") != "Table":
         sr = svc_meta.get("spatialReference", {"wkid": 4326})
@@ -841,6 +888,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return ("json", 200, error_body(400, "Unable to complete operation.", ["Unknown resource %s" % rest]))
 
     def synchronize(self, form, nth):
+        gw = settings.get("gateway")
+        if gw:
+            held.append(form)
+            threading.Timer(float(gw.get("delay_s", 2)), run_held, (form,)).start()
+            if gw.get("mode") == "drop":
+                return ("drop",)
+            return ("text", 504, "504 Gateway Time-out")
+        return self.run_sync(form, nth)
+
+    def run_sync(self, form, nth):
         p, err = plan_sync(form)
         if err:
             return ("json", 200, err)
@@ -919,11 +976,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if what == "jobs":
             return ("json", 200, {"jobs": [{"id": j["id"], "kind": j["kind"], "imported": bool(j.get("imported")),
                                             "status": job_status(j)["status"]} for j in jobs.values()]})
+        if what == "held":
+            return ("json", 200, {"held": len(held)})
         if what == "expire":
             for rec in results.values():
                 rec["created"] = 0
             return ("json", 200, {"expired": len(results)})
         return ("json", 404, error_body(404, "no such control route"))
+
+
+def run_held(form):
+    """A request the gateway answered, run by the server now; its answer goes nowhere."""
+    with lock:
+        try:
+            Handler.run_sync(None, form, 0)
+        finally:
+            held.remove(form)
 
 
 def watch_parent():
