@@ -313,7 +313,13 @@ describe("README", function()
         if b.text:find("ogrinfo -q -sql", 1, true) then
           -- the edit GDAL made is queued, then uploaded
           assert.truthy(text:find("update  Parcels  {0B7B2D2A-", 1, true), text)
-          assert.truthy(text:find("1 uploaded ok", 1, true), text)
+          assert.truthy(text:find("1 sent, 0 merged, 0 conflicts", 1, true), text)
+          -- the other crew's edit of the same field: held back, listed with its values, resolved, sent
+          assert.truthy(text:find("0 sent, 0 merged, 1 conflict (1 held back)", 1, true), text)
+          assert.truthy(text:find("exit 3", 1, true), text)
+          assert.truthy(text:find('OWNER  base "Jane Smith", here "Ann", server "Jane"  (both changed)', 1, true), text)
+          assert.truthy(text:find("1 conflict resolved with the local version; 1 edit queued", 1, true), text)
+          assert.truthy(text:find("1 sent, 0 merged, 0 conflicts, 0 rejected by the server", 1, true), text)
         end
       end
     end

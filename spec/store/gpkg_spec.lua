@@ -120,13 +120,14 @@ describe("replica store GeoPackage", function()
       assert.truthy(l.srs:find("OBJECTID: Integer", 1, true), name)
       assert.truthy(l.srs:find("UPDATED: DateTime", 1, true), name)
     end
-    -- the feature layers, the sync log and the conflicts, none of our internal tables
+    -- the feature layers, the sync log, the conflicts and their fields, none of our internal tables
     local n = 0
     for name in pairs(layers) do
       n = n + 1
-      assert.truthy(expected[name] or name == "geoservices_sync_log" or name == "geoservices_conflicts", name)
+      assert.truthy(expected[name] or name == "geoservices_sync_log" or name == "geoservices_conflicts"
+        or name == "geoservices_conflict_fields", name)
     end
-    assert.equal(6, n)
+    assert.equal(7, n)
     assert.falsy(out:find("ERROR", 1, true), out)
     assert.falsy(out:find("Warning", 1, true), out)
   end)

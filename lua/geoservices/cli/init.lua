@@ -65,7 +65,8 @@ local commands = {
   replicas = require "geoservices.cli.commands.replicas",
   completion = require "geoservices.cli.commands.completion",
   pending = require("geoservices.cli.commands.store").pending,
-  conflicts = require("geoservices.cli.commands.store").conflicts,
+  conflicts = require("geoservices.cli.commands.conflicts").conflicts,
+  resolve = require("geoservices.cli.commands.conflicts").resolve,
   discard = require("geoservices.cli.commands.store").discard,
 }
 

@@ -185,6 +185,9 @@ function parser.new(extra)
     ):convert(tonumber)
   sync:flag("--adopt-copy", "Replica stores: go on with this copy although another copy of the store synchronized "
     .. "the replica since (that copy is refused from then on).")
+  sync:option("--conflicts", "Replica stores: the conflict policy of this sync (default: the store's, manual "
+    .. "unless set by geoservices conflicts --policy): manual holds an edit in conflict back, server keeps the "
+    .. "server's values, local sends ours over them."):choices{ "manual", "server", "local" }
   sync:option("--lock-timeout", "Seconds to wait while another process synchronizes the same replica."):convert(
     tonumber)
   sync:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)

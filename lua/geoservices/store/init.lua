@@ -58,6 +58,7 @@
 -- @module geoservices.store
 local attachments = require "geoservices.store.attachments"
 local capture = require "geoservices.store.capture"
+local conflicts = require "geoservices.store.conflicts"
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
 local features = require "geoservices.store.features"
@@ -68,6 +69,7 @@ local paths = require "geoservices.store.paths"
 local queue = require "geoservices.store.queue"
 local relations = require "geoservices.store.relations"
 local replica_state = require "geoservices.store.replica_state"
+local resolve = require "geoservices.store.resolve"
 local result_file = require "geoservices.store.result_file"
 local schema = require "geoservices.store.schema"
 local shared = require "geoservices.store.shared"
@@ -295,6 +297,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       check(register(db, spec))
       for _, sql in ipairs(attachments.layer_sql(spec, meta)) do check(db:exec(sql)) end
     end
+    check(conflicts.layout(db)) -- its geometry in the layers' CRS
     local info = {}
     for k, v in pairs(replica_info) do
       if type(v) ~= "function" and type(v) ~= "userdata" then info[k] = v end
@@ -544,7 +547,7 @@ function Store:clear_layer(layer_id)
 end
 
 -- the features, the queue, the inspection and the replica's state: their own modules hold their methods
-for _, methods in ipairs{ features, queue.Store, inspect.Store, replica_state.Store } do
+for _, methods in ipairs{ features, queue.Store, inspect.Store, replica_state.Store, resolve.Store } do
   for name, fn in pairs(methods) do Store[name] = fn end
 end
 

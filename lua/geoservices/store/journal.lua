@@ -17,6 +17,7 @@ local integrity = require "geoservices.store.integrity"
 local json = require "geoservices.json"
 local outcome = require "geoservices.sync.outcome"
 local paths = require "geoservices.store.paths"
+local rebase = require "geoservices.store.rebase"
 
 local M = {}
 
@@ -206,6 +207,12 @@ function Journal:take(params)
   return { edits = edits, entries = commit.entries(rows) }
 end
 
+-- THE REBASE HOOK (geoservices.sync.attempt): the updates and deletes about to
+-- go merged with the server's versions of their features (geoservices.store.rebase).
+function Journal:rebase(client, taken, opts)
+  return rebase.hook(self, client, taken, opts)
+end
+
 function Journal:call_opts(opts)
   return { output = self.tmp, on_change = self.on_change, on_status = opts.on_status, on_progress = opts.on_progress,
            poll_interval = opts.poll_interval, timeout = opts.timeout, enum_prefix = prefix_of(self.rep) }
@@ -238,6 +245,7 @@ end
 -- The one transaction of a result (geoservices.store.commit).
 function Journal:commit(result, settled)
   local by_seq, summary = commit.outcomes(self.rows, settled.verdicts)
+  self.by_seq = by_seq -- each row's fate, for the result's summary (geoservices.store.rebase)
   local file = paths.exists(self.tmp) and self.tmp or nil
   local done, err = commit.result(self.st, self.rep, { attempt_id = self.id, rows = self.rows, result = result,
     file = file, touched = self.touched, directions = self.directions, on_fill = self.on_fill, by_seq = by_seq,

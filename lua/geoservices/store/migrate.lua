@@ -15,10 +15,12 @@
 -- * 3 -> 4 (geoservices.store.migrate4): the attachment queue rebuilt to
 --   take updates (every row kept) with today's attachment triggers, so the
 --   store's attachment edits are sent; PROJ's WKT for the CRS rows written
---   'undefined'; the service's relationships from the layers' kept metadata.
+--   'undefined'; the service's relationships from the layers' kept metadata;
+-- * 4 -> 5: conflicts readable and drawn (geoservices.store.conflicts.layout).
 -- @module geoservices.store.migrate
 -- @local
 local capture = require "geoservices.store.capture"
+local conflicts = require "geoservices.store.conflicts"
 local json = require "geoservices.json"
 local migrate4 = require "geoservices.store.migrate4"
 local schema = require "geoservices.store.schema"
@@ -151,6 +153,7 @@ local STEPS = {
   [2] = schema.MIGRATIONS[2],
   [3] = to_format_3,
   [4] = migrate4,
+  [5] = conflicts.layout,
 }
 
 --- Migrates an open store's file.

@@ -9,6 +9,7 @@
 -- feature tables (geoservices.store.capture), whoever makes them.
 -- @module geoservices.store.queue
 local attachment_edits = require "geoservices.store.attachment_edits"
+local conflicts = require "geoservices.store.conflicts"
 local edit_list = require "geoservices.store.edit_list"
 local errors = require "geoservices.errors"
 local json = require "geoservices.json"
@@ -101,6 +102,7 @@ local function edit_rows(st, rows, what, tbl)
   end
   return edit_list.of(list, what) -- a one-line summary in a REPL (geoservices.store.edit_list)
 end
+queue.edit_rows = edit_rows -- the conflicts' too (geoservices.store.resolve)
 
 --- The methods of a replica store (geoservices.store) that read its
 -- queue of local edits and record the synchronizations that send them.
@@ -136,39 +138,6 @@ function Store:failed()
   if not list then return nil, err end
   for _, a in ipairs(attachment_edits.failed(self)) do list[#list + 1] = a end
   return list
-end
-
---- The local edits that lost to the server's version: the server holds
--- other values than an edit sent (another replica changed the feature
--- since), or a download changed or deleted a feature whose local edit was
--- not sent (geoservices.store.conflicts). They are never sent again, and
--- stay listed (in the table geoservices_conflicts, which GDAL and QGIS
--- list too) until @{discard_conflict}. Each: `seq`, `op`, `layer`,
--- `globalId`, `feature` (what was sent, or the local version of the
--- feature the download replaced; nil for a delete), `base` (the feature
--- before the local change), `server` (the server's feature, `{attributes =,
--- geometry =}`, or null when it deleted it), `description`, `outcome`
--- ("server_kept": the server's version is in the table), `attempt`,
--- `detected` (UTC time). To keep the local values, edit the feature again
--- (it is queued as any edit), then discard the conflict.
--- @return the list, or nil, err (as @{pending})
-function Store:conflicts()
-  if self.format < 2 then return edit_list.of({}, "conflict") end -- a store of format 1 opened read-only has none
-  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_conflicts ORDER BY seq")
-  if not rows then return nil, db_error(self.path, msg, code) end
-  return edit_rows(self, rows, "conflict", "geoservices_conflicts")
-end
-
---- Forgets a conflict (once the user has seen it, or made the edit again).
--- @int seq the conflict's `seq`
--- @return true, or nil, err: kind "invalid" (no such conflict), "busy", "io"
--- @raise when seq is not an integer
-function Store:discard_conflict(seq)
-  if math.type(seq) ~= "integer" then error("store:discard_conflict: seq must be an integer", 2) end
-  local changes, msg, code = self:_db():run("DELETE FROM geoservices_conflicts WHERE seq = ?", seq)
-  if not changes then return nil, db_error(self.path, msg, code) end
-  if changes == 0 then return nil, errors.invalid("seq", ("no conflict %d in this store"):format(seq)) end
-  return true
 end
 
 -- An add whose GlobalID is a GUID spelled otherwise than "{UPPER}" (typed
@@ -287,12 +256,11 @@ end
 -- geoservices_conflicts (internal: end_attempt and the commit of a download).
 -- @param st the store
 -- @tparam table k `seq`, `layer`, `op`, `gid`, `feature` and `base` (JSON text: the local
---   version, its base), `server` (JSON text), `description`, `attempt`, `outcome` (default "server_kept")
+--   version, its base), `server` (JSON text), `description`, `attempt`, `outcome` (default "server_kept"),
+--   `kind`, `policy` (geoservices.store.conflicts.keep)
 -- @return true, or nil, msg, code
 function queue.keep_conflict(st, k)
-  return st.db:run("INSERT OR REPLACE INTO geoservices_conflicts (seq, layer_id, op, global_id, feature, base, server, "
-    .. "description, attempt_id, detected_at, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", k.seq, k.layer, k.op,
-    k.gid, k.feature, k.base, k.server, k.description, k.attempt, now(), k.outcome or "server_kept")
+  return conflicts.keep(st, k)
 end
 
 -- An edit that goes back to the queue meets the edit of its feature made

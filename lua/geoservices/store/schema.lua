@@ -48,8 +48,10 @@ local schema = {}
 -- released; 2 adds the base of queued and failed edits and the conflicts
 -- table (see @{MIGRATIONS}); 3 the capture triggers (geoservices.store.capture,
 -- geoservices.store.migrate); 4 attachment updates in the attachment queue,
--- CRS rows with their WKT, related-table relations (geoservices.store.migrate4).
-schema.FORMAT = 4
+-- CRS rows with their WKT, related-table relations (geoservices.store.migrate4);
+-- 5 conflicts readable and drawn: their layer, kind, policy, differences and
+-- local geometry, the table of differing fields (geoservices.store.conflicts).
+schema.FORMAT = 5
 
 schema.APPLICATION_ID = 0x47504B47 -- "GPKG"
 schema.USER_VERSION = 10300

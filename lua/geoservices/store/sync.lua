@@ -9,7 +9,9 @@
 -- with the store's journal (geoservices.store.journal): an attempt left in
 -- flight by an earlier sync resolved first (its job re-attached to, or its
 -- edits read back from the server), the queued edits recorded in a new
--- attempt before anything is sent, synchronizeReplica with the store's
+-- attempt, merged with the server's versions of their features (the
+-- journal's rebase hook: geoservices.store.rebase) before anything is sent,
+-- synchronizeReplica with the store's
 -- generations, each sent edit settled and the result applied in ONE
 -- transaction (geoservices.store.commit): snapshot layers cleared, the
 -- downloaded changes, the new generations, each sent edit's fate, a line of
@@ -29,6 +31,8 @@ local errors = require "geoservices.errors"
 local integrity = require "geoservices.store.integrity"
 local journal_mod = require "geoservices.store.journal"
 local json = require "geoservices.json"
+local merge = require "geoservices.sync.merge"
+local rebase = require "geoservices.store.rebase"
 local replica_mod = require "geoservices.sync.replica"
 
 local M = {}
@@ -55,8 +59,8 @@ local function notes(result, refused)
       r.globalId, r.rule)
   end
   for _, k in ipairs(result.conflicts or {}) do
-    lines[#lines + 1] = ("conflict: the %s of %s in layer %s lost to the server's version (%s); kept in "
-      .. "geoservices_conflicts"):format(k.op, tostring(k.globalId), tostring(k.layer), tostring(k.description))
+    lines[#lines + 1] = ("conflict (%s): the %s of %s in layer %s: %s; kept in geoservices_conflicts"):format(
+      tostring(k.outcome or "server_kept"), k.op, tostring(k.globalId), tostring(k.layer), tostring(k.description))
   end
   result.store_notes = lines
   if #result.refused > 0 then result.partial = true end
@@ -64,7 +68,8 @@ end
 
 local SYNC_OPTS = { on_status = "function", on_progress = "function", on_fill = "function", timeout = "number",
                     poll_interval = "number", lock_timeout = "number", direction = "string", directions = "table",
-                    params = "table", busy_timeout = "number", adopt_copy = "boolean", journal = "function" }
+                    params = "table", busy_timeout = "number", adopt_copy = "boolean", journal = "function",
+                    conflicts = "string" }
 
 local sync_locked
 
@@ -92,6 +97,8 @@ function sync_locked(st, client, opts)
   attachment_report[st] = j
   local result
   result, err = attempt.run(client, j, opts)
+  -- each edit counted once, the rebase's conflicts with the others (geoservices.store.rebase)
+  if result then rebase.summarize(result, j.rebased, j.rows, j.by_seq or {}, j.refused) end
   if result then notes(result, j.refused) end
   return result, err
 end
@@ -104,7 +111,9 @@ end
 --   (seconds to wait for another sync of this store), `busy_timeout` (seconds to wait for another
 --   writer of the file, QGIS saving its edits: the store's own by default), `direction` (this
 --   sync's syncDirection), `adopt_copy` (true: go on with this copy of the store although
---   another copy synchronized the replica since: geoservices.store.integrity), `journal`
+--   another copy synchronized the replica since: geoservices.store.integrity), `conflicts` (this
+--   sync's conflict policy: "manual", "server" or "local"; the store's, st:conflict_policy(), by
+--   default: geoservices.store.rebase), `journal`
 --   (`journal(j) -> j2`: wraps the store's journal, geoservices.sync.attempt), `directions`
 --   (`[layer id] = direction`, perLayer), `params` (extra synchronizeReplica parameters: async,
 --   transportType...)
@@ -124,6 +133,9 @@ function M.sync(st, client, opts)
   for k, v in pairs(opts) do
     if not SYNC_OPTS[k] then error(("store:sync: unknown option '%s'"):format(tostring(k)), 3) end
     if type(v) ~= SYNC_OPTS[k] then error(("store:sync: option '%s' must be a %s"):format(k, SYNC_OPTS[k]), 3) end
+  end
+  if opts.conflicts and not merge.POLICIES[opts.conflicts] then
+    error("store:sync: option 'conflicts' must be manual, server or local", 3)
   end
   if opts.busy_timeout and not (opts.busy_timeout >= 0 and opts.busy_timeout < math.huge) then
     error("store:sync: option 'busy_timeout' must be a number of seconds, 0 or more", 3)

@@ -21,7 +21,9 @@
 -- the edit is held back whole, nothing is overwritten, the rest syncs),
 -- `server` (the server's values win the conflicting fields, the rest of the
 -- local edit is sent) or `local` (the local values are sent over the
--- server's). Every conflict is returned whichever policy decides it: the
+-- server's; an update of a feature the server deleted is held back as
+-- under manual: a server never takes the GlobalID of a deleted feature
+-- again). Every conflict is returned whichever policy decides it: the
 -- caller keeps it where the user sees it.
 -- @module geoservices.sync.merge
 -- @local
@@ -326,7 +328,10 @@ function merge.decide(r, policy)
     elseif k.kind == "delete_update" then
       d.op = "delete"
     elseif k.kind == "update_delete" then
-      d.op, d.send = "add", k.mine -- the feature the server deleted comes back with the local values
+      -- a server keeps the GlobalID of a feature it deleted (an add of it is refused): held back as under
+      -- manual; resolving it with the local version adds that as a new feature
+      d.op, d.send, d.outcome = "none", nil, "held"
+      return d
     end
   end
   if d.op == nil then -- field and move conflicts

@@ -42,10 +42,60 @@ local sync_result = {}
 --   (geoservices.sync.outcome; after client:sync also the verdicts read back from the server)
 -- @field unknown the sent edits whose outcome the answer does not tell (`{key =, layer =, op =,
 --   target =, globalId =}`): client:sync and store:sync read them back from the server
--- @field conflicts (client:sync) edits not applied because the server holds newer values
+-- @field conflicts (client:sync) edits not applied because the server holds newer values; (store:sync)
+--   every conflict kept, with the `policy` and `outcome` that decided it (geoservices.store.rebase)
+-- @field summary (store:sync) one count per outcome (@{summary}); the result then prints it
 -- @field closed true when closeReplica was asked (client:sync marks the state closed)
 local Result = { __name = "geoservices.SyncResult" }
 Result.__index = Result
+
+-- The counts of a store's synchronization, one per outcome (see @{summary}).
+local Summary = { __name = "geoservices.SyncSummary" }
+Summary.__index = Summary
+
+local function plural(n, one, many) return ("%d %s"):format(n, n == 1 and one or (many or one .. "s")) end
+
+function Summary:__tostring()
+  local parts = { ("%d sent"):format(self.sent), ("%d merged"):format(self.merged) }
+  local how = {}
+  if self.held > 0 then how[#how + 1] = ("%d held back"):format(self.held) end
+  if self.server_kept > 0 then how[#how + 1] = ("%d server's values kept"):format(self.server_kept) end
+  if self.local_kept > 0 then how[#how + 1] = ("%d local values sent over the server's"):format(self.local_kept) end
+  parts[#parts + 1] = plural(self.conflicts, "conflict") .. (#how > 0 and (" (" .. table.concat(how, ", ") .. ")")
+    or "")
+  parts[#parts + 1] = ("%d rejected by the server"):format(self.rejected)
+  parts[#parts + 1] = ("%d refused here"):format(self.refused)
+  if self.requeued > 0 then parts[#parts + 1] = ("%d queued again"):format(self.requeued) end
+  parts[#parts + 1] = ("%d downloaded"):format(self.downloaded)
+  return table.concat(parts, ", ")
+end
+
+--- The summary of a store's synchronization: one count per outcome, each
+-- local edit in exactly one: `sent` (applied as sent), `merged` (applied
+-- merged with the server's changes of other fields, or nothing left to
+-- send because the server held the same values), `held` (a conflict held
+-- back: nothing of it sent), `server_kept` (a conflict whose server's
+-- values were kept), `local_kept` (a conflict whose local values were sent
+-- over the server's), `conflicts` (the three together), `rejected` (refused
+-- by the server), `refused` (refused here before sending), `requeued` (its
+-- outcome not known yet: queued again), and `downloaded` (records the
+-- download applied). The same names in the Lua result (`result.summary`),
+-- the CLI's `--json` (its `summary` member) and its text, which is
+-- `tostring(summary)`: "1 sent, 1 merged, 1 conflict (1 held back), 0 rejected by the server, 0 refused
+-- here, 3 downloaded".
+-- @tparam table counts the counts (missing ones are 0)
+-- @treturn table the summary
+-- @local
+function sync_result.summary(counts)
+  local s = setmetatable({}, Summary)
+  for _, k in ipairs(sync_result.SUMMARY_FIELDS) do s[k] = math.tointeger(counts[k]) or 0 end
+  s.conflicts = s.held + s.server_kept + s.local_kept
+  return s
+end
+
+--- The members of a summary, in the order they print.
+sync_result.SUMMARY_FIELDS = { "sent", "merged", "held", "server_kept", "local_kept", "rejected", "refused", "requeued",
+                               "downloaded" }
 
 function Result:__tostring()
   local gen = self.replicaServerGen
@@ -53,6 +103,10 @@ function Result:__tostring()
     local parts = {}
     for _, l in ipairs(self.layerServerGens) do parts[#parts + 1] = ("%s:%s"):format(l.id, l.serverGen) end
     gen = "layers " .. table.concat(parts, ",")
+  end
+  if self.summary then -- a store's: one count per outcome
+    return ("sync %s: %s, generation %s%s"):format(tostring(self.replicaID), tostring(self.summary), tostring(gen),
+      self.partial and " (partial)" or "")
   end
   local down = self.output and ("saved to " .. self.output)
     or ("%d downloaded"):format(self.downloaded or 0)

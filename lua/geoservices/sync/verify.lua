@@ -34,7 +34,8 @@ end
 -- @string service the service name
 -- @int layer the layer id
 -- @tparam table gids the GlobalIDs
--- @tparam[opt] table opts `global_id_field` ("GlobalID"), `geometry` (true: returnGeometry), `timeout`
+-- @tparam[opt] table opts `global_id_field` ("GlobalID"), `geometry` (true: returnGeometry), `out_sr` (the
+--   spatial reference's wkid the geometries come in: the store's), `timeout`
 -- @treturn[1] table `[normalized GlobalID] = {attributes =, geometry =}` of the features the server has
 -- @treturn[1] table the layer as the answer describes it: `fields`, `spatialReference`
 -- @return[2] nil
@@ -49,7 +50,7 @@ function verify.query(client, service, layer, gids, opts)
     for i = first, math.min(first + BATCH - 1, #gids) do list[#list + 1] = quoted(gids[i]) end
     local doc, err = client:post(url, {
       where = ("%s IN (%s)"):format(field, table.concat(list, ",")), outFields = "*",
-      returnGeometry = opts.geometry and true or false,
+      returnGeometry = opts.geometry and true or false, outSR = opts.geometry and opts.out_sr or nil,
     }, { retry = "read", timeout = opts.timeout })
     if not doc then return nil, err end
     if type(doc.features) ~= "table" then

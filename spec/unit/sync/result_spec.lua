@@ -179,4 +179,16 @@ describe("sync result", function()
     end
     assert.is_nil(sync_result.status_url{ resultUrl = "https://x/r" })
   end)
+
+  it("a store's result prints its summary: one count per outcome, conflicts by the policy that decided them", function()
+    local s = sync_result.summary{ sent = 2, merged = 1, held = 1, local_kept = 1, refused = 1, downloaded = 4 }
+    assert.equal(2, s.conflicts)
+    assert.equal("2 sent, 1 merged, 2 conflicts (1 held back, 1 local values sent over the server's), 0 rejected "
+      .. "by the server, 1 refused here, 4 downloaded", tostring(s))
+    assert.equal("0 sent, 0 merged, 0 conflicts, 0 rejected by the server, 0 refused here, 1 queued again, "
+      .. "0 downloaded", tostring(sync_result.summary{ requeued = 1 }))
+    local result = assert(sync_result.build({ replicaID = "{R}", replicaServerGen = 13 }, nil, sink_mod.new()))
+    result.summary = s
+    assert.equal("sync {R}: " .. tostring(s) .. ", generation 13", tostring(result))
+  end)
 end)

@@ -4,9 +4,9 @@
 -- conflicts), `geoservices pending STORE.gpkg` (one line per local edit,
 -- the attachment edits after the features'),
 -- `geoservices discard STORE.gpkg GLOBALID...|--all` (drops local edits
--- and puts the server's version back), `geoservices conflicts STORE.gpkg`
--- (the local edits that lost to the server's version). Each with --json.
--- Returns the four command modules (see geoservices.cli: help, exits,
+-- and puts the server's version back); `conflicts` and `resolve` are in
+-- geoservices.cli.commands.conflicts. Each with --json.
+-- Returns the three command modules (see geoservices.cli: help, exits,
 -- examples, define, run, client = false); `status` is the store half of
 -- `geoservices status`.
 local json = require "geoservices.json"
@@ -143,7 +143,7 @@ function pending.define(command)
   command:argument("store", "A replica store (.gpkg).")
 end
 
--- `pending` and `conflicts`: one of a store's lists, a line (or an event)
+-- `pending`: one of a store's lists, a line (or an event)
 -- an edit; `detail(st, edit)` the end of its line; `more(st, out)` lists
 -- what follows (the attachment edits) and returns how many.
 local function list_command(name, event, detail, more)
@@ -196,25 +196,6 @@ end, attachment_lines)
 
 pending.run = list_pending
 
--- ---- conflicts -------------------------------------------------------------------
-
-local conflicts = {
-  help = "The local edits of a replica store that lost to the server's version (kept in its table "
-    .. "geoservices_conflicts, which QGIS lists too): kind, layer, GlobalID, when, what became of it. Needs no "
-    .. "server.",
-  exits = "0 listed, 1 the store cannot be read, 2 bad usage",
-  examples = { "geoservices conflicts crew-1.gpkg", "geoservices --json conflicts crew-1.gpkg" },
-  client = false,
-}
-
-function conflicts.define(command)
-  command:argument("store", "A replica store (.gpkg).")
-end
-
-conflicts.run = list_command("conflicts", "conflict", function(_, e)
-  return ("%s  %s"):format(tostring(e.detected), tostring(e.description or e.outcome or ""))
-end)
-
 -- ---- discard ------------------------------------------------------------------
 
 local discard = {
@@ -252,4 +233,4 @@ function discard.run(args, out)
   return out:result(EXIT.ok, { command = "discard", count = done.count })
 end
 
-return { status = status, pending = pending, conflicts = conflicts, discard = discard }
+return { status = status, pending = pending, discard = discard }

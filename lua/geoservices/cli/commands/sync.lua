@@ -3,11 +3,20 @@
 -- download's bytes, records) through cli/watch.lua.
 local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
+local geoservices_result = require "geoservices.sync.result"
 local hints = require "geoservices.cli.hints"
 local output = require "geoservices.cli.output"
 local watch_mod = require "geoservices.cli.watch"
 
 local EXIT = output.EXIT
+
+-- A store's summary as a JSON object (geoservices.sync.result.summary: the same names).
+local function summary_of(summary)
+  local o = {}
+  for _, k in ipairs(geoservices_result.SUMMARY_FIELDS) do o[k] = summary[k] end
+  o.conflicts = summary.conflicts
+  return o
+end
 
 local function generation_text(result)
   if result.layerServerGens then
@@ -46,7 +55,7 @@ local function sync_store(args, out, client, path, edits_text)
                  direction = args.direction, poll_interval = args.poll_interval, timeout = args.wait_timeout,
                  on_status = watch.on_status, on_progress = watch.on_progress, on_fill = watch.on_fill,
                  lock_timeout = args.lock_timeout, busy_timeout = args.busy_timeout,
-                 adopt_copy = args.adopt_copy or nil }
+                 adopt_copy = args.adopt_copy or nil, conflicts = args.conflicts }
   out:server_work{ what = ("the synchronization of %s (its edits may have reached it)"):format(name),
                    follow = hints.follow(out, "sync", path) }
   local ok, result, sync_err = pcall(watch.run, st.sync, st, client, opts)
@@ -124,7 +133,9 @@ return function(args, out, client)
                   failed = failed, downloaded = result.downloaded, records = result.downloaded,
                   generation = result.replicaServerGen, layerServerGens = result.layerServerGens,
                   output = output_path, partial = result.partial or failed > 0, applied = result.applied,
-                  overwritten = result.overwritten and #result.overwritten or nil }
+                  overwritten = result.overwritten and #result.overwritten or nil,
+                  summary = result.summary and summary_of(result.summary) or nil,
+                  summary_text = result.summary and tostring(result.summary) or nil }
         for _, f in ipairs(result.failed_edits) do
           local ev = { event = "failed_edit", replica = path }
           for k, v in pairs(f) do ev[k] = v end
@@ -139,9 +150,7 @@ return function(args, out, client)
           out:line(("    failed %s of %s %s in layer %s: %s (code %s)"):format(f.op, f.target, tostring(f.globalId),
             tostring(f.layer), tostring(f.description), tostring(f.code)))
         end
-        if result.applied then
-          out:line(("    %d downloaded changes applied to the store, %d local edits uploaded, %d overwritten by "
-            .. "the server's state"):format(result.applied, result.uploaded or 0, #(result.overwritten or {})))
+        if result.summary then -- luacheck: ignore 542 (a store's: one count per outcome in the line above)
         elseif output_path then out:line("    downloaded changes saved to " .. output_path)
         else
           out:line(("    %d downloaded changes discarded (--discard)"):format(result.downloaded or 0))
