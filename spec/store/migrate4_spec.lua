@@ -89,7 +89,7 @@ describe("a store written by an earlier version (format 3)", function()
     assert.equal("EPSG|undefined\n", sqlite(path, "SELECT organization, definition FROM gpkg_spatial_ref_sys "
       .. "WHERE srs_id = 2193"))
     local st = assert(geoservices.store.open(path))
-    assert.equal(5, schema.FORMAT) -- 5: conflicts readable and drawn (store_conflicts_rebase_spec)
+    assert.equal(5, schema.FORMAT) -- 5: conflicts readable and drawn (spec/store/conflicts_rebase_spec)
     assert.equal(5, st.format)
     assert.same({ "add " .. queued_gid }, queued(st))
     local pending = assert(st:pending())

@@ -187,7 +187,7 @@ describe("replica store sync (issue 15)", function()
   end)
 
   it("keeps the edits the server rejects in store:failed(), and the server's state wins", function()
-    -- (an update of a feature another replica deleted is a conflict since issue 36: store_conflicts_rebase_spec;
+    -- (an update of a feature another replica deleted is a conflict since issue 36: spec/store/conflicts_rebase_spec;
     -- an add of a GlobalID the server has already is refused)
     local a, b = create("a", { syncModel = "perReplica" }), create("b", { syncModel = "perReplica" })
     local gid = "{5A1E0C2D-7B3F-4E6A-9C8D-0F1E2D3C4B5A}"
