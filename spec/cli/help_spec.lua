@@ -98,6 +98,17 @@ describe("the examples of every --help", function()
     -- the store commands defined by their own files (geoservices.cli.commands.store)
     pending = { setup = function() store("crew-1.gpkg") end },
     conflicts = { setup = function() store("crew-1.gpkg") end },
+    resolve = { setup = function() -- a conflict of the feature the example names: crew-2 changed it first
+      store("crew-1.gpkg")
+      store("crew-2.gpkg")
+      for _, crew in ipairs{ "crew-2", "crew-1" } do
+        local out, ok = helper.run_shell(("ogrinfo -q -sql %s %s"):format(q("UPDATE Parcels SET OWNER = '" .. crew
+          .. "' WHERE GlobalID = '{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}'"), q(dir .. "/" .. crew .. ".gpkg")))
+        assert(ok, out)
+        local r = run{ "sync", crew .. ".gpkg" }
+        assert.equal(crew == "crew-1" and 3 or 0, r.code, r.out .. r.err) -- crew-1's edit is held back
+      end
+    end },
     discard = { setup = function() -- a local edit of the feature the example names
       store("crew-1.gpkg")
       local out, ok = helper.run_shell(("ogrinfo -q -sql %s %s"):format(q("UPDATE Parcels SET OWNER = 'Help' WHERE "

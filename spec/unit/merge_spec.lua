@@ -101,6 +101,13 @@ describe("merge.feature", function()
     -- moved alike, to the server's resolution
     r = run(f(), f(nil, 11, 20), f(nil, 11 + 1e-12, 20))
     assert.same({}, r.conflicts)
+    -- a ring the server re-oriented and started elsewhere is the same polygon
+    local square = { rings = { { { 0, 0 }, { 0, 1 }, { 1, 1 }, { 1, 0 }, { 0, 0 } } } }
+    local turned = { rings = { { { 1, 1 }, { 0, 1 }, { 0, 0 }, { 1, 0 }, { 1, 1 } } } }
+    r = merge.feature{ base = { attributes = {}, geometry = square }, mine = { attributes = {}, geometry = square },
+                       theirs = { attributes = {}, geometry = turned }, skip = SKIP }
+    assert.same({ "none" }, { r.op })
+    assert.is_nil(r.kept.geometry)
     -- the spatial reference a server adds is not a move
     local located = { attributes = f().attributes, geometry = { x = 10, y = 20, spatialReference = { wkid = 4326 } } }
     r = run(f(), f(), located)

@@ -27,6 +27,7 @@
 -- caller keeps it where the user sees it.
 -- @module geoservices.sync.merge
 -- @local
+local compare = require "geoservices.sync.compare"
 local json = require "geoservices.json"
 
 local merge = {}
@@ -40,10 +41,9 @@ merge.KINDS = { "field", "move", "update_delete", "delete_update", "attachment" 
 
 local function is_null(v) return v == nil or v == json.null end
 
--- Relative tolerance of a number kept by a field of `kind` ("real": a
--- double written with 17 digits and read back; "single": float32, 24 bits
--- of mantissa; "coordinate": a server's xy resolution at most).
-local TOLERANCE = { real = 1e-12, single = 2 ^ -23, coordinate = 1e-9 }
+-- Relative tolerance of a double written with 17 digits and read back
+-- (a float32 field and geometries: geoservices.sync.compare's).
+local TOLERANCE = { real = 1e-12 }
 
 local function near(a, b, tol)
   if a == b then return true end
@@ -85,7 +85,7 @@ function merge.same(kind, a, b)
   if is_null(a) or is_null(b) then return false end
   if kind == "geometry" then return same_geometry(a, b) end
   if type(a) == "number" and type(b) == "number" then
-    if kind == "single" then return near(a, b, TOLERANCE.single) end
+    if kind == "single" then return compare.value("single", a, b) end
     if kind == "integer" or kind == "date" then return a == b end
     return near(a, b, TOLERANCE.real)
   end
@@ -102,26 +102,11 @@ function merge.same(kind, a, b)
   return a == b
 end
 
--- Geometries: member by member, coordinates at the server's resolution;
--- the spatial reference is not part of the shape.
+-- Geometries: as geoservices.sync.compare reads them back (coordinates at
+-- the server's resolution, a polygon's rings in any order, orientation and
+-- start point); the spatial reference is not part of the shape.
 function same_geometry(a, b)
-  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
-  for k, v in pairs(a) do
-    if k ~= "spatialReference" then
-      local w = b[k]
-      if type(v) == "number" and type(w) == "number" then
-        if not near(v, w, TOLERANCE.coordinate) then return false end
-      elseif type(v) == "table" then
-        if not same_geometry(v, w) then return false end
-      elseif not merge.same("any", v, w) then
-        return false
-      end
-    end
-  end
-  for k, w in pairs(b) do
-    if k ~= "spatialReference" and a[k] == nil and not is_null(w) then return false end
-  end
-  return true
+  return compare.geometry(a, b, nil)
 end
 
 local function attrs(f) return type(f) == "table" and type(f.attributes) == "table" and f.attributes or {} end
