@@ -11,9 +11,10 @@
 -- 0 lost, 0 false conflicts, 0 silent winners and 0 mismatches.
 --
 -- --without-rebase is the mutation check: the store's rebase step
--- (geoservices.store.rebase.before_attempt) is replaced, in this process
--- only, by one that merges nothing, before the store's sync is loaded; the
--- oracle must then fail. Nothing in the library knows of it.
+-- (geoservices.store.rebase.hook, the attempt engine's rebase hook) is
+-- replaced, in this process only, by one that sends the edits as they are,
+-- before the store's journal is loaded; the oracle must then fail. Nothing
+-- in the library knows of it.
 local args, without_rebase = {}, false
 for _, a in ipairs(arg) do
   if a == "--without-rebase" then without_rebase = true else args[#args + 1] = a end
@@ -24,7 +25,7 @@ local SEED = tonumber(args[2]) or os.time()
 if without_rebase then
   local real = require "geoservices.store.rebase"
   package.loaded["geoservices.store.rebase"] = setmetatable({
-    before_attempt = function() return { outcomes = {}, conflicts = {}, left = {}, read = 0 } end,
+    hook = function(_, _, taken) return taken end,
   }, { __index = real })
 end
 

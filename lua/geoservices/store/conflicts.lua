@@ -186,20 +186,26 @@ conflicts.text_of = text_of
 --- The fields in which the three versions of a conflict differ, in the
 -- layer's column order, the geometry last: `{field =, base =, ["local"] =,
 -- server =, conflict =}` (`conflict`: both sides changed it, to different
--- values). A version that is absent (deleted, or a side that never had the
--- feature) gives nulls; a field a local version does not carry (an edit
--- that sent some fields only) counts as not changed there.
+-- values, or one side changed it and the other deleted the feature:
+-- `deleted_here`, `deleted_there`). A side that deleted the feature
+-- changed no field; a field a local version does not carry (an edit that
+-- sent some fields only) counts as not changed there.
 -- @tparam table spec the layer's spec
 -- @tparam ?table base, mine, theirs the three features (`{attributes =, geometry =}`)
 -- @treturn table the list
 function conflicts.differences(spec, base, mine, theirs)
   local list = {}
   local b, m, t = attrs(base), attrs(mine), attrs(theirs)
+  -- a side that deleted the feature changed no field: the other side's changes are what it conflicts with
+  local gone_here, gone_there = base ~= nil and mine == nil, base ~= nil and theirs == nil
   local function one(name, kind, bv, mv, tv, column)
-    local mine_changed, theirs_changed = not merge.same(kind, bv, mv), not merge.same(kind, bv, tv)
+    local mine_changed = not gone_here and not merge.same(kind, bv, mv)
+    local theirs_changed = not gone_there and not merge.same(kind, bv, tv)
     if mine_changed or theirs_changed then
       list[#list + 1] = { field = name, base = bv, ["local"] = mv, server = tv, column = column,
-                          conflict = mine_changed and theirs_changed and not merge.same(kind, mv, tv) }
+                          deleted_here = gone_here or nil, deleted_there = gone_there or nil,
+                          conflict = (mine_changed and theirs_changed and not merge.same(kind, mv, tv))
+                            or (mine_changed and gone_there) or (theirs_changed and gone_here) }
     end
   end
   for _, c in ipairs(spec and spec.columns or {}) do
@@ -228,8 +234,9 @@ local function differences_text(list)
       if t == nil then return "null" end
       return type(v) == "string" and ("%q"):format(t) or t
     end
-    parts[#parts + 1] = ("%s: base %s, here %s, server %s%s"):format(d.field, show(d.base), show(d["local"]),
-      show(d.server), d.conflict and " (both changed)" or "")
+    parts[#parts + 1] = ("%s: base %s, here %s, server %s%s"):format(d.field, show(d.base),
+      d.deleted_here and "deleted" or show(d["local"]), d.deleted_there and "deleted" or show(d.server),
+      d.conflict and " (both changed)" or "")
   end
   return table.concat(parts, "; ")
 end
@@ -276,8 +283,9 @@ function conflicts.keep(st, k)
     if not ok then break end
     ok, m, c = db:run("INSERT INTO geoservices_conflict_fields (conflict_seq, layer_name, global_id, field, "
       .. "base_value, local_value, server_value, both_changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", k.seq,
-      spec and spec.table or nil, k.gid, d.field, text_of(d.base, d.column), text_of(d["local"], d.column),
-      text_of(d.server, d.column), d.conflict and 1 or 0)
+      spec and spec.table or nil, k.gid, d.field, text_of(d.base, d.column),
+      d.deleted_here and "(deleted)" or text_of(d["local"], d.column),
+      d.deleted_there and "(deleted)" or text_of(d.server, d.column), d.conflict and 1 or 0)
   end
   if not ok then return nil, m, c end
   -- the local geometry (a delete's: where it was) for QGIS, in the table's CRS
