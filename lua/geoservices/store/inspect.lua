@@ -63,6 +63,7 @@ function Status:__tostring()
     tostring(self.syncDirection), generation_text(self), last_text, plural(self.pending.total, "local edit"),
     #layers > 0 and (" (" .. table.concat(layers, "; ") .. ")") or "",
     (self.pending.in_flight > 0 and (", %d in flight"):format(self.pending.in_flight) or "")
+    .. ((self.refused or 0) > 0 and (", %d refused here (geoservices pending)"):format(self.refused) or "")
     .. ((self.pending.attachments or 0) > 0 and (", " .. plural(self.pending.attachments, "attachment edit")) or ""),
     ("%d failed"):format(self.failed), plural(self.conflicts, "conflict"))
     .. srs.unknown_text(self.unknownCrs)
@@ -74,7 +75,8 @@ end
 -- outcome, uploaded, failed, downloaded, message}` of the sync log's last line, or nil),
 -- `pending` (`{total, in_flight, attachments, layers = {{id, name, add, update, delete}, ...}}`:
 -- `attachments` the attachment edits waiting), `failed` (feature and attachment edits the server
--- refused) and `conflicts` (counts), `unknownCrs` (the layers whose CRS the file cannot define,
+-- refused) and `conflicts` (counts), `refused` (queued edits refused here before sending, a rule
+-- of geoservices.store.outgoing broken: they stay queued), `unknownCrs` (the layers whose CRS the file cannot define,
 -- geoservices.store.srs.unknown). It reads counts only, so a damaged queue row does not hide it.
 -- @treturn[1] Status the state (prints as one line)
 -- @return[2] nil
@@ -107,6 +109,13 @@ function Store:status()
     rows, msg, code = db:rows("SELECT count(*) AS n FROM " .. tbl)
     if not rows then return nil, db_error(self.path, msg, code) end
     s[field] = rows[1].n
+  end
+  -- the queued edits refused here before sending (a rule of geoservices.store.outgoing: a
+  -- domain, a type, a length...): they stay queued; a damaged row leaves the count out
+  local queued = self:pending()
+  s.refused = 0
+  for _, e in ipairs(queued or {}) do
+    if e.refused then s.refused = s.refused + 1 end
   end
   -- the attachment edits: waiting, and refused (counted with the failed edits)
   local att = attachment_edits.counts(self)

@@ -18,6 +18,7 @@
 -- @module geoservices.store.outgoing
 -- @local
 local capture = require "geoservices.store.capture"
+local domains = require "geoservices.store.domains"
 local json = require "geoservices.json"
 local shared = require "geoservices.store.shared"
 local schema = require "geoservices.store.schema"
@@ -132,7 +133,8 @@ end
 
 --- The rule an unsent add or update breaks, or nil: a GlobalID that is
 -- not one, a value of the wrong type for its field or longer than it, a
--- field the layer requires left empty, a geometry that cannot be read or
+-- value outside its field's domain (a code it does not list, a number out
+-- of its range: geoservices.store.domains), a field the layer requires left empty, a geometry that cannot be read or
 -- of another kind than the layer's.
 -- @param st the store
 -- @tparam table spec the layer's spec
@@ -146,12 +148,13 @@ function outgoing.refusal(st, spec, op, gid, f, current)
     return ("its GlobalID %q is not a GlobalID ({XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX})"):format(gid)
   end
   local values = type(current.attributes) == "table" and current.attributes or {}
+  local layer_domains = domains.of(st, spec)
   for _, c in ipairs(spec.columns) do
     if c.name ~= spec.oid and c.name ~= spec.globalid then
       local sent = f.attributes[c.name]
       local v = op == "add" and values[c.name] or sent
       if not is_null(v) then
-        local rule = value_rule(c, v)
+        local rule = value_rule(c, v) or domains.rule(layer_domains[c.name], c.name, v)
         if rule then return rule end
       elseif c.required and (op == "add" or sent == json.null) then
         return ("field %s is required: the layer takes no empty value there"):format(c.name)

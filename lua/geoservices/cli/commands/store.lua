@@ -69,7 +69,7 @@ end
 local function edit_event(st, event, e)
   local ev = { event = event, layer_name = layer_name(st, e.layer) }
   for _, k in ipairs{ "kind", "seq", "op", "layer", "globalId", "feature", "base", "server", "attempt", "created",
-                      "detected", "description", "outcome" } do
+                      "detected", "description", "outcome", "refused" } do
     ev[k] = e[k]
   end
   return ev
@@ -95,7 +95,7 @@ function status.run(args, out)
               replicaName = s.replicaName, syncModel = s.syncModel, syncDirection = s.syncDirection,
               generation = s.generation, layerServerGens = s.layerGenerations and json.array(s.layerGenerations),
               lastSync = s.lastSync, pending = s.pending.total, in_flight = s.pending.in_flight,
-              pending_by_layer = layers, failed = s.failed, conflicts = s.conflicts,
+              pending_by_layer = layers, failed = s.failed, conflicts = s.conflicts, refused = s.refused,
               unknownCrs = json.array(s.unknownCrs or {}), summary = tostring(s) }
   else
     out:line(("%s: replica %s %s of %s (%s, %s)"):format(s.path, tostring(s.replicaName or "-"),
@@ -113,9 +113,10 @@ function status.run(args, out)
       end
       parts[#parts + 1] = ("%s: %s"):format(l.name, table.concat(kinds, ", "))
     end
-    out:line(("  %d local edit%s%s%s"):format(s.pending.total, s.pending.total == 1 and "" or "s",
+    out:line(("  %d local edit%s%s%s%s"):format(s.pending.total, s.pending.total == 1 and "" or "s",
       #parts > 0 and (" (" .. table.concat(parts, "; ") .. ")") or "",
-      s.pending.in_flight > 0 and (", %d in flight"):format(s.pending.in_flight) or ""))
+      s.pending.in_flight > 0 and (", %d in flight"):format(s.pending.in_flight) or "",
+      (s.refused or 0) > 0 and (", %d refused here (geoservices pending %s)"):format(s.refused, s.path) or ""))
     out:line(("  %d failed%s, %d conflict%s%s"):format(s.failed,
       s.failed > 0 and (" (geoservices replica failed " .. s.path .. ")") or "", s.conflicts,
       s.conflicts == 1 and "" or "s", s.conflicts > 0 and (" (geoservices conflicts " .. s.path .. ")") or ""))
@@ -192,6 +193,7 @@ end
 
 local list_pending = list_command("pending", "pending_edit", function(st, e)
   return (e.attempt and "(in flight) " or "") .. fields_text(st, e)
+    .. (e.refused and ("  (refused here, not sent: %s)"):format(e.refused) or "")
 end, attachment_lines)
 
 pending.run = list_pending
