@@ -7,7 +7,8 @@
 -- phase markers, TORTURE_PAUSE=<marker> pauses at one (spec/torture/markers.lua);
 -- TORTURE_TRANSPORT=url|embedded asks for that transportType (otherwise the
 -- store chooses); TORTURE_FORGET_JOURNAL=1 gives the sync a journal that
--- forgets (spec/torture/forgetful.lua: the mutation check).
+-- forgets (spec/torture/forgetful.lua: the mutation check); TORTURE_ADOPT_COPY=1
+-- syncs with adopt_copy (that check's store runs its full count).
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
 local forgetful = require "spec.torture.forgetful"
@@ -35,6 +36,7 @@ end
 local result, err = st:sync(client, {
   params = { async = mode == "async" or nil, transportType = TRANSPORTS[transport] }, poll_interval = 0.05,
   lock_timeout = lock_timeout, timeout = 120, on_fill = markers.on_fill(), journal = forgetful.option(),
+  adopt_copy = os.getenv("TORTURE_ADOPT_COPY") == "1" or nil, -- the torture's journal-off check
 })
 markers.mark("done")
 io.stdout:write(json.encode{

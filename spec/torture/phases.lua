@@ -5,15 +5,18 @@
 local M = {}
 
 --- The phases, in the order of a synchronization (the columns of the table).
-M.ORDER = { "send", "import", "poll", "download", "commit", "verify", "missed" }
+M.ORDER = { "send", "submit", "import", "poll", "download", "commit", "verify", "missed" }
 M.TITLES = {
-  send = "before send", import = "server imports", poll = "polling", download = "downloading",
+  send = "before send", submit = "job submitted", import = "server imports", poll = "polling",
+  download = "downloading",
   commit = "commit", verify = "verifying", missed = "missed",
 }
 
---- The phases a mode can aim at: polling only with an async job.
+--- The phases a mode can aim at: polling only with an async job, and with
+-- one "submit": its submission has left, the job runs, its answer (the
+-- status address) is not back yet.
 function M.targets(mode)
-  if mode.async then return { "send", "import", "poll", "download", "commit" } end
+  if mode.async then return { "send", "submit", "import", "poll", "download", "commit" } end
   return { "send", "import", "download", "commit" }
 end
 
@@ -26,6 +29,10 @@ end
 function M.plan(target, mode)
   if target == "send" then
     return { pause = "send", marker = "send", window = { 0.02, 0.3 } }
+  elseif target == "submit" then
+    -- the job is made at once and runs; the answer that names it waits
+    return { marker = "sent", window = { 0.02, 0.4 }, delay = { route = "synchronizeReplica", ms = 500 },
+             in_flight = true }
   elseif target == "import" and not mode.async then
     -- the edits are applied and saved at once; the answer waits
     return { marker = "sent", window = { 0.05, 0.4 }, delay = { route = "synchronizeReplica", ms = 500 },
@@ -57,7 +64,7 @@ function M.landed(markers, mode)
     if markers[i] ~= "failed" then last = markers[i] break end
   end
   if last == nil or last == "send" then return "send" end
-  if last == "sent" then return "import" end
+  if last == "sent" then return mode.async and "submit" or "import" end
   if last == "answered" then
     if mode.async then return "import" end
     return mode.transport == "embedded" and "commit" or "download"

@@ -109,6 +109,26 @@ function M.interfere(ctx, plan, run, hit)
   end
 end
 
+--- In every odd run with a feature to spare, B edits one of A's features
+-- that A's edits of this run leave alone, BEFORE A's interrupted sync: the
+-- killed child itself downloads B's change (and is killed in its commit,
+-- say); A's next sync must bring it again. Returns B's edit, or nil.
+function M.crew_change_first(ctx, plan, run)
+  if run % 2 == 0 then return nil end
+  local mine = {}
+  if plan.update then mine[plan.update.gid] = true end
+  if plan.delete then mine[plan.delete] = true end
+  local spare = {}
+  for _, gid in ipairs(ctx.pool) do
+    if not mine[gid] then spare[#spare + 1] = gid end
+  end
+  if #spare == 0 then return nil end
+  local gid = spare[math.random(#spare)]
+  ctx.b:update(ctx.emu.url, gid, ("b%d-%d-first"):format(ctx.mode.index, run), run)
+  ctx.b_first = (ctx.b_first or 0) + 1
+  return gid
+end
+
 --- The counts from the server's change log and final values; `views`: the
 -- replicas holding data (name -> function(gid) -> value or false).
 function M.analyse(ctx, views)
@@ -116,6 +136,8 @@ function M.analyse(ctx, views)
   local server = ctx.emu:features("Parcels", 0)
   local tally = ctx.ledger:analyse(changelog, server, views)
   tally.journals_seen = ctx.journals_seen
+  tally.b_first = ctx.b_first
+  tally.sql_updates = ctx.sql_updates
   return tally
 end
 
