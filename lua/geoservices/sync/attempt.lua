@@ -189,13 +189,17 @@ end
 -- After a failed request or job: pending, abandoned, or read back now.
 local function after_failure(client, j, err, sent, opts)
   if sent.job and not jobs.over(err) then return nil, jobs.pending(err, j.kept_in, sent.job) end
-  if not err.outcome_unknown and not sent.job and not sent.answered then
+  local nothing_applied = not err.outcome_unknown and not sent.job and not sent.answered
+  -- err.generation_unknown: the server answered (the result then failed: a file gone or cut,
+  -- a full disk) or its answer was lost: it ran the sync, its generation may have moved; read
+  -- back (nothing to read: the journal marks the generation unknown, as after a lost answer)
+  if nothing_applied and not err.generation_unknown then
     j:abandon() -- it never left, or the server refused it whole: nothing applied
     return nil, err
   end
   local summary, verr = read_back(client, j, { completed = false, provisional = true }, opts)
   if not summary then return nil, err, verr end
-  j:note_read(err, summary)
+  if not nothing_applied then j:note_read(err, summary) end
   if summary.unsettled > 0 and err.kind == "job" and err.status_resource and not opts.after_failed_job then
     -- an all-or-nothing job failed on one edit and applied none: the edits
     -- go again at once in a synchronous request whose per-edit results name

@@ -193,6 +193,8 @@ local function finish(client, doc, status, sink, ctx)
     sink:absorb(doc) -- an embedded result that was decoded whole
   end
   local function fail(err)
+    -- the server answered: it ran the sync, its generation of the replica may have moved
+    err.generation_unknown = true
     if ctx.carried_edits then return nil, unknown_outcome(err) end
     return nil, err
   end
@@ -325,7 +327,9 @@ end
 -- @treturn[3] table err: kind "invalid" (bad service name, parameter or output, nothing sent),
 --   "network", "timeout", "cancelled", "http", "server", "auth", "protocol", "job" (the job failed
 --   or is gone), "edits" (opts.strict), "io" (opts.output could not be written); `err.ambiguous` and
---   `err.outcome_unknown` when uploaded edits may have been applied
+--   `err.outcome_unknown` when uploaded edits may have been applied; `err.generation_unknown` when the
+--   server may have run the synchronization (it answered, or its answer was lost): the replica's
+--   generation on the server may have moved
 -- @raise when service is not a string or params is not a table, or a parameter value cannot be sent
 function sync.synchronize_replica(self, service, params, opts)
   opts = opts or {}
@@ -366,7 +370,10 @@ function sync.synchronize_replica(self, service, params, opts)
   local doc, post_err, info = self:post(url, fields, { timeout = request_timeout, retry = mode,
                                                        fresh_connect = sent ~= nil, records = new_sink })
   if not doc then
-    if sent and (info.ambiguous or retry.ambiguous(post_err)) then return nil, unknown_outcome(post_err) end
+    if info.ambiguous or retry.ambiguous(post_err) then
+      post_err.generation_unknown = true -- its answer lost: the server may have run it all the same
+      if sent then return nil, unknown_outcome(post_err) end
+    end
     return nil, post_err
   end
   local ctx = {
