@@ -124,6 +124,12 @@ describe("a saved (sqlite) result file", function()
     assert.equal(3, #o.gets)
   end)
 
+  it("a resumed chunk answered with the whole file (200): saved once, byte for byte", function()
+    local o = run(server{ {}, { cut_range = 1000 }, { ranges = false } }, CHUNK)
+    saved_whole(o)
+    assert.same({ "bytes=0-9999", "bytes=10000-19999", "bytes=19000-28999" }, o.gets)
+  end)
+
   it("a chunk cut short by the connection is resumed where it stopped", function()
     local o = run(server{ {}, { cut = 4000 }, {} }, CHUNK)
     saved_whole(o)

@@ -124,4 +124,37 @@ describe("store safety net", function()
     assert(st:sync(world.client()))
     st:close()
   end)
+
+  it("a delete in flight that never left: read back, not applied, sent by the next sync", function()
+    local st = world.create("delete-in-flight")
+    assert(st:delete(0, F2))
+    killed_sync(st, "send")
+    assert.is_not_nil(server_has(F2))
+    assert(st:sync(world.client()))
+    assert.is_nil(server_has(F2))
+    assert.equal(1, applied_by(st)["delete " .. norm(F2)])
+    assert.equal(0, #assert(st:pending()))
+    st:close()
+  end)
+
+  it("edits applied whose answer was lost: read back as applied, never sent again", function()
+    local st = world.create("answer-lost")
+    local added = assert(st:add(0, { attributes = { APN = "answer lost" } }))
+    assert(st:update(0, { attributes = { GlobalID = F1, OWNER = "answer lost" } }))
+    killed_sync(st, "answer") -- the server applied both; their answer died with the process
+    assert(st:sync(world.client()))
+    assert(st:sync(world.client()))
+    local seen = applied_by(st)
+    assert.equal(1, seen["add " .. norm(added)])
+    assert.equal(1, seen["update " .. norm(F1)])
+    assert.equal(0, #assert(st:pending()))
+    assert.same({}, assert(st:failed()))
+    -- every attempt the server saw: none refused as a duplicate either
+    local attempts = 0
+    for _, e in ipairs(world.emu:control("changelog?service=Parcels").entries) do
+      if norm(e.globalId) == norm(added) then attempts = attempts + 1 end
+    end
+    assert.equal(1, attempts)
+    st:close()
+  end)
 end)
