@@ -175,7 +175,9 @@ describe("synchronizeReplica against the emulator", function()
   describe("transports and async jobs give one normalized result", function()
     local function run(transport, async)
       emu:reset()
-      emu:control("settings", { job_step_ms = 20 })
+      -- Pending lasts long enough that the first poll sees it however busy the
+      -- machine (at 20 ms a slow first poll found InProgress); the rest stay short
+      emu:control("settings", { job_step_ms = 20, job_phase_ms = { Pending = 3000 } })
       local e = geoservices.edits()
       e:add(0, { attributes = { APN = "t" } })
       assert(sync{ replicaID = CREW2, replicaServerGen = 1, edits = e })
