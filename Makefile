@@ -1,4 +1,5 @@
-# lua-geoservices build. `make help` lists the targets.
+# lua-geoservices build. `make help` lists the targets: the `## ` comment above
+# each target is its line there (keep one on every target a person runs).
 SHELL := /bin/bash
 # Variables follow LuaRocks' make convention so the rockspec can drive it.
 
@@ -79,32 +80,47 @@ HTTPD_SO   = $(BUILD)/geoservices/httpd.so
 CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/tests/test_jsonstream \
              $(BUILD)/tests/test_records $(BUILD)/tests/test_numbers \
              $(BUILD)/tests/test_geom $(BUILD)/tests/test_store_apply $(BUILD)/tests/test_srs
-HEADERS    = $(wildcard csrc/*.h csrc/net/*.h csrc/json/*.h csrc/store/*.h)
 
-.PHONY: torture all core httpd deps test test-qgis lint ctest busted demo emulator install install-emulator uninstall \
-        clean asan \
-        completions \
-        help fuzz bench docs
+# One object per C file (build/obj/<its path under csrc>.o) with its
+# dependency file (-MMD -MP): an edit recompiles the files it touches and
+# relinks what they go into. The objects serve core.so, httpd.so and the C
+# tests alike (one set of flags: every library's include path). The flags are
+# kept in build/obj/flags: other flags (CFLAGS=..., SANFLAGS) rebuild all.
+# WERROR=1 adds -Werror; an object built earlier without it keeps its
+# warnings in its .warn file, which `all` then refuses (warncheck).
+OBJ        = $(BUILD)/obj
+obj_of     = $(patsubst csrc/%.c,$(OBJ)/%.o,$(1))
+CORE_OBJ   = $(call obj_of,$(CORE_SRC))
+HTTPD_OBJ  = $(call obj_of,$(HTTPD_SRC))
+INC_CFLAGS = -Icsrc $(LUA_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS) $(PROJ_CFLAGS) $(MHD_CFLAGS)
+OBJ_FLAGS  = $(CC) $(filter-out -Werror,$(ALLCFLAGS)) $(INC_CFLAGS)
+
+# Objects made through a pattern chain (a test's or fuzz target's own .o) are
+# kept: an edit elsewhere does not recompile them.
+.SECONDARY:
+
+.PHONY: torture all core httpd deps setup check test test-slow test-qgis lint ctest busted demo emulator install \
+        install-emulator uninstall clean asan completions help fuzz bench docs warncheck FORCE
 
 # Two parts, two rocks: the client (rockspec/geoservices-scm-1.rockspec: `core`
 # and `install`: libcurl, libsqlite3, libproj) and the emulator
 # (rockspec/geoservices-emulator-scm-1.rockspec: `httpd` and `install-emulator`,
 # libmicrohttpd). `all` builds both, for developers.
-all: core httpd
+## build core.so (the client's C core) and httpd.so (the emulator's server) into build/geoservices/
+all: core httpd $(if $(filter 1,$(WERROR)),warncheck)
+## build core.so only (what the client's rock builds)
 core: $(CORE_SO)
+## build httpd.so only (what the emulator's rock builds)
 httpd: $(HTTPD_SO)
 
+## this list (from the `## ` comment above each target in the Makefile)
 help:
-	@echo "make demo      build, start the emulator, run examples/tour.lua, stop it"
-	@echo "make test      deps + build + luacheck + C unit tests (valgrind) + busted"
-	@echo "make test-qgis QGIS itself edits a store (installs qgis; not in make test)"
-	@echo "make emulator  run the emulator in the foreground (PORT=0 DATA=$(DATA) ARGS='--verbose ...')"
-	@echo "make asan      the whole test suite under AddressSanitizer + UBSan"
-	@echo "make install   the client: LUA_LIBDIR=... LUADIR=... BINDIR=... (defaults under $(PREFIX)),"
-	@echo "               with shell completion for bash, zsh and fish (BASH_/ZSH_/FISH_COMPLETION_DIR)"
-	@echo "make install-emulator  the emulator (httpd.so, its modules, the example world, geoservices-emulator)"
-	@echo "make docs      the API reference (lua-ldoc) into $(BUILD)/docs/"
+	@awk '/^## /{d = d (d ? "\n                    " : "") substr($$0, 4); next} \
+	  /^[a-zA-Z][a-zA-Z_-]*:/ && d {t = $$0; sub(/:.*/, "", t); printf "  make %-12s %s\n", t, d} {d = ""}' \
+	  $(MAKEFILE_LIST)
 
+## install the Debian packages the build and the tests need (apt-get, as root);
+## make demo and make test run it first, no other target does
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || missing="$$missing $$p"; \
@@ -120,61 +136,108 @@ deps:
 	  echo "missing Debian packages; run as root:"; echo "  apt-get install -y$$missing"; exit 1; \
 	fi
 
-$(CORE_SO): $(CORE_SRC) $(HEADERS) | $(BUILD)/geoservices
-	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS) $(PROJ_CFLAGS) $(LIBFLAG) -o $@ $(CORE_SRC) \
-	  $(CURL_LIBS) $(SQLITE_LIBS) $(PROJ_LIBS) $(MATH_LIBS) $(LDFLAGS)
+## the same as make deps
+setup: deps
 
-$(HTTPD_SO): $(HTTPD_SRC) $(HEADERS) | $(BUILD)/geoservices
-	$(CC) $(ALLCFLAGS) -Icsrc $(LUA_CFLAGS) $(MHD_CFLAGS) $(LIBFLAG) -o $@ $(HTTPD_SRC) $(MHD_LIBS) $(LDFLAGS)
+$(OBJ)/flags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(OBJ_FLAGS)' | cmp -s - $@ || echo '$(OBJ_FLAGS)' > $@
+FORCE:
 
+$(OBJ)/%.o: csrc/%.c $(OBJ)/flags
+	@mkdir -p $(@D)
+	@echo "cc $<"
+	@$(CC) $(ALLCFLAGS) $(INC_CFLAGS) -MMD -MP -c -o $@ $< 2> $@.warn; status=$$?; cat $@.warn >&2; exit $$status
+-include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
+
+warncheck: $(CORE_OBJ) $(HTTPD_OBJ)
+	@w=$$(cat $(addsuffix .warn,$^)); if [ -n "$$w" ]; then echo "$$w"; \
+	  echo "WERROR=1: the warnings above, from objects built without it"; exit 1; fi
+
+$(CORE_SO): $(CORE_OBJ) | $(BUILD)/geoservices
+	$(CC) $(ALLCFLAGS) $(LIBFLAG) -o $@ $(CORE_OBJ) $(CURL_LIBS) $(SQLITE_LIBS) $(PROJ_LIBS) $(MATH_LIBS) $(LDFLAGS)
+
+$(HTTPD_SO): $(HTTPD_OBJ) | $(BUILD)/geoservices
+	$(CC) $(ALLCFLAGS) $(LIBFLAG) -o $@ $(HTTPD_OBJ) $(MHD_LIBS) $(LDFLAGS)
+
+# The C tests link static archives of the objects without Lua: the linker
+# takes from them only the objects a test uses (and what those use).
 PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/records.c \
              csrc/json/records_parse.c \
              csrc/json/parse_worker.c \
              csrc/store/geom.c csrc/store/arc.c csrc/store/isotime.c csrc/store/spool.c
 # the store's curves (csrc/store/arc.c) use libm's trigonometry
 MATH_LIBS  = -lm
-$(BUILD)/tests/test_%: csrc/tests/test_%.c csrc/tests/check.h csrc/tests/fill_source.h $(HEADERS) $(PURE_C_SRC) | $(BUILD)/tests
-	$(CC) $(ALLCFLAGS) -Icsrc -o $@ $< $(PURE_C_SRC) $(MATH_LIBS) $(LDFLAGS)
 # The store's apply path needs libsqlite3 (no Lua): its tests and fuzz target link it.
 STORE_SQL_SRC = $(sort $(wildcard csrc/store/apply*.c)) csrc/store/rtree.c
-$(BUILD)/tests/test_store_%: csrc/tests/test_store_%.c csrc/tests/check.h $(HEADERS) $(PURE_C_SRC) $(STORE_SQL_SRC) \
-  | $(BUILD)/tests
-	$(CC) $(ALLCFLAGS) -Icsrc $(SQLITE_CFLAGS) -o $@ $< $(PURE_C_SRC) $(STORE_SQL_SRC) $(SQLITE_LIBS) $(MATH_LIBS) \
-	  $(LDFLAGS)
+PURE_LIB   = $(OBJ)/libpure.a
+STORE_LIB  = $(OBJ)/libstore_sql.a
+$(PURE_LIB): $(call obj_of,$(PURE_C_SRC))
+$(STORE_LIB): $(call obj_of,$(STORE_SQL_SRC))
+$(PURE_LIB) $(STORE_LIB):
+	@rm -f $@
+	$(AR) rcs $@ $^
 
+$(BUILD)/tests/test_%: $(OBJ)/tests/test_%.o $(PURE_LIB) | $(BUILD)/tests
+	$(CC) $(ALLCFLAGS) -o $@ $< $(PURE_LIB) $(MATH_LIBS) $(LDFLAGS)
+$(BUILD)/tests/test_store_%: $(OBJ)/tests/test_store_%.o $(STORE_LIB) $(PURE_LIB) | $(BUILD)/tests
+	$(CC) $(ALLCFLAGS) -o $@ $< $(STORE_LIB) $(PURE_LIB) $(SQLITE_LIBS) $(MATH_LIBS) $(LDFLAGS)
 # The SRS lookup needs libproj and nothing else of ours.
-$(BUILD)/tests/test_srs: csrc/tests/test_srs.c csrc/tests/check.h csrc/store/srs.c csrc/store/srs.h | $(BUILD)/tests
-	$(CC) $(ALLCFLAGS) -Icsrc $(PROJ_CFLAGS) -o $@ $< csrc/store/srs.c $(PROJ_LIBS) $(LDFLAGS)
+$(BUILD)/tests/test_srs: $(OBJ)/tests/test_srs.o $(OBJ)/store/srs.o | $(BUILD)/tests
+	$(CC) $(ALLCFLAGS) -o $@ $^ $(PROJ_LIBS) $(LDFLAGS)
 
 $(BUILD)/geoservices $(BUILD)/tests:
 	mkdir -p $@
 
-lint: deps
-	$(LUACHECK) -q .
+## luacheck over the tree (cached in build/luacheck.cache) and luarocks lint of both rockspecs
+lint:
+	@mkdir -p $(BUILD)
+	$(LUACHECK) -q --cache $(BUILD)/luacheck.cache .
 	luarocks lint rockspec/geoservices-scm-1.rockspec
 	luarocks lint rockspec/geoservices-emulator-scm-1.rockspec
 
 # Each C test runs natively, then under valgrind (which emulates x87 with
 # doubles, so the parser's extended-precision fast path is only exercised
-# natively).
-ctest: $(CTESTS)
-	@for t in $(CTESTS); do \
-	  $$t || exit 1; \
-	  if command -v valgrind >/dev/null && [ -z "$(SANFLAGS)" ]; then \
-	    valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all $$t > /dev/null || exit 1; \
-	  fi; \
-	done
+# natively); VALGRIND= runs them natively only (make check). One target per
+# test (ctest-NAME), so make -j runs them side by side.
+VALGRIND ?= valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all
+CTEST_RUNS = $(patsubst $(BUILD)/tests/%,ctest-%,$(CTESTS))
+.PHONY: $(CTEST_RUNS)
+## the C unit tests (csrc/tests), natively then under valgrind
+ctest: $(CTEST_RUNS)
+$(CTEST_RUNS): ctest-%: $(BUILD)/tests/%
+	@$<
+	@if [ -n "$(VALGRIND)" ] && [ -z "$(SANFLAGS)" ] && command -v valgrind >/dev/null; then \
+	  $(VALGRIND) $< > /dev/null || { echo "$*: valgrind failed"; exit 1; }; fi
 
+# busted over every spec, BUSTED_JOBS files at a time in their own processes
+# (.ci/busted-parallel), their TAP merged into build/busted.tap; BUSTED_FLAGS
+# adds options. One file: busted --cpath='build/?.so' spec/store/sync_spec.lua
+BUSTED_JOBS ?= 4
+## every spec (spec/**/*_spec.lua), in parallel processes; the results in build/busted.tap
 busted: all
-	@mkdir -p $(BUILD)
-	$(BUSTED) --cpath='$(BUILD)/?.so' -o TAP $(BUSTED_FLAGS) | tee $(BUILD)/busted.tap; exit $${PIPESTATUS[0]}
+	BUSTED='$(BUSTED)' BUSTED_CPATH='$(BUILD)/?.so' BUSTED_FLAGS='$(BUSTED_FLAGS)' \
+	  .ci/busted-parallel -j $(BUSTED_JOBS) -o $(BUILD)/busted.tap
 
+# The quick lane: what an edit needs before a commit, in under a minute.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+## the quick lane, for every edit (under a minute): build, the C tests natively, the unit specs
+## (spec/unit, one process), luacheck
+check:
+	@$(MAKE) -s -j$(JOBS) WERROR=1 all $(CTESTS)
+	@$(MAKE) -s -j$(JOBS) --output-sync=target VALGRIND= ctest
+	$(BUSTED) --cpath='$(BUILD)/?.so' spec/unit
+	$(LUACHECK) -q --cache $(BUILD)/luacheck.cache lua spec
+
+# What CI runs (.ci/run). The build first, then side by side: busted (its
+# files in parallel processes), the C tests under valgrind, the fuzz targets
+# for 10 s each and the lint; -k: every part runs and reports.
+TEST_JOBS ?= 3
+## what CI runs: deps, the build (-Werror), then side by side busted over every spec,
+## the C tests (valgrind), the fuzz targets 10 s each and the lint
 test: deps
-	$(MAKE) WERROR=1 all
-	$(MAKE) lint
-	$(MAKE) WERROR=1 ctest
-	$(MAKE) fuzz FUZZ_SECONDS=10
-	$(MAKE) busted
+	$(MAKE) -j$(JOBS) WERROR=1 all $(CTESTS) $(FUZZ_BINS)
+	$(MAKE) -j$(TEST_JOBS) -k --output-sync=target WERROR=1 FUZZ_SECONDS=10 busted ctest fuzz lint
 
 # The crash torture (spec/torture/run.lua): client:sync with a state file,
 # then the replica store, RUNS runs each (default 200) spread over the
@@ -186,10 +249,11 @@ test: deps
 # the server's change log. Exit 1 on any lost, duplicated, re-applied,
 # stale or twice-downloaded edit (both parts run either way). SEED repeats
 # a run. `make test` runs a short version and its mutation check
-# (spec/torture_spec.lua).
+# (spec/sync/torture_spec.lua).
 RUNS ?= 200
 SEED ?= $$(date +%s)
-torture: deps all
+## the crash torture at full size (RUNS=200 each for client:sync and the store; SEED= repeats a run)
+torture: all
 	@status=0; \
 	for target in sync store; do \
 	  LUA_PATH='lua/?.lua;lua/?/init.lua;./?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' \
@@ -215,16 +279,24 @@ oracle: deps all
 # patch that no longer applies counts as NOT caught. MUTATIONS="01 07" runs
 # some. Not in `make test` (it runs the specs once per bug): `make test-slow`
 # runs it after the crash torture.
-.PHONY: mutate test-slow
-mutate: deps all
+.PHONY: mutate
+## the mutation check: each planted bug of spec/mutations/ must make its specs fail (MUTATIONS="01 07")
+mutate: all
 	BUSTED='$(BUSTED)' spec/mutations/run.sh $(MUTATIONS)
-test-slow: deps all
-	@status=0; $(MAKE) torture || status=1; $(MAKE) mutate || status=1; exit $$status
+
+# The slow lane: what `make test` leaves out for its length, one target after
+# the other (each runs even when one before failed). Add a target here.
+SLOW_TARGETS ?= torture mutate fuzz test-qgis bench
+## the slow lane, one after the other: torture, mutate, fuzz (200 s each), test-qgis, bench
+## (SLOW_TARGETS)
+test-slow: all
+	@status=0; for t in $(SLOW_TARGETS); do echo "== make $$t"; $(MAKE) $$t || status=1; done; exit $$status
 
 # QGIS itself edits a replica store and holds it open during a sync
 # (spec/qgis/, headless): not in `make test`, QGIS being large; installs
 # qgis and python3-qgis like `make deps`.
-test-qgis: deps all
+## QGIS itself edits a store and holds it open during a sync (installs qgis; not in make test)
+test-qgis: all
 	$(MAKE) deps DEB_PACKAGES="qgis python3-qgis"
 	QT_QPA_PLATFORM=offscreen $(BUSTED) --cpath='$(BUILD)/?.so' --pattern=_in_qgis spec/qgis
 
@@ -232,7 +304,8 @@ test-qgis: deps all
 # BENCH_SIZES="10000 100000" shortens it.
 # The rows of issue 17 gather in $(BUILD)/bench/results.tsv and are printed
 # last, each beside its target (spec/bench/summary.lua).
-bench: deps all
+## the benchmarks, ratios against baselines of the same run (BENCH_SIZES="10000 100000" shortens)
+bench: all
 	@mkdir -p $(BUILD)/bench && : > $(BUILD)/bench/results.tsv
 	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' BENCH_DIR=$(BUILD)/bench \
 	  BENCH_RESULTS=$(BUILD)/bench/results.tsv $(LUA) spec/bench/run.lua
@@ -245,23 +318,37 @@ bench: deps all
 
 # libFuzzer targets (clang, ASan + UBSan) over the pure C parts, each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/, the seed corpus stays as it is.
+# Their objects are built once, instrumented, into build/fuzz/obj/.
 FUZZ_SECONDS ?= 200
 FUZZ_TARGETS  = jsonstream records urlencode gpkg_geom store_apply
 FUZZ_CC      ?= clang
-fuzz: deps
-	@mkdir -p $(BUILD)/fuzz
-	@for t in $(FUZZ_TARGETS); do \
-	  $(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Icsrc \
-	    -D_POSIX_C_SOURCE=200809L -pthread -o $(BUILD)/fuzz/fuzz_$$t csrc/fuzz/fuzz_$$t.c $(PURE_C_SRC) \
-	    $(STORE_SQL_SRC) $(SQLITE_CFLAGS) $(SQLITE_LIBS) $(MATH_LIBS) || exit 1; \
-	  mkdir -p $(BUILD)/fuzz/corpus_$$t; \
-	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    $(BUILD)/fuzz/corpus_$$t csrc/fuzz/corpus/$$t > $(BUILD)/fuzz/$$t.log 2>&1; \
-	  status=$$?; \
-	  runs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $(BUILD)/fuzz/$$t.log); \
-	  echo "fuzz_$$t: $$runs executions in $(FUZZ_SECONDS) s, exit $$status"; \
-	  if [ $$status -ne 0 ]; then tail -n 40 $(BUILD)/fuzz/$$t.log; exit 1; fi; \
-	done
+FUZZ_OBJ      = $(BUILD)/fuzz/obj
+FUZZ_CFLAGS   = -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Icsrc \
+                -D_POSIX_C_SOURCE=200809L -pthread $(SQLITE_CFLAGS)
+FUZZ_LIB      = $(FUZZ_OBJ)/libfuzzed.a
+FUZZ_BINS     = $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+FUZZ_RUNS     = $(patsubst %,fuzz-%,$(FUZZ_TARGETS))
+$(FUZZ_OBJ)/%.o: csrc/%.c
+	@mkdir -p $(@D)
+	@echo "clang (fuzz) $<"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+-include $(shell find $(FUZZ_OBJ) -name '*.d' 2>/dev/null)
+$(FUZZ_LIB): $(patsubst csrc/%.c,$(FUZZ_OBJ)/%.o,$(PURE_C_SRC) $(STORE_SQL_SRC))
+	@rm -f $@
+	$(AR) rcs $@ $^
+$(BUILD)/fuzz/fuzz_%: $(FUZZ_OBJ)/fuzz/fuzz_%.o $(FUZZ_LIB)
+	$(FUZZ_CC) -g -fsanitize=fuzzer,address,undefined -pthread -o $@ $^ $(SQLITE_LIBS) $(MATH_LIBS)
+.PHONY: $(FUZZ_RUNS)
+## the libFuzzer targets, FUZZ_SECONDS each (default 200; make test runs them 10 s each)
+fuzz: $(FUZZ_RUNS)
+$(FUZZ_RUNS): fuzz-%: $(BUILD)/fuzz/fuzz_%
+	@mkdir -p $(BUILD)/fuzz/corpus_$*
+	@$< -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz/corpus_$* csrc/fuzz/corpus/$* \
+	  > $(BUILD)/fuzz/$*.log 2>&1; \
+	status=$$?; \
+	runs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $(BUILD)/fuzz/$*.log); \
+	echo "fuzz_$*: $$runs executions in $(FUZZ_SECONDS) s, exit $$status"; \
+	if [ $$status -ne 0 ]; then tail -n 40 $(BUILD)/fuzz/$*.log; exit 1; fi
 
 # The suite again, every C file built with ASan+UBSan into its own tree. Lua
 # itself is not instrumented, so the runtime is preloaded; leak checking stays
@@ -272,7 +359,8 @@ ASAN_LIB = $(shell $(CC) -print-file-name=libasan.so)
 # lookup, and ASan's __cxa_throw interceptor aborts ("real___cxa_throw != 0")
 # when libstdc++ only arrives later with core.so into lua5.4 (a C program).
 ASAN_PRELOAD = $(ASAN_LIB) $(shell $(CC) -print-file-name=libstdc++.so)
-asan: deps
+## the C tests and every spec again, C built with AddressSanitizer + UBSan into build/asan/
+asan:
 	$(MAKE) BUILD=build/asan WERROR=1 CFLAGS="-O1 -g -fno-omit-frame-pointer" \
 	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" all ctest
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
@@ -281,11 +369,13 @@ asan: deps
 
 # The same program and options as `geoservices emulator` (geoservices.emulator.main);
 # ARGS adds any of them: make emulator ARGS='--state-file state.json --verbose'.
-emulator: deps all
+## run the emulator in the foreground (PORT=0 DATA=examples/data/world.json ARGS='--verbose ...')
+emulator: all
 	LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' \
 	  $(LUA) lua/geoservices/emulator/main.lua --port $(PORT) --data $(DATA) $(ARGS)
 
 # Start the emulator on a free port, run the tour against it, stop it by PID.
+## build, start the emulator on a free port, run the examples against it, stop it
 demo: deps all
 	@LUA='$(LUA)' BUILD='$(BUILD)' DATA='$(DATA)' sh examples/run_with_emulator.sh examples/tour.lua examples/batch_sync.lua examples/configure_org.lua examples/store_tour.lua \
 	  examples/cli_tour.sh
@@ -300,6 +390,7 @@ COMPLETIONS = $(BUILD)/completions/geoservices.bash $(BUILD)/completions/_geoser
               $(BUILD)/completions/geoservices.fish
 completion_of = LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' \
 	  $(LUA) -e 'io.write(require("geoservices.cli").parser():get_$(1)_complete())' > $@.tmp && mv $@.tmp $@
+## the shell completion scripts of the geoservices command (bash, zsh, fish) into build/completions/
 completions: $(COMPLETIONS)
 $(BUILD)/completions:
 	mkdir -p $@
@@ -312,6 +403,8 @@ $(BUILD)/completions/geoservices.fish: $(CORE_SO) $(wildcard lua/geoservices/cli
 
 # The client: core.so, every module but the emulator's, the geoservices command
 # and its shell completion (bash, zsh, fish).
+## install the client: LUA_LIBDIR=... LUADIR=... BINDIR=... (defaults under PREFIX=/usr/local),
+## with shell completion for bash, zsh and fish (BASH_/ZSH_/FISH_COMPLETION_DIR)
 install: core completions
 	install -d $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices $(DESTDIR)$(BINDIR)
 	install -m 0755 $(CORE_SO) $(DESTDIR)$(LIBDIR)/geoservices/
@@ -324,6 +417,7 @@ install: core completions
 
 # The emulator: httpd.so, its modules, the example world it serves by default,
 # the geoservices-emulator command. Needs the client installed (core, json).
+## install the emulator: httpd.so, its modules, the example world, the geoservices-emulator command
 install-emulator: httpd
 	install -d $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices/emulator/data $(DESTDIR)$(BINDIR)
 	install -m 0755 $(HTTPD_SO) $(DESTDIR)$(LIBDIR)/geoservices/
@@ -332,15 +426,18 @@ install-emulator: httpd
 	install -m 0644 examples/data/world.json examples/data/sample.prvc $(DESTDIR)$(LUADIR)/geoservices/emulator/data/
 	$(call launcher,geoservices.emulator.main,geoservices-emulator)
 
+## remove what install and install-emulator put under PREFIX
 uninstall:
 	rm -rf $(DESTDIR)$(LIBDIR)/geoservices $(DESTDIR)$(LUADIR)/geoservices $(DESTDIR)$(BINDIR)/geoservices \
 	  $(DESTDIR)$(BINDIR)/geoservices-emulator $(DESTDIR)$(BASH_COMPLETION_DIR)/geoservices \
 	  $(DESTDIR)$(ZSH_COMPLETION_DIR)/_geoservices $(DESTDIR)$(FISH_COMPLETION_DIR)/geoservices.fish
 
 # The API reference (lua-ldoc) from the doc comments of lua/geoservices.
-docs: deps
+## the API reference (lua-ldoc) into build/docs/
+docs:
 	rm -rf $(BUILD)/docs
 	ldoc -c rockspec/config.ld -d $(abspath $(BUILD))/docs .
 
+## remove build/
 clean:
 	rm -rf build
