@@ -55,17 +55,10 @@ static int put_str(geoservices_buf *b, const char *s) {
   return geoservices_buf_append(b, s, strlen(s));
 }
 
-/* "the layer's GlobalID is ?N" as the store's GlobalID index answers it: the
- * index holds substr(GlobalID, 2, 8) (geoservices.store.schema.gid_match; the
- * unary + keeps constant propagation from rewriting the key with ?N). */
-static int put_gid_match(geoservices_buf *b, const geoservices_store_layer *l, size_t param) {
+int geoservices_store_put_gid_match(geoservices_buf *b, const geoservices_store_layer *l, size_t param) {
   char num[24];
-  int err;
-  snprintf(num, sizeof num, "?%zu", param);
-  err = put_str(b, "substr(") | put_ident(b, l->cols[l->gid_col].name) | put_str(b, ", 2, 8) = substr(") |
-        put_str(b, num) | put_str(b, ", 2, 8) AND +") | put_ident(b, l->cols[l->gid_col].name) | put_str(b, " = ") |
-        put_str(b, num);
-  return err;
+  snprintf(num, sizeof num, " = ?%zu", param);
+  return put_ident(b, l->cols[l->gid_col].name) | put_str(b, num);
 }
 
 /* The table's INTEGER PRIMARY KEY when it is none of the layer's columns
@@ -102,7 +95,7 @@ static int insert_sql(geoservices_buf *sql, const geoservices_store_layer *l, co
   err |= put_str(sql, ") VALUES (");
   if (fid)
     err |= put_str(sql, "(SELECT ") | put_ident(sql, fid) | put_str(sql, " FROM ") | put_ident(sql, l->table) |
-           put_str(sql, " WHERE ") | put_gid_match(sql, l, l->gid_col + 1) | put_str(sql, "), ");
+           put_str(sql, " WHERE ") | geoservices_store_put_gid_match(sql, l, l->gid_col + 1) | put_str(sql, "), ");
   for (i = 0; i < l->ncols + (l->geom_col != NULL); i++) {
     snprintf(num, sizeof num, "%s?%zu", i ? ", " : "", i + 1);
     err |= put_str(sql, num);
@@ -127,7 +120,7 @@ static int prepare_layer(geoservices_store *s, geoservices_store_layer *l) {
   if (!err && rc == SQLITE_OK) {
     geoservices_buf_reset(&sql);
     err |= put_str(&sql, "DELETE FROM ") | put_ident(&sql, l->table) | put_str(&sql, " WHERE ") |
-           put_gid_match(&sql, l, 1) | geoservices_buf_putc(&sql, '\0');
+           geoservices_store_put_gid_match(&sql, l, 1) | geoservices_buf_putc(&sql, '\0');
     if (!err) rc = sqlite3_prepare_v3(s->db, sql.data, -1, SQLITE_PREPARE_PERSISTENT, &l->remove, NULL);
   }
   if (!err && rc == SQLITE_OK && l->oid_col != GEOSERVICES_STORE_NONE) {

@@ -87,6 +87,24 @@ static int l_store_close(lua_State *L) {
   return 1;
 }
 
+unsigned long long geoservices_store_vm_steps;
+
+/* SQLite's progress handler: counts the work done by the store's
+ * connections (core.store_vm_steps), so that a spec or the bench can tell
+ * a seek from a scan by counts, not by time. */
+static int on_progress(void *ud) {
+  (void)ud;
+  geoservices_store_vm_steps += STORE_PROGRESS_STEPS;
+  return 0;
+}
+
+/* store_vm_steps() -> the SQLite VM instructions run on every store
+ * connection of the process so far, to the nearest STORE_PROGRESS_STEPS. */
+static int l_store_vm_steps(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)geoservices_store_vm_steps);
+  return 1;
+}
+
 /* store_open(path, {create =, readonly =, busy_timeout = ms}) -> Store, or nil, message, code */
 static int l_store_open(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
@@ -117,6 +135,7 @@ static int l_store_open(lua_State *L) {
     return n;
   }
   sqlite3_busy_timeout(u->db, (int)busy_ms);
+  sqlite3_progress_handler(u->db, STORE_PROGRESS_STEPS, on_progress, u);
   u->store = calloc(1, sizeof *u->store);
   if (!u->store) {
     sqlite3_close_v2(u->db);
@@ -196,6 +215,8 @@ void geoservices_open_store(lua_State *L) {
   geoservices_open_store_geometry(L); /* core.gpkg_geometry, core.esri_geometry (store/lua_store_geometry.c) */
   lua_pushcfunction(L, l_store_open);
   lua_setfield(L, -2, "store_open");
+  lua_pushcfunction(L, l_store_vm_steps);
+  lua_setfield(L, -2, "store_vm_steps");
   lua_pushstring(L, sqlite3_libversion());
   lua_setfield(L, -2, "sqlite_version");
   geoservices_open_srs(L); /* core.srs_definition (store/lua_srs.c) */

@@ -170,13 +170,17 @@ static int l_store_get(lua_State *L) {
   sqlite3_stmt *st;
   int rc = SQLITE_OK, ncols, i;
   scratch *sc;
-  /* SELECT * FROM "t" WHERE "gid" = ?1, through the statement cache and the GlobalID index (its key: substr) */
+  /* SELECT * FROM "t" WHERE "gid" = ?1, through the statement cache and a seek in the GlobalID index */
   {
-    char *text = sqlite3_mprintf("SELECT * FROM \"%w\" WHERE substr(\"%w\", 2, 8) = substr(?1, 2, 8) AND +\"%w\" = ?1",
-                                 l->table, l->cols[l->gid_col].name, l->cols[l->gid_col].name);
-    if (!text) return luaL_error(L, "store: not enough memory");
-    lua_pushstring(L, text);
-    sqlite3_free(text);
+    geoservices_buf b;
+    char *table = sqlite3_mprintf("SELECT * FROM \"%w\" WHERE ", l->table);
+    int err = !table;
+    geoservices_buf_init(&b, 0);
+    if (!err) err = geoservices_buf_append(&b, table, strlen(table)) | geoservices_store_put_gid_match(&b, l, 1);
+    sqlite3_free(table);
+    if (!err) lua_pushlstring(L, b.data, b.len);
+    geoservices_buf_free(&b);
+    if (err) return luaL_error(L, "store: not enough memory");
     sql = lua_tostring(L, -1);
   }
   st = geoservices_store_statement(u, sql, &rc);

@@ -27,6 +27,11 @@ typedef struct store_ud {
   int applying;                /* inside apply(): its callback must not re-enter */
 } store_ud;
 
+/* How often (in VM instructions) SQLite calls a connection's progress handler (lua_store.c). */
+#define STORE_PROGRESS_STEPS 1000
+/* lua_store.c: the SQLite VM instructions run on every store connection of the process (core.store_vm_steps). */
+extern unsigned long long geoservices_store_vm_steps;
+
 /* A geometry and a blob buffer owned by a userdata, so that a Lua error
  * while reading a table leaks nothing (__gc frees them). */
 #define SCRATCH_MT "geoservices.store.scratch"

@@ -17,6 +17,9 @@
 --   store's attachment edits are sent; PROJ's WKT for the CRS rows written
 --   'undefined'; the service's relationships from the layers' kept metadata;
 -- * 4 -> 5: conflicts readable and drawn (geoservices.store.conflicts.layout).
+-- * 5 -> 6: each layer's GlobalID index made again on the whole GlobalID
+--   (schema.gid_index_sql): formats 4 and 5 held its first 8 hex digits, and a
+--   lookup scanned every GUID sharing them (sequential GUIDs: all of them).
 -- @module geoservices.store.migrate
 -- @local
 local capture = require "geoservices.store.capture"
@@ -148,12 +151,42 @@ local function to_format_3(db)
   return db:exec("UPDATE geoservices_edits SET feature = NULL WHERE attempt_id IS NULL")
 end
 
+-- The statements that make a layer's GlobalID index today's (none when it is).
+local function gid_index(have, spec)
+  local name = spec.table .. "_" .. spec.globalid
+  if schema.is_gid_index(have[name], spec) then return {} end
+  return { "DROP INDEX IF EXISTS " .. q(name), schema.gid_index_sql(spec) }
+end
+
+-- The name -> sql of the file's indexes and triggers.
+local function schema_objects(db)
+  local rows, m, c = db:rows("SELECT name, sql FROM sqlite_master WHERE type IN ('index', 'trigger')")
+  if not rows then return nil, m, c end
+  local have = {}
+  for _, r in ipairs(rows) do have[r.name] = r.sql end
+  return have
+end
+
+local function to_format_6(db)
+  local specs, have, m, c
+  specs, m, c = layer_specs(db)
+  if specs then have, m, c = schema_objects(db) end
+  if not have then return nil, m, c end
+  for _, spec in ipairs(specs) do
+    local ok
+    ok, m, c = exec_all(db, gid_index(have, spec))
+    if not ok then return nil, m, c end
+  end
+  return true
+end
+
 -- MIGRATIONS[n]: what turns format n - 1 into n (SQL statements, or a function(db)).
 local STEPS = {
   [2] = schema.MIGRATIONS[2],
   [3] = to_format_3,
   [4] = migrate4,
   [5] = conflicts.layout,
+  [6] = to_format_6,
 }
 
 --- Migrates an open store's file.
@@ -189,19 +222,17 @@ end
 
 --- Keeps an opened store's per-layer SQL as this version writes it: the
 -- GlobalID index (a store made before it found GlobalIDs through a UNIQUE
--- index, which stays) and the capture triggers (one is replaced only when its
+-- index, which stays, gets it too) and the capture triggers (one is replaced only when its
 -- text differs, so an up-to-date store is only read). Changes no data.
 -- @param db the connection (outside a transaction)
 -- @tparam table specs the layers' specs (id, table, columns, globalid, oid, geometry_column)
 -- @return true, or nil, msg, code (nothing changed)
 function migrate.refresh(db, specs)
-  local rows, m, c = db:rows("SELECT name, sql FROM sqlite_master WHERE type IN ('index', 'trigger')")
-  if not rows then return nil, m, c end
-  local have = {}
-  for _, r in ipairs(rows) do have[r.name] = r.sql end
+  local have, m, c = schema_objects(db)
+  if not have then return nil, m, c end
   local todo = {}
   for _, spec in pairs(specs) do
-    if not have[spec.table .. "_" .. spec.globalid] then todo[#todo + 1] = schema.gid_index_sql(spec) end
+    for _, sql in ipairs(gid_index(have, spec)) do todo[#todo + 1] = sql end
     local names, sqls = capture.trigger_names(spec), capture.layer_sql(spec)
     for i, name in ipairs(names) do
       if have[name] ~= sqls[i] then

@@ -10,13 +10,16 @@
 --   (indexed), holding the server's OBJECTID, NULL for a local add until
 --   the synchronization that sends it records the server's. A feature
 --   added locally and one the server numbers alike never meet.
--- * The GlobalID field is `TEXT(38)`, found through an index on its first 8
---   hex digits (`substr(GlobalID, 2, 8)`, schema.gid_match): 14 bytes an
---   entry instead of the 45 of the whole text (51 MiB at 1M features, 0.17x
---   ogr2ogr's file), and built-in functions only, so GDAL and QGIS keep it.
---   A downloaded add or update replaces the row of its GlobalID whole, under
---   its fid (csrc/store/apply_layers.c); a row inserted with another's GlobalID (a
---   paste in QGIS) gets one of its own (geoservices.store.capture).
+-- * The GlobalID field is `TEXT(38)`, found through a plain index on the
+--   whole text (schema.gid_index_sql; not UNIQUE), which the store keeps in
+--   one spelling, "{UPPERCASE}" (csrc/store/apply_guid.c): every lookup is a
+--   seek whatever the GlobalIDs look like (sequential GUIDs share their first
+--   8 or 16 hex digits: an index on a prefix made each lookup a scan of the
+--   GUIDs sharing it, issue 38), and GDAL's and QGIS's own `GlobalID = '...'`
+--   use it too. A downloaded add or update replaces the row of its GlobalID
+--   whole, under its fid (csrc/store/apply_layers.c); a row inserted with
+--   another's GlobalID (a paste in QGIS) is not refused by the index and gets
+--   one of its own (geoservices.store.capture).
 -- * `esriFieldTypeDate` is `DATETIME`, ISO 8601 text in UTC with
 --   milliseconds (`2023-11-14T22:13:20.000Z`), as the GeoPackage
 --   specification asks, so GDAL and QGIS show dates; `store:get` gives epoch
@@ -51,7 +54,8 @@ local schema = {}
 -- CRS rows with their WKT, related-table relations (geoservices.store.migrate4);
 -- 5 conflicts readable and drawn: their layer, kind, policy, differences and
 -- local geometry, the table of differing fields (geoservices.store.conflicts).
-schema.FORMAT = 5
+-- 6 the GlobalID index on the whole GlobalID (@{gid_index_sql}).
+schema.FORMAT = 6
 
 schema.APPLICATION_ID = 0x47504B47 -- "GPKG"
 schema.USER_VERSION = 10300
@@ -101,33 +105,44 @@ function schema.ident(name)
   return '"' .. name:gsub('"', '""') .. '"'
 end
 
---- The key the GlobalID index holds of `column_sql` (an SQL expression).
-function schema.gid_key(column_sql) return ("substr(%s, 2, 8)"):format(column_sql) end
-
 --- The SQL condition "the GlobalID in `column_sql` is `value_sql`" that
--- SQLite answers through the GlobalID index (a plain `=` would scan the table).
--- The `+` keeps SQLite's constant propagation from rewriting the key
--- expression with the value, after which the index no longer matches it.
+-- SQLite answers with a seek in the GlobalID index (@{gid_index_sql}): the
+-- column as the store keeps it, equal to the value in the same spelling
+-- (shared.normalize_gid). The C core writes the same condition
+-- (geoservices_store_put_gid_match, csrc/store/apply_layers.c).
 function schema.gid_match(column_sql, value_sql)
-  return ("%s = %s AND +%s = %s"):format(schema.gid_key(column_sql), schema.gid_key(value_sql), column_sql, value_sql)
+  return ("%s = %s"):format(column_sql, value_sql)
 end
 
---- The statement creating a layer's GlobalID index (IF NOT EXISTS: an older store gets it when opened).
+--- The statement creating a layer's GlobalID index: the whole GlobalID, not
+-- UNIQUE (a pasted feature is not refused: its insert trigger gives it a
+-- GlobalID of its own), nothing but the column so that every SQLite reader
+-- keeps it. IF NOT EXISTS: an older store gets it when opened.
 function schema.gid_index_sql(spec)
   return ("CREATE INDEX IF NOT EXISTS %s ON %s (%s)"):format(schema.ident(spec.table .. "_" .. spec.globalid),
-    schema.ident(spec.table), schema.gid_key(schema.ident(spec.globalid)))
+    schema.ident(spec.table), schema.ident(spec.globalid))
+end
+
+--- Whether `sql` (sqlite_master's text of a layer's GlobalID index) is the
+-- index @{gid_index_sql} makes; an older store's (on the GlobalID's first 8
+-- hex digits, formats 4 and 5) is made again (geoservices.store.migrate).
+function schema.is_gid_index(sql, spec)
+  if type(sql) ~= "string" then return false end
+  local tail = (" ON %s (%s)"):format(schema.ident(spec.table), schema.ident(spec.globalid))
+  return sql:sub(-#tail) == tail
 end
 
 --- The statement removing, of the rows that share a GlobalID, all but the
 -- last written (highest rowid): a table filled without looking each
 -- GlobalID up (store.create_from) ends as INSERT OR REPLACE would have left
--- it. Through the GlobalID index: the GROUP BY reads its keys in order.
+-- it. One pass over the GlobalID index in its order (the groups, their
+-- largest rowid from the index itself), then a seek for each repeated
+-- GlobalID: linear in the rows whatever the GlobalIDs look like.
 function schema.drop_repeated_gids_sql(spec)
   local t, g = schema.ident(spec.table), schema.ident(spec.globalid)
-  local key = schema.gid_key(g)
-  return ("DELETE FROM %s WHERE rowid IN (SELECT a.rowid FROM %s AS a JOIN %s AS b ON %s AND b.rowid > a.rowid "
-    .. "WHERE %s IN (SELECT %s FROM %s GROUP BY %s HAVING count(*) > 1))"):format(t, t, t,
-      schema.gid_match("b." .. g, "a." .. g), schema.gid_key("a." .. g), key, t, key)
+  return ("DELETE FROM %s WHERE rowid IN (SELECT a.rowid FROM (SELECT %s AS gid, max(rowid) AS keep FROM %s "
+    .. "GROUP BY %s HAVING count(*) > 1) AS d JOIN %s AS a ON %s WHERE a.rowid <> d.keep)"):format(t, g, t, g, t,
+      schema.gid_match("a." .. g, "d.gid"))
 end
 
 --- SQL quoting of a text literal.
