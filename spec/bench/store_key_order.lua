@@ -7,7 +7,7 @@
 -- JSON FeatureSet (time and file size), all in this run.
 --   lua5.4 spec/bench/store_key_order.lua BENCH_DIR SIZE...
 -- Targets: client peak RSS <= 64 MiB in both orders, client time (download +
--- fill) >= 4x faster than ogr2ogr, file size <= 1.15x ogr2ogr's.
+-- fill) >= 4x faster than ogr2ogr, file size <= 1.25x ogr2ogr's (issue 38: its GlobalID index is whole).
 local common = require "spec.bench.common"
 
 local dir = arg[1]
@@ -77,8 +77,8 @@ for _, n in ipairs(sizes) do
       local label = ("%d, id %s"):format(n, order)
       record("replica_rss_" .. order, ("%.1f MiB (%s)"):format(rss / 1024, label), "<= 64 MiB")
       record("replica_speed_" .. order, ("%.2fx (%s)"):format(o_secs / secs, label), ">= 4x ogr2ogr")
-      record("replica_size_" .. order, ("%.3fx (%s)"):format(size / o_size, label), "<= 1.15x ogr2ogr's file")
+      record("replica_size_" .. order, ("%.3fx (%s)"):format(size / o_size, label), "<= 1.25x ogr2ogr's file")
     end
   end
 end
-print("(targets: peak RSS <= 64 MiB with the id first and last; >= 4x ogr2ogr's time; file <= 1.15x ogr2ogr's)")
+print("(targets: peak RSS <= 64 MiB with the id first and last; >= 4x ogr2ogr's time; file <= 1.25x ogr2ogr's)")
