@@ -49,12 +49,34 @@ int geoservices_store_push_fail(lua_State *L, const char *message, int rc) {
   return 3;
 }
 
+/* Whether a Ctrl-C waits on the main thread: lua.c's handler (laction)
+ * hooks it with lstop, on every event with a count of 1, and the error
+ * "interrupted!" comes when that thread next runs Lua code. A statement of
+ * the store can run for many seconds without returning to Lua (an index
+ * built over 1M rows): the progress handler stops it, and its failure is
+ * raised as the Ctrl-C it is (issue 38). */
+static int interrupt_pending(const store_ud *u) {
+  return u->main && lua_gethook(u->main) != NULL && lua_gethookcount(u->main) == 1 &&
+         lua_gethookmask(u->main) == (LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT);
+}
+
+/* A statement stopped by a Ctrl-C raises "interrupted!" as lstop would (its
+ * hook cleared: raised once, as cli/watch.lua's check does for a task);
+ * anything else is returned. */
+static int push_fail_of(lua_State *L, store_ud *u, const char *message, int rc) {
+  if ((rc & 0xff) == SQLITE_INTERRUPT && interrupt_pending(u)) {
+    lua_sethook(u->main, NULL, 0, 0);
+    return luaL_error(L, "interrupted!");
+  }
+  return geoservices_store_push_fail(L, message, rc);
+}
+
 int geoservices_store_push_db_fail(lua_State *L, store_ud *u, int rc) {
-  return geoservices_store_push_fail(L, sqlite3_errmsg(u->db), rc);
+  return push_fail_of(L, u, sqlite3_errmsg(u->db), rc);
 }
 
 int geoservices_store_push_store_fail(lua_State *L, store_ud *u) {
-  return geoservices_store_push_fail(L, u->store->message, u->store->rc);
+  return push_fail_of(L, u, u->store->message, u->store->rc);
 }
 
 store_ud *geoservices_check_store(lua_State *L, int idx) {
@@ -91,11 +113,11 @@ unsigned long long geoservices_store_vm_steps;
 
 /* SQLite's progress handler: counts the work done by the store's
  * connections (core.store_vm_steps), so that a spec or the bench can tell
- * a seek from a scan by counts, not by time. */
+ * a seek from a scan by counts, not by time; and stops the statement when
+ * a Ctrl-C waits (interrupt_pending). */
 static int on_progress(void *ud) {
-  (void)ud;
   geoservices_store_vm_steps += STORE_PROGRESS_STEPS;
-  return 0;
+  return interrupt_pending((const store_ud *)ud);
 }
 
 /* store_vm_steps() -> the SQLite VM instructions run on every store
@@ -135,6 +157,9 @@ static int l_store_open(lua_State *L) {
     return n;
   }
   sqlite3_busy_timeout(u->db, (int)busy_ms);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  u->main = lua_tothread(L, -1);
+  lua_pop(L, 1);
   sqlite3_progress_handler(u->db, STORE_PROGRESS_STEPS, on_progress, u);
   u->store = calloc(1, sizeof *u->store);
   if (!u->store) {

@@ -25,6 +25,7 @@ typedef struct store_ud {
   cached_stmt cache[CACHE_SIZE];
   unsigned long clock;
   int applying;                /* inside apply(): its callback must not re-enter */
+  lua_State *main;             /* the interpreter's main thread, where lua.c hooks a Ctrl-C */
 } store_ud;
 
 /* How often (in VM instructions) SQLite calls a connection's progress handler (lua_store.c). */
