@@ -6,7 +6,7 @@
 -- kept them all waiting as tables: 200k points took 285 MiB (the Lua API 31
 -- MiB), 1M points 1,017 MiB. The command runs in a process of its own
 -- (spec/bench/cli_create_one.lua, as `make bench` measures it), whose peak
--- RSS is its own.
+-- RSS is its own. And the steps after the fill are named as they start.
 local helper = require "spec.helper"
 
 local q = helper.shell_quote
@@ -52,5 +52,23 @@ describe("geoservices replica create OUT.gpkg (issue 38)", function()
     -- the progress still counts the records, as the store fills
     assert.truthy(out:find("filling the store [^\n]*, 200000 records"), out)
     assert.truthy(out:find("layer 0: 200000 features", 1, true), out)
+    -- then each step of the store's building that takes seconds at 1M features is named as it starts,
+    -- not left at "filling the store 100%" (issue 38)
+    local at = out:find("filling the store [^\n]*100%%")
+    assert.truthy(at, out)
+    for _, step in ipairs{ "building the GlobalID index of parcels_0", "settling the repeated GlobalIDs of parcels_0",
+                           "linking attachments and related records", "packing the spatial index and committing",
+                           "writing the store to disk" } do
+      local next_at = out:find("cli.gpkg: " .. step, at, true)
+      assert.truthy(next_at, step .. " after the fill:\n" .. out)
+      at = next_at
+    end
+  end)
+
+  it("shows the step and its time on a terminal", function()
+    local watch = require "geoservices.cli.watch"
+    local line = watch.render({ name = "a.gpkg", phase = "building", step = "building the GlobalID index of t",
+                                step_started = 10, frame = 0, started = 0 }, 12.5)
+    assert.matches("^%S+ a%.gpkg building the GlobalID index of t, 2%.5 s$", line)
   end)
 end)

@@ -67,9 +67,9 @@ local function eta_text(done, total, rate)
 end
 
 --- The terminal line of the state `w` at `now`. Pure (tested alone).
--- @tparam table w the state: `name`, `started`, `phase` ("sending", "job", "downloading", "filling"),
---   `status`, `bytes`, `total`, `records`, `download_rate`, `filled`, `fill_total`, `fill_records`,
---   `fill_rate` (bytes/s), `records_rate`, `frame`
+-- @tparam table w the state: `name`, `started`, `phase` ("sending", "job", "downloading", "filling",
+--   "building": `step` names what, since `step_started`), `status`, `bytes`, `total`, `records`,
+--   `download_rate`, `filled`, `fill_total`, `fill_records`, `fill_rate` (bytes/s), `records_rate`, `frame`
 -- @number now the clock
 -- @treturn string the line
 function watch.render(w, now)
@@ -85,6 +85,9 @@ function watch.render(w, now)
     return text .. eta_text(w.bytes, w.total, w.download_rate)
   end
   local spinner = output.SPINNER[(w.frame or 0) % #output.SPINNER + 1]
+  if w.phase == "building" then
+    return ("%s %s %s, %s"):format(spinner, w.name, w.step, watch.duration(now - w.step_started))
+  end
   local doing = w.phase == "job" and tostring(w.status) or "sending"
   return ("%s %s %s, %s"):format(spinner, w.name, doing, watch.duration(now - w.started))
 end
@@ -92,6 +95,7 @@ end
 -- The --json progress event of the state `w` at `now`.
 local function progress_event(w, now)
   local ev = { event = "progress", replica = w.name, phase = w.phase, status = w.phase == "job" and w.status or nil,
+               step = w.phase == "building" and w.step or nil,
                elapsed = math.floor((now - w.started) * 10 + 0.5) / 10 }
   if w.phase == "downloading" then
     ev.bytes, ev.total, ev.records = w.bytes, w.total, w.records
@@ -110,7 +114,7 @@ local function progress_event(w, now)
 end
 
 --- Starts following: returns `w` with `on_status`, `on_progress`,
--- `on_change`, `on_fill` (give them to the operation), `run(fn, ...)` (runs
+-- `on_change`, `on_fill`, `on_phase` (give them to the operation), `run(fn, ...)` (runs
 -- the operation with the display's timer), `report_download(ok)` (once, at
 -- the end) and `restore()` (stops observing, clears the live line).
 -- @param out the command's output
@@ -209,6 +213,18 @@ function watch.new(out, client, name, opts)
     end
   end
 
+  -- a step of the store's building after its fill (store.create_from's on_phase)
+  w.on_phase = function(text)
+    w.phase, w.step, w.step_started = "building", text, clock()
+    if out.mode == "json" then
+      out:emit{ event = "phase", replica = name, step = text }
+    elseif out.mode == "lines" then
+      out:line(("%s: %s"):format(name, text))
+    else
+      show(true)
+    end
+  end
+
   w.on_status = function(status)
     w.phase, w.status = "job", status.status
     if out.mode == "json" then
@@ -231,7 +247,7 @@ function watch.new(out, client, name, opts)
   end
 
   w.report_download = function(ok)
-    if w.phase ~= "downloading" and w.phase ~= "filling" then return end
+    if w.phase ~= "downloading" and w.phase ~= "filling" and w.phase ~= "building" then return end
     if out.mode == "tty" then show(true) end
     if out.mode == "json" then
       out:emit{ event = "download", replica = name, ok = ok, done = true,

@@ -209,7 +209,8 @@ local file_exists = paths.exists
 -- @tparam[opt] table opts `busy_timeout` (seconds), `on_record(kind, layer_id, value, key)` (the
 --   records the store does not apply: top-level fields, layer fields, edit results),
 --   `on_fill(bytes, total, records)` (with a result file as source: after each MiB of it applied,
---   and once at the end with bytes == total)
+--   and once at the end with bytes == total), `on_phase(text)` (each step after the fill that may
+--   take seconds at 1M features, named: "building the GlobalID index of Parcels"...)
 -- @treturn[1] Store the store, open
 -- @return[2] nil
 -- @treturn[2] table err: "invalid" (a file at path, bad metadata), "protocol" (a bad record), "io"
@@ -344,14 +345,18 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     -- run per row, even one whose WHEN is false)
     -- (the index's sort in temporary files: the connection keeps its
     -- temporary data in memory, where 1M keys would take 35 MiB)
+    local phase = opts.on_phase or function() end
     check(db:exec("PRAGMA temp_store = FILE"))
     for _, spec in ipairs(specs) do
+      phase("building the GlobalID index of " .. spec.table)
       check(db:exec(schema.gid_index_sql(spec)))
+      phase("settling the repeated GlobalIDs of " .. spec.table)
       check(db:exec(schema.drop_repeated_gids_sql(spec)))
       for _, sql in ipairs(capture.layer_sql(spec)) do check(db:exec(sql)) end
     end
     check(db:exec("PRAGMA temp_store = MEMORY"))
     -- the service's relationships: registered once filled, their mapping rows made from the keys
+    phase("linking attachments and related records")
     for _, sql in ipairs(relations.store_sql(specs, layers_metadata)) do check(db:exec(sql)) end
     local linked, lerr = attachments.relink(st)
     if linked then linked, lerr = relations.relink(st) end
@@ -368,7 +373,9 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     ok, err = st:log{ operation = "create", outcome = "ok", downloaded = applied,
       replicaServerGen = gens.replicaServerGen, layerServerGens = gens.layerServerGens }
     if not ok then error({ store_error = err }) end
+    phase("packing the spatial index and committing")
     check(db:commit())
+    phase("writing the store to disk")
     -- WAL: readers (QGIS, GDAL) never block the store's writes, nor it theirs;
     -- the mode is kept in the file. Switching to it writes the file whole to
     -- disk (synchronous FULL) before the rename makes it the store.

@@ -56,9 +56,9 @@ end
 -- * `check(path)` -> nil | err: refuse before anything is sent;
 -- * `create_opts(path)` -> the create_replica options that say where the data streams
 --   (`output`, or `on_change`...);
--- * `keep(path, result, client, on_fill)` -> info | nil, err: once the whole result is in (the
+-- * `keep(path, result, client, w)` -> info | nil, err: once the whole result is in (the
 --   replica then exists on the server); info is `{state =, data =}`, printed and emitted;
---   on_fill follows a store being filled (geoservices.store.create_from);
+--   w.on_fill and w.on_phase follow a store being built (geoservices.store.create_from);
 -- * `name(path)` -> what the lines and events call it.
 -- This one writes a replica state file (geoservices.replica) and the data beside it.
 replica_cmd.json_destination = {
@@ -90,13 +90,13 @@ replica_cmd.gpkg_destination = {
   create_opts = function(path)
     return { output = path .. ".download.json" }
   end,
-  keep = function(path, result, client, on_fill)
+  keep = function(path, result, client, w)
     local builder = require "geoservices.store.create"
     local infos, err = builder.layer_infos(client, result.service, result.layers)
     local st
     if infos then
       st, err = geoservices.store.create_from(path, builder.replica_info(result), infos, result.output,
-        { on_fill = on_fill })
+        { on_fill = w.on_fill, on_phase = w.on_phase })
     end
     os.remove(result.output)
     result.output = nil -- in the store now
@@ -159,7 +159,7 @@ local function follow(out, client, path, dest, run, poll_opts)
     return true
   end
   opts.on_done = function(result)
-    local info, err = dest.keep(path, result, client, w.on_fill)
+    local info, err = dest.keep(path, result, client, w)
     if not info then return nil, err end
     kept = info
     os.remove(journal_path(path))
