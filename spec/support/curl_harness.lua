@@ -1,6 +1,6 @@
 -- The curl harness of the httpd specs: curl command lines started in the
 -- background (their output, exit code and pid in temp files) while the test
--- drives srv:step(); shared by spec/httpd_spec.lua and httpd_spool_spec.lua.
+-- drives srv:step(); shared by spec/emulator/httpd_spec.lua and httpd_spool_spec.lua.
 local helper = require "spec.helper"
 
 local h = { WAIT = 15 } -- seconds any single wait may take before the test fails

@@ -1,4 +1,4 @@
--- The torture's mutation check (spec/torture_spec.lua, `run.lua` with
+-- The torture's mutation check (spec/sync/torture_spec.lua, `run.lua` with
 -- TORTURE_FORGET_JOURNAL=1): a journal that forgets. It wraps the journal
 -- of the attempt engine (geoservices.sync.attempt; given to client:sync and
 -- store:sync as `opts.journal`) and drops each attempt as its request

@@ -1,6 +1,6 @@
 -- The torture's printout: the phase table (where the kills landed), the
 -- tally of each mode, the first problems of each, a line of kills per phase
--- and the total line (both read by spec/torture_spec.lua).
+-- and the total line (both read by spec/sync/torture_spec.lua).
 local phases = require "spec.torture.phases"
 
 local M = {}

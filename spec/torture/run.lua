@@ -1,5 +1,5 @@
 -- The crash torture (`make torture`; a short version and its mutation check
--- run in `make test` through spec/torture_spec.lua).
+-- run in `make test` through spec/sync/torture_spec.lua).
 --
 --   lua5.4 spec/torture/run.lua [RUNS] [SEED] [sync|store] [MODE...]
 --

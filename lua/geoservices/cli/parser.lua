@@ -41,7 +41,7 @@ local COMMAND_EXITS = {
 }
 
 -- Two or three real command lines per command, the last part of its --help
--- (spec/cli_messages_spec.lua parses every one; spec/cli_help_spec.lua runs
+-- (spec/cli/messages_spec.lua parses every one; spec/cli/help_spec.lua runs
 -- them against the emulator). The emulator's are its own program's.
 local EXAMPLES = {
   [""] = {

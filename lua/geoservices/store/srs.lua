@@ -24,7 +24,7 @@ local shared = require "geoservices.store.shared"
 local srs = {}
 
 -- EPSG:4326 as PROJ's database and GDAL write it (core.srs_definition(4326)
--- gives these bytes; spec/store_crs_spec checks), kept here so the row
+-- gives these bytes; spec/store/crs_spec checks), kept here so the row
 -- every GeoPackage must have never depends on proj.db.
 local WGS84 = 'GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563,'
   .. 'AUTHORITY["EPSG","7030"]],AUTHORITY["EPSG","6326"]],PRIMEM["Greenwich",0,AUTHORITY["EPSG","8901"]],'
