@@ -195,7 +195,8 @@ function parser.new(extra)
 
   local conf = command("configure", "Create the organization and follow its stages until it is ready.")
   conf:argument("params", "Parameters: a JSON file, or a Lua file returning a table (relative paths "
-    .. "in it are relative to the file).", nil, nil, "?")
+    .. "in it are relative to the file); docs/configure.md lists its members, examples/org.json is a complete "
+    .. "one.", nil, nil, "?")
   conf:option("--password-env", "Environment variable holding the administrator password "
     .. "(else a prompt without echo on a terminal).", "ORG_ADMIN_PASSWORD")
   conf:option("--answer-env", "Environment variable holding the security question answer.", "ORG_ADMIN_ANSWER")
