@@ -79,3 +79,10 @@ print()
 if not os.execute(("%s spec/bench/store_key_order.lua %s %s"):format(lua, dir, table.concat(store_sizes, " "))) then
   error("the createReplica -> store benchmark failed")
 end
+
+-- createReplica -> store by data shape (issue 38): sequential GlobalIDs, polygons, wide rows, long
+-- texts, by the Lua API and the CLI beside ogr2ogr; the time per feature at each size
+print()
+if not os.execute(("%s spec/bench/shapes.lua %s %s"):format(lua, dir, table.concat(store_sizes, " "))) then
+  error("the data-shape benchmark failed")
+end

@@ -4,12 +4,14 @@
 -- source, through the emulator's HTTP layer on 127.0.0.1 (a free port, printed),
 -- until killed. The emulator itself would spend its time and memory building
 -- 1M features in Lua tables; the client's side is what is measured.
---   lua5.4 spec/bench/serve_replica.lua RESULT_FILE
+--   lua5.4 spec/bench/serve_replica.lua RESULT_FILE [LAYER_FILE]
+-- LAYER_FILE: the layer's resource (JSON; spec/bench/generate_shape.lua writes one),
+-- instead of the point layer of spec/bench/generate_replica.lua's fields.
 local httpd = require "geoservices.httpd"
 local json = require "geoservices.json"
 local fields = require "spec.bench.fields"
 
-local path = assert(arg[1], "usage: serve_replica.lua RESULT_FILE")
+local path = assert(arg[1], "usage: serve_replica.lua RESULT_FILE [LAYER_FILE]")
 local srv = assert(httpd.listen{ host = "127.0.0.1", port = 0 })
 local root = ("http://127.0.0.1:%d/server"):format(srv:port())
 local service = root .. "/Bench/FeatureServer"
@@ -17,11 +19,16 @@ local SR = { wkid = 4326, latestWkid = 4326 }
 local LAYER = { id = 0, name = "parcels_0", type = "Feature Layer", geometryType = "esriGeometryPoint",
   spatialReference = SR, objectIdField = "OBJECTID", globalIdField = "GlobalID", hasAttachments = false,
   fields = json.array(fields.replica()), relationships = json.array() }
+if arg[2] then
+  local f = assert(io.open(arg[2], "rb"))
+  LAYER = json.decode(f:read("a"))
+  f:close()
+end
 local SERVICE = { currentVersion = 11.1, serviceDescription = "benchmark", syncEnabled = true,
   capabilities = "Query,Sync", spatialReference = SR,
   syncCapabilities = { supportsAsync = true, supportsPerReplicaSync = true, supportsPerLayerSync = true,
     supportsSyncModelNone = true, supportsRollbackOnFailure = true, supportsAttachmentsSyncDirection = true },
-  layers = json.array{ { id = 0, name = "parcels_0", geometryType = "esriGeometryPoint" } }, tables = json.array() }
+  layers = json.array{ { id = 0, name = LAYER.name, geometryType = LAYER.geometryType } }, tables = json.array() }
 
 local function answer(body)
   return { status = 200, headers = { ["Content-Type"] = "application/json" }, body = json.encode(body) }

@@ -1,4 +1,4 @@
--- `make bench`, last: the rows of issue 17 measured in this run, each beside
+-- `make bench`, last: the rows of issues 17, 28 and 38 measured in this run, each beside
 -- its target, from the lines spec/bench/parse.lua and spec/bench/requests.lua
 -- appended to BENCH_RESULTS (key, value, target). Prints; judges nothing.
 local path = assert(os.getenv("BENCH_RESULTS"), "BENCH_RESULTS is not set")
@@ -19,6 +19,19 @@ local rows = {
   { "replica_speed_last", "the same, id last" },
   { "replica_size_first", "the store's file vs ogr2ogr's GeoPackage, id first" },
   { "replica_size_last", "the same, id last" },
+  { "shape_points_seq_rss", "issue 38: points with sequential GlobalIDs, client peak RSS" },
+  { "shape_points_seq_speed", "the same, client time vs ogr2ogr" },
+  { "shape_points_seq_size", "the same, the store's file vs ogr2ogr's" },
+  { "shape_polygons_rss", "polygons of ~200 vertices with a hole, client peak RSS" },
+  { "shape_polygons_speed", "the same, client time vs ogr2ogr" },
+  { "shape_polygons_size", "the same, the store's file vs ogr2ogr's" },
+  { "shape_wide_rss", "rows of 100 fields, client peak RSS" },
+  { "shape_wide_speed", "the same, client time vs ogr2ogr" },
+  { "shape_wide_size", "the same, the store's file vs ogr2ogr's" },
+  { "shape_texts_rss", "rows with a 10 KB text, client peak RSS" },
+  { "shape_texts_speed", "the same, client time vs ogr2ogr" },
+  { "shape_texts_size", "the same, the store's file vs ogr2ogr's" },
+  { "shape_scaling", "time per feature at the largest size vs the smallest (points, sequential GlobalIDs)" },
 }
 local got = {}
 local f = io.open(path)
@@ -34,7 +47,7 @@ for _, r in ipairs(rows) do
   w = math.max(w, #r[2])
   if got[r[1]] then nw = math.max(nw, #got[r[1]][1]) end
 end
-print("Issues 17 and 28, this run:")
+print("Issues 17, 28 and 38, this run:")
 print(("  %-" .. w .. "s  %-" .. nw .. "s  %s"):format("measure", "now", "target"))
 for _, r in ipairs(rows) do
   local g = got[r[1]]
