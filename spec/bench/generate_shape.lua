@@ -10,10 +10,13 @@
 --   polygons    polygons of about 200 vertices: an outer ring of 150 and a hole of 50
 --   wide        points with 100 attributes (integers, doubles, texts)
 --   texts       points with a text of 10 KB each
+--   attachments points with 5 attachments of 1 MiB each, given by URL (@ROOT@/Bench/FeatureServer/0/
+--               OID/attachments/K: spec/bench/serve_replica.lua puts its address there and serves
+--               BASE.blob, the 1 MiB written here, for each)
 local json = require "geoservices.json"
 
 local shape, n, base = arg[1], tonumber(arg[2]), arg[3]
-assert(shape and n and base, "usage: generate_shape.lua points_seq|polygons|wide|texts N BASE")
+assert(shape and n and base, "usage: generate_shape.lua points_seq|polygons|wide|texts|attachments N BASE")
 
 local seed = 20260338
 local function rand(m) -- a small LCG: the same file on every machine
@@ -50,10 +53,13 @@ if shape == "wide" then
 elseif shape == "texts" then
   fields[#fields + 1] = { name = "NOTES", type = "esriFieldTypeString", alias = "NOTES", length = 12000 }
 end
-assert(shape == "points_seq" or shape == "polygons" or shape == "wide" or shape == "texts", "unknown shape " .. shape)
+assert(shape == "points_seq" or shape == "polygons" or shape == "wide" or shape == "texts" or shape == "attachments",
+  "unknown shape " .. shape)
+local ATTACHMENTS, BLOB = 5, 1 << 20
 
 local function global_id(oid)
   if shape == "points_seq" then return ("{8D0B2E4A-9A3C-4F61-8%03X-%012X}"):format(oid % 4096, oid) end
+  if shape == "attachments" then return ("{%08X-0000-4000-8000-%012X}"):format(oid * 2654435761 % 4294967296, oid) end
   return ("{%08X-%04X-4%03X-8%03X-%012X}"):format(rand(0x7fffffff), rand(65536), rand(4096), rand(4096), oid)
 end
 
@@ -101,7 +107,7 @@ end
 local SR = '{"wkid":4326,"latestWkid":4326}'
 local layer = { id = 0, name = "shape_" .. shape, type = "Feature Layer", geometryType = geometry_type,
                 spatialReference = { wkid = 4326, latestWkid = 4326 }, objectIdField = "OBJECTID",
-                globalIdField = "GlobalID", hasAttachments = false, fields = json.array(fields),
+                globalIdField = "GlobalID", hasAttachments = shape == "attachments", fields = json.array(fields),
                 relationships = json.array() }
 local f = assert(io.open(base .. ".layer.json", "wb"))
 f:write(json.encode(layer))
@@ -125,7 +131,28 @@ for oid = 1, n do
     buf = {}
   end
 end
-result:write('],"attachments":[]}]}')
+result:write('],"attachments":[')
+if shape == "attachments" then
+  local wrote = false
+  for oid = 1, n do
+    for k = 1, ATTACHMENTS do
+      buf[#buf + 1] = ('{"id":%d,"globalId":"{A%07X-0000-4000-8000-%012X}","parentGlobalId":"%s","name":"photo-%d.jpg",'
+        .. '"contentType":"image/jpeg","size":%d,"url":"@ROOT@/Bench/FeatureServer/0/%d/attachments/%d"}'):format(
+        (oid - 1) * ATTACHMENTS + k, k, oid, global_id(oid), k, BLOB, oid, k)
+    end
+    if #buf >= 500 or oid == n then
+      result:write(wrote and "," or "", table.concat(buf, ","))
+      wrote, buf = true, {}
+    end
+  end
+  local blob = assert(io.open(base .. ".blob", "wb"))
+  local chunk = {}
+  for i = 1, 4096 do chunk[i] = string.char(rand(256)) end
+  chunk = table.concat(chunk)
+  for _ = 1, BLOB // #chunk do blob:write(chunk) end
+  blob:close()
+end
+result:write(']}]}')
 fs:write("]}")
 result:close()
 fs:close()

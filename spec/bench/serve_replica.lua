@@ -4,14 +4,16 @@
 -- source, through the emulator's HTTP layer on 127.0.0.1 (a free port, printed),
 -- until killed. The emulator itself would spend its time and memory building
 -- 1M features in Lua tables; the client's side is what is measured.
---   lua5.4 spec/bench/serve_replica.lua RESULT_FILE [LAYER_FILE]
+--   lua5.4 spec/bench/serve_replica.lua RESULT_FILE [LAYER_FILE [BLOB]]
 -- LAYER_FILE: the layer's resource (JSON; spec/bench/generate_shape.lua writes one),
--- instead of the point layer of spec/bench/generate_replica.lua's fields.
+-- instead of the point layer of spec/bench/generate_replica.lua's fields. With BLOB,
+-- every attachment URL of the result (written @ROOT@/Bench/FeatureServer/0/OID/attachments/K)
+-- gets this server's address and answers BLOB's bytes.
 local httpd = require "geoservices.httpd"
 local json = require "geoservices.json"
 local fields = require "spec.bench.fields"
 
-local path = assert(arg[1], "usage: serve_replica.lua RESULT_FILE [LAYER_FILE]")
+local path = assert(arg[1], "usage: serve_replica.lua RESULT_FILE [LAYER_FILE [BLOB]]")
 local srv = assert(httpd.listen{ host = "127.0.0.1", port = 0 })
 local root = ("http://127.0.0.1:%d/server"):format(srv:port())
 local service = root .. "/Bench/FeatureServer"
@@ -47,12 +49,26 @@ local ROUTES = {
   end,
 }
 
+if arg[3] then -- the result with this server's address in its attachment URLs, beside it
+  local served = path .. ".served"
+  local from, to = assert(io.open(path, "rb")), assert(io.open(served, "wb"))
+  for line in from:lines("L") do to:write((line:gsub("@ROOT@", root))) end
+  from:close()
+  to:close()
+  path = served
+end
+
 io.stdout:write("serving on ", root, "\n")
 io.stdout:flush()
 while true do
   for _, ex in ipairs(srv:step(100)) do
     local request = ex:request()
     local route = ROUTES[(request.path:gsub("^/server", ""))]
+    if not route and arg[3] and request.path:match("/FeatureServer/0/%d+/attachments/%d+$") then
+      route = function()
+        return { status = 200, headers = { ["Content-Type"] = "image/jpeg" }, file = arg[3] }
+      end
+    end
     if route then
       assert(ex:respond(route(request)))
     else
