@@ -157,12 +157,20 @@ int geoservices_store_bind_geometry(geoservices_store *s, geoservices_store_laye
 
 int geoservices_store_upsert(geoservices_store *s, geoservices_store_layer *l) {
   int rc;
+  sqlite3_int64 fid;
   if (!l->gid_bound) {
     sqlite3_reset(l->upsert);
     return geoservices_store_fail(s, 0, "a feature of layer %lld has no %s", (long long)l->id,
                                   l->cols[l->gid_col].name);
   }
   rc = sqlite3_step(l->upsert);
+  /* the upsert gives its row's fid back (an UPDATE sets no last insert rowid) */
+  if (rc == SQLITE_ROW) {
+    fid = sqlite3_column_int64(l->upsert, 0);
+    rc = sqlite3_step(l->upsert);
+  } else {
+    fid = sqlite3_last_insert_rowid(s->db);
+  }
   sqlite3_reset(l->upsert);
   if (rc != SQLITE_DONE) return geoservices_store_fail_sqlite(s, rc, l->table);
   l->touched = 1;
@@ -172,7 +180,7 @@ int geoservices_store_upsert(geoservices_store *s, geoservices_store_layer *l) {
     if (l->rtree_state == 0 && geoservices_store_decide_rtree(s, l)) return -1;
     if (l->rtree_state > 0) return 0; /* packed at the flush */
     st = l->rtree;
-    sqlite3_bind_int64(st, 1, sqlite3_last_insert_rowid(s->db));
+    sqlite3_bind_int64(st, 1, fid);
     for (k = 0; k < 4; k++) sqlite3_bind_double(st, k + 2, l->geom_env[k]);
     rc = sqlite3_step(st);
     sqlite3_reset(st);

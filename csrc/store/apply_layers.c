@@ -80,14 +80,27 @@ static char *local_fid(geoservices_store *s, geoservices_store_layer *l) {
   return name;
 }
 
-/* INSERT [OR REPLACE] INTO t ([fid, ]columns..., geometry) VALUES (...): the
- * replace keeps the local fid (when the table has one) of the row of its
- * GlobalID, the one QGIS knows it by; the plain insert (fid NULL: filling)
- * takes the next. */
+/* INSERT INTO t ([fid, ]columns..., geometry) VALUES (...): the replace
+ * writes over the row of its GlobalID under its local fid (when the table
+ * has one), the one QGIS knows it by, as an upsert of the server's columns
+ * only (ON CONFLICT(fid) DO UPDATE ... RETURNING fid): a column the user
+ * added to the table (a local-only field, QGIS's "add field") keeps its
+ * value; without a local fid, INSERT OR REPLACE. The plain insert (fid
+ * NULL: filling) takes the next. */
+static int upsert_tail(geoservices_buf *sql, const geoservices_store_layer *l, const char *fid) {
+  size_t i;
+  int err = put_str(sql, " ON CONFLICT(") | put_ident(sql, fid) | put_str(sql, ") DO UPDATE SET ");
+  for (i = 0; i < l->ncols + (l->geom_col != NULL); i++) {
+    const char *name = i < l->ncols ? l->cols[i].name : l->geom_col;
+    err |= (i ? put_str(sql, ", ") : 0) | put_ident(sql, name) | put_str(sql, " = excluded.") | put_ident(sql, name);
+  }
+  return err | put_str(sql, " RETURNING ") | put_ident(sql, fid);
+}
+
 static int insert_sql(geoservices_buf *sql, const geoservices_store_layer *l, const char *fid, int replace) {
   char num[24];
   size_t i;
-  int err = put_str(sql, replace ? "INSERT OR REPLACE INTO " : "INSERT INTO ") | put_ident(sql, l->table) |
+  int err = put_str(sql, replace && !fid ? "INSERT OR REPLACE INTO " : "INSERT INTO ") | put_ident(sql, l->table) |
             put_str(sql, " (");
   if (fid) err |= put_ident(sql, fid) | put_str(sql, ", ");
   for (i = 0; i < l->ncols; i++) err |= (i ? put_str(sql, ", ") : 0) | put_ident(sql, l->cols[i].name);
@@ -100,7 +113,9 @@ static int insert_sql(geoservices_buf *sql, const geoservices_store_layer *l, co
     snprintf(num, sizeof num, "%s?%zu", i ? ", " : "", i + 1);
     err |= put_str(sql, num);
   }
-  return err | put_str(sql, ")") | geoservices_buf_putc(sql, '\0');
+  err |= put_str(sql, ")");
+  if (replace && fid) err |= upsert_tail(sql, l, fid);
+  return err | geoservices_buf_putc(sql, '\0');
 }
 
 static int prepare_layer(geoservices_store *s, geoservices_store_layer *l) {

@@ -82,6 +82,21 @@ static geoservices_store_layer *check_layer(lua_State *L, store_ud *u, int idx) 
 /* put(layer_id, {attributes = {...}, geometry = {...}}) -> true: INSERT OR
  * REPLACE of the whole row, as apply does for a downloaded add; a column
  * the attributes do not name (a null names it) gets the table's default. */
+/* The upsert of a put, outside apply: the R-tree entry written here as apply
+ * writes it (the standard update trigger's INSERT OR REPLACE into the R-tree
+ * would take the upsert's own conflict handling, ABORT, and fail on the
+ * entry already there). */
+static int put_row(geoservices_store *s, geoservices_store_layer *l) {
+  int rc, state = l->rtree_state;
+  if (s->bulk) return geoservices_store_upsert(s, l);
+  s->bulk = 1;
+  l->rtree_state = -1;
+  rc = geoservices_store_upsert(s, l);
+  s->bulk = 0;
+  l->rtree_state = state;
+  return rc;
+}
+
 static int l_store_put(lua_State *L) {
   store_ud *u = geoservices_check_store(L, 1);
   geoservices_store_layer *l = check_layer(L, u, 2);
@@ -147,7 +162,7 @@ static int l_store_put(lua_State *L) {
       return geoservices_store_push_store_fail(L, u);
     }
   }
-  if (geoservices_store_upsert(s, l) ||
+  if (put_row(s, l) ||
       geoservices_store_keep_original(s, l, s->json.len ? s->json.data : NULL, s->json.len)) {
     geoservices_store_bind_begin(l);
     return geoservices_store_push_store_fail(L, u);

@@ -74,6 +74,7 @@ local result_file = require "geoservices.store.result_file"
 local schema = require "geoservices.store.schema"
 local shared = require "geoservices.store.shared"
 local srs = require "geoservices.store.srs"
+local table_shape = require "geoservices.store.table_shape"
 
 local store = {}
 
@@ -173,9 +174,16 @@ function store.open(path, opts)
       geometry_column = r.geometry_column, srs_id = r.srs_id, oid = r.object_id_field,
       globalid = r.global_id_field, sync_direction = r.sync_direction, columns = json.decode(r.columns),
     }
+    layers[spec.id] = spec
+  end
+  -- the tables as the user left them: a column renamed or deleted in QGIS is left out, one added kept
+  local fitted, fm, fc = table_shape.fit(db, layers)
+  if not fitted then return fail(fm, fc) end
+  local remade, rm_msg, rm_code = table_shape.remake_all(db, layers, opts and opts.readonly)
+  if not remade then return fail(rm_msg, rm_code) end
+  for _, spec in pairs(layers) do
     local ok, rm, rc = register(db, spec)
     if not ok then return fail(rm, rc) end
-    layers[spec.id] = spec
   end
   if not (opts and opts.readonly) then
     local ok, rm, rc = migrate.refresh(db, layers)
@@ -445,6 +453,12 @@ function Store:__tostring()
     replica.replica_id or "?", replica.sync_model or "?", nlayers, nlayers == 1 and "" or "s",
     q and q[1].n or "?", q and q[1].n == 1 and "" or "s")
 end
+
+--- What the user changed in the layers' tables, in plain words
+-- (geoservices.store.table_shape): fields no longer synchronized and why,
+-- local-only fields; one line each, none when every table is as made.
+-- @treturn table the lines
+function Store:schema_notes() return table_shape.notes(self) end
 
 --- Closes the store (idempotent; an open transaction is rolled back).
 -- @treturn boolean true

@@ -15,9 +15,14 @@ local store = require "geoservices.store"
 
 local EXIT = output.EXIT
 
+-- (what the user changed in the tables' shapes is said on standard error by
+-- every command but status, which lists it)
 local function open(out, path, command)
   local st, err = store.open(path)
   if not st then return nil, output.fail(out, err, { command = command }) end
+  if command ~= "status" then
+    for _, note in ipairs(st:schema_notes()) do out:progress(note) end
+  end
   return st
 end
 
@@ -84,6 +89,7 @@ function status.run(args, out)
   local st, code = open(out, args.store, "status")
   if not st then return code end
   local s, err = st:status()
+  local notes = st:schema_notes()
   st:close()
   if not s then return output.fail(out, err, { command = "status" }) end
   if out.mode == "json" then
@@ -96,7 +102,7 @@ function status.run(args, out)
               generation = s.generation, layerServerGens = s.layerGenerations and json.array(s.layerGenerations),
               lastSync = s.lastSync, pending = s.pending.total, in_flight = s.pending.in_flight,
               pending_by_layer = layers, failed = s.failed, conflicts = s.conflicts, refused = s.refused,
-              unknownCrs = json.array(s.unknownCrs or {}), summary = tostring(s) }
+              unknownCrs = json.array(s.unknownCrs or {}), schema = json.array(notes), summary = tostring(s) }
   else
     out:line(("%s: replica %s %s of %s (%s, %s)"):format(s.path, tostring(s.replicaName or "-"),
       tostring(s.replicaID), tostring(s.service), tostring(s.syncModel), tostring(s.syncDirection)))
@@ -126,6 +132,7 @@ function status.run(args, out)
     local unrepresentable = require "geoservices.store.unrepresentable" -- kept as the server sent them
     if s.unrepresentable.count > 0 then out:line("  " .. unrepresentable.summary(s.unrepresentable) .. ":") end
     for _, u in ipairs(s.unrepresentable) do out:line("    layer " .. unrepresentable.line(u)) end
+    for _, note in ipairs(notes) do out:line("  " .. note) end
   end
   return out:result(EXIT.ok, { command = "status", pending = s.pending.total })
 end

@@ -50,6 +50,7 @@ local function sync_store(args, out, client, path, edits_text)
   end
   local st, err = geoservices.store.open(path)
   if not st then return nil, err, EXIT.usage end
+  for _, note in ipairs(st:schema_notes()) do out:progress(note) end -- a table's shape the user changed
   local watch = watch_mod.new(out, client, name)
   local opts = { params = { transportType = args.transport, async = args.async or nil },
                  direction = args.direction, poll_interval = args.poll_interval, timeout = args.wait_timeout,
