@@ -239,6 +239,14 @@ test: deps
 	$(MAKE) -j$(JOBS) WERROR=1 all $(CTESTS) $(FUZZ_BINS)
 	$(MAKE) -j$(TEST_JOBS) -k --output-sync=target WERROR=1 FUZZ_SECONDS=10 busted ctest fuzz lint
 
+# The import graph (.ci/import-graph): Lua requires (those inside functions
+# too), C includes, and C calls between files (nm of build/obj); prints each
+# circle, exits 1 when there is one. GRAPH_FLAGS=--edges prints every edge.
+.PHONY: graph
+## the import graph of the code (Lua requires, C includes, C calls between files) and its circles
+graph: all
+	$(LUA) .ci/import-graph $(GRAPH_FLAGS)
+
 # The crash torture (spec/torture/run.lua): client:sync with a state file,
 # then the replica store, RUNS runs each (default 200) spread over the
 # emulator's documented mode with rollback_default true and false x sync
