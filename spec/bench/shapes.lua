@@ -10,8 +10,8 @@
 -- At the largest SIZE S: S points with sequential GlobalIDs (issue 28's
 -- points but for their GlobalIDs: spec/bench/generate_replica.lua), S/10 polygons
 -- of about 200 vertices with a hole, S/5 rows of 100 fields, S/10 rows with
--- a 10 KB text, S/100 features with 5 attachments of 1 MiB each (the Lua API
--- only, their bytes fetched by URL) (S = 1M: issue 38's sizes).
+-- a 10 KB text, S/100 features with 5 attachments of 1 MiB each (their
+-- bytes fetched by URL) (S = 1M: issue 38's sizes).
 -- Targets: client peak RSS <= 64 MiB (Lua and CLI); time >= 4x faster than
 -- ogr2ogr for points, >= 3x for polygons and wide rows; file <= 1.25x
 -- ogr2ogr's; per-feature time at the largest size within 1.5x of the smallest.
@@ -62,7 +62,7 @@ end
 
 -- The Lua API and the CLI against a server of the shape's result: their seconds, peak RSS (KiB), file size
 -- (measured once per file: the scaling row's largest size is the points row). With attachments (n
--- features, 5 each), the Lua API only: store.create fetches their bytes by URL; the CLI does not yet.
+-- features, 5 each), both fetch their bytes by URL.
 local measured = {}
 local function clients(base, n, attachments)
   if measured[base] then return measured[base] end
@@ -80,8 +80,9 @@ local function clients(base, n, attachments)
     r.lua_secs, r.lua_rss = tonumber(s), tonumber(kib)
     r.size = tonumber(run("stat -c %s " .. out))
     os.remove(out)
-    if attachments then return r end
-    line = run(("GEOSERVICES_TTY=0 %s spec/bench/cli_create_one.lua %s %s 2>&1"):format(lua, url, out))
+    line = run(("GEOSERVICES_TTY=0 %s spec/bench/cli_create_one.lua %s %s %s 2>&1"):format(lua, url, out,
+      attachments and "attachments" or ""))
+    assert(not attachments or line:find(("%d attachments fetched"):format(5 * n), 1, true), line)
     s, records, kib = line:match("cli_create (%S+) (%d+) (%d+) 0%s*$")
     assert(s and tonumber(records) == n, "unexpected output: " .. line)
     r.cli_secs, r.cli_rss = tonumber(s), tonumber(kib)
@@ -117,11 +118,11 @@ for _, row in ipairs(ROWS) do
     local speed = o_secs / r.lua_secs
     local label = ("%d"):format(row.n)
     if row.attachments then -- ogr2ogr converts the features only: no time or size to set beside them
-      print(("%-32s %8d | %7.2fs %4.1f MiB | %8s %8s | %7.2fs %4.0f MiB %7s | %8.1f %7.1f %7s"):format(row.label,
-        row.n, r.lua_secs, r.lua_rss / 1024, "-", "-", o_secs, o_rss / 1024, "-", r.size / 1048576,
-        o_size / 1048576, "-"))
-      record("shape_attachments_rss", ("Lua %.1f MiB (%s features, %d MiB fetched)"):format(r.lua_rss / 1024, label,
-        5 * row.n), "<= 64 MiB + one attachment (1 MiB)")
+      print(("%-32s %8d | %7.2fs %4.1f MiB | %7.2fs %4.1f MiB | %7.2fs %4.0f MiB %7s | %8.1f %7.1f %7s"):format(
+        row.label, row.n, r.lua_secs, r.lua_rss / 1024, r.cli_secs, r.cli_rss / 1024, o_secs, o_rss / 1024, "-",
+        r.size / 1048576, o_size / 1048576, "-"))
+      record("shape_attachments_rss", ("Lua %.1f, CLI %.1f MiB (%s features, %d MiB fetched)"):format(
+        r.lua_rss / 1024, r.cli_rss / 1024, label, 5 * row.n), "<= 64 MiB + one attachment (1 MiB)")
     else
       print(("%-32s %8d | %7.2fs %4.1f MiB | %7.2fs %4.1f MiB | %7.2fs %4.0f MiB %6.2fx | %8.1f %7.1f %6.3fx"):format(
         row.label, row.n, r.lua_secs, r.lua_rss / 1024, r.cli_secs, r.cli_rss / 1024, o_secs, o_rss / 1024, speed,

@@ -31,7 +31,7 @@ local rows = {
   { "shape_texts_rss", "rows with a 10 KB text, client peak RSS" },
   { "shape_texts_speed", "the same, client time vs ogr2ogr" },
   { "shape_texts_size", "the same, the store's file vs ogr2ogr's" },
-  { "shape_attachments_rss", "features with 5 attachments of 1 MiB each, client peak RSS (the Lua API)" },
+  { "shape_attachments_rss", "features with 5 attachments of 1 MiB each, client peak RSS" },
   { "shape_scaling", "time per feature at the largest size vs the smallest (points, sequential GlobalIDs)" },
 }
 local got = {}

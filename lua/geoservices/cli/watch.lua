@@ -219,7 +219,7 @@ function watch.new(out, client, name, opts)
     if out.mode == "json" then
       out:emit{ event = "phase", replica = name, step = text }
     elseif out.mode == "lines" then
-      out:line(("%s: %s"):format(name, text))
+      out:progress(("%s: %s"):format(name, text))
     else
       show(true)
     end

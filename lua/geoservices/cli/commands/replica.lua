@@ -59,6 +59,7 @@ end
 -- * `keep(path, result, client, w)` -> info | nil, err: once the whole result is in (the
 --   replica then exists on the server); info is `{state =, data =}`, printed and emitted;
 --   w.on_fill and w.on_phase follow a store being built (geoservices.store.create_from);
+-- * `params(params)` (optional): what the destination asks of createReplica besides the user;
 -- * `name(path)` -> what the lines and events call it.
 -- This one writes a replica state file (geoservices.replica) and the data beside it.
 replica_cmd.json_destination = {
@@ -101,8 +102,21 @@ replica_cmd.gpkg_destination = {
     os.remove(result.output)
     result.output = nil -- in the store now
     if not st then return nil, err end
+    -- the attachments' bytes by URL, one by one into their blobs, as geoservices.store.create does:
+    -- one that fails is named and fetched by the next sync
+    local fetched
+    if result.attachments > 0 then
+      w.on_phase("fetching the attachments")
+      fetched = require("geoservices.store.attachments").fetch(st, client)
+    end
     st:close()
-    return { state = path }
+    return { state = path, attachments = fetched }
+  end,
+  -- attachments by URL: their bytes go to the store's blobs, never base64 text in the result
+  params = function(params)
+    if params.returnAttachments and params.returnAttachmentsDataByUrl == nil then
+      params.returnAttachmentsDataByUrl = true
+    end
   end,
   name = function(path)
     return files.basename(path)
@@ -187,6 +201,7 @@ local function follow(out, client, path, dest, run, poll_opts)
               layers = json.array(result.layers), features = result.features, attachments = result.attachments,
               records = result.downloaded, counts = counts, generation = result.replicaServerGen,
               layerServerGens = result.layerServerGens, state = kept and kept.state, data = kept and kept.data,
+              fetched = kept and kept.attachments and kept.attachments.fetched,
               partial = result.partial }
   else
     out:line(("%s: %s"):format(name, tostring(result)))
@@ -199,6 +214,14 @@ local function follow(out, client, path, dest, run, poll_opts)
         .. kept.state)
     end
     if kept and kept.data then out:line("    data saved to " .. kept.data) end
+    local fetched = kept and kept.attachments
+    if fetched then
+      out:line(("    %d attachments fetched (%s)"):format(fetched.fetched, output.human_bytes(fetched.bytes)))
+      for _, f in ipairs(fetched.failed) do
+        out:line(("    attachment %s (%s) not fetched: %s; the next sync fetches it"):format(f.globalId,
+          tostring(f.name), f.message))
+      end
+    end
     out:line("    generation " .. generation_text(result))
   end
   return out:result(result.partial and EXIT.partial or EXIT.ok, { command = "replica", replica = path })
@@ -221,6 +244,7 @@ local function create(args, out, client)
   }
   local bad = extra_params(args.param, params)
   if bad then return output.fail(out, bad, { command = "replica" }) end
+  if dest.params then dest.params(params) end
   -- until the job is known (on_job), an interruption leaves at most a replica the server may have made
   out:server_work{ what = ("the createReplica request of %s (a replica%s may have been created)"):format(
                      dest.name(path), args.name and (" named " .. args.name) or ""),
