@@ -25,8 +25,9 @@ static int tape_number(const char **p, double *d) {
 
 /* [x, y, ...] at *p into v: x and y must be numbers (else 0: no point); a
  * third and fourth are kept as they come (NaN when not a number, a null)
- * for geoservices_geom_ordinates_as to place. Advances past the value. */
-static int tape_xyzm(const char **p, double v[4]) {
+ * for geoservices_geom_ordinates_as to place, and noted in g->extra.
+ * Advances past the value. */
+static int tape_xyzm(geoservices_geom *g, const char **p, double v[4]) {
   uint32_t n, i;
   int ok = 1;
   v[0] = v[1] = v[2] = v[3] = NAN;
@@ -45,13 +46,15 @@ static int tape_xyzm(const char **p, double v[4]) {
       *p = geoservices_tape_skip(*p);
     }
   }
+  if (!isnan(v[2])) g->extra |= 1;
+  if (!isnan(v[3])) g->extra |= 2;
   return n >= 2 && ok;
 }
 
 /* [x, y, ...] into the geometry (anything else is no point). */
 static int tape_coordinate(geoservices_store *s, const char **p) {
   double v[4];
-  if (!tape_xyzm(p, v) || !isfinite(v[0]) || !isfinite(v[1])) {
+  if (!tape_xyzm(&s->geom, p, v) || !isfinite(v[0]) || !isfinite(v[1])) {
     s->geom.inexact = 1; /* a point left out: the server's JSON is kept (apply_feature) */
     return 0;
   }
@@ -93,9 +96,9 @@ static int tape_curve_object(geoservices_store *s, const char **p) {
     m = geoservices_tape_u32(p);
     for (j = 0; j < m; j++) {
       if (j == 0) {
-        sg.has_end = tape_xyzm(p, sg.end);
+        sg.has_end = tape_xyzm(&s->geom, p, sg.end);
       } else if (j <= 2 && (unsigned char)**p == TAPE_ARRAY) {
-        int ok = tape_xyzm(p, v);
+        int ok = tape_xyzm(&s->geom, p, v);
         double *dst = j == 1 ? sg.p1 : sg.p2;
         dst[0] = v[0], dst[1] = v[1];
         if (j == 1) sg.has_p1 = ok;
@@ -200,6 +203,26 @@ static int tape_point_ordinate(const char **p, double *d) {
   return 0;
 }
 
+/* Whether the geometry just read has Z or M values (or numbers past x and y
+ * of no known meaning) that the layer's column cannot hold: a service that
+ * declares less than its data has (issue 41). The blob then holds what the
+ * column can, and the server's JSON is kept beside it (apply_feature), never
+ * flattened silently. had_z / had_m: the geometry's own flags (-1: none). */
+static int drops_ordinates(const geoservices_store_layer *l, const geoservices_geom *g, int had_z, int had_m,
+                           double z, double m) {
+  int gz, gm, k;
+  if (g->kind == GEOM_POINT || (g->kind == GEOM_NONE && g->extra == 0))
+    return (!isnan(z) && !l->has_z) || (!isnan(m) && !l->has_m);
+  gz = had_z < 0 ? l->has_z : had_z;
+  gm = had_m < 0 ? l->has_m : had_m;
+  k = (gz != 0) + (gm != 0); /* the numbers past x and y that have a meaning */
+  if ((g->extra & 2) && k < 2) return 1;
+  if ((g->extra & 1) && k < 1) return 1;
+  if (gz && !l->has_z && (g->extra & 1)) return 1;
+  if (gm && !l->has_m && (g->extra & (gz ? 2 : 1))) return 1;
+  return 0;
+}
+
 /* An Esri geometry object into s->geom, with the layer's Z and M; its kind
  * comes from its members (x/y, points, paths, rings). The meaning of the
  * coordinates' third and fourth numbers is the geometry's own hasZ / hasM,
@@ -262,6 +285,7 @@ int geoservices_store_tape_geometry(geoservices_store *s, const geoservices_stor
     geoservices_geom_ordinates_as(&s->geom, had_z < 0 ? l->has_z : had_z, had_m < 0 ? l->has_m : had_m);
   }
   if (bad) s->geom.inexact = 1; /* a point's x or y that is no number: kept as sent */
+  if (drops_ordinates(l, &s->geom, had_z, had_m, z, mv)) s->geom.inexact = 1;
   /* another kind than the layer's, or none the store knows: an empty geometry
    * of the layer's kind (never a blob of another type than the column's, nor
    * a NULL that hides it) and the server's JSON kept (geoservices.store.unrepresentable) */

@@ -32,6 +32,7 @@ void geoservices_geom_reset(geoservices_geom *g, int kind) {
   g->nparts = 0;
   g->has_arcs = 0;
   g->inexact = 0;
+  g->extra = 0;
 }
 
 void geoservices_geom_dims(geoservices_geom *g, int has_z, int has_m) {

@@ -80,6 +80,7 @@ typedef struct geoservices_geom {
   size_t arc_cap;
   int has_arcs;      /* some part has a circular arc: the blob is a curve type */
   int inexact;       /* a segment was cut into points or rewritten: the blob is not the JSON */
+  int extra;         /* numbers past x, y some coordinate had: bit 1 a third, bit 2 a fourth (not NaN) */
   /* polygon assembly scratch, reused */
   double *ring_area;
   double *ring_box;  /* minx maxx miny maxy per ring */

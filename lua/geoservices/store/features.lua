@@ -38,6 +38,9 @@ function Store:get(layer_id, global_id)
       if not fields[k] then f.attributes[k] = nil end
     end
   end
+  if f and spec.geometry_column then -- the server's Z and M a 2D column cannot hold (issue 41)
+    f.geometry = require("geoservices.store.unrepresentable").with_server_ordinates(self, spec, global_id, f.geometry)
+  end
   return f
 end
 
@@ -119,7 +122,8 @@ local function copy_attributes(attributes)
 end
 
 local function put(self, spec, attributes, geometry)
-  local ok, msg, code = self.db:put(spec.id, { attributes = attributes, geometry = geometry })
+  local ok, msg, code = require("geoservices.store.unrepresentable").kept_across(self, spec, attributes[spec.globalid],
+    function() return self.db:put(spec.id, { attributes = attributes, geometry = geometry }) end)
   if not ok then return nil, db_error(self.path, msg, code) end
   return true
 end

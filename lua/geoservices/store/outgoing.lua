@@ -207,7 +207,19 @@ function outgoing.feature(st, spec, op, gid, base)
     f.geometry = current.geometry or json.null
     changed = true
   end
-  return f, changed, outgoing.refusal(st, spec, op, gid, f, current)
+  local kept_whole = op == "update" and f.geometry ~= nil and outgoing.server_ordinates(st, spec, gid, f)
+  return f, changed, kept_whole or outgoing.refusal(st, spec, op, gid, f, current)
+end
+
+--- An update never flattens the server's geometry (issue 41): where the
+-- server's has Z or M values the column cannot hold, the geometry sent gets
+-- them back at each vertex, or the edit is refused
+-- (geoservices.store.unrepresentable.with_server_ordinates). Changes f.geometry.
+-- @treturn ?string the rule the edit breaks
+function outgoing.server_ordinates(st, spec, gid, f)
+  local geometry, rule = require("geoservices.store.unrepresentable").with_server_ordinates(st, spec, gid, f.geometry)
+  f.geometry = geometry
+  return rule
 end
 
 return outgoing

@@ -55,10 +55,47 @@ local function scan(value, found)
   for _, v in ipairs(value) do scan(v, found) end
 end
 
+-- The ordinates past x and y a geometry has that a column with `has_z` /
+-- `has_m` cannot hold (what csrc/store/apply_geometry.c keeps the JSON for,
+-- issue 41: a service declaring less than its data holds): "Z", "M", "Z and
+-- M", "numbers past x and y", or nil. The meaning of a coordinate's third
+-- and fourth numbers is the geometry's own hasZ / hasM, else the layer's.
+local function dropped(geometry, has_z, has_m)
+  local z, m, extra
+  if geometry.x ~= nil then
+    z, m = type(geometry.z) == "number" and not has_z, type(geometry.m) == "number" and not has_m
+  else
+    local third, fourth = false, false
+    local function walk(list)
+      if type(list) ~= "table" then return end
+      if type(list[1]) == "number" then
+        third = third or (finite(list[3]) and true)
+        fourth = fourth or (finite(list[4]) and true)
+        return
+      end
+      for _, key in ipairs{ "a", "b", "c" } do walk(list[key]) end
+      for _, v in ipairs(list) do walk(v) end
+    end
+    for _, member in ipairs{ "points", "paths", "rings", "curvePaths", "curveRings" } do walk(geometry[member]) end
+    local gz, gm = has_z, has_m
+    if geometry.hasZ ~= nil then gz = geometry.hasZ == true end
+    if geometry.hasM ~= nil then gm = geometry.hasM == true end
+    local k = (gz and 1 or 0) + (gm and 1 or 0)
+    extra = (fourth and k < 2) or (third and k < 1)
+    z = gz and not has_z and third
+    m = gm and not has_m and (gz and fourth or (not gz and third))
+  end
+  if z and m then return "Z and M" end
+  if z then return "Z" end
+  if m then return "M" end
+  if extra then return "numbers past x and y" end
+end
+
 --- Why the store cannot represent `geometry` (the server's JSON) in a layer
--- of kind `layer_kind` ("point", "multipoint", "polyline", "polygon"). Pure.
+-- of kind `layer_kind` ("point", "multipoint", "polyline", "polygon") whose
+-- column holds Z and M as `layer` (a spec: has_z, has_m; optional) says. Pure.
 -- @treturn string the reason
-function unrepresentable.reason(geometry, layer_kind)
+function unrepresentable.reason(geometry, layer_kind, layer)
   if type(geometry) ~= "table" then return "a geometry that is not a JSON object" end
   local kind = kind_of(geometry)
   if not kind then
@@ -79,6 +116,13 @@ function unrepresentable.reason(geometry, layer_kind)
   for _, member in ipairs{ "points", "paths", "rings", "curvePaths", "curveRings" } do scan(geometry[member], found) end
   if found.not_a_number then return "a coordinate that is not a number (the other points are stored)" end
   if found.curves then return "Bézier or elliptic segments (stored cut into points)" end
+  local lost = layer and dropped(geometry, layer.has_z == true, layer.has_m == true)
+  if lost and lost:find("^numbers") then
+    return "coordinates with " .. lost .. " in a layer declared without Z and M (stored without them; "
+      .. "the server's are kept)"
+  elseif lost then
+    return lost .. " values in a layer declared without them (stored without them; the server's are kept)"
+  end
   return "kept as the server sent it"
 end
 
@@ -111,7 +155,7 @@ function unrepresentable.list(st)
         if not rows then return nil, msg, code end
         for _, r in ipairs(rows) do
           out[#out + 1] = { layer = spec.name or spec.table, layerId = id, globalId = r.global_id,
-                            reason = unrepresentable.reason(json.decode(r.geometry), spec.geometry_kind) }
+                            reason = unrepresentable.reason(json.decode(r.geometry), spec.geometry_kind, spec) }
         end
       end
     end
@@ -130,6 +174,130 @@ function unrepresentable.unchanged(st, spec, gid)
     .. "o.global_id WHERE o.layer_id = ? AND o.global_id = ? AND t.%s IS o.gpkg_geometry"):format(
     schema.ident(spec.table), schema.ident(spec.globalid), schema.ident(spec.geometry_column)), spec.id, gid)
   return rows ~= nil and rows[1] ~= nil -- no table: none kept
+end
+
+-- The server's geometry kept for a feature (its JSON decoded), whatever the blob holds now, or nil.
+local function kept(st, spec, gid)
+  if not (spec.geometry_column and spec.globalid) then return nil end
+  local rows = st.db:rows("SELECT geometry FROM geoservices_original_geometries WHERE layer_id = ? AND global_id = ?",
+    spec.id, gid)
+  return rows and rows[1] and json.decode(rows[1].geometry) or nil -- no table: none kept
+end
+
+local function count_coordinates(list)
+  local shape = {}
+  for i, part in ipairs(list) do
+    if type(part) ~= "table" then return nil end
+    shape[i] = #part
+  end
+  return shape
+end
+
+-- The parts of an Esri geometry with straight segments (nil for curves or none).
+local function parts_of(g)
+  if g.curvePaths ~= nil or g.curveRings ~= nil then return nil end
+  if g.points ~= nil then return type(g.points) == "table" and { g.points } or nil end
+  local list = g.paths or g.rings
+  return type(list) == "table" and list or nil
+end
+
+--- The geometry an edit sends, and that st:get gives, for a feature whose
+-- server geometry has ordinates the column cannot hold (issue 41: a service
+-- declaring less than its data has; kept in geoservices_original_geometries):
+-- `geometry` (the blob's, as the user left it) with, at each vertex, the
+-- server's Z and M the column lacks, so that moving vertices never flattens
+-- them. An edit that adds or removes vertices (or parts) cannot say which
+-- Z and M each vertex has: it is refused, naming the rule, and stays queued.
+-- A geometry the user removed (null) is sent as null.
+-- @param st the store
+-- @tparam table spec the layer's spec
+-- @string gid the GlobalID
+-- @param geometry the geometry read from the blob (nil or null: none)
+-- @return the geometry to use (itself when nothing is kept or lost)
+-- @treturn ?string the rule the edit breaks (then it is not sent)
+function unrepresentable.with_server_ordinates(st, spec, gid, geometry)
+  if type(geometry) ~= "table" then return geometry end
+  local server = kept(st, spec, gid)
+  local lost = type(server) == "table" and dropped(server, spec.has_z == true, spec.has_m == true)
+  if not lost then return geometry end
+  local refusal = ("its geometry on the server has %s values the store's column cannot hold (the layer declares "
+    .. "no Z or M values) and this edit adds or removes vertices: sending it would flatten them; move "
+    .. "vertices without adding or removing any, or discard the edit"):format(lost)
+  if server.x ~= nil then
+    if geometry.x == nil then return geometry, refusal end
+    local out = json.object()
+    for k, v in pairs(geometry) do out[k] = v end
+    if not spec.has_z and server.z ~= nil then out.z = server.z end
+    if not spec.has_m and server.m ~= nil then out.m = server.m end
+    return out
+  end
+  local theirs, ours = parts_of(server), parts_of(geometry)
+  if not (theirs and ours) or kind_of(server) ~= kind_of(geometry) then return geometry, refusal end
+  local a, b = count_coordinates(theirs), count_coordinates(ours)
+  if not (a and b) or #a ~= #b then return geometry, refusal end
+  for i = 1, #a do
+    if a[i] ~= b[i] then return geometry, refusal end
+  end
+  -- each vertex: the user's x and y (and the column's Z or M), the server's others
+  local sz, sm = spec.has_z == true, spec.has_m == true
+  local gz, gm = sz, sm -- what the server's numbers mean: its own flags, else the layer's
+  if server.hasZ ~= nil then gz = server.hasZ == true end
+  if server.hasM ~= nil then gm = server.hasM == true end
+  local positional = not (gz or gm) -- numbers the layer gives no meaning: kept in their places
+  local any_z, any_m = false, false
+  local parts = json.array()
+  for i, part in ipairs(ours) do
+    local out = json.array()
+    for j, c in ipairs(part) do
+      local s = theirs[i][j]
+      local v = json.array{ c[1], c[2] }
+      if positional then
+        for k = 3, #s do v[k] = s[k] end
+      else
+        local z = sz and c[3] or (gz and s[3] or nil)
+        local m = sm and c[sz and 4 or 3] or (gm and s[gz and 4 or 3] or nil)
+        any_z, any_m = any_z or z ~= nil, any_m or m ~= nil
+        v[3], v[4] = z, m
+      end
+      out[j] = v
+    end
+    parts[i] = out
+  end
+  local out = json.object()
+  for k, v in pairs(geometry) do out[k] = v end
+  out[geometry.points and "points" or geometry.paths and "paths" or "rings"] = geometry.points and parts[1] or parts
+  if positional then
+    out.hasZ, out.hasM = server.hasZ, server.hasM
+  else
+    out.hasZ, out.hasM = any_z or nil, any_m or nil
+    if any_m and not any_z then -- [x, y, m]
+      for _, part in ipairs(geometry.points and { parts[1] } or parts) do
+        for _, v in ipairs(part) do v[3], v[4] = v[4], nil end
+      end
+    end
+  end
+  return out
+end
+
+--- Runs `fn()` (a library write of feature `gid`, which forgets what was
+-- kept for it) and keeps the server's geometry across it when that one has
+-- Z or M values the column cannot hold (issue 41): with the blob made from
+-- it, so that once the feature moved, with_server_ordinates still finds the
+-- server's ordinates. Inside the write's transaction.
+-- @return what fn returns
+function unrepresentable.kept_across(st, spec, gid, fn)
+  local rows = spec.geometry_column and spec.globalid and type(gid) == "string" and st.db:rows(
+    "SELECT geometry, gpkg_geometry FROM geoservices_original_geometries WHERE layer_id = ? AND global_id = ?",
+    spec.id, gid)
+  local row = rows and rows[1]
+  local server = row and json.decode(row.geometry)
+  if not (type(server) == "table" and dropped(server, spec.has_z == true, spec.has_m == true)) then return fn() end
+  local ok, msg, code = fn()
+  if not ok then return ok, msg, code end
+  local done, m, c = st.db:run("INSERT OR IGNORE INTO geoservices_original_geometries (layer_id, global_id, "
+    .. "geometry, gpkg_geometry) VALUES (?, ?, ?, ?)", spec.id, gid, row.geometry, row.gpkg_geometry)
+  if not done then return nil, m, c end
+  return ok, msg, code
 end
 
 --- "N geometries the store cannot represent" (nil for none).
