@@ -62,6 +62,10 @@ local function edit_row(st, r, what, tbl)
   local base, bad_base = outgoing.base(spec, r.base)
   if base == false then why = ("its base is %s"):format(bad_base) end
   out.base = base or nil
+  if base and spec and spec.geometry_column then -- the server's Z and M a 2D column cannot hold (issue 41)
+    base.geometry = require("geoservices.store.unrepresentable").with_server_ordinates(st, spec, r.global_id,
+      base.geometry)
+  end
   local server, bad_server = decode_column(r.server)
   if bad_server then why = ("its server is %s"):format(bad_server) end
   out.server = server

@@ -45,6 +45,13 @@ local rebase = {}
 
 local db_error = shared.db_error
 
+-- db:put that keeps the server's Z and M a 2D column cannot hold (issue 41:
+-- geoservices.store.unrepresentable.kept_across).
+local function put_keeping(st, spec, f)
+  return require("geoservices.store.unrepresentable").kept_across(st, spec, f.attributes[spec.globalid],
+    function() return st.db:put(spec.id, f) end)
+end
+
 local DESCRIPTIONS = {
   held = "both sides changed this feature: the edit was held back (policy %s), the server's version is in the "
     .. "table; geoservices resolve STORE GLOBALID --with local|server|base",
@@ -209,7 +216,7 @@ function rebase.hook(j, client, taken, opts)
         local done = true
         local leaves = d.op == "none"
         if not leaves then
-          if mine and theirs then done, m, c = db:put(r.layer, merged_feature(spec, mine, theirs, res, d)) end
+          if mine and theirs then done, m, c = put_keeping(st, spec, merged_feature(spec, mine, theirs, res, d)) end
           local feature = r.feature
           if done and r.op == "update" and theirs then
             -- what it sends now: ours against the server's version
@@ -230,7 +237,7 @@ function rebase.hook(j, client, taken, opts)
         if done and leaves then
           -- nothing of it goes: the table holds the server's version
           if theirs then
-            done, m, c = db:put(r.layer, theirs)
+            done, m, c = put_keeping(st, spec, theirs)
           elseif mine then
             done, m, c = db:remove(r.layer, r.globalId)
           end
