@@ -10,7 +10,11 @@
 -- folded into; a row in flight is never touched, a new one follows it):
 --
 -- * insert: a row without a GlobalID gets one (a version 4 UUID in the
---   form `{XXXXXXXX-XXXX-4XXX-YXXX-XXXXXXXXXXXX}`, upper case); an add is
+--   form `{XXXXXXXX-XXXX-4XXX-YXXX-XXXXXXXXXXXX}`, upper case), and so does
+--   a row repeating the GlobalID of another row of any layer of the store
+--   (a paste); a row repeating another's OBJECTID (a split or a duplicate
+--   copies the original's) holds none until the sync that sends it records
+--   the server's (which replaces any number a local add holds); an add is
 --   queued, unless a delete of the same GlobalID is queued: the feature
 --   came back, and that delete becomes an update (keeping its base);
 -- * update (of anything but the OBJECTID, and with some value changed): an
@@ -140,20 +144,44 @@ local function delete_steps(spec)
   }
 end
 
+-- "the GlobalID `gid_sql` is held by a row of another layer's table" (none: "0").
+local function elsewhere(spec, others, gid_sql)
+  local terms = {}
+  for _, o in ipairs(others or {}) do
+    if o.id ~= spec.id and o.table ~= spec.table then
+      terms[#terms + 1] = ("EXISTS (SELECT 1 FROM %s AS elsewhere WHERE %s)"):format(q(o.table),
+        schema.gid_match("elsewhere." .. q(o.globalid), gid_sql))
+    end
+  end
+  return #terms > 0 and table.concat(terms, " OR ") or "0"
+end
+
 --- The statements that create a layer's capture triggers.
 -- @tparam table spec the layer's spec (id, table, columns, globalid, oid, geometry_column)
+-- @tparam[opt] table others the specs of the store's layers (a list; spec's own is skipped): a
+--   GlobalID is unique across all their tables
 -- @treturn table SQL statements
-function capture.layer_sql(spec)
+function capture.layer_sql(spec, others)
   local qt, g = q(spec.table), q(spec.globalid)
   local has_gid = ("OLD.%s IS NOT NULL AND trim(OLD.%s) <> ''"):format(g, g)
   local row_gid = ("(SELECT %s FROM %s WHERE rowid = NEW.rowid)"):format(g, qt)
   local insert = {
     -- a row without a GlobalID gets one (its update fires no capture: OLD's is NULL), and so does a row
-    -- repeating another's (a paste in QGIS copies the GlobalID too; the file has no UNIQUE index to refuse it)
+    -- repeating another's, in this table or another layer's (a paste in QGIS copies the GlobalID too;
+    -- the file has no UNIQUE index to refuse it)
     ("UPDATE OR IGNORE %s SET %s = %s WHERE rowid = NEW.rowid AND (%s IS NULL OR trim(%s) = '' OR EXISTS "
-      .. "(SELECT 1 FROM %s AS other WHERE %s AND other.rowid <> NEW.rowid));")
-      :format(qt, g, NEW_GLOBAL_ID, g, g, qt, schema.gid_match("other." .. g, "NEW." .. g)),
+      .. "(SELECT 1 FROM %s AS other WHERE %s AND other.rowid <> NEW.rowid) OR %s);")
+      :format(qt, g, NEW_GLOBAL_ID, g, g, qt, schema.gid_match("other." .. g, "NEW." .. g),
+        elsewhere(spec, others, "NEW." .. g)),
   }
+  if spec.oid then
+    -- the OBJECTID is the server's: a row repeating another's (a split or a duplicate in QGIS copies the
+    -- original's) holds none until the sync that sends it records the server's
+    local oid = q(spec.oid)
+    insert[#insert + 1] = ("UPDATE %s SET %s = NULL WHERE rowid = NEW.rowid AND NEW.%s IS NOT NULL AND EXISTS "
+      .. "(SELECT 1 FROM %s AS other WHERE other.%s = NEW.%s AND other.rowid <> NEW.rowid);"):format(qt, oid, oid, qt,
+        oid, oid)
+  end
   for _, s in ipairs(add_steps(spec, row_gid)) do insert[#insert + 1] = s end
   local regid = delete_steps(spec)
   for _, s in ipairs(add_steps(spec, "NEW." .. g)) do regid[#regid + 1] = s end
@@ -165,11 +193,13 @@ function capture.layer_sql(spec)
       .. "%s WHERE NOT EXISTS (SELECT 1 FROM geoservices_edits WHERE %s); END"):format(trigger_name(spec, "update"),
       qt, CAPTURING, has_gid, g, g, changed_sql(spec), spec.id, g, NOW, base_sql(spec),
       unsent(spec.id, "NEW." .. g)),
-    -- (not when another row holds OLD's GlobalID too: a pasted row given one of its own, above)
+    -- (not when another row, here or in another layer, holds OLD's GlobalID too: a pasted row given
+    -- one of its own, above)
     ("CREATE TRIGGER %s AFTER UPDATE OF %s ON %s WHEN %s AND %s AND OLD.%s IS NOT NEW.%s AND NOT EXISTS "
-      .. "(SELECT 1 FROM %s AS other WHERE %s AND other.rowid <> OLD.rowid) BEGIN %s END")
+      .. "(SELECT 1 FROM %s AS other WHERE %s AND other.rowid <> OLD.rowid) AND NOT (%s) BEGIN %s END")
       :format(trigger_name(spec, "regid"), g, qt, CAPTURING, has_gid, g, g, qt,
-        schema.gid_match("other." .. g, "OLD." .. g), table.concat(regid, " ")),
+        schema.gid_match("other." .. g, "OLD." .. g), elsewhere(spec, others, "OLD." .. g),
+        table.concat(regid, " ")),
     ("CREATE TRIGGER %s AFTER DELETE ON %s WHEN %s AND %s BEGIN %s END"):format(trigger_name(spec, "delete"), qt,
       CAPTURING, has_gid, table.concat(delete_steps(spec), " ")),
   }

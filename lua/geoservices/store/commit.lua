@@ -73,14 +73,16 @@ commit.db_fail = db_fail
 local function ident(s) return '"' .. s:gsub('"', '""') .. '"' end
 
 -- Local adds the server took get its OBJECTIDs, in their column of their
--- own (NULL until now; negative in a store rebuilt from format 2 before).
+-- own (NULL until now; negative in a store rebuilt from format 2 before; a
+-- number a QGIS split copied into a store made before the capture emptied it).
 local function take_object_ids(st, new_oids)
   for _, o in ipairs(new_oids) do
     local spec = st.layers[o[1]]
     if spec and spec.oid then
-      local done, m, c = st.db:run(("UPDATE %s SET %s = ?1 WHERE %s AND (%s IS NULL OR %s < 0)"):format(
-        ident(spec.table), ident(spec.oid), schema.gid_match(ident(spec.globalid), "?2"), ident(spec.oid),
-        ident(spec.oid)), o[3], o[2])
+      -- whatever the row held (nothing, a negative number of format 2, a number copied by a split) gives way
+      local done, m, c = st.db:run(("UPDATE %s SET %s = ?1 WHERE %s AND %s IS NOT ?1"):format(
+        ident(spec.table), ident(spec.oid), schema.gid_match(ident(spec.globalid), "?2"), ident(spec.oid)),
+        o[3], o[2])
       if not done and c ~= "constraint" then return nil, db_fail(st, m, c) end
     end
   end

@@ -360,7 +360,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       check(db:exec(schema.gid_index_sql(spec)))
       phase("settling the repeated GlobalIDs of " .. spec.table)
       check(db:exec(schema.drop_repeated_gids_sql(spec)))
-      for _, sql in ipairs(capture.layer_sql(spec)) do check(db:exec(sql)) end
+      for _, sql in ipairs(capture.layer_sql(spec, specs)) do check(db:exec(sql)) end
     end
     check(db:exec("PRAGMA temp_store = MEMORY"))
     -- the service's relationships: registered once filled, their mapping rows made from the keys

@@ -144,7 +144,7 @@ local function to_format_3(db)
   ok, m, c = exec_all(db, capture.CONTROL_SQL)
   if not ok then return nil, m, c end
   for _, spec in ipairs(specs) do
-    ok, m, c = exec_all(db, capture.layer_sql(spec))
+    ok, m, c = exec_all(db, capture.layer_sql(spec, specs))
     if not ok then return nil, m, c end
   end
   -- an edit not sent yet sends what its feature holds when it goes
@@ -231,9 +231,12 @@ function migrate.refresh(db, specs)
   local have, m, c = schema_objects(db)
   if not have then return nil, m, c end
   local todo = {}
-  for _, spec in pairs(specs) do
+  local list = {}
+  for _, spec in pairs(specs) do list[#list + 1] = spec end
+  table.sort(list, function(a, b) return a.id < b.id end)
+  for _, spec in ipairs(list) do
     for _, sql in ipairs(gid_index(have, spec)) do todo[#todo + 1] = sql end
-    local names, sqls = capture.trigger_names(spec), capture.layer_sql(spec)
+    local names, sqls = capture.trigger_names(spec), capture.layer_sql(spec, list)
     for i, name in ipairs(names) do
       if have[name] ~= sqls[i] then
         todo[#todo + 1] = "DROP TRIGGER IF EXISTS " .. q(name)
