@@ -146,8 +146,11 @@ end
 
 -- "the GlobalID `gid_sql` is held by a row of another layer's table" (none: "0").
 local function elsewhere(spec, others, gid_sql)
+  local list = {}
+  for _, o in pairs(others or {}) do list[#list + 1] = o end
+  table.sort(list, function(a, b) return a.id < b.id end) -- one text whoever asks (migrate.refresh compares it)
   local terms = {}
-  for _, o in ipairs(others or {}) do
+  for _, o in ipairs(list) do
     if o.id ~= spec.id and o.table ~= spec.table then
       terms[#terms + 1] = ("EXISTS (SELECT 1 FROM %s AS elsewhere WHERE %s)"):format(q(o.table),
         schema.gid_match("elsewhere." .. q(o.globalid), gid_sql))
@@ -158,8 +161,8 @@ end
 
 --- The statements that create a layer's capture triggers.
 -- @tparam table spec the layer's spec (id, table, columns, globalid, oid, geometry_column)
--- @tparam[opt] table others the specs of the store's layers (a list; spec's own is skipped): a
---   GlobalID is unique across all their tables
+-- @tparam[opt] table others the specs of the store's layers (a list or a map by id; spec's own is
+--   skipped): a GlobalID is unique across all their tables
 -- @treturn table SQL statements
 function capture.layer_sql(spec, others)
   local qt, g = q(spec.table), q(spec.globalid)

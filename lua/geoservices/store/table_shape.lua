@@ -135,7 +135,7 @@ function shape.remake(db, spec, layers)
     list[1] = ("DROP TABLE IF EXISTS %s"):format(q(("rtree_%s_%s"):format(t, full.geometry_column)))
   end
   for _, sql in ipairs(schema.layer_sql(full, spec.srs_id or -1)) do list[#list + 1] = sql end
-  for _, sql in ipairs(capture.layer_sql(spec)) do list[#list + 1] = sql end
+  for _, sql in ipairs(capture.layer_sql(spec, layers)) do list[#list + 1] = sql end
   local specs = {}
   for _, l in pairs(layers) do
     specs[#specs + 1] = setmetatable({ fid_column = l.fid_column or "fid" }, { __index = l })
