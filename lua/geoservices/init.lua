@@ -1,5 +1,7 @@
---- lua-geoservices: a client for four operations of a GIS server's REST
--- interface. This façade is the only module users require.
+--- lua-geoservices: a client for a GIS server's REST interface: replicas
+-- (create, synchronize, list, unregister; kept in a state file or a
+-- GeoPackage store), configure, getServicesById and notebook snapshots.
+-- This façade is the only module users require.
 --
 --     local geoservices = require "geoservices"
 --     local client = geoservices.client{ url = "https://host/server", token = "..." }

@@ -1,5 +1,6 @@
---- The emulator: a local server of the interface's four operations, with
--- real state, authorization and fault injection. One thread, driven from Lua:
+--- The emulator: a local server of the interface's operations (replicas,
+-- configure, getServicesById, snapshots, tokens), with real state,
+-- authorization and fault injection. One thread, driven from Lua:
 -- the HTTP layer (geoservices.httpd, libmicrohttpd in external-select mode)
 -- hands over complete requests and lets us answer them later, so an injected
 -- delay never blocks other connections.
