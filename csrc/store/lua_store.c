@@ -64,8 +64,9 @@ static int interrupt_pending(const store_ud *u) {
  * hook cleared: raised once, as cli/watch.lua's check does for a task);
  * anything else is returned. */
 static int push_fail_of(lua_State *L, store_ud *u, const char *message, int rc) {
-  if ((rc & 0xff) == SQLITE_INTERRUPT && interrupt_pending(u)) {
-    lua_sethook(u->main, NULL, 0, 0);
+  if ((rc & 0xff) == SQLITE_INTERRUPT && (u->tick_interrupted || interrupt_pending(u))) {
+    u->tick_interrupted = 0;
+    if (interrupt_pending(u)) lua_sethook(u->main, NULL, 0, 0);
     return luaL_error(L, "interrupted!");
   }
   return geoservices_store_push_fail(L, message, rc);
@@ -82,6 +83,8 @@ int geoservices_store_push_store_fail(lua_State *L, store_ud *u) {
 store_ud *geoservices_check_store(lua_State *L, int idx) {
   store_ud *u = (store_ud *)luaL_checkudata(L, idx, STORE_MT);
   if (!u->db) luaL_error(L, "attempt to use a closed Store");
+  if (u->in_tick) luaL_error(L, "a Store cannot be used from its on_tick");
+  u->caller = L;
   return u;
 }
 
@@ -105,6 +108,8 @@ static int l_store_close(lua_State *L) {
     sqlite3_close_v2(u->db); /* rolls back a transaction left open */
     u->db = NULL;
   }
+  luaL_unref(L, LUA_REGISTRYINDEX, u->tick_ref);
+  u->tick_ref = LUA_NOREF;
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -116,8 +121,43 @@ unsigned long long geoservices_store_vm_steps;
  * a seek from a scan by counts, not by time; and stops the statement when
  * a Ctrl-C waits (interrupt_pending). */
 static int on_progress(void *ud) {
+  store_ud *u = (store_ud *)ud;
+  lua_State *L = u->caller;
   geoservices_store_vm_steps += STORE_PROGRESS_STEPS;
-  return interrupt_pending((const store_ud *)ud);
+  if (u->tick_interrupted || interrupt_pending(u)) return 1;
+  if (u->tick_ref == LUA_NOREF || !L || u->in_tick) return 0;
+  u->tick_steps += STORE_PROGRESS_STEPS;
+  if (u->tick_steps < STORE_TICK_STEPS || !lua_checkstack(L, 2)) return 0;
+  /* on_tick, protected: its error is dropped, unless it is a Ctrl-C that a
+   * count hook of the calling task raised there (cli/watch.lua), which
+   * stops the statement and is raised again (push_fail_of) */
+  u->tick_steps = 0;
+  u->in_tick = 1;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, u->tick_ref);
+  if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+    const char *m = lua_tostring(L, -1);
+    if (m && strstr(m, "interrupted!")) u->tick_interrupted = 1;
+    lua_pop(L, 1);
+  }
+  u->in_tick = 0;
+  return u->tick_interrupted;
+}
+
+/* on_tick(fn | nil): fn() is called every STORE_TICK_STEPS VM instructions
+ * of a long statement (an index built over 1M rows), so that a progress
+ * display moves while the statement runs; it must not use the Store (it
+ * raises then), and what it raises is dropped. */
+static int l_store_on_tick(lua_State *L) {
+  store_ud *u = geoservices_check_store(L, 1);
+  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+  luaL_unref(L, LUA_REGISTRYINDEX, u->tick_ref);
+  u->tick_ref = LUA_NOREF;
+  u->tick_steps = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    lua_pushvalue(L, 2);
+    u->tick_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return 0;
 }
 
 /* store_vm_steps() -> the SQLite VM instructions run on every store
@@ -146,6 +186,7 @@ static int l_store_open(lua_State *L) {
   }
   u = (store_ud *)lua_newuserdatauv(L, sizeof *u, 0);
   memset(u, 0, sizeof *u);
+  u->tick_ref = LUA_NOREF;
   luaL_setmetatable(L, STORE_MT); /* closed until the connection is open */
   flags = (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | (create && !readonly ? SQLITE_OPEN_CREATE : 0) |
           SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
@@ -220,6 +261,7 @@ sqlite3_stmt *geoservices_store_statement(store_ud *u, const char *sql, int *rc)
 void geoservices_open_store(lua_State *L) {
   static const luaL_Reg methods[] = {
     {"close", l_store_close},
+    {"on_tick", l_store_on_tick},
     {NULL, NULL},
   };
   /* the other methods, each list beside the functions of its concern */

@@ -26,10 +26,17 @@ typedef struct store_ud {
   unsigned long clock;
   int applying;                /* inside apply(): its callback must not re-enter */
   lua_State *main;             /* the interpreter's main thread, where lua.c hooks a Ctrl-C */
+  lua_State *caller;           /* the thread of the method running now: on_tick is called on it */
+  int tick_ref;                /* on_tick's function in the registry, or LUA_NOREF */
+  int in_tick;                 /* inside on_tick: the store is not to be used */
+  int tick_interrupted;        /* on_tick raised a Ctrl-C: the statement stops, and it is raised again */
+  unsigned long long tick_steps;
 } store_ud;
 
 /* How often (in VM instructions) SQLite calls a connection's progress handler (lua_store.c). */
 #define STORE_PROGRESS_STEPS 1000
+/* How often (in VM instructions) a long statement calls the connection's on_tick: some 10 to 100 ms. */
+#define STORE_TICK_STEPS (1u << 20)
 /* lua_store.c: the SQLite VM instructions run on every store connection of the process (core.store_vm_steps). */
 extern unsigned long long geoservices_store_vm_steps;
 

@@ -64,4 +64,25 @@ print("then", rows[1].n)
     assert.truthy(r.output:find("caught\tfalse\tinterrupted!", 1, true), r.output)
     assert.truthy(r.output:find("then\t100000", 1, true), r.output)
   end)
+
+  it("calls on_tick while a long statement runs, so a display moves; the store is not usable from it", function()
+    local core = require "geoservices.core"
+    local db = assert(core.store_open(dir .. "/tick.db", { create = true }))
+    local ticks, used = 0, nil
+    db:on_tick(function()
+      ticks = ticks + 1
+      used = used or select(2, pcall(db.rows, db, "SELECT 1"))
+    end)
+    local sql = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
+      .. "SELECT count(*) AS n FROM c"
+    local rows = assert(db:rows(sql))
+    assert.equal(3000000, rows[1].n)
+    assert.is_true(ticks >= 5, ticks .. " ticks")
+    assert.matches("cannot be used from its on_tick", used)
+    db:on_tick(nil)
+    ticks = 0
+    assert(db:rows(sql))
+    assert.equal(0, ticks)
+    db:close()
+  end)
 end)

@@ -32,7 +32,7 @@ local M = {}
 local file_exists = paths.exists
 
 local OPTS = { on_status = "function", on_progress = "function", on_fill = "function", on_phase = "function",
-               timeout = "number",
+               on_tick = "function", timeout = "number",
                poll_interval = "number", busy_timeout = "number", request_timeout = "number" }
 
 --- The layers' resources (`{service}/FeatureServer/{id}`), in order.
@@ -65,7 +65,7 @@ end
 --   and the createReplica parameters (replicaName, syncModel, syncDirection, geometry, layerQueries,
 --   returnAttachments, async...), passed through
 -- @tparam[opt] table opts `on_status`, `on_progress` (the download), `on_fill(bytes, total, records)`
---   and `on_phase(text)` (the store being filled from it, then built: see store.create_from),
+--   `on_phase(text)` and `on_tick()` (the store being filled from it, then built: see store.create_from),
 --   `timeout`, `poll_interval`, `busy_timeout`
 -- @return the open store, or nil, err (kind "invalid" with nothing sent: a file at path, a bad
 --   parameter, a capability the service lacks; or the errors of createReplica and the store)
@@ -173,7 +173,8 @@ function M.create(client, path, params, opts)
   replica_info = replica_info or M.replica_info(result, request)
   local store = require "geoservices.store"
   local ok, st, serr = pcall(store.create_from, path, replica_info, layer_infos, tmp,
-                             { busy_timeout = opts.busy_timeout, on_fill = opts.on_fill, on_phase = opts.on_phase })
+                             { busy_timeout = opts.busy_timeout, on_fill = opts.on_fill, on_phase = opts.on_phase,
+                               on_tick = opts.on_tick })
   if not ok then serr = errors.new("io", tostring(st)) st = nil end
   if not st then
     local note = ""

@@ -218,7 +218,9 @@ local file_exists = paths.exists
 --   records the store does not apply: top-level fields, layer fields, edit results),
 --   `on_fill(bytes, total, records)` (with a result file as source: after each MiB of it applied,
 --   and once at the end with bytes == total), `on_phase(text)` (each step after the fill that may
---   take seconds at 1M features, named: "building the GlobalID index of Parcels"...)
+--   take seconds at 1M features, named: "building the GlobalID index of Parcels"...), `on_tick()`
+--   (called every few tens of milliseconds while one SQL statement runs long, as an index is built:
+--   a display moves; it must not use the store)
 -- @treturn[1] Store the store, open
 -- @return[2] nil
 -- @treturn[2] table err: "invalid" (a file at path, bad metadata), "protocol" (a bad record), "io"
@@ -354,6 +356,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     -- (the index's sort in temporary files: the connection keeps its
     -- temporary data in memory, where 1M keys would take 35 MiB)
     local phase = opts.on_phase or function() end
+    if opts.on_tick then db:on_tick(opts.on_tick) end
     check(db:exec("PRAGMA temp_store = FILE"))
     for _, spec in ipairs(specs) do
       phase("building the GlobalID index of " .. spec.table)

@@ -58,7 +58,7 @@ end
 --   (`output`, or `on_change`...);
 -- * `keep(path, result, client, w)` -> info | nil, err: once the whole result is in (the
 --   replica then exists on the server); info is `{state =, data =}`, printed and emitted;
---   w.on_fill and w.on_phase follow a store being built (geoservices.store.create_from);
+--   w.on_fill, w.on_phase and w.tick follow a store being built (geoservices.store.create_from);
 -- * `params(params)` (optional): what the destination asks of createReplica besides the user;
 -- * `name(path)` -> what the lines and events call it.
 -- This one writes a replica state file (geoservices.replica) and the data beside it.
@@ -97,7 +97,7 @@ replica_cmd.gpkg_destination = {
     local st
     if infos then
       st, err = geoservices.store.create_from(path, builder.replica_info(result), infos, result.output,
-        { on_fill = w.on_fill, on_phase = w.on_phase })
+        { on_fill = w.on_fill, on_phase = w.on_phase, on_tick = w.tick })
     end
     os.remove(result.output)
     result.output = nil -- in the store now
