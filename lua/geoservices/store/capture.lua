@@ -53,10 +53,7 @@ capture.CONTROL_SQL = {
 -- A missing row reads as on: an edit is never lost for want of it.
 local CAPTURING = "(SELECT enabled FROM geoservices_capture WHERE id = 1) IS NOT 0"
 local NOW = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
--- a version 4 UUID (RFC 4122: the version nibble 4, the variant 8, 9, A or B)
-local NEW_GLOBAL_ID = "'{' || hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || "
-  .. "substr(hex(randomblob(2)), 2) || '-' || substr('89AB', 1 + (abs(random()) % 4), 1) || "
-  .. "substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)) || '}'"
+local NEW_GLOBAL_ID = schema.NEW_GLOBAL_ID -- a version 4 UUID
 
 local PAIRS_PER_OBJECT = 50 -- SQLite allows 127 arguments per function call by default
 

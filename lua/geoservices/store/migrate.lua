@@ -20,6 +20,9 @@
 -- * 5 -> 6: each layer's GlobalID index made again on the whole GlobalID
 --   (schema.gid_index_sql): formats 4 and 5 held its first 8 hex digits, and a
 --   lookup scanned every GUID sharing them (sequential GUIDs: all of them).
+-- * 6 -> 7: the media table's global_id nullable, made by a trigger when
+--   left out (to_format_7), so an attachment added without one (QGIS's
+--   form, GDAL, SQL) is taken.
 -- @module geoservices.store.migrate
 -- @local
 local capture = require "geoservices.store.capture"
@@ -180,6 +183,33 @@ local function to_format_6(db)
   return true
 end
 
+-- Format 7: the media table's global_id nullable (schema.ATTACHMENT_GID_COLUMN),
+-- by SQLite's documented writable_schema procedure for removing a NOT NULL
+-- (the stored rows do not change meaning; schema_version bumped so that
+-- every connection reads the schema again; undone by a rollback with the
+-- rest), and the trigger that makes the GlobalID of an attachment added
+-- without one. A table declared otherwise keeps its declaration.
+local function to_format_7(db)
+  local old = "global_id TEXT NOT NULL UNIQUE,"
+  local rows, m, c = db:rows("SELECT instr(sql, ?) > 0 AS found, (SELECT schema_version FROM pragma_schema_version) "
+    .. "AS version FROM sqlite_master WHERE type = 'table' AND name = 'geoservices_attachments'", old)
+  if not rows then return nil, m, c end
+  if not rows[1] then return true end
+  local ok = true
+  if rows[1].found == 1 then
+    ok, m, c = db:exec("PRAGMA writable_schema = ON")
+    if ok then
+      ok, m, c = db:run("UPDATE sqlite_master SET sql = replace(sql, ?, ?) WHERE type = 'table' "
+        .. "AND name = 'geoservices_attachments'", old, schema.ATTACHMENT_GID_COLUMN .. ",")
+      if ok then ok, m, c = db:exec(("PRAGMA schema_version = %d"):format(rows[1].version + 1)) end
+      db:exec("PRAGMA writable_schema = OFF")
+    end
+  end
+  if ok then ok, m, c = db:exec("DROP TRIGGER IF EXISTS geoservices_attachments_global_id") end
+  if ok then ok, m, c = db:exec(schema.ATTACHMENT_GID_TRIGGER) end
+  return ok, m, c
+end
+
 -- MIGRATIONS[n]: what turns format n - 1 into n (SQL statements, or a function(db)).
 local STEPS = {
   [2] = schema.MIGRATIONS[2],
@@ -187,6 +217,7 @@ local STEPS = {
   [4] = migrate4,
   [5] = conflicts.layout,
   [6] = to_format_6,
+  [7] = to_format_7,
 }
 
 --- Migrates an open store's file.

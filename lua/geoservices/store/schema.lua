@@ -54,8 +54,29 @@ local schema = {}
 -- CRS rows with their WKT, related-table relations (geoservices.store.migrate4);
 -- 5 conflicts readable and drawn: their layer, kind, policy, differences and
 -- local geometry, the table of differing fields (geoservices.store.conflicts).
--- 6 the GlobalID index on the whole GlobalID (@{gid_index_sql}).
-schema.FORMAT = 6
+-- 6 the GlobalID index on the whole GlobalID (@{gid_index_sql}); 7 a
+-- GlobalID made for an attachment added without one (QGIS's form, GDAL,
+-- SQL: @{ATTACHMENT_GID_COLUMN}).
+schema.FORMAT = 7
+
+--- A new GlobalID in SQL (SQLite's core functions only): a version 4 UUID
+-- (RFC 4122: the version nibble 4, the variant 8, 9, A or B) in the form
+-- `{XXXXXXXX-XXXX-4XXX-YXXX-XXXXXXXXXXXX}`, upper case.
+schema.NEW_GLOBAL_ID = "'{' || hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || "
+  .. "substr(hex(randomblob(2)), 2) || '-' || substr('89AB', 1 + (abs(random()) % 4), 1) || "
+  .. "substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)) || '}'"
+
+--- The media table's global_id column: nullable (no NOT NULL, no DEFAULT
+-- that GDAL and QGIS would show as a text to fill in), so that an attachment
+-- inserted without one (QGIS's relation editor, GDAL, SQL fill in only name,
+-- content type and bytes) is taken; @{ATTACHMENT_GID_TRIGGER} gives it one.
+schema.ATTACHMENT_GID_COLUMN = "global_id TEXT UNIQUE"
+
+--- The trigger making an attachment's GlobalID, as the capture trigger
+-- makes a feature's (geoservices.store.capture).
+schema.ATTACHMENT_GID_TRIGGER = ("CREATE TRIGGER geoservices_attachments_global_id AFTER INSERT ON "
+  .. "geoservices_attachments WHEN NEW.global_id IS NULL OR trim(NEW.global_id) = '' BEGIN "
+  .. "UPDATE geoservices_attachments SET global_id = %s WHERE id = NEW.id; END"):format(schema.NEW_GLOBAL_ID)
 
 schema.APPLICATION_ID = 0x47504B47 -- "GPKG"
 schema.USER_VERSION = 10300
@@ -512,9 +533,10 @@ schema.BASE_SQL = {
   -- the fetch fills it in pieces
   [[CREATE TABLE geoservices_attachments (id INTEGER PRIMARY KEY AUTOINCREMENT,
     content_type TEXT NOT NULL DEFAULT 'application/octet-stream',
-    global_id TEXT NOT NULL UNIQUE, layer_id INTEGER, parent_global_id TEXT, attachment_id INTEGER,
+    ]] .. schema.ATTACHMENT_GID_COLUMN .. [[, layer_id INTEGER, parent_global_id TEXT, attachment_id INTEGER,
     name TEXT, size INTEGER, keywords TEXT, url TEXT, fetched_at TEXT, data BLOB NOT NULL DEFAULT x'')]],
   "CREATE INDEX geoservices_attachments_parent ON geoservices_attachments (parent_global_id)",
+  schema.ATTACHMENT_GID_TRIGGER,
 }
 
 --- What turns a store of format N - 1 into format N (`MIGRATIONS[N]`, SQL
