@@ -39,7 +39,7 @@ local function key(gid) return (tostring(gid):upper():gsub("[{}]", "")) end
 
 --- Runs batches; returns the counts.
 -- @tparam table o `emu` (a started spec.helper emulator), `dir`, `batches` (matrix.batches), `policy`
---   (sync option `conflicts`; "manual"), `log` (function(line), optional)
+--   (sync option `conflicts` and the oracle's: "manual", "server" or "local"), `log` (function(line), optional)
 function driver.run(o)
   local counts = { cases = 0, lost = 0, false_conflicts = 0, silent = 0, mismatches = 0, by_kind = {},
                    expected = 0, examples = {}, labels = {} }
@@ -123,7 +123,7 @@ function driver.run(o)
     for _, case in ipairs(batch.cases) do
       counts.cases = counts.cases + 1
       counts.labels[case.label] = (counts.labels[case.label] or 0) + 1
-      local want = model.run(case, batch.schedule)
+      local want = model.run(case, batch.schedule, o.policy)
       for _, f in ipairs(failures) do note("sync failed", case, f) end
       if #failures > 0 then counts.mismatches = counts.mismatches + 1 end
       local server = values_of(on_server[key(case.gid)])
@@ -176,6 +176,13 @@ function driver.run(o)
             local f = values_of(k.feature)
             if op.kind == "delete" then kept = kept or k.op == "delete"
             elseif f and f[op.field] == op.value then kept = true end
+          end
+          -- a value a policy let another replica's edit replace is in that replica's conflicts, as the server's
+          for other = 1, batch.replicas do
+            for _, k in ipairs(listed[other][key(case.gid)] or {}) do
+              local s = type(k.server) == "table" and k.server.attributes and values_of(k.server)
+              if s and op.field and s[op.field] == op.value then kept = true end
+            end
           end
           local found
           if op.kind == "add" then

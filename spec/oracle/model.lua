@@ -1,7 +1,7 @@
 -- The oracle of the conflict matrix (issue 36): what the server and each
 -- replica must hold, and which conflicts each replica must list, when
--- replicas edit one feature and sync in a given order under the `manual`
--- policy. Written apart from the library (it shares no code with
+-- replicas edit one feature and sync in a given order under a policy
+-- (`manual`, the default; `server`; `local`). Written apart from the library (it shares no code with
 -- geoservices.sync.merge or geoservices.store.rebase): a feature is a
 -- table of three plain values (OWNER, APN, and the point as "x y"), a
 -- replica's edit keeps the values it started from, and a sync of it does
@@ -11,8 +11,11 @@
 --   something since -> conflict "delete_update", held; else deleted;
 -- * an update or a move: the server deleted the feature -> conflict
 --   "update_delete", held; a field both changed to different values ->
---   conflict ("move" when the point, else "field"), held whole; else the
---   fields this replica changed go onto the server's;
+--   conflict ("move" when the point, else "field"), held whole under
+--   manual; under server the fields only this replica changed go, under
+--   local every field it changed; without a conflict the fields this
+--   replica changed go onto the server's (under local a delete of a
+--   feature the server changed goes too, still listed as a conflict);
 -- * then the replica holds the server's version (the download).
 --
 -- An add is its replica's own feature: it reaches the server at that
@@ -37,7 +40,8 @@ end
 --   (kinds, in order), `performed[r]` (whether r could make its edit; "unchanged" when it set the value
 --   its copy held already: no edit), `adds[r]` (values of its add),
 --   `superseded[r]` (r's applied value was replaced by an edit made knowing it)
-function model.run(case, schedule)
+function model.run(case, schedule, policy)
+  policy = policy or "manual"
   local server = copy(case.initial)
   local rep, base, pending, conflicts, performed, adds, add_sent = {}, {}, {}, {}, {}, {}, {}
   -- who set each field of the server's version, and whose value a later edit replaced knowing it
@@ -57,7 +61,8 @@ function model.run(case, schedule)
         end
         if changed then
           conflicts[r][#conflicts[r] + 1] = "delete_update"
-        else
+        end
+        if not changed or policy == "local" then -- local: ours goes over their change
           for _, f in ipairs(FIELDS) do
             if author[f] then superseded[author[f]] = true end
           end
@@ -75,12 +80,20 @@ function model.run(case, schedule)
             clash = (clash == "move" or f == "POINT") and "move" or "field"
           end
         end
-        if clash then
-          conflicts[r][#conflicts[r] + 1] = clash
-        else
+        if clash then conflicts[r][#conflicts[r] + 1] = clash end
+        if not clash then
           for _, f in ipairs(FIELDS) do
             if rep[r][f] ~= base[r][f] then
               if author[f] and author[f] ~= r then superseded[author[f]] = true end -- its value was in r's base
+              server[f], author[f] = rep[r][f], r
+            end
+          end
+        elseif policy ~= "manual" then
+          for _, f in ipairs(FIELDS) do
+            local mine, theirs = rep[r][f] ~= base[r][f], server[f] ~= base[r][f]
+            -- server: a field both changed keeps the server's value; local: ours goes over it
+            if mine and (policy == "local" or not theirs or rep[r][f] == server[f]) then
+              if author[f] and author[f] ~= r and not theirs then superseded[author[f]] = true end -- in r's base
               server[f], author[f] = rep[r][f], r
             end
           end

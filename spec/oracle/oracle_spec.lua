@@ -2,7 +2,8 @@
 -- (2 and 3 replicas; update, move, delete, add; same or other field and
 -- value; random interleavings of edits and syncs) against the emulator,
 -- held against the oracle of spec/oracle/model.lua: 0 values lost, 0 false
--- conflicts, 0 silent winners, 0 mismatches. `make oracle` runs 10,000.
+-- conflicts, 0 silent winners, 0 mismatches; under each policy (manual, the
+-- default; server; local). `make oracle` runs 10,000.
 -- Its mutation check: the same matrix with the store's rebase step removed
 -- (in a child process, by spec/oracle/run.lua --without-rebase: nothing in
 -- the library knows of it) must fail.
@@ -33,6 +34,16 @@ describe("the conflict matrix", function()
       assert.is_true(counts.expected > 50, table.concat(lines, "\n")) -- the matrix makes conflicts to find
       assert.is_true(driver.clean(counts), table.concat(lines, "\n"))
     end)
+
+  for _, policy in ipairs{ "server", "local" } do
+    it(("300 cases under the policy %s: the oracle's values kept, every conflict listed"):format(policy), function()
+      local counts = driver.run{ emu = emu, dir = dir, batches = matrix.batches(300, 100, 36), policy = policy }
+      local lines = driver.report(counts)
+      print("\n" .. policy .. ": " .. table.concat(lines, "\n"))
+      assert.is_true(counts.expected > 50, table.concat(lines, "\n"))
+      assert.is_true(driver.clean(counts), table.concat(lines, "\n"))
+    end)
+  end
 
   it("fails without the rebase step (the mutation check)", function()
     local out, ok = helper.run_shell(("cd %s && LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/oracle/run.lua 100 36 "
