@@ -71,6 +71,9 @@ Faults (settings):
   connection ("any"), is APPLIED, then the connection is closed without an
   answer: a blind re-send duplicates it.
 * job_seconds: how long an async job runs (0.4 by default, short for the specs).
+* race: null | {"edits": [...], "origin": NAME}: another crew's edits (2.1
+  array) applied right before the next synchronizeReplica runs (once): a
+  change placed between what a client read and what it sends.
 * gateway: null | {"mode": "504" | "drop", "delay_s": S}: a gateway in front of
   the server answers each synchronizeReplica at once, 504 or a connection
   closed, and the server runs it S seconds later all the same (an async
@@ -130,6 +133,7 @@ settings = {
     "gid_spelling": None,
     "sync_capabilities": {},
     "gateway": None,
+    "race": None,
 }
 settings.update(config.get("settings") or {})
 TOKEN = config.get("token")
@@ -898,6 +902,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.run_sync(form, nth)
 
     def run_sync(self, form, nth):
+        r = settings.get("race")
+        if r:
+            settings["race"] = None
+            apply_edits(r.get("edits") or [], r.get("origin", "another crew"), True, {})
         p, err = plan_sync(form)
         if err:
             return ("json", 200, err)

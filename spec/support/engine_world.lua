@@ -100,6 +100,14 @@ end
 
 function Emu:crew_delete(gid) self:crew_edit{ deleteIds = { gid } } end
 
+--- Another crew deletes `gid` right before the next synchronizeReplica runs (after what a client
+-- read before sending it): POST /_emulator/race.
+function Emu:crew_delete_before_next_sync(gid)
+  local per_replica = self.emu:control("settings").supports_per_replica_sync ~= false
+  self.emu:control("race", { service = "Parcels", replicaID = per_replica and CREW2 or OFFICE,
+                             edits = { { id = 0, features = { deleteIds = { gid } } } } })
+end
+
 --- The change log: {op, globalId, origin, refused, rolled_back, attributes}.
 function Emu:entries()
   local out = {}
@@ -192,6 +200,10 @@ end
 function Doc:crew_delete(gid)
   local r = self:control("edit", { layer = 0, op = "delete", globalId = gid, origin = M.OTHER_CREW })
   assert(#r.failed == 0, "the other crew's delete failed")
+end
+
+function Doc:crew_delete_before_next_sync(gid)
+  self:set{ race = { origin = M.OTHER_CREW, edits = { { id = 0, features = { deleteIds = { gid } } } } } }
 end
 
 function Doc:entries()

@@ -6,10 +6,13 @@
 --   a service's change log, refused ones included);
 -- * POST reset (back to the data file and the start-up settings), settings
 --   ({name = value}, JSON null = the default; emulator.settings), configure
---   (the organization's stage timing and failures), faults, faults/clear;
+--   (the organization's stage timing and failures), faults, faults/clear,
+--   race (another replica's edits synchronized right before the next
+--   request of a route: emulator.race);
 -- * echo (what a request carried, summarised).
 local json = require "geoservices.json"
 local jobs = require "geoservices.emulator.jobs"
+local race = require "geoservices.emulator.race"
 local settings = require "geoservices.emulator.settings"
 
 local control = {}
@@ -141,6 +144,12 @@ function control.handle(emu, path, request, exchange)
     return json_response(200, emu.organization:settings())
   elseif path == "/_emulator/echo" then
     return json_response(200, emu:echo(request, exchange))
+  elseif path == "/_emulator/race" and request.method == "POST" then
+    local spec, msg = json.decode(request.body)
+    if not spec then return bad_request("invalid JSON: " .. tostring(msg)) end
+    local ok, err = race.add(emu, spec)
+    if not ok then return bad_request(err) end
+    return json_response(200, { ok = true })
   elseif path == "/_emulator/faults/clear" then
     emu.faults:clear() -- the faults only; state and counts stay
     return json_response(200, { ok = true })

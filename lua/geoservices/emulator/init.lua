@@ -25,6 +25,7 @@ local persist = require "geoservices.emulator.persist"
 local jobs = require "geoservices.emulator.jobs"
 local metadata = require "geoservices.emulator.metadata"
 local query = require "geoservices.emulator.query"
+local race = require "geoservices.emulator.race"
 local replicas = require "geoservices.emulator.replicas"
 local settings = require "geoservices.emulator.settings"
 local sync = require "geoservices.emulator.sync"
@@ -134,6 +135,7 @@ function emulator.new(opts)
     total = 0,
     delayed = {},   -- responses waiting for their time: {due =, exchange =, response =}
     held = {},      -- requests the gateway answered and the server runs later (emulator.gateway)
+    races = {},     -- another replica's edits synchronized before a route's next request (emulator.race)
     log = opts.log,
     configure_seconds = opts.configure_seconds,
     token_seconds = opts.token_seconds,
@@ -187,6 +189,7 @@ function Emulator:save_state()
     settings = self.settings,
     organization = self.organization,
     uploads = uploads.dump(),
+    races = self.races,
   }
   -- 0600: it holds the users' tokens
   local ok, err = core.write_file_atomic(self.state_file, text, tonumber("600", 8))
@@ -224,6 +227,7 @@ function Emulator:load_state()
   self.organization = organization.restore(state.organization)
   organization.restore_admin(self)
   uploads.restore(state.uploads)
+  self.races = state.races or {}
   return true
 end
 
@@ -380,7 +384,7 @@ function Emulator:reset()
   self.jobs = jobs.new()
   self.organization = organization.new{ stage_seconds = self.configure_seconds }
   self:remove_results()
-  self.held, self.gateway_seen = {}, 0
+  self.held, self.gateway_seen, self.races = {}, 0, {}
   uploads.remove_all()
 end
 
@@ -514,6 +518,7 @@ function Emulator:serve(exchange)
       response = { status = 200, headers = {}, body = "" } -- refused: the operation does not run
     else
       request.form = form
+      if race.run_before(self, route.name, sync.synchronize) then self:save_state() end
       response = gateway.intercept(self, route, request, captures)
     end
     if not response then
