@@ -15,7 +15,7 @@ Error.__name = "geoservices.Error"
 
 --- An error value (`geoservices.Error`): a table returned as the second
 -- result of a failed call, never raised by the library. `tostring(err)` is
--- `kind: message (code C) [HTTP S] <url>`.
+-- `kind: message (code C) [HTTP S] <url>`; it concatenates as that line too.
 -- @table Error
 -- @field kind "invalid" (refused before anything was sent; `parameter` names it), "network"
 --   (connection refused, reset, TLS, truncated transfer; `code` is a stable string such as
@@ -40,6 +40,12 @@ function Error.__tostring(e)
   if e.status and e.status ~= 200 and e.kind ~= "http" then parts[#parts + 1] = " [HTTP " .. e.status .. "]" end
   if e.url then parts[#parts + 1] = " <" .. e.url .. ">" end
   return redact.text(table.concat(parts))
+end
+
+-- `"sync failed: " .. err` and `err .. "!"`: the one line of @{Error.__tostring}
+-- (string.format's %s gives it too).
+function Error.__concat(a, b)
+  return tostring(a) .. tostring(b)
 end
 
 --- Makes an error table. `fields` may carry code, details, status, url...

@@ -25,8 +25,10 @@
 -- it was asked for: a local clock hours off the server's never makes it ask
 -- for more than one token per lifetime.
 --
--- A failure to obtain a token is an error of kind "auth" with
--- `reason = "generate_token"` carrying the server's message.
+-- A failure to obtain a token is an error with `reason = "generate_token"`
+-- carrying the server's message: of kind "auth" when the server answered
+-- (a refused password), of the transfer's kind ("network", "timeout",
+-- "cancelled") when it was not reached.
 -- @module geoservices.token
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
@@ -294,9 +296,14 @@ function TokenProvider:due()
   return current == nil or (valid_until ~= nil and core.monotonic() >= valid_until)
 end
 
+-- The server was not reached, or not in time: the failure is the
+-- transfer's (issue 39: a refused connection is no refused password).
+local NOT_REACHED = { network = true, timeout = true, cancelled = true }
+
 local function failure(self, err)
   local why = err and err.message or "no answer"
-  local e = errors.new("auth", ("could not generate a token for user '%s' at %s: %s"):format(
+  local kind = err and NOT_REACHED[err.kind] and err.kind or "auth"
+  local e = errors.new(kind, ("could not generate a token for user '%s' at %s: %s"):format(
     self.username, self.url, why), {
       reason = "generate_token", code = err and err.code, details = err and err.details, status = err and err.status,
       url = self.url, cause_kind = err and err.kind,
@@ -346,8 +353,8 @@ end
 -- @tparam[opt] boolean refresh replace the current token whatever its expiry
 -- @treturn[1] string the token
 -- @return[2] nil
--- @treturn[2] table err: kind "auth", `reason = "generate_token"`, with the server's message (or the
---   network's), never the password
+-- @treturn[2] table err: `reason = "generate_token"`, kind "auth" with the server's message, or
+--   the transfer's kind ("network", "timeout", "cancelled") when it was not reached; never the password
 -- @raise never
 function TokenProvider:get(client, refresh)
   if not refresh and not self:due() then return (self._held()) end
