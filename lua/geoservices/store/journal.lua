@@ -169,6 +169,9 @@ function Journal:request(opts)
   self.rep = rep
   local params, directions = request_params(self.st, rep, opts, nil)
   self.directions = directions
+  -- a damaged queue is refused before anything is asked of the server (the copy check reads it)
+  local queue, qerr = self.st:pending()
+  if not queue then return nil, qerr end
   local ok, copied = integrity.check_copy(self.st, self.client, rep, opts)
   if not ok then return nil, copied end
   return params
