@@ -120,14 +120,16 @@ describe("replica store GeoPackage", function()
       assert.truthy(l.srs:find("OBJECTID: Integer", 1, true), name)
       assert.truthy(l.srs:find("UPDATED: DateTime", 1, true), name)
     end
-    -- the feature layers, the sync log, the conflicts and their fields, none of our internal tables
+    -- the feature layers, the sync log, the conflicts and their fields, the views of the pending and refused
+    -- edits, none of our internal tables
     local n = 0
     for name in pairs(layers) do
       n = n + 1
       assert.truthy(expected[name] or name == "geoservices_sync_log" or name == "geoservices_conflicts"
-        or name == "geoservices_conflict_fields", name)
+        or name == "geoservices_conflict_fields" or name == "geoservices_pending" or name == "geoservices_rejected",
+        name)
     end
-    assert.equal(7, n)
+    assert.equal(9, n)
     assert.falsy(out:find("ERROR", 1, true), out)
     assert.falsy(out:find("Warning", 1, true), out)
   end)

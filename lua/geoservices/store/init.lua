@@ -282,6 +282,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     check(db:begin())
     for _, sql in ipairs(schema.BASE_SQL) do check(db:exec(sql)) end
     for _, sql in ipairs(schema.CONFLICTS_FORMAT_3) do check(db:exec(sql)) end
+    for _, sql in ipairs(schema.EDIT_VIEWS_SQL) do check(db:exec(sql)) end
     for _, sql in ipairs(capture.CONTROL_SQL) do check(db:exec(sql)) end
     for _, r in ipairs(srs.rows_for(specs)) do
       check(db:run("INSERT INTO gpkg_spatial_ref_sys (srs_name, srs_id, organization, organization_coordsys_id, "

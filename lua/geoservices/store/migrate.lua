@@ -23,6 +23,8 @@
 -- * 6 -> 7: the media table's global_id nullable, made by a trigger when
 --   left out (to_format_7), so an attachment added without one (QGIS's
 --   form, GDAL, SQL) is taken.
+-- * 7 -> 8: the queue and the refused edits as views GDAL and QGIS load
+--   (schema.EDIT_VIEWS_SQL).
 -- @module geoservices.store.migrate
 -- @local
 local capture = require "geoservices.store.capture"
@@ -205,7 +207,13 @@ local function to_format_7(db)
       db:exec("PRAGMA writable_schema = OFF")
     end
   end
-  if ok then ok, m, c = db:exec("DROP TRIGGER IF EXISTS geoservices_attachments_global_id") end
+  if not ok then return nil, m, c end
+  local trigger
+  trigger, m, c = db:rows("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+    "geoservices_attachments_global_id")
+  if not trigger then return nil, m, c end
+  if trigger[1] and trigger[1].sql == schema.ATTACHMENT_GID_TRIGGER then return true end
+  ok, m, c = db:exec("DROP TRIGGER IF EXISTS geoservices_attachments_global_id")
   if ok then ok, m, c = db:exec(schema.ATTACHMENT_GID_TRIGGER) end
   return ok, m, c
 end
@@ -218,6 +226,7 @@ local STEPS = {
   [5] = conflicts.layout,
   [6] = to_format_6,
   [7] = to_format_7,
+  [8] = schema.EDIT_VIEWS_SQL,
 }
 
 --- Migrates an open store's file.

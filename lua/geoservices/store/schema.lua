@@ -56,8 +56,30 @@ local schema = {}
 -- local geometry, the table of differing fields (geoservices.store.conflicts).
 -- 6 the GlobalID index on the whole GlobalID (@{gid_index_sql}); 7 a
 -- GlobalID made for an attachment added without one (QGIS's form, GDAL,
--- SQL: @{ATTACHMENT_GID_COLUMN}).
-schema.FORMAT = 7
+-- SQL: @{ATTACHMENT_GID_COLUMN}); 8 the queue and the refused edits as
+-- read-only views GDAL and QGIS load (@{EDIT_VIEWS_SQL}).
+schema.FORMAT = 8
+
+--- The local edits waiting (geoservices_pending) and those the server
+-- refused (geoservices_rejected) as views registered as attributes, so that
+-- GDAL and QGIS load them (read only: a view takes no edit) beside the
+-- conflicts layer; the tables themselves stay the library's, unregistered.
+-- Every column a plain column reference, so that each has its declared type
+-- (GeoPackage requirement 5). Run again, it changes nothing.
+schema.EDIT_VIEWS_SQL = {
+  [[CREATE VIEW IF NOT EXISTS geoservices_pending AS SELECT e.seq AS fid, l.table_name AS layer, e.op AS edit,
+    e.global_id AS GlobalID, e.created_at AS made_at, e.attempt_id AS sent_in_attempt
+    FROM geoservices_edits AS e LEFT JOIN geoservices_layers AS l ON l.layer_id = e.layer_id]],
+  [[INSERT OR IGNORE INTO gpkg_contents (table_name, data_type, identifier, description) VALUES ('geoservices_pending',
+    'attributes', 'geoservices_pending', 'local edits waiting for the next sync, read only: geoservices pending '
+    || 'shows what each sends, geoservices discard drops one (lua-geoservices)')]],
+  [[CREATE VIEW IF NOT EXISTS geoservices_rejected AS SELECT f.seq AS fid, l.table_name AS layer, f.op AS edit,
+    f.global_id AS GlobalID, f.code AS code, f.description AS reason, f.failed_at AS failed_at
+    FROM geoservices_failed_edits AS f LEFT JOIN geoservices_layers AS l ON l.layer_id = f.layer_id]],
+  [[INSERT OR IGNORE INTO gpkg_contents (table_name, data_type, identifier, description) VALUES ('geoservices_rejected',
+    'attributes', 'geoservices_rejected', 'local edits the server refused, with its code and reason, read only '
+    || '(lua-geoservices)')]],
+}
 
 --- A new GlobalID in SQL (SQLite's core functions only): a version 4 UUID
 -- (RFC 4122: the version nibble 4, the variant 8, 9, A or B) in the form
