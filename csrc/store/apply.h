@@ -2,9 +2,9 @@
  * from the record extractor's tape (json/records.h) straight into prepared
  * SQLite statements of a GeoPackage, without any Lua value per record.
  *
- *   add, update              INSERT OR REPLACE into the layer's table (the
- *                            GlobalID column is UNIQUE: the row of that
- *                            GlobalID is replaced whole, as the server sent it)
+ *   add, update              an upsert of the layer's columns, as the server
+ *                            sent them, into the row of that GlobalID (its
+ *                            fid kept; a column the user added keeps its value)
  *   delete                   DELETE by GlobalID (by OBJECTID for an integer)
  *   add/update_attachment    INSERT OR REPLACE into geoservices_attachments
  *   delete_attachment        DELETE from geoservices_attachments
@@ -88,8 +88,9 @@ typedef struct geoservices_store_layer {
   char *scratch;        /* GEOSERVICES_STORE_SCRATCH bytes per column */
   sqlite3_value **defaults; /* per column: the table's DEFAULT, evaluated once (NULL: none) */
   unsigned char *given; /* per column: the feature bound by hand gave it (a null too) */
-  /* upsert: what a record binds to: replace (INSERT OR REPLACE, keeping the
-   * local fid of the row of its GlobalID), or while the store fills empty
+  /* upsert: what a record binds to: replace (INSERT ... ON CONFLICT(fid) DO
+   * UPDATE of the layer's columns RETURNING fid, into the local fid of the
+   * row of its GlobalID), or while the store fills empty
    * tables (geoservices_store_set_filling) insert_new, a plain INSERT */
   sqlite3_stmt *upsert, *replace, *insert_new, *remove, *remove_oid;
   sqlite3_stmt *rtree;  /* INSERT OR REPLACE into rtree_<table>_<geom>, NULL without one */

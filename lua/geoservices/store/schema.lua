@@ -16,8 +16,9 @@
 --   seek whatever the GlobalIDs look like (sequential GUIDs share their first
 --   8 or 16 hex digits: an index on a prefix made each lookup a scan of the
 --   GUIDs sharing it, issue 38), and GDAL's and QGIS's own `GlobalID = '...'`
---   use it too. A downloaded add or update replaces the row of its GlobalID
---   whole, under its fid (csrc/store/apply_layers.c); a row inserted with
+--   use it too. A downloaded add or update writes the server's columns of
+--   the row of its GlobalID, under its fid (an upsert: a column the user
+--   added keeps its value, csrc/store/apply_layers.c); a row inserted with
 --   another's GlobalID (a paste in QGIS) is not refused by the index and gets
 --   one of its own (geoservices.store.capture).
 -- * `esriFieldTypeDate` is `DATETIME`, ISO 8601 text in UTC with
