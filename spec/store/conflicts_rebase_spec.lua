@@ -308,4 +308,62 @@ describe("a sync rebases local edits onto the server's changes", function()
       b:close()
     end)
   end)
+
+  describe("attachments", function()
+    local VALVE_PHOTO = "{3C5E7A90-1B2D-4F60-8A1C-0000000003A1}"
+    local VALVE_PDF = "{3C5E7A90-1B2D-4F60-8A1C-0000000003A2}"
+    local m = 0
+    local function valves(name)
+      m = m + 1
+      return assert(require("geoservices").store.create(world.client(), ("%s/%s-v%d.gpkg"):format(world.dir, name, m),
+        { service = "Utilities", layers = { 2 }, replicaName = name .. m, syncModel = "perLayer",
+          returnAttachments = true }, { poll_interval = 0.05, timeout = 30 }))
+    end
+    local function rename(st, gid, name)
+      assert(st.db:run("UPDATE geoservices_attachments SET name = ? WHERE global_id = ?", name, gid))
+    end
+    local function on_server(gid)
+      local a = world.emu:control("state").featureServices.Utilities.layers["2"].attachments[gid]
+      return a and not a.deleted and a or nil
+    end
+
+    it("a delete of an attachment the server changed, an update of one it deleted: held back, told, kept", function()
+      local a, b = valves("crew-a"), valves("crew-b")
+      rename(b, VALVE_PHOTO, "b-photo.jpg")
+      assert(b:delete_attachment(VALVE_PDF))
+      assert(b:sync(world.client()))
+      assert(a:delete_attachment(VALVE_PHOTO))
+      rename(a, VALVE_PDF, "a-report.pdf")
+      local result = assert(a:sync(world.client()))
+      -- B's rename stands, B's delete too
+      assert.equal("b-photo.jpg", on_server(VALVE_PHOTO).name)
+      assert.is_nil(on_server(VALVE_PDF))
+      assert.equal(2, result.summary.held)
+      local told = {}
+      for _, k in ipairs(result.conflicts) do
+        if k.kind == "attachment" then told[k.globalId] = k.outcome end
+      end
+      assert.same({ [VALVE_PHOTO] = "held", [VALVE_PDF] = "held" }, told)
+      local failed = {}
+      for _, f in ipairs(assert(a:failed())) do
+        if f.kind == "attachment" then failed[f.globalId] = f.description end
+      end
+      assert.matches("^conflict: the server changed this attachment since", failed[VALVE_PHOTO])
+      assert.matches("^conflict: the server deleted this attachment since", failed[VALVE_PDF])
+      a:close()
+      b:close()
+    end)
+
+    it("edits of different attachments of one feature both go", function()
+      local a, b = valves("crew-a"), valves("crew-b")
+      rename(b, VALVE_PHOTO, "b-photo.jpg")
+      assert(b:sync(world.client()))
+      rename(a, VALVE_PDF, "a-report.pdf")
+      local result = assert(a:sync(world.client()))
+      assert.same({}, result.conflicts)
+      assert.same({ "b-photo.jpg", "a-report.pdf" }, { on_server(VALVE_PHOTO).name, on_server(VALVE_PDF).name })
+      a:close()
+      b:close()
+    end)
+  end)
 end)

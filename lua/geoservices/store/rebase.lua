@@ -31,7 +31,9 @@
 -- (geoservices.store.journal's rebase hook calls @{hook}; geoservices.store.sync @{summarize}).
 -- @module geoservices.store.rebase
 -- @local
+local attachment_edits = require "geoservices.store.attachment_edits"
 local commit = require "geoservices.store.commit"
+local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local merge = require "geoservices.sync.merge"
 local outcome = require "geoservices.sync.outcome"
@@ -138,6 +140,117 @@ local function conflict_entry(r, d, k, policy)
            outcome = d.outcome, description = DESCRIPTIONS[d.outcome]:format(policy), conflicts = d.conflicts }
 end
 
+
+-- ---- attachments ---------------------------------------------------------------
+
+local function att_key(gid) return (tostring(gid):gsub("[{}]", ""):upper()) end
+
+-- The server's attachments of the parents of `rows`, `[key] = info` (queryAttachments).
+local function server_attachments(client, rep, rows, opts)
+  local parents = {}
+  for _, r in ipairs(rows) do
+    parents[r.layer_id] = parents[r.layer_id] or {}
+    if r.parent_global_id then parents[r.layer_id][r.parent_global_id] = true end
+  end
+  local present = {}
+  for layer, set in pairs(parents) do
+    local list = {}
+    for gid in pairs(set) do list[#list + 1] = gid end
+    table.sort(list)
+    local answer, err = client:post(client:url_for(("%s/FeatureServer/%d/queryAttachments"):format(rep.service,
+      layer)), { f = "json", globalIds = table.concat(list, ",") }, { retry = "read", timeout = opts.timeout })
+    if not answer then return nil, err end
+    if type(answer.error) == "table" then
+      return nil, errors.new("server", "queryAttachments: " .. tostring(answer.error.message))
+    end
+    for _, g in ipairs(type(answer.attachmentGroups) == "table" and answer.attachmentGroups or {}) do
+      for _, info in ipairs(type(g.attachmentInfos) == "table" and g.attachmentInfos or {}) do
+        present[att_key(info.globalId)] = info
+      end
+    end
+  end
+  return present
+end
+
+-- Whether the server's attachment is still the one the edit started from (its base: name, type, size).
+local function same_attachment(info, base)
+  if type(base) ~= "table" then return true end
+  if base.name ~= nil and info.name ~= nil and base.name ~= info.name then return false end
+  if base.content_type ~= nil and info.contentType ~= nil and base.content_type ~= info.contentType then
+    return false
+  end
+  if math.type(base.size) == "integer" and math.type(info.size) == "integer" and base.size ~= info.size then
+    return false
+  end
+  return true
+end
+
+-- The attachment updates and deletes about to go (marked sent by the take),
+-- against the server's attachments: one the server changed or deleted since
+-- its base is a conflict (manual and server: held back, kept with the failed
+-- edits naming the conflict; local: sent over it, and reported); a delete of
+-- one the server deleted too is dropped. Returns the `[layer][key] = true`
+-- of the attachment edits taken out of the request, or nil, err.
+local function rebase_attachments(st, client, rep, policy, report, opts)
+  local rows = st.db:rows("SELECT seq, layer_id, op, global_id, parent_global_id, base FROM "
+    .. attachment_edits.QUEUE .. " WHERE sent_at IS NOT NULL AND failed IS NULL AND op IN ('update', 'delete') "
+    .. "ORDER BY seq")
+  if not rows or #rows == 0 then return {} end
+  local present, err = server_attachments(client, rep, rows, opts)
+  if not present then return nil, err end
+  local out = {}
+  for _, r in ipairs(rows) do
+    local info = present[att_key(r.global_id)]
+    local base = type(r.base) == "string" and json.decode(r.base) or nil
+    local why
+    if r.op == "delete" and not info then
+      -- deleted on both sides: nothing to send
+      local ok, m, c = st.db:run("DELETE FROM " .. attachment_edits.QUEUE .. " WHERE seq = ?", r.seq)
+      if not ok then return nil, db_error(st.path, m, c) end
+    elseif not info then
+      why = "the server deleted this attachment since; the local update is held back"
+    elseif not same_attachment(info, base) then
+      why = ("the server changed this attachment since (now %s, %s bytes); the local %s is held back"):format(
+        tostring(info.name), tostring(info.size), r.op)
+    end
+    if why and policy == "local" and info then
+      why = nil -- sent over the server's
+      report.attachments[#report.attachments + 1] = { globalId = r.global_id, op = r.op, outcome = "local_kept" }
+    end
+    if why then
+      local ok, m, c = st.db:run("UPDATE " .. attachment_edits.QUEUE .. " SET sent_at = NULL, failed = ?, "
+        .. "failed_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE seq = ?", "conflict: " .. why, r.seq)
+      if not ok then return nil, db_error(st.path, m, c) end
+      report.attachments[#report.attachments + 1] = { globalId = r.global_id, op = r.op, outcome = "held",
+                                                      description = why }
+    end
+    if why or (r.op == "delete" and not info) then
+      out[r.layer_id] = out[r.layer_id] or {}
+      out[r.layer_id][att_key(r.global_id)] = true
+    end
+  end
+  return out
+end
+
+-- Drops the attachment edits of `gone` from a 2.1 list.
+local function without_attachments(edits, gone)
+  for _, entry in ipairs(edits or {}) do
+    local drop, a = gone[entry.id], entry.attachments
+    if drop and a then
+      local function keep(items, gid_of)
+        local kept = json.array()
+        for _, item in ipairs(items or {}) do
+          if not drop[att_key(gid_of(item))] then kept[#kept + 1] = item end
+        end
+        return kept
+      end
+      a.updates = keep(a.updates, function(item) return item.globalId end)
+      a.deleteIds = keep(a.deleteIds, function(gid) return gid end)
+    end
+  end
+  return edits
+end
+
 -- Drops from a 2.1 edits list the feature edits of `gone` (`[layer][GlobalID key] = true`) and the
 -- layer entries left with nothing; nil when nothing is left.
 local function without(edits, gone, specs)
@@ -181,8 +294,15 @@ end
 function rebase.hook(j, client, taken, opts)
   local st = j.st
   local policy = opts.conflicts or st:conflict_policy()
-  local report = { outcomes = {}, conflicts = {}, left = {}, read = 0 }
+  local report = { outcomes = {}, conflicts = {}, left = {}, read = 0, attachments = {} }
   j.rebased = report
+  -- the attachment updates and deletes first (their own queue)
+  local att_gone, aerr = rebase_attachments(st, client, j.rep, policy, report, opts)
+  if not att_gone then return nil, aerr end
+  if next(att_gone) then
+    without_attachments(taken.edits, att_gone)
+    taken.edits = without(taken.edits, {}, st.layers)
+  end
   local todo = {}
   for _, r in ipairs(j.rows) do
     if (r.op == "update" or r.op == "delete") and type(r.base) == "table" and st.layers[r.layer] then
@@ -312,6 +432,12 @@ function rebase.summarize(result, report, rows, by_seq, refused)
   local list = result.conflicts or {}
   counts.server_kept = (counts.server_kept or 0) + math.max(0, #list - sent_conflicts)
   for _, k in ipairs(report.conflicts) do list[#list + 1] = k end
+  -- the attachment edits held back (kept with the failed edits) or sent over the server's change
+  for _, a in ipairs(report.attachments or {}) do
+    count(a.outcome)
+    list[#list + 1] = { kind = "attachment", op = a.op, globalId = a.globalId, outcome = a.outcome,
+                        description = a.description or "sent over the server's change (policy local)" }
+  end
   result.conflicts = list
   result.summary = sync_result.summary(counts)
   if result.summary.held > 0 then result.partial = true end
