@@ -154,7 +154,27 @@ end
 
 -- Follows a createReplica (a new one, or a job resumed) to its end and
 -- reports it: the library call is `run(opts)`.
-local function follow(out, client, path, dest, run, poll_opts)
+-- After a create whose replica the server made but whose store (or state
+-- file) could not be written (a full disk, a read-only folder: kind "io"):
+-- nothing local refers to the replica, so it is unregistered now and the
+-- journal goes; when that fails, the error names the command that does it.
+local function unregister_orphan(out, client, path, service, err)
+  if not (type(err) == "table" and err.kind == "io" and err.created and err.replicaID and service) then return end
+  local note = " The replica " -- the library's note, for a caller that has no CLI
+  local at = err.message:find(note, 1, true)
+  if at then err.message = err.message:sub(1, at - 1) end
+  local done = client:unregister_replica(service, err.replicaID)
+  if done then
+    os.remove(journal_path(path))
+    err.message = ("%s; the replica %s it made was unregistered, nothing is left on the server: make room (or "
+      .. "choose another folder) and create again"):format(err.message, err.replicaID)
+  else
+    err.message = ("%s; the replica %s was made on the server: unregister it with `%s`"):format(err.message,
+      err.replicaID, hints.follow(out, "replica", "unregister", service, err.replicaID))
+  end
+end
+
+local function follow(out, client, path, dest, run, poll_opts, service)
   local name = dest.name(path)
   local w = watch.new(out, client, name)
   local kept
@@ -190,6 +210,7 @@ local function follow(out, client, path, dest, run, poll_opts)
   if not result then
     if err == output.DRY_RUN then return nil end
     if type(err) == "table" and err.kind == "job" and err.code ~= "job_not_found" then os.remove(journal_path(path)) end
+    unregister_orphan(out, client, path, service, err)
     out:error(err, { replica = path })
     return out:result(output.exit_for(err), { command = "replica", replica = path })
   end
@@ -253,7 +274,7 @@ local function create(args, out, client)
   return follow(out, client, path, dest, function(opts)
     return client:create_replica(args.service, params, opts)
   end, { poll_interval = args.poll_interval, timeout = args.wait_timeout,
-          check = not args.dry_run }) -- a dry run shows createReplica itself, not the read before it
+          check = not args.dry_run }, args.service) -- a dry run shows createReplica itself, not the read before it
 end
 
 -- The replica `path` holds when it is complete (a store, or a state file):
@@ -307,7 +328,7 @@ local function resume(args, out, client)
     op.on_done = opts.on_done
     return op:wait{ poll_interval = opts.poll_interval, timeout = opts.timeout, on_status = opts.on_status,
                     on_progress = opts.on_progress }
-  end, { poll_interval = args.poll_interval, timeout = args.wait_timeout })
+  end, { poll_interval = args.poll_interval, timeout = args.wait_timeout }, op.service)
 end
 
 -- ------------------------------------------------------------------ info, unregister
