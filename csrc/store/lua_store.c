@@ -49,6 +49,29 @@ int geoservices_store_push_fail(lua_State *L, const char *message, int rc) {
   return 3;
 }
 
+/* A failure of the disk or the file system: SQLite's message with the
+ * system's cause in words ("unable to open database file: Read-only file
+ * system", "disk I/O error: No space left on device"), issue 39. */
+static int push_fail_with_cause(lua_State *L, sqlite3 *db, const char *message, int rc) {
+  int e = db ? sqlite3_system_errno(db) : 0;
+  switch (rc & 0xff) {
+    case SQLITE_IOERR: /* a CANTOPEN's errno is often its journal's (ENOENT): store.shared says why instead */
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+      if (e != 0) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "%s: %s", message, strerror(e));
+        lua_pushstring(L, geoservices_store_code_of(rc));
+        return 3;
+      }
+      break;
+    default:
+      break;
+  }
+  return geoservices_store_push_fail(L, message, rc);
+}
+
 /* Whether a Ctrl-C waits on the main thread: lua.c's handler (laction)
  * hooks it with lstop, on every event with a count of 1, and the error
  * "interrupted!" comes when that thread next runs Lua code. A statement of
@@ -69,7 +92,7 @@ static int push_fail_of(lua_State *L, store_ud *u, const char *message, int rc) 
     if (interrupt_pending(u)) lua_sethook(u->main, NULL, 0, 0);
     return luaL_error(L, "interrupted!");
   }
-  return geoservices_store_push_fail(L, message, rc);
+  return push_fail_with_cause(L, u->db, message, rc);
 }
 
 int geoservices_store_push_db_fail(lua_State *L, store_ud *u, int rc) {
@@ -192,7 +215,7 @@ static int l_store_open(lua_State *L) {
           SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
   rc = sqlite3_open_v2(path, &u->db, flags, NULL);
   if (rc != SQLITE_OK) {
-    int n = geoservices_store_push_fail(L, u->db ? sqlite3_errmsg(u->db) : "cannot open the store", rc);
+    int n = push_fail_with_cause(L, u->db, u->db ? sqlite3_errmsg(u->db) : "cannot open the store", rc);
     sqlite3_close_v2(u->db);
     u->db = NULL;
     return n;

@@ -88,12 +88,13 @@ local kind_of_transfer_code = {
   cancelled = "cancelled", -- the task was cancelled (geoservices.loop)
   too_large = "protocol",
   bad_encoding = "protocol",
+  save_failed = "io", -- the answer could not be written to its file: the local disk's failure (issue 39)
 }
 
 --- The error of a transfer failure of the C core.
 -- @string message the core's message
 -- @tparam ?string code the core's code: "timeout" and "cancelled" give those kinds, "too_large" and
---   "bad_encoding" kind "protocol", anything else kind "network"
+--   "bad_encoding" kind "protocol", "save_failed" kind "io", anything else kind "network"
 -- @tparam ?string url the address
 -- @treturn Error the error
 -- @raise never

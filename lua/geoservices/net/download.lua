@@ -109,6 +109,13 @@ function download.fetch(conn, url, opts)
     if offset > 0 then spec.resume_from = offset end
     local resp, msg, code = transport.send(conn, spec, sink and sink.deliver, progress_of())
     if not resp then
+      if code == "save_failed" then -- the local disk's failure: the path and its cause, not sent again
+        -- the file a caller asked for, not the temporary one it is written as (sys.make_temp: PATH.partXXXXXX)
+        local path = tostring(opts.file):gsub("%.part%w%w%w%w%w%w$", "")
+        local text = tostring(msg):gsub("^cannot save the response",
+          function() return "cannot save the response to " .. path end, 1)
+        return "fatal", errors.new("io", text, { code = code, url = url, path = path })
+      end
       local err = transport.failure(msg, code, url)
       return code == "refused" and "fatal" or "failed", err
     end

@@ -20,6 +20,15 @@ function shared.db_error(path, msg, code)
   elseif code == "data" then
     return errors.new("protocol", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
   end
+  if code == "cantopen" or code == "readonly" then -- why, in the system's words (issue 39)
+    local f, why = io.open(path, "r+b")
+    if f then
+      f:close()
+    elseif type(why) == "string" then
+      local reason = why:find(path, 1, true) == 1 and why:sub(#path + 3) or why -- io.open's "PATH: reason"
+      msg = ("%s (%s)"):format(msg, reason)
+    end
+  end
   return errors.new("io", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
 end
 
