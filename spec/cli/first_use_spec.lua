@@ -121,6 +121,13 @@ describe("the geoservices command for a newcomer", function()
         1, true))
       local login = run{ "login", "--help" }
       assert.truthy(login.out:find("0600", 1, true))
+      -- the replica subcommands too (issue 39 item 6)
+      for _, sub in ipairs{ "create", "resume", "info", "unregister", "failed" } do
+        local r = run{ "replica", sub, "--help" }
+        assert.equal(0, r.code, r.err)
+        assert.truthy(r.out:find("\nExit codes: 0 ", 1, true), "replica " .. sub .. " --help: " .. r.out)
+      end
+      assert.truthy(run{ "replica", "unregister", "--help" }.out:find("without --force", 1, true))
     end)
 
     it("prints a completion script for bash, zsh and fish", function()

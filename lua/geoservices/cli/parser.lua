@@ -38,6 +38,18 @@ local COMMAND_EXITS = {
     .. "a request the service cannot take (refused before anything was sent: a sync model or direction it does "
     .. "not support...), 3 partial (the createReplica job ended CompletedWithErrors), 130 interrupted (a "
     .. "createReplica job keeps running: follow it with replica resume)",
+  ["replica create"] = "0 the replica was created and OUT written, 1 the request or the job failed, or OUT could "
+    .. "not be written (the replica the server made is then unregistered, or the command that does it named), 2 "
+    .. "bad usage or a request the service cannot take (nothing sent), 3 partial (the job ended "
+    .. "CompletedWithErrors), 130 interrupted (a createReplica job keeps running: follow it with replica resume)",
+  ["replica resume"] = "0 the replica was kept in OUT, or OUT is already complete (nothing to resume), 1 the job "
+    .. "failed or is gone, 2 no job is journaled for OUT, 130 interrupted (run the same resume again)",
+  ["replica info"] = "0 shown, 1 the request failed (the server does not know the replica...), 2 bad usage or a "
+    .. "store or state file that cannot be read",
+  ["replica unregister"] = "0 unregistered, 1 the request failed, 2 bad usage, a store or state file that cannot "
+    .. "be read, a store holding local edits not sent, rejected edits or conflicts (without --force), '*' "
+    .. "without --yes and no terminal (nothing sent)",
+  ["replica failed"] = "0 listed (none included), 1 the store cannot be read, 2 bad usage or no store at the path",
 }
 
 -- Two or three real command lines per command, the last part of its --help
@@ -164,7 +176,8 @@ function parser.new(extra)
     return p:command(name, description):epilog(epilog(name, COMMAND_EXITS[name]))
   end
   local function subcommand(parent, parent_name, name, description)
-    return parent:command(name, description):epilog(epilog(parent_name .. " " .. name))
+    local path = parent_name .. " " .. name
+    return parent:command(name, description):epilog(epilog(path, COMMAND_EXITS[path]))
   end
 
   local sync = command("sync", "Synchronize replica stores (.gpkg): upload their queued local edits, download "
