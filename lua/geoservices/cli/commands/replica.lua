@@ -60,6 +60,7 @@ end
 --   replica then exists on the server); info is `{state =, data =}`, printed and emitted;
 --   w.on_fill, w.on_phase and w.tick follow a store being built (geoservices.store.create_from);
 -- * `params(params)` (optional): what the destination asks of createReplica besides the user;
+-- * `discard(path)` (optional): removes what an interrupted run left that nothing reads again;
 -- * `name(path)` -> what the lines and events call it.
 -- This one writes a replica state file (geoservices.replica) and the data beside it.
 replica_cmd.json_destination = {
@@ -94,13 +95,14 @@ replica_cmd.gpkg_destination = {
   keep = function(path, result, client, w)
     local builder = require "geoservices.store.create"
     local infos, err = builder.layer_infos(client, result.service, result.layers)
-    local st
+    local ok, st = true, nil
     if infos then
-      st, err = geoservices.store.create_from(path, builder.replica_info(result), infos, result.output,
+      ok, st, err = pcall(geoservices.store.create_from, path, builder.replica_info(result), infos, result.output,
         { on_fill = w.on_fill, on_phase = w.on_phase, on_tick = w.tick })
     end
-    os.remove(result.output)
-    result.output = nil -- in the store now
+    os.remove(result.output) -- in the store now, or not to be used (a Ctrl-C too)
+    result.output = nil
+    if not ok then error(st, 0) end
     if not st then return nil, err end
     -- the attachments' bytes by URL, one by one into their blobs, as geoservices.store.create does:
     -- one that fails is named and fetched by the next sync
@@ -112,6 +114,8 @@ replica_cmd.gpkg_destination = {
     st:close()
     return { state = path, attachments = fetched }
   end,
+  -- a run interrupted before keep: its intermediate result, which nothing reads again
+  discard = function(path) os.remove(path .. ".download.json") end,
   -- attachments by URL: their bytes go to the store's blobs, never base64 text in the result
   params = function(params)
     if params.returnAttachments and params.returnAttachmentsDataByUrl == nil then
@@ -205,7 +209,12 @@ local function follow(out, client, path, dest, run, poll_opts, service)
   local ok, result, err = pcall(w.run, run, opts)
   if ok then w.report_download(result ~= nil) end
   w.restore()
-  if not ok then error(result, 0) end -- Ctrl-C too: main names the job still running
+  if not ok then -- Ctrl-C too: main names the job still running
+    -- what the interrupted run was writing goes: a partial download, the store's intermediate result
+    if opts.output then core.remove_temps(opts.output) end
+    if dest.discard then dest.discard(path) end
+    error(result, 0)
+  end
   out:server_work(nil)
   if not result then
     if err == output.DRY_RUN then return nil end

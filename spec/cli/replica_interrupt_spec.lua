@@ -1,0 +1,51 @@
+-- Ctrl-C in each phase of `geoservices replica create OUT.gpkg` (issue 38),
+-- under a real pseudo-terminal (spec/support/pty_ctrl_c.py types it once
+-- the live line names the phase): the command ends at once with 130 and
+-- "interrupted", and leaves what the README promises: no store at OUT, no
+-- file of the interrupted creation beside it. The phases after the fill
+-- (the GlobalID index...) are SQL statements that the store's progress
+-- handler stops (spec/store/interrupt_spec).
+local helper = require "spec.helper"
+local json = require "geoservices.json"
+
+local q = helper.shell_quote
+local RECORDS = 200000
+local CLI = 'os.exit(require("geoservices.cli").main(arg))'
+
+describe("Ctrl-C during replica create OUT.gpkg (issue 38)", function()
+  local dir, pid, url
+
+  setup(function()
+    dir = helper.tmp_dir()
+    local out, ok = helper.run_shell(("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/bench/generate_replica.lua %d first %s")
+      :format(q(package.path), q(package.cpath), RECORDS, q(dir .. "/first.json")))
+    assert(ok, out)
+    local log = dir .. "/serve.log"
+    pid = helper.run_shell(("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/bench/serve_replica.lua %s > %s 2>&1 & echo $!")
+      :format(q(package.path), q(package.cpath), q(dir .. "/first.json"), q(log))):match("%d+")
+    url = helper.wait_for("the replica server", function()
+      local text = helper.read_all(log)
+      return text and text:match("serving on (%S+)")
+    end, 10)
+  end)
+  teardown(function()
+    if pid then os.execute("kill " .. pid) end
+    os.execute("rm -rf " .. q(dir))
+  end)
+
+  for _, phase in ipairs{ "downloading", "filling the store" } do
+    it("ends at once with 130 and leaves nothing when " .. phase, function()
+      local out = ("%s/%s.gpkg"):format(dir, phase:gsub(" ", "_"))
+      local p = io.popen(("cd %s && env -u GEOSERVICES_TTY LUA_PATH=%s LUA_CPATH=%s python3 spec/support/pty_ctrl_c.py "
+        .. "%s 30 lua5.4 -e %s /dev/null --url %s replica create Bench --layers 0 %s"):format(q(helper.ROOT),
+        q(package.path), q(package.cpath), q(phase), q(CLI), q(url), q(out)))
+      local r = json.decode(p:read("a"))
+      p:close()
+      assert(r.matched, "never showed " .. phase .. ": " .. r.output)
+      assert.equal(130, r.exit, r.output)
+      assert.truthy(r.output:find("interrupted", 1, true), r.output)
+      local left = helper.run_shell("ls -A " .. q(dir))
+      assert.falsy(left:find(out:match("[^/]+$"), 1, true), left)
+    end)
+  end
+end)
