@@ -191,7 +191,9 @@ conflicts.text_of = text_of
 -- changed no field; a field a local version does not carry (an edit that
 -- sent some fields only) counts as not changed there.
 -- @tparam table spec the layer's spec
--- @tparam ?table base, mine, theirs the three features (`{attributes =, geometry =}`)
+-- @tparam ?table base the feature before both edits (`{attributes =, geometry =}`)
+-- @tparam ?table mine the local version (nil: deleted here)
+-- @tparam ?table theirs the server's version (nil: deleted there)
 -- @treturn table the list
 function conflicts.differences(spec, base, mine, theirs)
   local list = {}
