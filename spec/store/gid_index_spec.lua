@@ -75,7 +75,7 @@ st:close()
     end
     assert.matches("substr", index_sql())
     local st = assert(geoservices.store.open(path))
-    assert.equal(6, st.format)
+    assert.equal(require("geoservices.store.schema").FORMAT, st.format)
     assert.equal('CREATE INDEX "Parcels_GlobalID" ON "Parcels" ("GlobalID")\n', index_sql())
     local where = require("geoservices.store.schema").gid_match('"GlobalID"', "?1")
     assert.matches("USING INDEX Parcels_GlobalID", plan(st, "SELECT * FROM Parcels WHERE " .. where, PARCEL1))
