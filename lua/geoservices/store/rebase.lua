@@ -49,9 +49,14 @@ local db_error = shared.db_error
 
 -- db:put that keeps the server's Z and M a 2D column cannot hold (issue 41:
 -- geoservices.store.unrepresentable.kept_across).
+-- A geometry the store cannot represent that the merge leaves as the
+-- server's stays the blob it was, with its kept JSON (put_unchanged).
 local function put_keeping(st, spec, f)
-  return require("geoservices.store.unrepresentable").kept_across(st, spec, f.attributes[spec.globalid],
-    function() return st.db:put(spec.id, f) end)
+  local unrepresentable = require "geoservices.store.unrepresentable"
+  return unrepresentable.put_unchanged(st, spec, f, outgoing.same, function()
+    return unrepresentable.kept_across(st, spec, f.attributes[spec.globalid],
+      function() return st.db:put(spec.id, f) end)
+  end)
 end
 
 local DESCRIPTIONS = {
@@ -327,8 +332,15 @@ function rebase.hook(j, client, taken, opts)
         if mine == nil and m then return nil, db_error(st.path, m, c) end
         if mine then mine = as_base(spec, mine) end -- the layer's fields (not the local fid)
       end
+      -- a geometry the store cannot represent, untouched here: the server's kept JSON is ours and the base's
+      local base = r.base
+      local kept = mine and require("geoservices.store.unrepresentable").untouched_geometry(st, spec, r.globalId)
+      if kept then
+        mine.geometry = kept
+        base = { attributes = r.base.attributes, geometry = kept }
+      end
       if r.op == "delete" or mine then
-        local res = merge.feature{ base = r.base, mine = mine, theirs = theirs, fields = spec.columns,
+        local res = merge.feature{ base = base, mine = mine, theirs = theirs, fields = spec.columns,
           skip = { [spec.oid or ""] = true, [spec.globalid] = true }, geometry = spec.geometry_column ~= nil }
         local d = merge.decide(res, policy)
         report.outcomes[r.seq] = d.outcome

@@ -300,6 +300,41 @@ function unrepresentable.kept_across(st, spec, gid, fn)
   return ok, msg, code
 end
 
+--- The server's geometry kept for a feature whose blob the local side has
+-- not touched since (its JSON decoded, without a spatial reference), or
+-- nil: what a three-way merge takes as that feature's local and base
+-- geometry, the blob being only the store's stand-in for it.
+function unrepresentable.untouched_geometry(st, spec, gid)
+  if not unrepresentable.unchanged(st, spec, gid) then return nil end
+  local g = kept(st, spec, gid)
+  if type(g) == "table" then g.spatialReference = nil end
+  return g
+end
+
+--- Runs `fn` (a put of `f`), and when `f`'s geometry is the server's kept
+-- one, puts back the blob and the kept JSON as they were: a put of the same
+-- geometry is no local edit of it (the blob stays the store's stand-in).
+function unrepresentable.put_unchanged(st, spec, f, same, fn)
+  local gid = f.attributes and f.attributes[spec.globalid]
+  local rows = spec.geometry_column and spec.globalid and type(gid) == "string" and st.db:rows(
+    "SELECT geometry, gpkg_geometry FROM geoservices_original_geometries WHERE layer_id = ? AND global_id = ?",
+    spec.id, gid)
+  local row = rows and rows[1]
+  local server = row and json.decode(row.geometry)
+  if type(server) == "table" then server.spatialReference = nil end
+  if not (server and same(server, f.geometry)) then return fn() end
+  local ok, msg, code = fn()
+  if not ok then return ok, msg, code end
+  local done, m, c = st.db:run(("UPDATE %s SET %s = ? WHERE %s = ?"):format(schema.ident(spec.table),
+    schema.ident(spec.geometry_column), schema.ident(spec.globalid)), row.gpkg_geometry, gid)
+  if done then
+    done, m, c = st.db:run("INSERT OR REPLACE INTO geoservices_original_geometries (layer_id, global_id, geometry, "
+      .. "gpkg_geometry) VALUES (?, ?, ?, ?)", spec.id, gid, row.geometry, row.gpkg_geometry)
+  end
+  if not done then return nil, m, c end
+  return ok, msg, code
+end
+
 --- "N geometries the store cannot represent" (nil for none).
 function unrepresentable.summary(list)
   local n = list and list.count or 0
