@@ -69,9 +69,24 @@ local function fake_journal(emu)
     for k, v in pairs(opts.params or {}) do params[k] = v end
     return params
   end
-  function j:take(_, resolution)
-    log("take", { resolution = resolution })
-    self.current, self.queue = self.queue, {}
+  function j:capabilities() return self.caps_kept end
+  function j:keep_capabilities(caps)
+    log("keep_capabilities")
+    self.caps_kept = caps
+  end
+  function j:keys()
+    local keys = {}
+    for _, it in ipairs(self.current or {}) do keys[#keys + 1] = outcome.key(it.op, 0, "feature", it.gid) end
+    return keys
+  end
+  function j:take(_, resolution, opts)
+    log("take", { resolution = resolution, only = opts.only })
+    local taken, left = {}, {}
+    for _, it in ipairs(self.queue) do
+      if not opts.only or opts.only[outcome.key(it.op, 0, "feature", it.gid)] then taken[#taken + 1] = it
+      else left[#left + 1] = it end
+    end
+    self.current, self.queue = taken, left
     return { edits = edits_of(self.current), entries = self:entries() }
   end
   function j.call_opts() return {} end
@@ -152,7 +167,7 @@ describe("the attempt engine, with a journal in memory", function()
     local j = fake_journal(emu)
     j.queue = { add_item("engine-1") }
     local result = assert(attempt.run(c, j, {}))
-    assert.same({ "pending", "request", "take", "begin", "commit" }, j.names())
+    assert.same({ "pending", "request", "take", "keep_capabilities", "begin", "commit" }, j.names())
     assert.equal(0, j.call("begin").sent, "journaled before the request left")
     assert.equal(1, #j.applied)
     assert.equal(1, applied_on_server("add", j.applied[1].gid))
@@ -178,7 +193,7 @@ describe("the attempt engine, with a journal in memory", function()
     local result, err = attempt.run(c, j, {})
     assert.is_nil(result)
     assert.is_falsy(err.outcome_unknown)
-    assert.same({ "pending", "request", "take", "begin", "abandon" }, j.names())
+    assert.same({ "pending", "request", "take", "keep_capabilities", "begin", "abandon" }, j.names())
     assert.same({ item }, j.queue)
     assert.equal(0, applied_on_server("add", item.gid))
   end)
@@ -228,6 +243,54 @@ describe("the attempt engine, with a journal in memory", function()
     assert.equal(1, emu:count("query"), "the outcome was read back")
     assert.same({ item }, j.applied)
     assert.equal(1, applied_on_server("update", PARCEL1))
+  end)
+
+  it("splits a request refused whole where rollback is forced: the refused edit failed, the rest applied (F3)",
+    function()
+      -- perReplica only, no supportsRollbackOnFailure: the server rolls every failed request back
+      emu:control("settings", { supports_rollback_on_failure = false, supports_per_layer_sync = false })
+      local PARCEL3 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E03}"
+      local e = geoservices.edits()
+      e:delete(0, PARCEL3)
+      assert(c:synchronize_replica("Parcels", { replicaID = "{5E1A0C2B-2222-4A5B-9C8D-000000000002}",
+                                                replicaServerGen = 1, edits = e }))
+      local j = fake_journal(emu)
+      local refused = { op = "update", gid = PARCEL3, feature = { attributes = { GlobalID = PARCEL3, OWNER = "x" } } }
+      local good1, good2, good3 = add_item("engine-split-1"), add_item("engine-split-2"), add_item("engine-split-3")
+      j.queue = { good1, refused, good2, good3 }
+      local result = assert(attempt.run(c, j, {}))
+      assert.same({ refused }, j.failed)
+      assert.equal(3, #j.applied)
+      for _, it in ipairs{ good1, good2, good3 } do assert.equal(1, applied_on_server("add", it.gid)) end
+      assert.equal(0, applied_on_server("update", PARCEL3))
+      assert.same({}, j.queue)
+      assert.is_nil(j.attempt)
+      -- the refusal names the edit: it fails with those words and is not sent again
+      local sent = 0
+      for _, entry in ipairs(emu:control("changelog?service=Parcels").entries) do
+        if entry.op == "update" and norm(entry.globalId) == norm(PARCEL3) and not entry.rolled_back then
+          sent = sent + 1
+        end
+      end
+      assert.equal(1, sent, "the refused update was sent once")
+      assert.equal(1, result.split.refused)
+      assert.is_true(j.gen > 1, "the changes downloaded in the same sync")
+      assert.truthy(j.call("settle_read").verdicts[outcome.key("update", 0, "feature", PARCEL3)].description
+        :find("Object is missing", 1, true), "failed with the server's words")
+    end)
+
+  it("does not split a request refused whole for another reason: its edits back in the queue", function()
+    emu:control("settings", { supports_rollback_on_failure = false, supports_per_layer_sync = false })
+    local j = fake_journal(emu)
+    local item = add_item("engine-not-split")
+    j.queue = { item }
+    -- every synchronizeReplica refused: the replica's trouble, not the edit's
+    emu:fault{ route = "synchronizeReplica", kind = "error" }
+    local result, err = attempt.run(c, j, {})
+    assert.is_nil(result)
+    assert.equal("server", err.kind)
+    assert.same({ item }, j.queue)
+    assert.same({}, j.failed)
   end)
 
   it("gives the rebase hook the rows before they are journaled, and sends only what it returns", function()

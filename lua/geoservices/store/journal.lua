@@ -122,7 +122,7 @@ end
 function M.new(st, client, rep, opts)
   return setmetatable({ st = st, client = client, rep = rep, service = rep.service, fields = commit.fields(st),
     what = st.path, kept_in = "in the attempt recorded in " .. st.path, tmp = integrity.result_file(st),
-    rows = {}, on_fill = opts.on_fill }, Journal)
+    rows = {}, on_fill = opts.on_fill, model = rep.syncModel }, Journal)
 end
 
 -- The queue rows of an attempt, and the whole queue.
@@ -177,22 +177,54 @@ function Journal:request(opts)
   return params
 end
 
+-- The service's syncCapabilities, kept in the replica's info.
+function Journal:capabilities()
+  local info = type(self.rep.info) == "table" and self.rep.info or {}
+  return type(info.sync_capabilities) == "table" and info.sync_capabilities or nil
+end
+
+function Journal:keep_capabilities(caps)
+  local info = type(self.rep.info) == "table" and self.rep.info or {}
+  info.sync_capabilities = caps
+  self.rep.info = info
+  local ok, m, c = self.st:_db():run("UPDATE geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
+  if not ok then return nil, db_fail(self.st, m, c) end
+  return true
+end
+
+function Journal:keys()
+  local keys = {}
+  for _, e in ipairs(commit.entries(self.rows)) do keys[#keys + 1] = e.key end
+  return keys
+end
+
 -- The queue rows of layers that upload this time (a download or snapshot
 -- layer's stay queued), marked with a new attempt; the attachment edits
--- with them, marked sent.
-function Journal:take(params)
+-- with them, marked sent. With `opts.only` (a part of a split): only those
+-- rows, no attachment edit (those of the refused request go again with the
+-- next sync: geoservices.store.attachment_edits).
+function Journal:take(params, _, opts)
   local st, directions = self.st, self.directions
+  local only = opts and opts.only
   local queue, qerr = st:pending()
   if not queue then return nil, qerr end
   local seqs = {}
   for _, r in ipairs(queue) do
-    if r.attempt == nil and UPLOADS[directions[r.layer] or ""] then seqs[#seqs + 1] = r.seq end
+    if r.attempt == nil and UPLOADS[directions[r.layer] or ""] and (not only or only[commit.row_key(r)]) then
+      seqs[#seqs + 1] = r.seq
+    end
   end
   local id, rows, refused = st:begin_attempt{ seqs = seqs, params = { syncDirection = params.syncDirection,
     async = params.async == true } }
   if not id then return nil, rows end
-  self.id, self.rows, self.refused, self.params = id, rows, refused, nil
+  self.id, self.rows, self.params = id, rows, nil
+  if not only then self.refused = refused end
   local edits = #rows > 0 and edits_of(rows) or nil
+  if only then
+    if self.attachments then self.attachments.split = true end
+    self.touched, self.on_change = watcher(st, queue)
+    return { edits = edits, entries = commit.entries(rows) }
+  end
   -- local attachment edits: their bytes uploaded, then sent with the rest, marked sent first
   local function uploads(layer) return UPLOADS[directions[layer] or ""] end
   local att, att_seqs, not_uploaded = attachment_edits.outgoing(st, self.client, self.rep, uploads)

@@ -172,7 +172,9 @@ function M.sync(st, client, opts)
   report = report and report.attachments
   attachment_report[st] = nil
   if ok and report then
-    local settled, serr = settle_attachments(st, client, result ~= nil, result and result.failed_edits)
+    -- attachment edits of a request the server refused whole (then split) were not applied
+    local settled, serr = settle_attachments(st, client, result ~= nil and not report.split,
+      result and result.failed_edits)
     if result then
       result.attachment_edits = settled or { unknown = true, error = serr }
       result.attachment_edits.not_uploaded = report.not_uploaded

@@ -61,6 +61,21 @@
 --   j:abandon()           nothing of the attempt was applied: its edits go back where they came from
 --   j:note_read(err, summary), j:fold_read(result, summary)  what reading back found, told
 --   j:rebase(client, taken, opts)  optional, see below
+--   j:capabilities(), j:keep_capabilities(caps)  the service's syncCapabilities kept with the
+--                         replica (read once from the service's resource); j.model its sync model
+--   j:keys()              the keys of every edit the attempt in hand carries (for a split)
+--   `opts.only` (a set of keys) to j:take: only those edits, from the ones a refused request carried
+--
+-- OUTCOMES FROM WHAT THE SERVER PROMISES: the service's syncCapabilities
+-- decide whether an upload is all or nothing (outcome.rollback_in_effect):
+-- an edit the answer does not list counts as applied only where that makes
+-- it certain; otherwise it is read back. Where rollback is in effect and
+-- the server refuses a request with edits as a whole, THE SPLIT finds the
+-- refused edits without giving up the rest: a request without edits first
+-- (it downloads, and shows the refusal is the edits'), then the edits in
+-- halves, each part its own journaled, all-or-nothing attempt, down to the
+-- single edits the server refuses: failed, with the server's words. The
+-- result is the last part's, with the others' counts and lists folded in.
 --
 -- THE REBASE HOOK: when the journal has `j:rebase`, the engine calls it with
 -- the rows about to be sent, after `j:take` and before anything is journaled
@@ -75,6 +90,7 @@
 -- one that forgets (spec/torture/forgetful.lua).
 -- @module geoservices.sync.attempt
 -- @local
+local errors = require "geoservices.errors"
 local jobs = require "geoservices.sync.job"
 local outcome = require "geoservices.sync.outcome"
 local sync = require "geoservices.sync"
@@ -139,6 +155,19 @@ function M.on_done(client, j, opts)
   end
 end
 
+-- The service's syncCapabilities, kept with the replica: read once from
+-- the service's resource. nil when it cannot be read (outcomes then go by
+-- what was sent; the next sync reads them again).
+local function capabilities(client, j, opts)
+  local caps = j:capabilities()
+  if caps then return caps end
+  local info = client:service_info(j.service, { timeout = opts.timeout })
+  if not info then return nil end
+  caps = outcome.capabilities_of(info.syncCapabilities)
+  j:keep_capabilities(caps)
+  return caps
+end
+
 -- Re-attaches to the job of the attempt an earlier sync left, and finishes it.
 local function reattach(client, j, a, opts)
   local jp = type(a.params) == "table" and a.params or {}
@@ -146,7 +175,9 @@ local function reattach(client, j, a, opts)
   fields.status_url, fields.service = a.status_url, j.service
   fields.carried_edits = type(a.edits) == "table" and #a.edits > 0
   fields.sent = fields.carried_edits and outcome.sent_edits{ edits = a.edits } or nil
-  fields.rollback, fields.direction = jp.rollbackOnFailure == true, jp.syncDirection
+  j.caps = j.caps or capabilities(client, j, opts)
+  fields.rollback = outcome.rollback_in_effect(jp.rollbackOnFailure == true, j.caps)
+  fields.direction = jp.syncDirection
   local op = jobs.operation(client, fields, sync.finish_job)
   op.on_done = M.on_done(client, j, opts)
   return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status, on_progress = opts.on_progress,
@@ -186,9 +217,57 @@ local function explicit(params, carries)
   if params.rollbackOnFailure == nil then params.rollbackOnFailure = not carries or async end
 end
 
--- After a failed request or job: pending, abandoned, or read back now.
+-- A request the server refused as a whole (an error answer), or a job that
+-- ended Failed while all or nothing: nothing of it applied.
+local function refused_whole(err, sent)
+  if err.outcome_unknown or sent.answered then return false end
+  if err.kind == "server" and not sent.job then return true end
+  return err.kind == "job" and err.status_resource ~= nil and sent.rollback == true
+end
+
+local split
+
+-- The edits of `entries` a refusal names (its details, or its message, hold
+-- their GlobalID): key -> the server's words of it.
+local function named_in(err, entries)
+  local texts = {}
+  for _, d in ipairs(type(err.details) == "table" and err.details or {}) do texts[#texts + 1] = tostring(d) end
+  local status = type(err.status_resource) == "table" and err.status_resource or {}
+  for _, m in ipairs(type(status.messages) == "table" and status.messages or {}) do
+    if type(m) == "table" and m.description then texts[#texts + 1] = tostring(m.description) end
+  end
+  if #texts == 0 then texts[1] = tostring(err.message) end
+  local named = {}
+  for _, e in ipairs(entries) do
+    local gid = outcome.normalize_gid(e.globalId)
+    for _, t in ipairs(texts) do
+      if t:upper():find(gid, 1, true) then named[e.key] = t end
+    end
+  end
+  return named
+end
+
+-- A part of a split that is one edit, refused as a whole: that edit is the
+-- one the server refuses, failed with its words.
+local function refuse_one(j, err)
+  local entries = j:entries()
+  local verdicts = {}
+  verdicts[entries[1].key] = { code = math.tointeger(err.code) or err.code, description = err.message }
+  local summary, serr = j:settle_read(verdicts, {}, { provisional = false })
+  if not summary then return nil, serr end
+  err.refused_edit = summary
+  return nil, err
+end
+
+-- After a failed request or job: pending, split, abandoned, or read back now.
 local function after_failure(client, j, err, sent, opts)
   if sent.job and not jobs.over(err) then return nil, jobs.pending(err, j.kept_in, sent.job) end
+  if refused_whole(err, sent) and sent.rollback ~= false and #j:keys() > 0 then
+    local named = named_in(err, j:entries())
+    -- a failed job that names no edit goes again as a synchronous request (below)
+    if next(named) or not (opts.splitting or sent.job) then return split(client, j, err, opts, named) end
+    if #j:keys() == 1 and #j:entries() == 1 then return refuse_one(j, err) end
+  end
   local nothing_applied = not err.outcome_unknown and not sent.job and not sent.answered
   -- err.generation_unknown: the server answered (the result then failed: a file gone or cut,
   -- a full disk) or its answer was lost: it ran the sync, its generation may have moved; read
@@ -221,7 +300,14 @@ end
 local function send(client, j, params, opts)
   local call = j:call_opts(opts)
   local sent = {}
-  call.on_send = function(fields) return j:begin(fields) end
+  call.on_send = function(fields)
+    -- the parameters were checked: the service's promises, read once, then the journal
+    j.caps = j.caps or capabilities(client, j, opts)
+    call.capabilities = j.caps
+    sent.rollback = outcome.rollback_in_effect(fields.rollbackOnFailure == true
+      or fields.rollbackOnFailure == "true", j.caps)
+    return j:begin(fields)
+  end
   call.on_job = function(op)
     sent.job = op.status_url
     return j:record_job(op.status_url)
@@ -235,6 +321,118 @@ local function send(client, j, params, opts)
   if result then return result end
   if j.discard_output then j:discard_output() end
   return after_failure(client, j, err, sent, opts)
+end
+
+-- The counts and lists of a split's parts, folded into its last result.
+local SUMS = { "uploaded", "succeeded", "applied", "downloaded" }
+local LISTS = { "rejected", "failed_edits", "conflicts", "overwritten", "edits" }
+
+local function fold(into, part)
+  for _, k in ipairs(SUMS) do
+    if type(part[k]) == "number" then into[k] = (into[k] or 0) + part[k] end
+  end
+  for _, k in ipairs(LISTS) do
+    if type(part[k]) == "table" and #part[k] > 0 then
+      local list = {}
+      for _, v in ipairs(part[k]) do list[#list + 1] = v end
+      for _, v in ipairs(type(into[k]) == "table" and into[k] or {}) do list[#list + 1] = v end
+      into[k] = list
+    end
+  end
+end
+
+-- Options of a part of a split: only the edits of `only` (a set of keys).
+local function part_opts(opts, only)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.splitting, o.only = true, only
+  return o
+end
+
+local function set_of(list)
+  local set = {}
+  for _, k in ipairs(list) do set[k] = true end
+  return set
+end
+
+-- The edits a refusal named, settled as failed with the server's words
+-- without sending them again.
+local function refuse_named(j, named, opts)
+  local params, err = j:request(opts)
+  if not params then return nil, err end
+  local taken
+  taken, err = j:take(params, {}, { only = named })
+  if not taken then return nil, err end
+  local verdicts = {}
+  for key, words in pairs(named) do verdicts[key] = { code = "refused", description = words } end
+  return j:settle_read(verdicts, {}, { provisional = false })
+end
+
+-- The parts of a split, down to the single edits the server refuses.
+local function bisect(client, j, list, opts, parts, refused)
+  local result, e = M.run(client, j, part_opts(opts, set_of(list)))
+  if result then
+    parts[#parts + 1] = result
+    return true
+  end
+  if e.refused_edit then
+    refused[#refused + 1] = e.refused_edit
+    return true
+  end
+  if not (e.kind == "server" and #list > 1) then return nil, e end
+  local half = #list // 2
+  local ok, e2 = bisect(client, j, table.move(list, 1, half, 1, {}), opts, parts, refused)
+  if not ok then return nil, e2 end
+  return bisect(client, j, table.move(list, half + 1, #list, 1, {}), opts, parts, refused)
+end
+
+-- The split's result: the last part's, the others' folded in.
+local function folded(parts, refused, err)
+  local last = parts[#parts]
+  for i = #parts - 1, 1, -1 do fold(last, parts[i]) end
+  for _, r in ipairs(refused) do
+    fold(last, { failed_edits = r.failed_edits, rejected = r.rejected, conflicts = r.conflicts })
+  end
+  last.split = { parts = #parts, refused = #refused, refusal = err }
+  return last
+end
+
+-- THE SPLIT (see the module's description). `err`: the whole request's
+-- refusal; `named`: the edits it names (they fail at once, with its words,
+-- and the others go again together).
+function split(client, j, err, opts, named)
+  local keys = j:keys()
+  j:abandon() -- nothing of it applied: its edits go back where they came from
+  local parts, refused, rest = {}, {}, {}
+  if next(named) then
+    local summary, serr = refuse_named(j, named, opts)
+    if not summary then return nil, serr end
+    refused[1] = summary
+    for _, k in ipairs(keys) do
+      if not named[k] then rest[#rest + 1] = k end
+    end
+    local result, e = M.run(client, j, part_opts(opts, set_of(rest)))
+    if result then return folded({ result }, refused, err) end
+    if e.kind ~= "server" or e.refused_edit then return nil, e end
+  else
+    -- without edits: the changes download, and a refusal now is not the edits'
+    local probe, perr = M.run(client, j, part_opts(opts, {}))
+    if not probe then return nil, err, perr end
+    parts[1], rest = probe, keys
+    if #rest == 1 then
+      -- the one edit of a refused request: refused (the request without it went through)
+      local summary, serr = refuse_named(j, { [rest[1]] = err.message }, opts)
+      if not summary then return nil, serr end
+      return folded(parts, { summary }, err)
+    end
+  end
+  local half = #rest // 2
+  local ok, e = bisect(client, j, table.move(rest, 1, half, 1, {}), opts, parts, refused)
+  if ok then ok, e = bisect(client, j, table.move(rest, half + 1, #rest, 1, {}), opts, parts, refused) end
+  if #parts == 0 then return nil, e or err end
+  local result = folded(parts, refused, err)
+  if not ok then return nil, e end
+  return result
 end
 
 --- One synchronization of a replica through its journal (see the module's
@@ -252,12 +450,17 @@ function M.run(client, j, opts)
     again.journal_wrapped = true
     opts = again
   end
+  j.caps = j:capabilities() -- read from the service when a request or a job first needs them
   local resolution, err = resolve(client, j, opts)
   if not resolution then return nil, err end
   if resolution.result and j:enough(resolution) then return resolution.result end
   local params
   params, err = j:request(opts)
   if not params then return nil, err end
+  if params.async == true and j:capabilities() and j:capabilities().supportsAsync == false then
+    return nil, errors.invalid("async", "the service does not run synchronizations asynchronously "
+      .. "(syncCapabilities.supportsAsync is false): synchronize without async")
+  end
   local taken
   taken, err = j:take(params, resolution, opts)
   if not taken then return nil, err end
@@ -270,9 +473,9 @@ function M.run(client, j, opts)
   end
   params.edits = taken.edits
   local carries = taken.edits ~= nil
-  if carries and (opts.after_failed_job or resolution.from_failed_job) then
-    -- an all-or-nothing job failed: the edits go in a synchronous request
-    -- whose per-edit results name the one the server refuses
+  if carries and (opts.after_failed_job or opts.splitting or resolution.from_failed_job) then
+    -- an all-or-nothing job failed (or a split goes on): the edits go in a
+    -- synchronous request whose per-edit results name the one the server refuses
     params.async, params.transportType, params.rollbackOnFailure = nil, nil, nil
   end
   explicit(params, carries)

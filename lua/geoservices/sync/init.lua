@@ -77,7 +77,7 @@ local OPTION_TYPES = {
   on_status = "function", on_progress = "function", on_change = "function", on_done = "function",
   output = "string", strict = "boolean", replica_path = "string",
   params = "table", lock_timeout = "number", discard = "boolean",
-  on_send = "function", on_job = "function", enum_prefix = "string",
+  on_send = "function", on_job = "function", enum_prefix = "string", capabilities = "table",
 }
 
 local function check_opts(opts, params)
@@ -321,6 +321,9 @@ end
 -- @tparam[opt] string opts.output save the result file there instead of parsing it (required with
 --   dataFormat = "sqlite")
 -- @tparam[opt] boolean opts.strict failed edits make the call fail (kind "edits")
+-- @tparam[opt] table opts.capabilities the service's syncCapabilities (geoservices.sync.outcome
+--   capabilities_of): an edit the answer does not list counts as applied only where they make the
+--   upload all or nothing; without them, as rollbackOnFailure was sent
 -- @treturn[1] geoservices.sync.result.Result the result (prints as a one-line summary)
 -- @treturn[2] geoservices.sync.job.Operation with `async = true, wait = false`: the job's operation
 -- @return[3] nil
@@ -351,7 +354,6 @@ function sync.synchronize_replica(self, service, params, opts)
   -- without edits a repeat only asks for the same changes again; with edits
   -- a request is repeated only when it provably never left
   local mode = sent and "once" or "read"
-  local rollback = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true"
   local direction = type(fields.syncDirection) == "string" and fields.syncDirection:lower() or nil
   -- the response streams into a sink (records built one at a time, or handed
   -- to on_change); a repeated attempt starts a fresh one
@@ -367,6 +369,10 @@ function sync.synchronize_replica(self, service, params, opts)
     local journaled, journal_err = opts.on_send(fields)
     if not journaled then return nil, journal_err end
   end
+  -- all or nothing by the server's rules when its capabilities are given
+  -- (client:sync and store:sync keep them, from on_send on), else as sent
+  local rollback = outcome.rollback_in_effect(fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
+    opts.capabilities)
   local doc, post_err, info = self:post(url, fields, { timeout = request_timeout, retry = mode,
                                                        fresh_connect = sent ~= nil, records = new_sink })
   if not doc then

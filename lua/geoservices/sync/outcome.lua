@@ -28,6 +28,41 @@ outcome.UNKNOWN = "unknown"
 
 local UPLOADS = { bidirectional = true, upload = true }
 
+--- The members of a service's `syncCapabilities` that decide outcomes, kept
+-- with a replica (true, false, or absent: the server did not say).
+outcome.CAPABILITIES = { "supportsRollbackOnFailure", "supportsPerReplicaSync", "supportsPerLayerSync",
+                         "supportsAsync", "supportsSyncDirectionControl" }
+
+--- The capabilities worth keeping of a service's `syncCapabilities`.
+-- @tparam ?table caps the service resource's syncCapabilities
+-- @treturn table the members of @{CAPABILITIES} it states
+function outcome.capabilities_of(caps)
+  local kept = json.object()
+  for _, k in ipairs(outcome.CAPABILITIES) do
+    local v = type(caps) == "table" and caps[k]
+    if v == true or v == "true" then kept[k] = true elseif v == false or v == "false" then kept[k] = false end
+  end
+  return kept
+end
+
+--- Whether a request's upload is all or nothing, by the server's rules
+-- (https://developers.arcgis.com/rest/services-reference/enterprise/rollbackonfailure-and-sync-models):
+-- a service with supportsRollbackOnFailure honours the parameter sent; one
+-- without it ignores the parameter and its sync model decides: perLayer
+-- only skips failed edits (false), perReplica only rolls back (true; the
+-- page: supportsPerReplicaSync is true and supportsPerLayerSync false when
+-- not given). With both models and no promise, nothing is certain (nil).
+-- @tparam boolean sent the rollbackOnFailure the request sent
+-- @tparam ?table caps the service's capabilities (@{capabilities_of}); nil: not known, `sent`
+-- @treturn ?boolean true (all or nothing), false (failed edits skipped), nil (not certain)
+function outcome.rollback_in_effect(sent, caps)
+  if caps == nil or caps.supportsRollbackOnFailure == true then return sent end
+  local per_replica, per_layer = caps.supportsPerReplicaSync ~= false, caps.supportsPerLayerSync == true
+  if per_layer and not per_replica then return false end
+  if per_replica and not per_layer then return true end
+  return nil
+end
+
 --- A GlobalID as the server's answers are compared: upper case, no braces.
 function outcome.normalize_gid(gid)
   return (tostring(gid):upper():gsub("[{}]", ""))
@@ -95,7 +130,8 @@ end
 --- Classifies each sent edit.
 -- @tparam table sent what outcome.sent_edits returned (its `list`)
 -- @tparam table sink the record sink the answer went through (`failed_edits`, `answered`, `results`)
--- @tparam table ctx `rollback` (boolean sent), `direction` (the request's syncDirection or nil:
+-- @tparam table ctx `rollback` (whether the upload is all or nothing: @{rollback_in_effect}; nil:
+--   not certain), `direction` (the request's syncDirection or nil:
 --   bidirectional), `layer_directions` ([layer] = direction, per layer), `status` (a job's final
 --   status value, or nil), `succeeded` (the request or job produced a result)
 -- @treturn table `[key] = "applied" | "unknown" | {code =, description =}` (rejected)

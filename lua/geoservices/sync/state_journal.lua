@@ -183,7 +183,7 @@ end
 -- @treturn table the journal
 function M.new(client, r, edits)
   return setmetatable({ client = client, r = r, service = r.service, edits = edits, what = "this replica",
-                        kept_in = "journaled" }, Journal)
+                        kept_in = "journaled", model = r.state.model }, Journal)
 end
 
 function Journal:pending()
@@ -218,7 +218,32 @@ function Journal:request(opts)
   return params
 end
 
-function Journal:take(params, resolution)
+-- The service's syncCapabilities kept in the state (saved with its next write).
+function Journal:capabilities()
+  return self.r.state.syncCapabilities
+end
+
+function Journal:keep_capabilities(caps)
+  self.r.state.syncCapabilities = caps
+  self.caps_unsaved = true
+end
+
+function Journal:keys()
+  local keys = {}
+  each_edit((self.current or {}).edits, function(key) keys[#keys + 1] = key end)
+  return keys
+end
+
+function Journal:take(params, resolution, opts)
+  if opts and opts.only then
+    -- a part of a split: only those of the refused request's edits
+    local edits = select_edits(self.pool, function(key) return opts.only[key] ~= nil end)
+    self.resent = nil
+    self.journaling = type(edits) == "table" or params.async == true
+    self.current = { edits = edits }
+    if not self.journaling and self.r.attempt then self.r:clear_attempt() end
+    return { edits = edits, entries = entries_of(edits) }
+  end
   local mine = call_edits(self.edits)
   local read = resolution.summary
   if read and read.settled and type(mine) == "table" then
@@ -227,6 +252,7 @@ function Journal:take(params, resolution)
   end
   self.resent = read and read.resend or nil
   local edits = merged_edits(self.resent, mine)
+  self.pool = type(edits) == "table" and edits or nil
   self.journaling = type(edits) == "table" or params.async == true
   self.current = { edits = type(edits) == "table" and edits or nil }
   if not self.journaling and self.r.attempt then
@@ -271,13 +297,14 @@ function Journal:commit(result, settled)
   if #settled.read_entries > 0 then record_verdicts(result, settled.read, settled.read_entries) end
   if settled.gens then return self.r:advance(result) end
   -- an upload-only answer: the generations stay (the attempt engine's rule)
-  if result.closed and not self.r.state.closed then
-    self.r.state.closed = true
+  if (result.closed and not self.r.state.closed) or self.caps_unsaved then
+    self.r.state.closed = result.closed or self.r.state.closed
     local ok, err = self.r:save()
     if not ok then
       self.r.state.closed = nil
       return nil, err
     end
+    self.caps_unsaved = nil
   end
   self.r:clear_attempt()
   return true

@@ -78,6 +78,36 @@ describe("sync.outcome", function()
     end
   end)
 
+  it("rollback is in effect by the server's rules: the parameter where supportsRollbackOnFailure, else the model",
+    function()
+      local honoured = outcome.capabilities_of{ supportsRollbackOnFailure = true, supportsPerLayerSync = true }
+      assert.is_true(outcome.rollback_in_effect(true, honoured))
+      assert.is_false(outcome.rollback_in_effect(false, honoured))
+      -- the vendor's example service and WildfireSync: perLayer only, no rollback support: always skipped
+      local wildfire = outcome.capabilities_of{ supportsRollbackOnFailure = false, supportsPerReplicaSync = false,
+                                                supportsPerLayerSync = true, supportsAsync = true }
+      assert.is_false(outcome.rollback_in_effect(true, wildfire))
+      -- perReplica only (absent supportsPerLayerSync is false), no rollback support: always all or nothing
+      local forced = outcome.capabilities_of{ supportsRollbackOnFailure = "false", supportsPerReplicaSync = "true" }
+      assert.is_true(outcome.rollback_in_effect(false, forced))
+      -- both models and no promise: nothing certain
+      assert.is_nil(outcome.rollback_in_effect(true, outcome.capabilities_of{ supportsPerLayerSync = true }))
+      -- not known (the bare operation): as sent
+      assert.is_true(outcome.rollback_in_effect(true, nil))
+      assert.same({ supportsRollbackOnFailure = false, supportsPerReplicaSync = false, supportsPerLayerSync = true,
+                    supportsAsync = true }, wildfire)
+    end)
+
+  it("a Completed job on a service that skips failed edits whatever was sent: the unlisted are unknown (F1)",
+    function()
+      local wildfire = outcome.capabilities_of{ supportsRollbackOnFailure = false, supportsPerReplicaSync = false,
+                                                supportsPerLayerSync = true }
+      local a, u = verdicts({}, { succeeded = true, rollback = outcome.rollback_in_effect(true, wildfire),
+                                  status = "Completed" })
+      assert.equal("unknown", a)
+      assert.equal("unknown", u)
+    end)
+
   it("a direction that does not upload settles nothing by default", function()
     local a = verdicts({}, { succeeded = true, rollback = true, direction = "download" })
     assert.equal("unknown", a)
