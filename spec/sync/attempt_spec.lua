@@ -51,7 +51,8 @@ local function fake_journal(emu)
     log("pending")
     if not self.attempt then return false end
     self.current = self.attempt.items
-    return { status_url = self.attempt.status_url, params = self.attempt.params, edits = edits_of(self.current) }
+    return { status_url = self.attempt.status_url, params = self.attempt.params, edits = edits_of(self.current),
+             provisional = self.attempt.provisional, held_once = self.attempt.held_once }
   end
   function j:entries()
     local list = {}
@@ -81,6 +82,10 @@ local function fake_journal(emu)
   end
   function j:take(_, resolution, opts)
     log("take", { resolution = resolution, only = opts.only })
+    self.held = nil
+    if resolution.summary and resolution.summary.held > 0 then
+      self.held = self.attempt -- kept, not sent by this sync
+    end
     local taken, left = {}, {}
     for _, it in ipairs(self.queue) do
       if not opts.only or opts.only[outcome.key(it.op, 0, "feature", it.gid)] then taken[#taken + 1] = it
@@ -92,7 +97,9 @@ local function fake_journal(emu)
   function j.call_opts() return {} end
   function j:begin(fields)
     log("begin", { fields = fields })
-    self.attempt = { items = self.current, params = { rollbackOnFailure = fields.rollbackOnFailure } }
+    if not self.held then
+      self.attempt = { items = self.current, params = { rollbackOnFailure = fields.rollbackOnFailure } }
+    end
     return true
   end
   function j:record_job(url)
@@ -116,18 +123,24 @@ local function fake_journal(emu)
     log("commit", { gens = settled.gens })
     settle(settled.verdicts, false)
     if settled.gens then self.gen = settled.gens.replicaServerGen end
-    self.attempt, self.current = nil, nil
+    self.attempt, self.current = self.held, nil
     return true
   end
   function j:settle_read(verdicts, _, how)
-    log("settle_read", { provisional = how.provisional == true, verdicts = verdicts })
-    local left = settle(verdicts, how.provisional)
-    self.attempt = #left > 0 and { items = left, params = self.attempt and self.attempt.params } or nil
+    log("settle_read", { provisional = how.provisional == true, hold = how.hold == true, verdicts = verdicts })
+    local keep = how.provisional or how.hold
+    local left = settle(verdicts, keep)
+    self.attempt = #left > 0 and { items = left, params = self.attempt and self.attempt.params,
+                                   provisional = true, held_once = how.hold or nil } or nil
     self.current = left
-    return { unsettled = #left }
+    return { unsettled = how.hold and 0 or #left, held = how.hold and #left or 0, resent = {} }
   end
   function j:abandon()
     log("abandon")
+    if self.held then
+      self.attempt = self.held
+      return true
+    end
     for _, it in ipairs(self.current or {}) do self.queue[#self.queue + 1] = it end
     self.attempt, self.current = nil, nil
     return true
@@ -214,7 +227,7 @@ describe("the attempt engine, with a journal in memory", function()
     assert.is_true(j.gen > 1, "the next sync downloaded")
   end)
 
-  it("keeps an edit a lost answer does not show applied in the attempt, and reads it again before sending it",
+  it("holds an edit a lost answer does not show applied one sync, then reads it again before sending it",
     function()
       local j = fake_journal(emu)
       local item = add_item("engine-lost-not-applied")
@@ -222,16 +235,39 @@ describe("the attempt engine, with a journal in memory", function()
       emu:fault{ route = "synchronizeReplica", kind = "reset", phase = "before", attempts = { 1 } }
       local _, err = attempt.run(c, j, {})
       assert.is_true(err.outcome_unknown)
+      assert.is_true(j.call("settle_read").provisional)
       assert.same({ item }, j.attempt.items, "provisional: it stays in the attempt, not in the queue")
       assert.same({}, j.queue)
+      -- the next sync: still not on the server (it may come late): held, nothing sent, the sync goes through
+      j.calls = {}
+      assert(attempt.run(c, j, {}))
+      assert.is_true(j.call("settle_read").hold)
+      assert.same({ item }, j.attempt.items)
+      assert.equal(0, applied_on_server("add", item.gid))
+      assert.is_nil(j.call("begin").fields.edits, "nothing sent while it is held")
+      -- the one after: read again, not there, sent
       j.calls = {}
       assert(attempt.run(c, j, {}))
       assert.same({ "pending", "settle_read", "request", "take", "begin", "commit" }, j.names())
-      assert.is_false(j.call("settle_read").provisional)
+      assert.is_false(j.call("settle_read").hold)
       assert.equal("not_applied", j.call("settle_read").verdicts[outcome.key("add", 0, "feature", item.gid)])
       assert.equal(1, applied_on_server("add", item.gid))
       assert.same({ item }, j.applied)
     end)
+
+  it("a lost answer applied late, found by the held read: settled applied, never sent again", function()
+    local j = fake_journal(emu)
+    local item = add_item("engine-late")
+    j.queue = { item }
+    emu:fault{ route = "synchronizeReplica", kind = "reset", phase = "before", attempts = { 1 } }
+    assert.is_nil(attempt.run(c, j, {}))
+    -- the server applies it late (another request carrying the same add, as the held one would)
+    assert(c:synchronize_replica("Parcels", { replicaID = CREW1, replicaServerGen = 1, edits = edits_of{ item } }))
+    assert(attempt.run(c, j, {}))
+    assert.same({ item }, j.applied)
+    assert.is_nil(j.attempt)
+    assert.equal(1, applied_on_server("add", item.gid))
+  end)
 
   it("reads back an answer that leaves an edit unknown, and commits the server's verdict", function()
     emu:control("settings", { rollback_default = false })

@@ -46,7 +46,7 @@ local function sync_a(ctx, mode)
   for _ = 1, 30 do
     local st = assert(geoservices.store.open(ctx.path_a))
     local r, err = st:sync(ctx.client, { lock_timeout = 60, timeout = 60, poll_interval = 0.05,
-      adopt_copy = adopt_copy(),
+      adopt_copy = adopt_copy(), journal = require("spec.torture.forgetful").option(),
       params = { async = mode.async or nil, transportType = not mode.async and TRANSPORTS[mode.transport] or nil } })
     if r then
       ctx.ledger:report(reported.of(r))

@@ -6,6 +6,7 @@
 -- with an update, replica B then edits the feature A updated. Then A
 -- synchronizes again WITHOUT the edits: what the killed process had taken
 -- on must come from its journal, nowhere else. B downloads after every run.
+local forgetful = require "spec.torture.forgetful"
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
 local helper = require "spec.helper"
@@ -27,7 +28,8 @@ local function sync_a(ctx, mode)
   for _ = 1, 30 do
     local c = geoservices.client{ url = ctx.emu.url, token = "alice-token", timeout = 30 }
     local r, err = c:sync(ctx.state_a, nil, { lock_timeout = 60, timeout = 60, poll_interval = 0.05,
-      params = { async = mode.async or nil, transportType = not mode.async and TRANSPORTS[mode.transport] or nil } })
+      params = { async = mode.async or nil, transportType = not mode.async and TRANSPORTS[mode.transport] or nil },
+      journal = forgetful.option() })
     c:close()
     if r then
       ctx.ledger:report(reported.of(r))

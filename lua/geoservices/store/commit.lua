@@ -141,7 +141,8 @@ end
 -- @param rep its replica
 -- @tparam table c `attempt_id`, `rows`, `result`, `file` (the result file, or nil), `touched`
 --   (features the download changed), `directions`, `on_fill`, `by_seq`, `summary`, `object_ids`, `gens`
---   (the generations to commit: geoservices.sync.attempt's rule; nil: they stay)
+--   (the generations to commit: geoservices.sync.attempt's rule; nil: they stay), `keep_unsettled`
+--   (edits held in the attempt stay there, and the server's generation is marked unknown)
 function commit.result(st, rep, c)
   local result, rows = c.result, c.rows
   local snapshot = {}
@@ -218,13 +219,15 @@ function commit.result(st, rep, c)
       local g, gerr = st:set_generations(gens)
       if not g then return nil, gerr end
     end
-    local recorded, rm, rc = integrity.record_generation(st, rep, gens and { committed = true }
+    -- edits still provisional (held) may move the server's generation by our own late request
+    local recorded, rm, rc = integrity.record_generation(st, rep, c.keep_unsettled and { unknown = true }
+      or gens and { committed = true }
       or { seen = { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens } })
     if not recorded then return nil, db_fail(st, rm, rc) end
     local p, perr = record_prefix(st, rep, result.transportType)
     if not p then return nil, perr end
     if c.attempt_id then
-      local e, eerr = st:end_attempt(c.attempt_id, by_seq)
+      local e, eerr = st:end_attempt(c.attempt_id, by_seq, { keep_unsettled = c.keep_unsettled })
       if not e then return nil, eerr end
     end
     local current = gens or {}

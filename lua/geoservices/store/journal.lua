@@ -147,7 +147,19 @@ function Journal:pending()
   local _, directions = request_params(self.st, self.rep, {}, self.params)
   self.directions = directions
   self.touched, self.on_change = watcher(self.st, all)
-  return { status_url = a.status_url, params = self.params, edits = #rows > 0 and edits_of(rows) or nil }
+  return { status_url = a.status_url, params = self.params, edits = #rows > 0 and edits_of(rows) or nil,
+           provisional = self.params.provisional == true, held_once = self.params.held_once == true }
+end
+
+-- Marks the attempt in hand provisional (and held once): geoservices.sync.attempt's requeue rule.
+function Journal:mark(flags)
+  local params = self.params or {}
+  for k, v in pairs(flags) do params[k] = v end
+  self.params = params
+  local ok, m, c = self.st:_db():run("UPDATE geoservices_attempts SET params = ?, status_url = NULL "
+    .. "WHERE attempt_id = ?", json.encode(params), self.id)
+  if not ok then return nil, db_fail(self.st, m, c) end
+  return true
 end
 
 function Journal:entries()
@@ -203,9 +215,18 @@ end
 -- with them, marked sent. With `opts.only` (a part of a split): only those
 -- rows, no attachment edit (those of the refused request go again with the
 -- next sync: geoservices.store.attachment_edits).
-function Journal:take(params, _, opts)
+function Journal:take(params, resolution, opts)
   local st, directions = self.st, self.directions
   local only = opts and opts.only
+  if resolution.summary and (resolution.summary.held or 0) > 0 then
+    -- edits held one sync (geoservices.sync.attempt): this sync sends none, its
+    -- download goes under the attempt that holds them
+    self.holding, self.rows = true, {}
+    local queue, qerr = st:pending()
+    if not queue then return nil, qerr end
+    self.touched, self.on_change = watcher(st, queue)
+    return { edits = nil, entries = {} }
+  end
   local queue, qerr = st:pending()
   if not queue then return nil, qerr end
   local seqs = {}
@@ -258,6 +279,7 @@ function Journal:begin(fields)
   local journal = { syncDirection = fields.syncDirection, transportType = fields.transportType,
                     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
                     async = fields.async == true }
+  if self.holding then journal.provisional, journal.held_once = true, true end
   if self.rep.syncModel == "perLayer" then
     journal.directions = {}
     for id, dir in pairs(self.directions) do journal.directions[tostring(id)] = dir end
@@ -270,6 +292,8 @@ function Journal:begin(fields)
 end
 
 function Journal:record_job(status_url)
+  -- a held attempt's edits are not this job's: its download is asked again if it is lost
+  if self.holding then return true end
   return self.st:attempt_job(self.id, status_url)
 end
 
@@ -284,30 +308,38 @@ function Journal:commit(result, settled)
   local file = paths.exists(self.tmp) and self.tmp or nil
   local done, err = commit.result(self.st, self.rep, { attempt_id = self.id, rows = self.rows, result = result,
     file = file, touched = self.touched, directions = self.directions, on_fill = self.on_fill, by_seq = by_seq,
-    summary = summary, object_ids = settled.object_ids, gens = settled.gens })
+    summary = summary, object_ids = settled.object_ids, gens = settled.gens, keep_unsettled = self.holding })
   if not done then return nil, err end
   return true
 end
 
 function Journal:settle_read(verdicts, object_ids, how)
   local rows = self.rows
+  local keep = how.provisional or how.hold or self.holding
   local by_seq, summary = commit.outcomes(rows, verdicts)
-  local ok, err = commit.verified(self.st, self.id, by_seq, object_ids, rows, summary,
-    { keep_unsettled = how.provisional })
+  local ok, err = commit.verified(self.st, self.id, by_seq, object_ids, rows, summary, { keep_unsettled = keep })
   if not ok then return nil, err end
-  summary.requeued = #rows - summary.applied - #summary.rejected - #summary.conflicts
-  summary.unsettled = summary.requeued
-  local left = {}
-  if how.provisional then
-    for _, r in ipairs(rows) do
-      if by_seq[r.seq] == nil then left[#left + 1] = r end
+  local left, resent = {}, {}
+  for _, r in ipairs(rows) do
+    if by_seq[r.seq] == nil then
+      if keep then left[#left + 1] = r else resent[commit.row_key(r)] = true end
     end
   end
+  summary.requeued = #rows - summary.applied - #summary.rejected - #summary.conflicts
+  summary.unsettled = keep and summary.requeued or 0
+  summary.held = how.hold and #left or 0
+  summary.resent = resent
+  if how.hold then summary.unsettled = 0 end
   self.rows = left
+  if #left > 0 and (how.provisional or how.hold) then
+    ok, err = self:mark{ provisional = true, held_once = how.hold or nil }
+    if not ok then return nil, err end
+  end
   return outcome.resolution(summary)
 end
 
 function Journal:abandon()
+  if self.holding then return true end -- the held edits stay in their attempt
   return self.st:end_attempt(self.id, {})
 end
 

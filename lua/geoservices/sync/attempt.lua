@@ -30,8 +30,18 @@
 --    refused whole, applied nothing (`j:abandon`); any other failure leaves
 --    the outcome unknown and it is read back at once: edits applied,
 --    rejected or in conflict settle; THE REQUEUE RULE: an edit the server
---    does not show stays in the attempt, provisional (the server may still
---    apply it late), and the next sync reads it again before it is sent.
+--    does not show stays in the attempt, PROVISIONAL (a gateway's 504, a
+--    dropped answer or a lost async kick-off: the server may still apply it
+--    late). The next sync reads it again and, if it still does not show,
+--    HOLDS it one sync more (kept in the attempt, not sent: the store's sync
+--    then sends no edits, client:sync only the caller's), so that a late
+--    application is seen before anything is sent again; the sync after
+--    that sends it again when the server still does not show it (an update
+--    only where the server still holds its base: geoservices.sync.verify).
+--    While an attempt is provisional the replica's generation may move by
+--    our own late request: the store does not take that for another copy.
+--    A refusal of an edit sent again is read back before it is reported:
+--    the late application may have made it (an add already there).
 --    An all-or-nothing job that failed is followed at once by a synchronous
 --    request whose per-edit results name the edit the server refuses.
 --
@@ -39,9 +49,9 @@
 --
 --   j.service, j.fields (verify's `[layer] = {global_id =, object_id =}` or nil),
 --   j.kept_in (where a pending job's edits stay, for messages)
---   j:pending()           the attempt an earlier sync left: `{status_url =, params =, edits =}`
---                         (params: syncDirection, rollbackOnFailure... as journaled; edits: the
---                         2.1 list it carries), or false
+--   j:pending()           the attempt an earlier sync left: `{status_url =, params =, edits =,
+--                         provisional =, held_once =}` (params: syncDirection, rollbackOnFailure...
+--                         as journaled; edits: the 2.1 list it carries), or false
 --   j:entries()           the feature edits of the attempt in hand, as verify entries
 --                         `{key =, layer =, op =, globalId =, feature =, base =}`
 --   j:job_fields(a, opts) the fields of a job operation re-attached to (output, on_change,
@@ -56,8 +66,9 @@
 --   j:commit(result, settled)  `settled`: `verdicts` (every sent edit's), `read` (those read back),
 --                         `object_ids`, `gens` (@{generations}: nil = keep)
 --   j:settle_read(verdicts, object_ids, how)  an attempt read back (`how.provisional`: after this
---                         sync's own failure; edits not applied stay in the attempt); returns a summary
---                         with `unsettled` (edits left to send)
+--                         sync's own failure, `how.hold`: a provisional attempt read again: edits not
+--                         applied stay in the attempt, not sent by this sync); returns a summary
+--                         with `unsettled` (edits left to send), `held`, `resent` (set of keys sent again)
 --   j:abandon()           nothing of the attempt was applied: its edits go back where they came from
 --   j:note_read(err, summary), j:fold_read(result, summary)  what reading back found, told
 --   j:rebase(client, taken, opts)  optional, see below
@@ -125,13 +136,16 @@ end
 
 -- Every sent edit's verdict: the answer's where it tells, the server's
 -- (read back) where it does not. nil, err when the server cannot be read.
-local function settle_answer(client, j, result, opts)
+-- `resent`: the keys of edits sent again (their refusal may be a late
+-- application's doing: read back too).
+local function settle_answer(client, j, result, opts, resent)
   local verdicts = {}
   for k, v in pairs(result.outcomes or {}) do verdicts[k] = v end
   local unknown = {}
   for _, e in ipairs(j:entries()) do
     local v = verdicts[e.key]
-    if v == nil or v == outcome.UNKNOWN then unknown[#unknown + 1] = e end
+    local refused_again = resent and resent[e.key] and type(v) == "table" and not v.conflict
+    if v == nil or v == outcome.UNKNOWN or refused_again then unknown[#unknown + 1] = e end
   end
   local read, object_ids = {}, {}
   if #unknown > 0 then
@@ -139,6 +153,16 @@ local function settle_answer(client, j, result, opts)
       timeout = opts.timeout })
     if not read then return nil, object_ids end
     for k, v in pairs(read) do verdicts[k] = v end
+    -- a refusal the server's state belies is no failure
+    local kept = {}
+    for _, f in ipairs(result.failed_edits or {}) do
+      local k = outcome.key(f.op, f.layer, f.target, f.globalId)
+      if read[k] == nil or (type(read[k]) == "table" and not read[k].conflict) then kept[#kept + 1] = f end
+    end
+    if result.failed_edits then result.failed_edits = kept end
+    if result.outcomes then
+      for k, v in pairs(read) do result.outcomes[k] = v end
+    end
   end
   return { verdicts = verdicts, read = read, read_entries = unknown, object_ids = object_ids }
 end
@@ -146,9 +170,10 @@ end
 --- The on_done of a request or job of an attempt: settles its edits and
 -- commits (the generation rule). client:resume_sync uses it too.
 -- @return function(result) -> true | nil, err
-function M.on_done(client, j, opts)
+-- `resent`: as settle_answer's.
+function M.on_done(client, j, opts, resent)
   return function(result)
-    local settled, err = settle_answer(client, j, result, opts or {})
+    local settled, err = settle_answer(client, j, result, opts or {}, resent)
     if not settled then return nil, err end
     settled.gens = M.generations(result)
     return j:commit(result, settled)
@@ -204,7 +229,8 @@ local function resolve(client, j, opts)
     failed_job = werr.kind == "job" and werr.status_resource ~= nil
   end
   local summary
-  summary, err = read_back(client, j, { completed = false }, opts)
+  summary, err = read_back(client, j, { completed = false, hold = a.provisional == true and not a.held_once },
+    opts)
   if not summary then return nil, err end
   return { summary = summary, from_failed_job = failed_job }
 end
@@ -276,7 +302,10 @@ local function after_failure(client, j, err, sent, opts)
     j:abandon() -- it never left, or the server refused it whole: nothing applied
     return nil, err
   end
-  local summary, verr = read_back(client, j, { completed = false, provisional = true }, opts)
+  -- an answer lost on its way back (a gateway's 504, a dropped connection, an
+  -- async kick-off's answer): the server may still apply the request late
+  local late = err.outcome_unknown == true and not sent.job and not sent.answered
+  local summary, verr = read_back(client, j, { completed = false, provisional = late }, opts)
   if not summary then return nil, err, verr end
   if not nothing_applied then j:note_read(err, summary) end
   if summary.unsettled > 0 and err.kind == "job" and err.status_resource and not opts.after_failed_job then
@@ -297,7 +326,7 @@ local function after_failure(client, j, err, sent, opts)
 end
 
 -- Sends the request of an attempt, journaled.
-local function send(client, j, params, opts)
+local function send(client, j, params, opts, resent)
   local call = j:call_opts(opts)
   local sent = {}
   call.on_send = function(fields)
@@ -312,7 +341,7 @@ local function send(client, j, params, opts)
     sent.job = op.status_url
     return j:record_job(op.status_url)
   end
-  local on_done = M.on_done(client, j, opts)
+  local on_done = M.on_done(client, j, opts, resent)
   call.on_done = function(result)
     sent.answered = true -- the server answered: its generation may have moved
     return on_done(result)
@@ -479,7 +508,7 @@ function M.run(client, j, opts)
     params.async, params.transportType, params.rollbackOnFailure = nil, nil, nil
   end
   explicit(params, carries)
-  local result, serr, verr = send(client, j, params, opts)
+  local result, serr, verr = send(client, j, params, opts, resolution.summary and resolution.summary.resent)
   if result and type(result) == "table" and getmetatable(result) ~= jobs.Operation then
     result.resolved = result.resolved or resolution.result or resolution.summary
   end

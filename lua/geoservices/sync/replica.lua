@@ -68,8 +68,11 @@ local function load_journal(path, state)
       .. "reached the server, so it was left in place and nothing was sent: repair it, or move it away once you "
       .. "know what became of its edits"):format(journal, why), { code = "damaged", path = journal })
   end
-  if attempt.from ~= generations(state) then
-    os.remove(journal) -- resolved by the save that moved the generations
+  local provisional = type(attempt.params) == "table" and attempt.params.provisional == true
+  if attempt.from ~= generations(state) and not provisional then
+    -- resolved by the save that moved the generations (a provisional one, edits
+    -- a lost answer left unknown, outlives that move: geoservices.sync.attempt)
+    os.remove(journal)
     return nil
   end
   return attempt
@@ -181,11 +184,12 @@ end
 -- client:sync calls it; a user rarely needs to.
 -- @tparam geoservices.sync.result.Result result a synchronization result (replicaServerGen or
 --   layerServerGens; `closed`)
+-- @tparam[opt] table opts `keep_journal` (true: the journal stays; it holds edits still provisional)
 -- @treturn[1] boolean true
 -- @return[2] nil
 -- @treturn[2] table err: kind "protocol" (no replicaServerGen for a perReplica replica) or "io"
 -- @raise never
-function Replica:advance(result)
+function Replica:advance(result, opts)
   local s = self.state
   local before = json.encode(s)
   if s.model == "perLayer" then
@@ -210,7 +214,9 @@ function Replica:advance(result)
     self.state = json.decode(before)
     return nil, err
   end
-  self:clear_attempt() -- the journaled attempt is resolved by this very result
+  if not (opts and opts.keep_journal) then
+    self:clear_attempt() -- the journaled attempt is resolved by this very result
+  end
   return true
 end
 

@@ -186,11 +186,25 @@ function M.new(client, r, edits)
                         kept_in = "journaled", model = r.state.model }, Journal)
 end
 
+-- The edits an attempt holds: those it sent, and those an earlier sync held
+-- with it (`params.held`), with their bases.
+local function attempt_edits(a)
+  local params = type(a.params) == "table" and a.params or {}
+  local held = type(params.held) == "table" and params.held or nil
+  local bases = {}
+  for k, v in pairs(type(params.bases) == "table" and params.bases or {}) do bases[k] = v end
+  for k, v in pairs(held and type(held.bases) == "table" and held.bases or {}) do bases[k] = v end
+  return merged_edits(held and held.edits or nil, a.edits), bases
+end
+
 function Journal:pending()
   local a = self.r.attempt
   if not a then return false end
-  self.current = { edits = a.edits, bases = type(a.params) == "table" and a.params.bases or nil }
-  return a
+  local edits, bases = attempt_edits(a)
+  self.current = { edits = edits, bases = bases }
+  local params = type(a.params) == "table" and a.params or {}
+  return { status_url = a.status_url, params = params, edits = a.edits, provisional = params.provisional == true,
+           held_once = params.held_once == true }
 end
 
 function Journal:entries()
@@ -255,7 +269,7 @@ function Journal:take(params, resolution, opts)
   self.pool = type(edits) == "table" and edits or nil
   self.journaling = type(edits) == "table" or params.async == true
   self.current = { edits = type(edits) == "table" and edits or nil }
-  if not self.journaling and self.r.attempt then
+  if not self.journaling and self.r.attempt and not self.held then
     self.r:clear_attempt() -- settled, and nothing of it is sent again
   end
   return { edits = edits, entries = entries_of(self.current.edits) }
@@ -283,10 +297,19 @@ function Journal:begin(fields)
   return self.r:begin_attempt(edits, {
     syncDirection = fields.syncDirection, transportType = fields.transportType,
     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
-    async = fields.async == true, bases = bases })
+    async = fields.async == true, bases = bases, held = self.held })
+end
+
+-- The journal of edits held one sync (geoservices.sync.attempt): provisional,
+-- read again by the next sync, which sends them when the server still does
+-- not show them.
+function Journal:write_held()
+  return self.r:begin_attempt(self.held.edits, { provisional = true, held_once = true, bases = self.held.bases })
 end
 
 function Journal:record_job(status_url)
+  -- with held edits the journal is not re-attached to: what it sent is read back instead
+  if self.held then return true end
   return self.r:attempt_job(status_url)
 end
 
@@ -295,6 +318,14 @@ end
 function Journal:commit(result, settled)
   if self.close then result.closed = true end
   if #settled.read_entries > 0 then record_verdicts(result, settled.read, settled.read_entries) end
+  if self.held then
+    -- the held edits' journal first: a provisional journal outlives the generations' move
+    local ok, err = self:write_held()
+    if not ok then return nil, err end
+    if settled.gens then return self.r:advance(result, { keep_journal = true }) end
+    self.r.state.closed = result.closed or self.r.state.closed
+    return self.r:save()
+  end
   if settled.gens then return self.r:advance(result) end
   -- an upload-only answer: the generations stay (the attempt engine's rule)
   if (result.closed and not self.r.state.closed) or self.caps_unsaved then
@@ -323,20 +354,36 @@ function Journal:settle_read(verdicts, _, how)
   end)
   resolution.unsettled = resolution.resend and #entries_of(resolution.resend) or 0
   if resolution.resend and resolution.unsettled == 0 then resolution.unsettled = 1 end
+  resolution.held = 0
   local attempt = self.r.attempt
-  if not resolution.resend then
+  if how.hold and resolution.resend then
+    -- still not shown after a lost answer: held one sync more, not sent now
+    self.held = { edits = resolution.resend, bases = c.bases }
+    resolution.held, resolution.unsettled, resolution.resend = resolution.unsettled, 0, nil
+    local ok, err = self:write_held()
+    if not ok then return nil, err end
+  elseif not resolution.resend then
     self.r:clear_attempt()
   elseif how.provisional and attempt then
     -- what is left stays journaled: the next sync reads it again before sending it
-    local ok, err = self.r:begin_attempt(resolution.resend, attempt.params)
+    local params = {}
+    for k, v in pairs(type(attempt.params) == "table" and attempt.params or {}) do params[k] = v end
+    params.provisional, params.bases = true, c.bases
+    local ok, err = self.r:begin_attempt(resolution.resend, params)
     if not ok then return nil, err end
+  end
+  resolution.resent = {}
+  if not how.provisional then
+    each_edit(resolution.resend, function(key) resolution.resent[key] = true end)
   end
   self.current = { edits = resolution.resend, bases = c.bases }
   return resolution
 end
 
 function Journal:abandon()
-  if self.resent and self.r.attempt then
+  if self.held then
+    self:write_held()
+  elseif self.resent and self.r.attempt then
     -- the earlier attempt's edits this request carried stay journaled
     self.r:begin_attempt(self.resent, self.r.attempt.params)
   else
@@ -348,8 +395,8 @@ end
 function Journal.note_read(_, err, summary)
   err.verified, err.conflicts = summary.verified, summary.conflicts
   local left = summary.resend and #entries_of(summary.resend) or 0
-  err.message = err.message .. ("; read back from the server: %d edit(s) settled, %d to send again at the next "
-    .. "sync"):format(summary.verified - left, left)
+  err.message = err.message .. ("; read back from the server: %d edit(s) settled, %d not shown applied yet (read "
+    .. "again by the next sync before they are sent)"):format(summary.verified - left, left)
 end
 
 function Journal.fold_read(_, result, summary)
