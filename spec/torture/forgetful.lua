@@ -30,17 +30,4 @@ function M.option()
   return M.enabled() and M.wrap or nil
 end
 
-return M.enabled() and M.wrap or nil
-end
-
---- The options a store's sync adds under the mutation: the forgetting
--- journal, and adopt_copy, so that the store's second net (the copy check,
--- which refuses a store whose generation moved unseen: a forgotten attempt
--- looks like another copy's sync) does not stop the run before the tally
--- can count what the forgotten journal re-sent.
-function M.store_options(opts)
-  if M.enabled() then opts.journal, opts.adopt_copy = M.wrap, true end
-  return opts
-end
-
 return M
