@@ -285,6 +285,16 @@ local function refuse_one(j, err)
   return nil, err
 end
 
+-- GATEWAYS: an answer lost on its way back (no answer at all: a dropped
+-- connection, a timeout; or a gateway's 502 or 504 while the server behind it
+-- goes on), so the server may still apply the request late. A server's own
+-- error answer (500, 503) ended its work: what it shows now is final.
+local LATE_STATUS = { [502] = true, [504] = true }
+local function may_come_late(err)
+  if err.status then return LATE_STATUS[err.status] == true end
+  return err.kind == "network" or err.kind == "timeout"
+end
+
 -- After a failed request or job: pending, split, abandoned, or read back now.
 local function after_failure(client, j, err, sent, opts)
   if sent.job and not jobs.over(err) then return nil, jobs.pending(err, j.kept_in, sent.job) end
@@ -302,9 +312,7 @@ local function after_failure(client, j, err, sent, opts)
     j:abandon() -- it never left, or the server refused it whole: nothing applied
     return nil, err
   end
-  -- an answer lost on its way back (a gateway's 504, a dropped connection, an
-  -- async kick-off's answer): the server may still apply the request late
-  local late = err.outcome_unknown == true and not sent.job and not sent.answered
+  local late = err.outcome_unknown == true and not sent.job and not sent.answered and may_come_late(err)
   local summary, verr = read_back(client, j, { completed = false, provisional = late }, opts)
   if not summary then return nil, err, verr end
   if not nothing_applied then j:note_read(err, summary) end
