@@ -11,7 +11,9 @@
 --
 -- An edit not applied is "not_applied" when the request's outcome was unknown
 -- (it may be sent again), and "rejected" when the request is known to have
--- completed (the server skipped it: rollbackOnFailure false gives no reason).
+-- completed (the server skipped it: rollbackOnFailure false gives no reason);
+-- so is, then, an update of a feature the server no longer holds (after a
+-- lost answer it is a conflict: never sent again over the delete).
 -- Internal: geoservices.sync and geoservices.store.sync call it.
 local compare = require "geoservices.sync.compare"
 local errors = require "geoservices.errors"
@@ -135,6 +137,11 @@ function verify.edits(client, service, list, opts)
         v = server and not_applied or "applied"
       elseif not server and e.base == false then
         v = not_applied -- there was no such feature when it left either: the server's answer will say why
+      elseif not server and opts.completed then
+        -- the request is known to have completed: the server refused the update of a feature it
+        -- did not hold any more (someone deleted it), as its per-edit results say where it gives them
+        v = { code = "missing", description = "the server does not hold this feature (someone deleted it): it did "
+              .. "not apply the update" }
       elseif not server then
         v = { conflict = true, server = json.null, description = "the feature was deleted on the server" }
       elseif compare.holds(server, e.feature or {}, skip, rules) then

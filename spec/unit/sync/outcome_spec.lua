@@ -191,6 +191,17 @@ describe("sync.verify", function()
     assert.equal("skipped", v.a.code)
   end)
 
+  it("after a completed request an update of a feature the server no longer holds was refused: rejected (F1)",
+    function()
+      local base = { attributes = { GlobalID = UPD, NAME = "old" }, geometry = { x = 1, y = 2 } }
+      local v = assert(verify.edits(fake_client{}, "Parcels", entries(base), { completed = true }))
+      assert.equal("missing", v.u.code)
+      assert.is_nil(v.u.conflict)
+      -- after a lost answer it stays a conflict: never sent again over the delete
+      v = assert(verify.edits(fake_client{}, "Parcels", entries(base)))
+      assert.is_true(v.u.conflict)
+    end)
+
   it("finds the GlobalID field whatever the case the server spells it in", function()
     local c = fake_client{ [ADD] = { attributes = { GLOBALID = ADD, OBJECTID = 3 } } }
     local v = assert(verify.edits(c, "Parcels", { entries()[1] }))
