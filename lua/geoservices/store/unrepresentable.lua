@@ -295,7 +295,7 @@ function unrepresentable.kept_across(st, spec, gid, fn)
   local ok, msg, code = fn()
   if not ok then return ok, msg, code end
   local done, m, c = st.db:run("INSERT OR IGNORE INTO geoservices_original_geometries (layer_id, global_id, "
-    .. "geometry, gpkg_geometry) VALUES (?, ?, ?, ?)", spec.id, gid, row.geometry, row.gpkg_geometry)
+    .. "geometry, gpkg_geometry) VALUES (?, ?, ?, CAST(? AS BLOB))", spec.id, gid, row.geometry, row.gpkg_geometry)
   if not done then return nil, m, c end
   return ok, msg, code
 end
@@ -322,14 +322,16 @@ function unrepresentable.put_unchanged(st, spec, f, same, fn)
   local row = rows and rows[1]
   local server = row and json.decode(row.geometry)
   if type(server) == "table" then server.spatialReference = nil end
-  if not (server and same(server, f.geometry)) then return fn() end
+  -- (a kept JSON without a blob of its own: Z and M dropped, kept_across's case)
+  if not (server and row.gpkg_geometry ~= nil and same(server, f.geometry)) then return fn() end
   local ok, msg, code = fn()
   if not ok then return ok, msg, code end
-  local done, m, c = st.db:run(("UPDATE %s SET %s = ? WHERE %s = ?"):format(schema.ident(spec.table),
+  -- (a Lua string binds as text: CAST keeps its bytes a blob, as the column and the comparison want)
+  local done, m, c = st.db:run(("UPDATE %s SET %s = CAST(? AS BLOB) WHERE %s = ?"):format(schema.ident(spec.table),
     schema.ident(spec.geometry_column), schema.ident(spec.globalid)), row.gpkg_geometry, gid)
   if done then
     done, m, c = st.db:run("INSERT OR REPLACE INTO geoservices_original_geometries (layer_id, global_id, geometry, "
-      .. "gpkg_geometry) VALUES (?, ?, ?, ?)", spec.id, gid, row.geometry, row.gpkg_geometry)
+      .. "gpkg_geometry) VALUES (?, ?, ?, CAST(? AS BLOB))", spec.id, gid, row.geometry, row.gpkg_geometry)
   end
   if not done then return nil, m, c end
   return ok, msg, code
