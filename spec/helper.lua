@@ -322,6 +322,20 @@ function helper.store_world(defaults)
   function world.client()
     return require("geoservices").client{ url = world.emu.url, token = "alice-token", timeout = 30 }
   end
+  -- `geoservices ARGS...` as alice against this world's emulator: {code, out, err}
+  function world.cli(...)
+    return helper.run_cli({ "--url", world.emu.url, "--token", "alice-token", ... })
+  end
+  -- the server's replica of `service` (default Parcels) named `name`, or nil
+  function world.replica_named(name, service)
+    local c = world.client()
+    local list = assert(c:list_replicas(service or "Parcels"))
+    c:close()
+    for _, r in ipairs(list) do
+      if r.replicaName == name then return r end
+    end
+    return nil
+  end
   function world.create(name, params)
     local p = { replicaName = name }
     for k, v in pairs(defaults) do p[k] = v end

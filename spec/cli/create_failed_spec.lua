@@ -22,19 +22,9 @@ describe("replica create on a full disk", function()
     world.stop()
   end)
 
-  local function gs(...)
-    return helper.run_cli({ "--url", world.emu.url, "--token", "alice-token", ... })
-  end
+  local gs = world.cli
 
-  local function on_server(name)
-    local c = world.client()
-    local list = assert(c:list_replicas("Parcels"))
-    c:close()
-    for _, r in ipairs(list) do
-      if r.replicaName == name then return r end
-    end
-    return nil
-  end
+  local function on_server(name) return world.replica_named(name) end
 
   it("unregisters the replica it made and says so; nothing is left", function()
     local path = mnt .. "/full-1.gpkg"
