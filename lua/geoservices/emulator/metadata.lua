@@ -387,7 +387,10 @@ function metadata.layer_resource(emu, request, service_name, id_text)
     doc.extent = extent({ layer }, sr)
     doc.sourceSpatialReference = world.deep_copy(sr)
     doc.geometryField = { name = "Shape", type = "esriFieldTypeGeometry", alias = "Shape" }
-    doc.drawingInfo = { renderer = { type = "simple" }, transparency = 0, labelingInfo = json.null }
+    -- the world's own drawingInfo where it gives one (its renderer and labels, as a
+    -- real layer resource serves them), else a simple renderer without symbol
+    doc.drawingInfo = type(meta.drawingInfo) == "table" and world.deep_copy(meta.drawingInfo)
+      or { renderer = { type = "simple" }, transparency = 0, labelingInfo = json.null }
   end
   return doc
 end

@@ -308,8 +308,8 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
         json.encode(json.array(spec.columns)), json.encode(meta)))
       check(register(db, spec))
       for _, sql in ipairs(attachments.layer_sql(spec, meta)) do check(db:exec(sql)) end
-      -- the aliases where QGIS users look (a default style of the layer)
-      for _, sql in ipairs(require("geoservices.store.layer_styles").layer_sql(spec)) do check(db:exec(sql)) end
+      -- the aliases, symbols and labels where QGIS users look (a default style of the layer)
+      for _, sql in ipairs(require("geoservices.store.layer_styles").layer_sql(spec, meta)) do check(db:exec(sql)) end
     end
     check(conflicts.layout(db)) -- its geometry in the layers' CRS
     local info = {}
