@@ -299,7 +299,7 @@ end
 -- * `true`: applied by the server; it leaves the queue;
 -- * `{code =, description =}`: rejected; it moves to the failed edits (@{failed});
 -- * `{conflict = true, server = <feature table>, description =}`: the server holds other values
---   (another replica's newer edit); it moves to the conflicts (@{conflicts}), never sent again;
+--   (another replica's newer edit); it moves to the conflicts (`st:conflicts()`), never sent again;
 -- * nil: not applied (or not known to be); it returns to the queue, unsent, and goes with the
 --   next synchronization (folded with an edit of its feature made meanwhile, and sending what
 --   the feature table holds then).
