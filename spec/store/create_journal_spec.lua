@@ -17,14 +17,12 @@ end
 describe("a store's createReplica whose answer never came", function()
   local emu, dir
 
+  local world = helper.store_world()
   setup(function()
-    emu = helper.start_emulator()
-    dir = helper.tmp_dir()
+    world.start()
+    emu, dir = world.emu, world.dir
   end)
-  teardown(function()
-    emu:stop()
-    os.execute("rm -rf " .. q(dir))
-  end)
+  teardown(world.stop)
   before_each(function() emu:reset() end)
 
   local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end

@@ -100,14 +100,12 @@ describe("a store made from the emulator with a layer's id first or last (issue 
   local geoservices = require "geoservices"
   local emu, dir
 
+  local world = helper.store_world()
   setup(function()
-    emu = helper.start_emulator()
-    dir = helper.tmp_dir()
+    world.start()
+    emu, dir = world.emu, world.dir
   end)
-  teardown(function()
-    emu:stop()
-    os.execute("rm -rf " .. q(dir))
-  end)
+  teardown(world.stop)
 
   -- the rows of a store's Parcels table, in GlobalID order
   local function rows_of(st)
