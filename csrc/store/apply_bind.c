@@ -44,33 +44,6 @@ int geoservices_store_bind_defaults(geoservices_store *s, geoservices_store_laye
   return 0;
 }
 
-size_t geoservices_store_find_column(geoservices_store_layer *l, const char *name, size_t len, size_t position) {
-  size_t i, g;
-  if (position < l->guess_cap) { /* records list their attributes in the same order */
-    g = l->guess[position];
-    if (g < l->ncols && l->cols[g].len == len && memcmp(l->cols[g].name, name, len) == 0) return g;
-  }
-  for (i = 0; i < l->ncols; i++)
-    if (l->cols[i].len == len && memcmp(l->cols[i].name, name, len) == 0) break;
-  if (i == l->ncols) /* field names are case-insensitive on the server */
-    for (i = 0; i < l->ncols; i++)
-      if (geoservices_store_key_is_ci(name, (uint32_t)len, l->cols[i].name)) break;
-  if (i == l->ncols) return GEOSERVICES_STORE_NONE;
-  if (position == GEOSERVICES_STORE_NONE || position > (1u << 20)) return i; /* no order to learn */
-  if (position >= l->guess_cap) {
-    size_t cap = l->guess_cap ? l->guess_cap : 32, k;
-    size_t *q;
-    while (cap <= position) cap *= 2;
-    q = realloc(l->guess, cap * sizeof *q);
-    if (!q) return i; /* the guess is only a shortcut */
-    for (k = l->guess_cap; k < cap; k++) q[k] = GEOSERVICES_STORE_NONE;
-    l->guess = q;
-    l->guess_cap = cap;
-  }
-  l->guess[position] = i;
-  return i;
-}
-
 int geoservices_store_bind_integer(geoservices_store *s, geoservices_store_layer *l, size_t col, int64_t v) {
   int param = (int)col + 1;
   char *text = scratch_of(l, col);
