@@ -44,12 +44,13 @@ local sync_result = {}
 --   target =, globalId =}`): client:sync and store:sync read them back from the server
 -- @field conflicts (client:sync) edits not applied because the server holds newer values; (store:sync)
 --   every conflict kept, with the `policy` and `outcome` that decided it (geoservices.store.rebase)
--- @field summary (store:sync) one count per outcome (@{summary}); the result then prints it
+-- @field summary (store:sync) one count per outcome (sent, merged, held, server_kept, local_kept, rejected,
+--   refused, requeued, downloaded); the result then prints it
 -- @field closed true when closeReplica was asked (client:sync marks the state closed)
 local Result = { __name = "geoservices.SyncResult" }
 Result.__index = Result
 
--- The counts of a store's synchronization, one per outcome (see @{summary}).
+-- The counts of a store's synchronization, one per outcome (sync_result.summary).
 local Summary = { __name = "geoservices.SyncSummary" }
 Summary.__index = Summary
 
