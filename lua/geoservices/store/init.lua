@@ -155,7 +155,7 @@ function store.open(path, opts)
   end
   local format = rows[1].format
   if format < schema.FORMAT and not (opts and opts.readonly) then
-    local ok, mm, mc = migrate.run(db)
+    local ok, mm, mc = migrate.run(db, path)
     if not ok then return fail(mm, mc) end
     format = schema.FORMAT
   end
@@ -312,6 +312,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       for _, sql in ipairs(require("geoservices.store.layer_styles").layer_sql(spec, meta)) do check(db:exec(sql)) end
     end
     check(conflicts.layout(db)) -- its geometry in the layers' CRS
+    check(require("geoservices.store.project").write(db, path)) -- the QGIS project a user opens (issue 37)
     local info = {}
     for k, v in pairs(replica_info) do
       if type(v) ~= "function" and type(v) ~= "userdata" then info[k] = v end

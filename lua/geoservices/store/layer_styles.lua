@@ -29,6 +29,9 @@ layer_styles.TABLE_SQL = 'CREATE TABLE IF NOT EXISTS "layer_styles" ("id" INTEGE
   .. '"useAsDefault" BOOLEAN, "description" TEXT, "owner" TEXT(30), "ui" TEXT(30), '
   .. [["update_time" DATETIME DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))]]
 
+-- the description of the styles geoservices writes (migrate recognises them by its end)
+layer_styles.DESCRIPTION = "the service's symbols, labels and field aliases (written by geoservices)"
+
 local function xml(s)
   return (tostring(s):gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
                                          ["'"] = "&apos;" }))
@@ -74,7 +77,7 @@ function layer_styles.layer_sql(spec, meta)
       .. '"styleName", "styleQML", "styleSLD", "useAsDefault", "description", "owner", "ui") '
       .. "VALUES ('', '', %s, %s, %s, %s, '', 1, %s, '', NULL)"):format(lit(spec.table),
       lit(spec.geometry_column or ""), lit(spec.table), lit(qml),
-      lit("the service's symbols, labels and field aliases (written by geoservices)")) }
+      lit(layer_styles.DESCRIPTION)) }
 end
 
 return layer_styles

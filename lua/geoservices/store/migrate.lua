@@ -30,7 +30,9 @@
 local capture = require "geoservices.store.capture"
 local conflicts = require "geoservices.store.conflicts"
 local json = require "geoservices.json"
+local layer_styles = require "geoservices.store.layer_styles"
 local migrate4 = require "geoservices.store.migrate4"
+local project = require "geoservices.store.project"
 local schema = require "geoservices.store.schema"
 
 local migrate = {}
@@ -218,6 +220,53 @@ local function to_format_7(db)
   return ok, m, c
 end
 
+-- Format 8 -> 9: the layers' default styles as `replica create` writes them now
+-- (the service's symbols and labels from the stored layer resource, beside the
+-- aliases; a style geoservices wrote before is updated, a user's own default
+-- style is kept), then the QGIS project in the file (issue 37). A store that has
+-- them already is left as it is.
+local function to_format_9(db, path)
+  local rows, m, c = db:rows("SELECT layer_id, table_name, metadata FROM geoservices_layers ORDER BY layer_id")
+  if not rows then return nil, m, c end
+  local have
+  have, m, c = db:rows("SELECT 1 AS x FROM sqlite_master WHERE name = 'layer_styles'")
+  if not have then return nil, m, c end
+  local has_styles = have[1] ~= nil
+  local ok = true
+  for _, r in ipairs(rows) do
+    local meta = json.decode(r.metadata or "null")
+    local spec = type(meta) == "table" and schema.layer_spec(meta, {})
+    if spec then
+      spec.table = r.table_name
+      local qml = layer_styles.qml(spec, meta)
+      local styles = {}
+      if has_styles then
+        styles, m, c = db:rows("SELECT id, styleQML, description LIKE '%(written by geoservices)' AS ours "
+          .. "FROM layer_styles WHERE f_table_name = ? AND useAsDefault ORDER BY id", r.table_name)
+        if not styles then return nil, m, c end
+      end
+      local ours = styles[1] and styles[1].ours == 1 and styles[1]
+      if ours and qml and ours.styleQML ~= qml then
+        -- the same row (its id kept): the style written before, now with the service's drawing
+        ok, m, c = db:run("UPDATE layer_styles SET styleQML = ?, description = ? WHERE id = ?", qml,
+          layer_styles.DESCRIPTION, ours.id)
+      elseif not styles[1] and qml then
+        ok, m, c = exec_all(db, layer_styles.layer_sql(spec, meta))
+      end
+      if not ok then return nil, m, c end
+    end
+  end
+  -- a project already in the file (a store made by this version) is left as it is
+  have, m, c = db:rows("SELECT 1 AS x FROM sqlite_master WHERE name = 'qgis_projects'")
+  if not have then return nil, m, c end
+  if have[1] then
+    have, m, c = db:rows("SELECT count(*) AS n FROM qgis_projects")
+    if not have then return nil, m, c end
+    if have[1].n > 0 then return true end
+  end
+  return project.write(db, path)
+end
+
 -- MIGRATIONS[n]: what turns format n - 1 into n (SQL statements, or a function(db)).
 local STEPS = {
   [2] = schema.MIGRATIONS[2],
@@ -227,12 +276,14 @@ local STEPS = {
   [6] = to_format_6,
   [7] = to_format_7,
   [8] = schema.EDIT_VIEWS_SQL,
+  [9] = to_format_9,
 }
 
 --- Migrates an open store's file.
 -- @param db the connection (outside a transaction)
+-- @tparam string path the store's path (its project names the file)
 -- @return true, or nil, msg, code (nothing changed)
-function migrate.run(db)
+function migrate.run(db, path)
   local ok, m, c = db:begin()
   if not ok then return nil, m, c end
   local function abort(msg, code)
@@ -245,7 +296,7 @@ function migrate.run(db)
   for n = rows[1].format + 1, schema.FORMAT do
     local step = STEPS[n]
     if type(step) == "function" then
-      ok, m, c = step(db)
+      ok, m, c = step(db, path)
       if not ok then return abort(m, c) end
     else
       for _, sql in ipairs(step) do

@@ -58,8 +58,10 @@ local schema = {}
 -- 6 the GlobalID index on the whole GlobalID (@{gid_index_sql}); 7 a
 -- GlobalID made for an attachment added without one (QGIS's form, GDAL,
 -- SQL: @{ATTACHMENT_GID_COLUMN}); 8 the queue and the refused edits as
--- read-only views GDAL and QGIS load (@{EDIT_VIEWS_SQL}).
-schema.FORMAT = 8
+-- read-only views GDAL and QGIS load (@{EDIT_VIEWS_SQL}); 9 the QGIS project
+-- in the file and the layers' default styles from the service's drawingInfo
+-- (geoservices.store.project, geoservices.store.layer_styles).
+schema.FORMAT = 9
 
 --- The local edits waiting (geoservices_pending) and those the server
 -- refused (geoservices_rejected) as views registered as attributes, so that

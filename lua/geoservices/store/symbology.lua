@@ -192,4 +192,26 @@ function symbology.qml(spec, drawing_info)
   return table.concat(parts, "\n"), labels ~= nil
 end
 
+--- The renderer of a table of any geometry (a GeoPackage GEOMETRY column, as the
+-- conflicts' layer): one rule per kind, each in the given colour.
+-- @tparam {number,...} rgba an Esri color
+-- @treturn string the renderer-v2 element
+function symbology.any_geometry(rgba)
+  local outline = { color = { 0, 0, 0, 255 }, width = 1 }
+  local rules = { { "Point", "marker", { type = "esriSMS", style = "esriSMSDiamond", color = rgba, size = 11,
+                                          outline = outline } },
+                  { "Line", "line", { type = "esriSLS", style = "esriSLSSolid", color = rgba, width = 3 } },
+                  { "Polygon", "fill", { type = "esriSFS", style = "esriSFSBackwardDiagonal", color = rgba,
+                                          outline = { color = rgba, width = 2 } } } }
+  local lines, syms = {}, {}
+  for i, r in ipairs(rules) do
+    lines[#lines + 1] = ([[   <rule key="%s" filter="geometry_type($geometry) = '%s'" symbol="%d" label="%s"/>]])
+      :format(r[1]:lower(), r[1], i - 1, r[1]:lower() .. "s")
+    syms[#syms + 1] = symbol(r[2], tostring(i - 1), r[3])
+  end
+  return '  <renderer-v2 type="RuleRenderer" symbollevels="0" enableorderby="0" forceraster="0">\n'
+    .. '  <rules key="root">\n' .. table.concat(lines, "\n") .. "\n  </rules>\n  <symbols>\n"
+    .. table.concat(syms, "\n") .. "\n  </symbols>\n  </renderer-v2>"
+end
+
 return symbology
