@@ -173,7 +173,14 @@ describe("the replica store keeps Z and M (issue 28)", function()
     assert(st:update(1, { attributes = { GlobalID = gid(1, 1) }, geometry = main.geometry }))
     assert.same({ x = X + 2.5, y = Y, z = Z, m = M }, json.decode(json.encode(st:get(0, gid(0, 1)).geometry)))
 
+    -- the server's version of each edited feature, read before the upload (the rebase, issue 36): unchanged
+    local function served(id)
+      return { json = { features = { { attributes = { OBJECTID = 1, GlobalID = gid(id, 1), NAME = "f1" },
+                                       geometry = ZM_FEATURES[id][1] } } } }
+    end
     local server = helper.start_scripted{ routes = {
+      { method = "POST", path = "/server/Utilities/FeatureServer/0/query", responses = { served(0) } },
+      { method = "POST", path = "/server/Utilities/FeatureServer/1/query", responses = { served(1) } },
       { method = "POST", path = "/server/rest/services/Utilities/FeatureServer/synchronizeReplica", responses = {
         { json = { transportType = "esriTransportTypeEmbedded", replicaID = REPLICA.replicaID,
                    replicaServerGen = 6, edits = json.array() } } } },
