@@ -116,7 +116,14 @@ local REPLICA = { service = "Utilities", replicaID = "{5E1A0C2B-1111-4A5B-9C8D-0
 
 -- The edits a sync of st sends (to a scripted server that answers them all).
 local function uploaded(st)
+  -- the server's version of the edited features, read before the upload (the rebase, issue 36): unchanged
+  local features = json.array()
+  for i, g in ipairs(CURVES[0]) do
+    features[i] = { attributes = { OBJECTID = i, GlobalID = gid(0, i), NAME = "f" .. i }, geometry = g }
+  end
   local server = helper.start_scripted{ routes = {
+    { method = "POST", path = "/server/Utilities/FeatureServer/0/query", responses = {
+      { json = { features = features } } } },
     { method = "POST", path = "/server/rest/services/Utilities/FeatureServer/synchronizeReplica", responses = {
       { json = { transportType = "esriTransportTypeEmbedded", replicaID = REPLICA.replicaID,
                  replicaServerGen = 6, edits = json.array() } } } },

@@ -332,12 +332,14 @@ function rebase.hook(j, client, taken, opts)
         if mine == nil and m then return nil, db_error(st.path, m, c) end
         if mine then mine = as_base(spec, mine) end -- the layer's fields (not the local fid)
       end
-      -- a geometry the store cannot represent, untouched here: the server's kept JSON is ours and the base's
+      -- a geometry the store keeps as the server's JSON (a curve, one it cannot represent): that JSON
+      -- is the base's geometry, and ours too while the blob, its stand-in, is untouched here
       local base = r.base
-      local kept = mine and require("geoservices.store.unrepresentable").untouched_geometry(st, spec, r.globalId)
+      local unrepresentable = require "geoservices.store.unrepresentable"
+      local kept = mine and unrepresentable.kept_geometry(st, spec, r.globalId)
       if kept then
-        mine.geometry = kept
         base = { attributes = r.base.attributes, geometry = kept }
+        if unrepresentable.unchanged(st, spec, r.globalId) then mine.geometry = kept end
       end
       if r.op == "delete" or mine then
         local res = merge.feature{ base = base, mine = mine, theirs = theirs, fields = spec.columns,

@@ -300,6 +300,16 @@ function unrepresentable.kept_across(st, spec, gid, fn)
   return ok, msg, code
 end
 
+--- The server's geometry kept for a feature (its JSON decoded, without a
+-- spatial reference), whatever the blob holds now, or nil: the base a
+-- three-way merge takes for that feature's geometry (the blob was only
+-- the store's stand-in for it).
+function unrepresentable.kept_geometry(st, spec, gid)
+  local g = kept(st, spec, gid)
+  if type(g) == "table" then g.spatialReference = nil end
+  return g
+end
+
 --- The server's geometry kept for a feature whose blob the local side has
 -- not touched since (its JSON decoded, without a spatial reference), or
 -- nil: what a three-way merge takes as that feature's local and base
