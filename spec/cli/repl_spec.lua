@@ -52,13 +52,12 @@ describe("the store's lists in a REPL", function()
     finally(function() st:close() end)
     assert.equal("no failed edits", tostring(assert(st:failed())))
     assert.equal("no conflicts", tostring(assert(st:conflicts())))
-    -- another crew deletes a parcel on the server; this store then updates it
-    local other = assert(geoservices.replica(dir .. "/crew-2.json", { service = "Parcels", replicaID = CREW2,
-                                                                      model = "perReplica", replicaServerGen = 1 }))
-    local e = geoservices.edits()
-    e:delete(0, PARCEL1)
-    assert(client:sync(other, e, { output = dir .. "/crew-2.changes.json" }))
+    -- this store updates a parcel; another crew deletes it on the server right before the
+    -- store's synchronizeReplica runs (after the store read it: a race), so the server refuses
+    -- the update (a delete made earlier would be a conflict, held back before sending: issue 36)
     assert(st:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "Jane" } }))
+    emu:control("race", { service = "Parcels", replicaID = CREW2,
+                          edits = { { id = 0, features = { deleteIds = { PARCEL1 } } } } })
     assert(st:sync(client))
     local text = tostring(assert(st:failed()))
     -- the server's reason and code ("Object is missing." in the emulator)
