@@ -14,7 +14,8 @@ Range request gets 206 and Content-Range; "cut_range": N then sends N bytes less
 Content-Range names, with a Content-Length of what it sends) | "cut": N (N bytes less than the
 Content-Length announced, then the connection closes) | "hang_up": true
 (read the request, then close the connection without answering: an answer lost in transit)}.
-"{ROOT}" in a body is replaced by http://127.0.0.1:PORT. With "json", "echo": true |
+"{ROOT}" in a body is replaced by http://127.0.0.1:PORT; with "json", a string "{NOW_MS+N}" by
+the number of epoch milliseconds N after the answer leaves. With "json", "echo": true |
 "escaped" makes {REQUEST} and {HEADERS} in its strings the request's body and headers, as
 servers reflect a request in their errors ("escaped": as a JSON text of its own, / as \\/ and
 punctuation as \\u00XX, so the decoded answer still shows them). Binds
@@ -117,6 +118,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             headers.setdefault("Content-Type", "application/json")
         elif "json" in resp:
             data = json.dumps(resp["json"]).replace("{ROOT}", root)
+            # "{NOW_MS+N}" (a JSON string) becomes the number now + N ms at answer time: a time
+            # relative to the answer, whatever the server's start-up took on a loaded machine
+            data = re.sub(r'"\{NOW_MS([+-]\d+)\}"', lambda m: str(int(time.time() * 1000) + int(m.group(1))), data)
             data = (echo(data, body, self.headers, resp["echo"]) if resp.get("echo") else data).encode()
             headers.setdefault("Content-Type", "application/json")
         else:
