@@ -82,6 +82,8 @@ describe("a replica's lifecycle against the emulator", function()
 
   describe("createReplica", function()
     it("runs as a job by default through its phases, registers the replica and downloads its data", function()
+      -- each phase lasts long enough for a poll to see it on a loaded machine (30 ms did not, at load 20)
+      emu:control("settings", { job_step_ms = 300 })
       local statuses = {}
       local result = assert(client:create_replica("Parcels", { replicaName = "crew-9", layers = { 0, 1 } }, {
         poll_interval = 0.01, on_status = function(s) statuses[#statuses + 1] = s.status end,
