@@ -395,7 +395,38 @@ function M.mark_sent(st, seqs)
   return true
 end
 
-local function key(gid) return (tostring(gid):gsub("[{}]", ""):upper()) end
+--- An attachment's GlobalID as a key: upper case, no braces.
+function M.key(gid) return (tostring(gid):gsub("[{}]", ""):upper()) end
+local key = M.key
+
+--- The server's attachments of the parents of queue `rows` (queryAttachments,
+-- a layer at a time): `[key] = attachmentInfo`, or nil, err. `post_opts`
+-- go with each request (retry, timeout).
+function M.server_attachments(client, rep, rows, post_opts)
+  local parents = {}
+  for _, r in ipairs(rows) do
+    parents[r.layer_id] = parents[r.layer_id] or {}
+    if r.parent_global_id then parents[r.layer_id][r.parent_global_id] = true end
+  end
+  local present = {}
+  for layer, set in pairs(parents) do
+    local list = {}
+    for gid in pairs(set) do list[#list + 1] = gid end
+    table.sort(list)
+    local answer, err = client:post(client:url_for(("%s/FeatureServer/%d/queryAttachments"):format(rep.service,
+      layer)), { f = "json", globalIds = table.concat(list, ",") }, post_opts)
+    if not answer then return nil, err end
+    if type(answer.error) == "table" then
+      return nil, errors.new("server", "queryAttachments: " .. tostring(answer.error.message))
+    end
+    for _, g in ipairs(type(answer.attachmentGroups) == "table" and answer.attachmentGroups or {}) do
+      for _, info in ipairs(type(g.attachmentInfos) == "table" and g.attachmentInfos or {}) do
+        present[key(info.globalId)] = info
+      end
+    end
+  end
+  return present
+end
 
 --- Drops the attachments of features deleted for good: their feature is
 -- not in the store and no local edit of it waits (queued, in flight or
@@ -454,28 +485,8 @@ function M.settle(st, client, rep, succeeded, failed_edits)
   local out = { applied = 0, failed = {}, requeued = 0 }
   if not has_queue(st) then return out end
   local rows = st.db:rows("SELECT * FROM " .. M.QUEUE .. " WHERE sent_at IS NOT NULL ORDER BY seq") or {}
-  local parents = {}
-  for _, r in ipairs(rows) do
-    parents[r.layer_id] = parents[r.layer_id] or {}
-    if r.parent_global_id then parents[r.layer_id][r.parent_global_id] = true end
-  end
-  local present = {}
-  for layer, set in pairs(parents) do
-    local list = {}
-    for gid in pairs(set) do list[#list + 1] = gid end
-    table.sort(list)
-    local answer, err = client:post(client:url_for(("%s/FeatureServer/%d/queryAttachments"):format(rep.service,
-      layer)), { f = "json", globalIds = table.concat(list, ",") })
-    if not answer then return nil, err end
-    if type(answer.error) == "table" then
-      return nil, errors.new("server", "queryAttachments: " .. tostring(answer.error.message))
-    end
-    for _, g in ipairs(type(answer.attachmentGroups) == "table" and answer.attachmentGroups or {}) do
-      for _, info in ipairs(type(g.attachmentInfos) == "table" and g.attachmentInfos or {}) do
-        present[key(info.globalId)] = info
-      end
-    end
-  end
+  local present, err = M.server_attachments(client, rep, rows)
+  if not present then return nil, err end
   local refusals = failures_of(failed_edits)
   return st:_uncaptured(function()
     if not succeeded and #rows > 0 then

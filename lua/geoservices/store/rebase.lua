@@ -33,7 +33,6 @@
 -- @local
 local attachment_edits = require "geoservices.store.attachment_edits"
 local commit = require "geoservices.store.commit"
-local errors = require "geoservices.errors"
 local json = require "geoservices.json"
 local merge = require "geoservices.sync.merge"
 local outcome = require "geoservices.sync.outcome"
@@ -148,33 +147,11 @@ end
 
 -- ---- attachments ---------------------------------------------------------------
 
-local function att_key(gid) return (tostring(gid):gsub("[{}]", ""):upper()) end
+local att_key = attachment_edits.key
 
 -- The server's attachments of the parents of `rows`, `[key] = info` (queryAttachments).
 local function server_attachments(client, rep, rows, opts)
-  local parents = {}
-  for _, r in ipairs(rows) do
-    parents[r.layer_id] = parents[r.layer_id] or {}
-    if r.parent_global_id then parents[r.layer_id][r.parent_global_id] = true end
-  end
-  local present = {}
-  for layer, set in pairs(parents) do
-    local list = {}
-    for gid in pairs(set) do list[#list + 1] = gid end
-    table.sort(list)
-    local answer, err = client:post(client:url_for(("%s/FeatureServer/%d/queryAttachments"):format(rep.service,
-      layer)), { f = "json", globalIds = table.concat(list, ",") }, { retry = "read", timeout = opts.timeout })
-    if not answer then return nil, err end
-    if type(answer.error) == "table" then
-      return nil, errors.new("server", "queryAttachments: " .. tostring(answer.error.message))
-    end
-    for _, g in ipairs(type(answer.attachmentGroups) == "table" and answer.attachmentGroups or {}) do
-      for _, info in ipairs(type(g.attachmentInfos) == "table" and g.attachmentInfos or {}) do
-        present[att_key(info.globalId)] = info
-      end
-    end
-  end
-  return present
+  return attachment_edits.server_attachments(client, rep, rows, { retry = "read", timeout = opts.timeout })
 end
 
 -- Whether the server's attachment is still the one the edit started from (its base: name, type, size).
