@@ -105,7 +105,8 @@ end
 --- Settles an attempt whose result will not come (verified by reading the
 -- server): the rows' fates and the OBJECTIDs of the adds found; the
 -- generations do not move (no data came).
--- `opts.keep_unsettled`: the rows without a fate stay in the attempt (Store:end_attempt).
+-- `opts.keep_unsettled`: the rows without a fate stay in the attempt; `opts.keep_attempt`: the attempt
+-- stays even without rows (Store:end_attempt).
 function commit.verified(st, attempt_id, by_seq, object_ids, rows, summary, opts)
   -- the library's own writes: never captured as local edits
   return st:_uncaptured(function()
@@ -142,7 +143,8 @@ end
 -- @tparam table c `attempt_id`, `rows`, `result`, `file` (the result file, or nil), `touched`
 --   (features the download changed), `directions`, `on_fill`, `by_seq`, `summary`, `object_ids`, `gens`
 --   (the generations to commit: geoservices.sync.attempt's rule; nil: they stay), `keep_unsettled`
---   (edits held in the attempt stay there, and the server's generation is marked unknown)
+--   (edits held in the attempt stay there, and the server's generation is marked unknown), `keep_attempt`
+--   (the attempt stays even without rows: Store:end_attempt)
 function commit.result(st, rep, c)
   local result, rows = c.result, c.rows
   local snapshot = {}
@@ -227,7 +229,8 @@ function commit.result(st, rep, c)
     local p, perr = record_prefix(st, rep, result.transportType)
     if not p then return nil, perr end
     if c.attempt_id then
-      local e, eerr = st:end_attempt(c.attempt_id, by_seq, { keep_unsettled = c.keep_unsettled })
+      local e, eerr = st:end_attempt(c.attempt_id, by_seq, { keep_unsettled = c.keep_unsettled,
+                                                             keep_attempt = c.keep_attempt })
       if not e then return nil, eerr end
     end
     local current = gens or {}

@@ -13,6 +13,7 @@
 -- @local
 local attachment_edits = require "geoservices.store.attachment_edits"
 local commit = require "geoservices.store.commit"
+local errors = require "geoservices.errors"
 local integrity = require "geoservices.store.integrity"
 local json = require "geoservices.json"
 local outcome = require "geoservices.sync.outcome"
@@ -148,7 +149,8 @@ function Journal:pending()
   self.directions = directions
   self.touched, self.on_change = watcher(self.st, all)
   return { status_url = a.status_url, params = self.params, edits = #rows > 0 and edits_of(rows) or nil,
-           provisional = self.params.provisional == true, held_once = self.params.held_once == true }
+           provisional = self.params.provisional == true, held_once = self.params.held_once == true,
+           uploaded = self.params.uploaded }
 end
 
 -- Marks the attempt in hand provisional (and held once): geoservices.sync.attempt's requeue rule.
@@ -220,7 +222,13 @@ function Journal:take(params, resolution, opts)
   local only = opts and opts.only
   if resolution.summary and (resolution.summary.held or 0) > 0 then
     -- edits held one sync (geoservices.sync.attempt): this sync sends none, its
-    -- download goes under the attempt that holds them
+    -- download goes under the attempt that holds them; an uploaded edits file neither
+    if params.editsUploadId ~= nil then
+      return nil, errors.invalid("editsUploadId", ("the outcome of an earlier synchronization of %s is not "
+        .. "known yet (its answer was lost; the server may still apply it): this synchronization sends no "
+        .. "edits and reads it again; synchronize once without editsUploadId first, then send it if the "
+        .. "server does not hold its edits"):format(st.path))
+    end
     self.holding, self.rows = true, {}
     local queue, qerr = st:pending()
     if not queue then return nil, qerr end
@@ -279,7 +287,11 @@ function Journal:begin(fields)
   local journal = { syncDirection = fields.syncDirection, transportType = fields.transportType,
                     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
                     async = fields.async == true }
-  if self.holding then journal.provisional, journal.held_once = true, true end
+  if fields.editsUploadId ~= nil then journal.uploaded = tostring(fields.editsUploadId) end
+  if self.holding then
+    journal.provisional, journal.held_once = true, true
+    journal.uploaded = self.params and self.params.uploaded -- the held attempt's uploaded edits file
+  end
   if self.rep.syncModel == "perLayer" then
     journal.directions = {}
     for id, dir in pairs(self.directions) do journal.directions[tostring(id)] = dir end
@@ -308,16 +320,28 @@ function Journal:commit(result, settled)
   local file = paths.exists(self.tmp) and self.tmp or nil
   local done, err = commit.result(self.st, self.rep, { attempt_id = self.id, rows = self.rows, result = result,
     file = file, touched = self.touched, directions = self.directions, on_fill = self.on_fill, by_seq = by_seq,
-    summary = summary, object_ids = settled.object_ids, gens = settled.gens, keep_unsettled = self.holding })
+    summary = summary, object_ids = settled.object_ids, gens = settled.gens, keep_unsettled = self.holding,
+    keep_attempt = self.holding and self:uploaded() ~= nil })
   if not done then return nil, err end
   return true
+end
+
+-- The uploaded edits file (editsUploadId) the attempt in hand carries, or nil.
+function Journal:uploaded()
+  return type(self.params) == "table" and self.params.uploaded or nil
 end
 
 function Journal:settle_read(verdicts, object_ids, how)
   local rows = self.rows
   local keep = how.provisional or how.hold or self.holding
   local by_seq, summary = commit.outcomes(rows, verdicts)
-  local ok, err = commit.verified(self.st, self.id, by_seq, object_ids, rows, summary, { keep_unsettled = keep })
+  -- an uploaded edits file: its edits cannot be read back one by one (they are no queue rows and
+  -- the server does not give the file back), so it stays in the attempt as rows not shown do
+  -- (geoservices.sync.attempt: UPLOADED EDITS FILES), then is settled unknown, never sent again
+  local item = self:uploaded()
+  summary.uploaded = item and outcome.uploaded_item(item, keep) or nil
+  local ok, err = commit.verified(self.st, self.id, by_seq, object_ids, rows, summary, { keep_unsettled = keep,
+    keep_attempt = keep and item ~= nil })
   if not ok then return nil, err end
   local left, resent = {}, {}
   for _, r in ipairs(rows) do
@@ -327,11 +351,11 @@ function Journal:settle_read(verdicts, object_ids, how)
   end
   summary.requeued = #rows - summary.applied - #summary.rejected - #summary.conflicts
   summary.unsettled = keep and summary.requeued or 0
-  summary.held = how.hold and #left or 0
+  summary.held = how.hold and (#left + (item and 1 or 0)) or 0
   summary.resent = resent
   if how.hold then summary.unsettled = 0 end
   self.rows = left
-  if #left > 0 and (how.provisional or how.hold) then
+  if (#left > 0 or item) and (how.provisional or how.hold) then
     ok, err = self:mark{ provisional = true, held_once = how.hold or nil }
     if not ok then return nil, err end
   end
@@ -348,6 +372,7 @@ function Journal.note_read(_, err, summary)
   err.message = err.message .. ("; read back from the server: %d applied, %d rejected, %d conflict(s), %d not "
     .. "shown applied yet (read again by the next sync before they are sent)"):format(summary.applied,
     #summary.rejected, #summary.conflicts, summary.requeued)
+  if summary.uploaded then err.message = err.message .. "; " .. summary.uploaded.message end
 end
 
 function Journal.fold_read(_, result, summary)

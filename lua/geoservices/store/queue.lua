@@ -307,13 +307,16 @@ end
 -- The attempt is forgotten; with `opts.keep_unsettled`, the rows without an
 -- outcome stay in it instead (read back right after a sync's own failure:
 -- the server may still apply them, the next sync reads them again), and
--- the attempt with them.
+-- the attempt with them; with `opts.keep_attempt` the attempt stays even
+-- without rows (it carries an uploaded edits file whose outcome is not known
+-- yet: geoservices.sync.attempt).
 -- @int attempt_id the attempt
 -- @tparam table outcomes seq -> outcome
--- @tparam[opt] table opts `keep_unsettled`
+-- @tparam[opt] table opts `keep_unsettled`, `keep_attempt`
 -- @return true, or nil, err
 function Store:end_attempt(attempt_id, outcomes, opts)
   local keep = opts and opts.keep_unsettled
+  if keep and opts.keep_attempt then keep = "some" end
   return self:transaction(function()
     local db = self.db
     local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id = ? ORDER BY seq", attempt_id)

@@ -50,8 +50,9 @@
 --   j.service, j.fields (verify's `[layer] = {global_id =, object_id =}` or nil),
 --   j.kept_in (where a pending job's edits stay, for messages)
 --   j:pending()           the attempt an earlier sync left: `{status_url =, params =, edits =,
---                         provisional =, held_once =}` (params: syncDirection, rollbackOnFailure...
---                         as journaled; edits: the 2.1 list it carries), or false
+--                         provisional =, held_once =, uploaded =}` (params: syncDirection,
+--                         rollbackOnFailure... as journaled; edits: the 2.1 list it carries;
+--                         uploaded: the editsUploadId it carries, if the journal keeps one), or false
 --   j:entries()           the feature edits of the attempt in hand, as verify entries
 --                         `{key =, layer =, op =, globalId =, feature =, base =}`
 --   j:job_fields(a, opts) the fields of a job operation re-attached to (output, on_change,
@@ -87,6 +88,16 @@
 -- halves, each part its own journaled, all-or-nothing attempt, down to the
 -- single edits the server refuses: failed, with the server's words. The
 -- result is the last part's, with the others' counts and lists folded in.
+--
+-- UPLOADED EDITS FILES: a request with `editsUploadId` carries edits the
+-- client cannot read back one by one (they are no journaled edits, and the
+-- server does not give an uploaded file back). It is sent once, never again
+-- by the engine. When its answer is lost it is kept in the attempt as an
+-- edit not shown is (a journal's `pending().uploaded`, its settle_read's
+-- summary `uploaded`, geoservices.sync.outcome.uploaded_item): provisional,
+-- held one sync, then settled with its outcome unknown and reported. While
+-- it is kept the store takes a move of the replica's generation for its
+-- own late request, and refuses to send an uploaded file during the hold.
 --
 -- THE REBASE HOOK: when the journal has `j:rebase`, the engine calls it with
 -- the rows about to be sent, after `j:take` and before anything is journaled

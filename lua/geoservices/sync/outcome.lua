@@ -166,6 +166,21 @@ function outcome.classify(sent, sink, ctx)
   return verdicts, counts
 end
 
+--- The outcome of an uploaded edits file (`editsUploadId`) whose answer was
+-- lost: never known edit by edit (geoservices.sync.attempt: UPLOADED EDITS
+-- FILES). `kept`: it stays in the attempt (the server may still apply it),
+-- else it is settled unknown.
+-- @string id the item's id
+-- @bool kept whether it stays in the attempt
+-- @treturn table `{id =, outcome = "unknown", kept =, message =}`
+function outcome.uploaded_item(id, kept)
+  return { id = id, outcome = "unknown", kept = kept == true, message = kept
+    and ("the uploaded edits (item %s) may still be applied late: they are not sent again, and the next "
+      .. "synchronization reads the server first"):format(id)
+    or ("the outcome of the uploaded edits (item %s) is not known: they were not sent again (the server does "
+      .. "not give an uploaded file back; check its edits on the server before sending it again)"):format(id) }
+end
+
 --- What reading an interrupted attempt back from the server settled:
 -- `applied` (a count), `rejected` and `conflicts` (lists); prints as one line.
 local Resolution = { __name = "geoservices.SyncResolution" }
@@ -173,8 +188,10 @@ Resolution.__index = Resolution
 
 function Resolution:__tostring()
   local rejected = type(self.rejected) == "table" and #self.rejected or #(self.failed_edits or {})
-  return ("read back from the server: %d edit(s) applied, %d rejected, %d conflict(s), %d to send again"):format(
+  local line = ("read back from the server: %d edit(s) applied, %d rejected, %d conflict(s), %d to send again"):format(
     self.applied or 0, rejected, #(self.conflicts or {}), self.requeued or 0)
+  if type(self.uploaded) == "table" then line = line .. "; " .. self.uploaded.message end
+  return line
 end
 
 --- Gives a resolution record its one-line summary.

@@ -1,0 +1,230 @@
+-- Issue 34, F4: a sync that references uploaded edits (editsUploadId with
+-- editsUploadFormat, any case of the vendor's SQLITE and JSON) carries
+-- edits: sent once, never retried blindly, its outcome read back, and the
+-- generation it moves is not taken for another copy's. The edits are
+-- uploaded to the emulator's uploads (POST <service>/FeatureServer/
+-- uploads/upload) as JSON; a gateway answers 504 while the server applies
+-- the sync 2 s later. Driven through client:synchronize_replica, client:sync
+-- with a state file and the store (st:sync with the parameters), against
+-- the emulator (the documented double has no uploads; the client side's own
+-- spec, spec/sync/edits_upload_spec, uses a scripted double).
+local geoservices = require "geoservices"
+local helper = require "spec.helper"
+local json = require "geoservices.json"
+local transport = require "geoservices.net.transport"
+local world = require "spec.support.engine_world"
+
+local E01, E03 = world.E01, world.E03
+local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"
+local NEW = "{D0C0DE00-0000-4000-8000-00000000F400}"
+
+-- Uploads the edits (an add of NEW, an update of E01) as a JSON item; returns its itemID.
+local function upload_edits(server, owner)
+  local edits = json.encode{ { id = 0, features = {
+    adds = { { attributes = { GlobalID = NEW, APN = "UPLOADED", OWNER = owner },
+               geometry = { x = -117.2, y = 34.1 } } },
+    updates = { { attributes = { GlobalID = E01, OWNER = owner } } } } } }
+  local boundary = "----engine-uploads-spec"
+  local body = table.concat{ "--", boundary, '\r\nContent-Disposition: form-data; name="f"\r\n\r\njson\r\n',
+    "--", boundary, '\r\nContent-Disposition: form-data; name="file"; filename="edits.json"\r\n',
+    "Content-Type: application/json\r\n\r\n", edits, "\r\n--", boundary, "--\r\n" }
+  local url = server.url .. "/Parcels/FeatureServer/uploads/upload"
+  local resp = assert(transport.perform(server.emu.driver, { url = url, method = "POST", body = body,
+    content_type = "multipart/form-data; boundary=" .. boundary, timeout_ms = 10000 }))
+  return assert(json.decode(resp.body).item.itemID)
+end
+
+local function wait_applied(server)
+  helper.wait_for("the server to apply the request the gateway answered", function()
+    return server:held() == 0
+  end, 15)
+end
+
+-- The uploaded edits, counted in the server's change log for `origin`: each applied once, sent once.
+local function check_once(c, server, origin)
+  local attempts, applied = world.tally(server, origin)
+  for _, key in ipairs{ "add|" .. NEW, "update|" .. E01 } do
+    c.check((applied[key] or 0) == 1, ("%s applied %d times"):format(key, applied[key] or 0))
+    c.check((attempts[key] or 0) == 1, ("%s sent %d times (a blind re-send of the uploaded edits)"):format(key,
+      attempts[key] or 0))
+  end
+end
+
+describe("engine, uploaded edits (F4), the emulator:", function()
+  local server, dir
+
+  before_each(function()
+    server = world.emulator()
+    dir = helper.tmp_dir()
+  end)
+
+  after_each(function()
+    server:stop()
+    os.execute("rm -rf " .. helper.shell_quote(dir))
+  end)
+
+  local function client()
+    return geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
+                               retry = { attempts = 3, base_delay = 0.01 } }
+  end
+
+  for _, format in ipairs{ "JSON", "json" } do
+    it("synchronize_replica, editsUploadFormat " .. format .. ", a 504: outcome unknown, sent once, applied once",
+      function()
+        local c = world.checker()
+        local id = upload_edits(server, "uploaded")
+        server:gateway("504", 1000)
+        local cl = client()
+        local r, err = cl:synchronize_replica("Parcels", { replicaID = CREW1, replicaServerGen = 1,
+          syncDirection = "bidirectional", editsUploadId = id, editsUploadFormat = format,
+          transportType = "esriTransportTypeEmbedded" })
+        c.check(not r, "the sync reported success through a 504")
+        c.check(err and err.outcome_unknown, "the 504's outcome is not flagged unknown: " .. world.message_of(err))
+        server:gateway(nil)
+        wait_applied(server)
+        cl:close()
+        check_once(c, server, CREW1)
+        c.done()
+      end)
+  end
+
+  it("client:sync with a state file: sent once, the late application not taken for a copy", function()
+    local c = world.checker()
+    local cl = client()
+    local way = world.state_way(server, cl, dir, "perReplica")
+    local id = upload_edits(server, "uploaded")
+    server:gateway("504", 2000)
+    local r1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
+    c.check(not r1, "sync 1 reported success through a 504")
+    server:gateway(nil)
+    local r2, e2 = way.sync() -- at once, before the server applied sync 1
+    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+    wait_applied(server)
+    server:crew_update(E03, { OWNER = "crew B" })
+    local r3, e3 = way.sync()
+    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+    c.check(way.pending() == 0, "the journal is still there")
+    c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded: OWNER "
+      .. tostring(way.value(E03, "OWNER")))
+    cl:close()
+    check_once(c, server, way.origin)
+    c.done()
+  end)
+
+  -- The store after a sync with uploaded edits whose answer was lost (gateway `mode`): the server
+  -- applies them `delay_ms` later, after the next sync (late) or before it (`applied_first`).
+  -- The next sync holds the attempt (it sends nothing of it again, and takes a move of the
+  -- generation for its own), the one after settles it unknown; no sync is refused as another copy,
+  -- and a later crew's change downloads.
+  local function store_case(mode, delay_ms, applied_first)
+    local c = world.checker()
+    local cl = client()
+    local way = world.store_way(server, cl, dir, "perReplica")
+    local id = upload_edits(server, "uploaded")
+    server:gateway(mode, delay_ms)
+    local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
+    c.check(not r1, "sync 1 reported success through a lost answer")
+    c.check(e1 and e1.outcome_unknown, "sync 1's outcome is not flagged unknown: " .. world.message_of(e1))
+    c.check(world.message_of(e1):find(id, 1, true), "sync 1's error does not name the uploaded item: "
+      .. world.message_of(e1))
+    server:gateway(nil)
+    if applied_first then wait_applied(server) end
+    local r2, e2 = way.sync()
+    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+    local held = r2 and r2.resolved and r2.resolved.uploaded
+    c.check(held and held.id == id and held.kept, "sync 2 does not say the uploaded item is held: "
+      .. tostring(r2 and r2.resolved))
+    wait_applied(server)
+    server:crew_update(E03, { OWNER = "crew B" })
+    local r3, e3 = way.sync()
+    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+    local settled = r3 and r3.resolved and r3.resolved.uploaded
+    c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
+      "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
+    c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded")
+    c.check(way.st:attempt() == false, "an attempt is still recorded after sync 3")
+    server:crew_update(E03, { OWNER = "crew C" })
+    local r4, e4 = way.sync()
+    c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+    c.check(way.value(E03, "OWNER") == "crew C", "sync 4 did not download the other crew's change")
+    way.close()
+    cl:close()
+    check_once(c, server, way.origin)
+    c.done()
+  end
+
+  it("the store (st:sync with the parameters), a 504 applied late: sent once, never taken for a copy", function()
+    store_case("504", 2000, false)
+  end)
+
+  it("the store, a 504 the server applies before the next sync: sent once, never taken for a copy", function()
+    store_case("504", 200, true)
+  end)
+
+  it("the store, an answer dropped and applied late: sent once, never taken for a copy", function()
+    store_case("drop", 2000, false)
+  end)
+
+  it("the store refuses to send the held uploaded item again, sending nothing", function()
+    local c = world.checker()
+    local cl = client()
+    local way = world.store_way(server, cl, dir, "perReplica")
+    local id = upload_edits(server, "uploaded")
+    server:gateway("504", 2000)
+    local r1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
+    c.check(not r1, "sync 1 reported success through a 504")
+    server:gateway(nil)
+    local before = server:sync_requests()
+    local r2, e2 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
+    c.check(not r2, "the held item was sent again")
+    c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
+      "the refusal does not name editsUploadId: " .. world.message_of(e2))
+    c.check(server:sync_requests() == before, "a synchronizeReplica left with the refusal")
+    wait_applied(server)
+    local r3, e3 = way.sync()
+    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+    local r4, e4 = way.sync()
+    c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+    way.close()
+    cl:close()
+    check_once(c, server, way.origin)
+    c.done()
+  end)
+
+  it("the store, a sync with uploaded edits answered at once: applied once, the generation moves", function()
+    local c = world.checker()
+    local cl = client()
+    local way = world.store_way(server, cl, dir, "perReplica")
+    local id = upload_edits(server, "uploaded")
+    local before = way.st:replica().replicaServerGen
+    local r, e = way.sync{ params = { editsUploadId = id, editsUploadFormat = "Json" } }
+    c.check(r, "the sync failed: " .. world.message_of(e))
+    local after = way.st:replica().replicaServerGen
+    c.check(after > before, ("the store's generation did not move: %s -> %s"):format(before, after))
+    c.check(way.st:attempt() == false, "an attempt is still recorded")
+    server:crew_update(E03, { OWNER = "crew B" })
+    local r2, e2 = way.sync()
+    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+    c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded")
+    way.close()
+    cl:close()
+    check_once(c, server, way.origin)
+    c.done()
+  end)
+
+  it("a sync with uploaded edits and no gateway: applied once, the state's generation moves", function()
+    local c = world.checker()
+    local cl = client()
+    local way = world.state_way(server, cl, dir, "perReplica")
+    local id = upload_edits(server, "uploaded")
+    local before = json.decode(helper.read_all(way.path)).replicaServerGen
+    local r, e = way.sync{ params = { editsUploadId = id, editsUploadFormat = "Json" } }
+    c.check(r, "the sync failed: " .. world.message_of(e))
+    local after = json.decode(helper.read_all(way.path)).replicaServerGen
+    c.check(after > before, ("the state's generation did not move: %s -> %s"):format(before, after))
+    cl:close()
+    check_once(c, server, way.origin)
+    c.done()
+  end)
+end)
+
