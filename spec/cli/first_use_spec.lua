@@ -140,6 +140,16 @@ describe("the geoservices command for a newcomer", function()
       end
     end)
 
+    it("prints the same script with the completion command as with --completion", function()
+      for _, shell in ipairs{ "bash", "zsh", "fish" } do
+        local by_command, by_option = run{ "completion", shell }, run{ "--completion", shell }
+        assert.equal(0, by_command.code, by_command.err)
+        assert.equal("", by_command.err)
+        assert.truthy(by_command.out:find("completion", 1, true), shell)
+        assert.equal(by_option.out, by_command.out)
+      end
+    end)
+
     it("uses colours on a terminal unless --no-color or NO_COLOR", function()
       local args = { "--url", emu.url, "--token", "admin-token", "status" }
       local colored = run(args, { GEOSERVICES_TTY = "1" })

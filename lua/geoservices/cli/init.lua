@@ -50,9 +50,11 @@ local cli = {}
 -- A command file may instead define its own grammar: it returns
 -- `{help = "...", exits = "0 ..., 2 ...", examples = {"geoservices NAME ...", ...},
 -- define = function(command) (argparse: add its arguments) end,
--- run = function(args, out, client, env) -> exit code, client = false (runs
--- without a server: no client)}`; naming it here is all it takes
--- (geoservices.cli.parser builds its command from it).
+-- run = function(args, out, client, env, parser) -> exit code, client = false
+-- (runs without a server: no client)}`; naming it here is all it takes
+-- (geoservices.cli.parser builds its command from it). `parser` is the one
+-- that read the command line (the completion command prints its script):
+-- a command never requires this module back.
 local commands = {
   services = require "geoservices.cli.commands.services",
   snapshots = require "geoservices.cli.commands.snapshots",
@@ -189,12 +191,12 @@ local function usage_failure(env, json_mode, usage, message)
   return EXIT.usage
 end
 
-local function run_command(parsed, out, env)
+local function run_command(parsed, out, env, parser)
   local command = parsed.command
   if command == "emulator" then return commands.emulator(parsed, out) end
   local cmd = commands[command]
   if command == "status" and parsed.store then cmd = require("geoservices.cli.commands.store").status end
-  if type(cmd) == "table" and cmd.client == false then return cmd.run(parsed, out, nil, env) end
+  if type(cmd) == "table" and cmd.client == false then return cmd.run(parsed, out, nil, env, parser) end
   local prof, prof_name = profile.select(parsed.profile, env.getenv)
   if not prof then return output.usage_error(out, prof_name) end
   local url, set_aside
@@ -232,7 +234,7 @@ local function run_command(parsed, out, env)
   end
   local captured = parsed.dry_run and dry_run.attach(client)
   if captured and generator then captured[#captured + 1] = generator:describe() end
-  local code = (type(cmd) == "table" and cmd.run or cmd)(parsed, out, client, env)
+  local code = (type(cmd) == "table" and cmd.run or cmd)(parsed, out, client, env, parser)
   client:close()
   -- a dry run shows what would have been sent unless the command failed
   -- first (invalid input: its own exit code, never 0)
@@ -276,7 +278,7 @@ function cli.main(args, env)
   local ran, code = xpcall(run_command, function(err)
     if is_interrupt(err) then return err end
     return debug.traceback(err, 2)
-  end, parsed, out, env)
+  end, parsed, out, env, parser)
   if ran then return code end
   if is_interrupt(code) then return interrupted(out, parsed) end
   error(code, 0)

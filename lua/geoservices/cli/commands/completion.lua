@@ -19,8 +19,8 @@ function completion.define(command)
   command:argument("shell", "The shell."):choices{ "bash", "zsh", "fish" }
 end
 
-function completion.run(args, out)
-  local parser = require("geoservices.cli").parser()
+-- parser: the command line's own (geoservices.cli hands it to every command).
+function completion.run(args, out, _, _, parser)
   local script = parser["get_" .. args.shell .. "_complete"](parser)
   out.stdout:write(script)
   out.stdout:flush()
