@@ -135,9 +135,13 @@ end
 -- @function token
 -- @tparam table opts url (or token_url), endpoint ("server" or "portal"), username, password (string or
 --   function), client, referer, expiration (minutes)
--- @treturn geoservices.token.TokenProvider the provider
+-- @treturn geoservices.token.TokenProvider the provider; `provider:get()` without a client uses a
+--   connection of its own (geoservices.net.client, made from the options timeout, ca_file, insecure,
+--   user_agent)
 -- @raise on misuse: an unknown option, no username or password
-geoservices.token = token.new
+function geoservices.token(opts)
+  return token.new(opts, client.new)
+end
 
 -- Concurrency (geoservices.loop): tasks on one thread, a host loop driving the core.
 

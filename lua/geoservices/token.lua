@@ -97,11 +97,16 @@ end
 -- @tparam[opt] number opts.timeout, opts.ca_file, opts.insecure, opts.user_agent the connection's
 --   settings when the provider is used on its own (`provider:get()`); used with a client, the
 --   client's connection is used
+-- @tparam[opt] function connect `connect(settings) -> client`: makes the provider's own connection
+--   for `provider:get()` without a client, from `{url =, timeout =, ca_file =, insecure =,
+--   user_agent =}`; `geoservices.token` gives geoservices.net.client's. Handed in: this module is
+--   below the client, which uses it for its own tokens
 -- @treturn TokenProvider the provider
 -- @raise on misuse: an unknown option, a wrong type, no url, no username or password, an unknown
 --   endpoint or client type, client "ip" without `ip`
-function token.new(opts)
+function token.new(opts, connect)
   if type(opts) ~= "table" then error("geoservices.token: expected an options table", 2) end
+  if connect ~= nil and type(connect) ~= "function" then error("geoservices.token: connect must be a function", 2) end
   for name in pairs(opts) do
     if not KNOWN[name] then error(("geoservices.token: unknown option '%s'"):format(tostring(name)), 2) end
   end
@@ -154,6 +159,7 @@ function token.new(opts)
     count = 0,       -- tokens obtained so far
     settings = { timeout = timeout, ca_file = check(opts, "ca_file", "string"),
                  insecure = check(opts, "insecure", "boolean"), user_agent = check(opts, "user_agent", "string") },
+    connect = connect,
   }, TokenProvider)
   -- The secrets live in closures: no field, print or dump reveals them.
   local current, valid_until -- the token; monotonic time after which it is replaced
@@ -336,12 +342,16 @@ function TokenProvider:fetch(client)
   return value
 end
 
+-- The provider's own connection, made once by the `connect` it was given.
 local function own_client(self)
   if not self.client_conn then
-    local client = require "geoservices.net.client"
+    if not self.connect then
+      error("geoservices.token: this provider has no connection of its own (token.new without connect): "
+        .. "give get() a client", 3)
+    end
     local s = self.settings
-    self.client_conn = client.new{ url = self.url, timeout = s.timeout, ca_file = s.ca_file, insecure = s.insecure,
-                                   user_agent = s.user_agent }
+    self.client_conn = self.connect{ url = self.url, timeout = s.timeout, ca_file = s.ca_file, insecure = s.insecure,
+                                     user_agent = s.user_agent }
   end
   return self.client_conn
 end
@@ -355,7 +365,7 @@ end
 -- @return[2] nil
 -- @treturn[2] table err: `reason = "generate_token"`, kind "auth" with the server's message, or
 --   the transfer's kind ("network", "timeout", "cancelled") when it was not reached; never the password
--- @raise never
+-- @raise without a client when the provider was made without `connect` (see @{new})
 function TokenProvider:get(client, refresh)
   if not refresh and not self:due() then return (self._held()) end
   return self:fetch(client or own_client(self))

@@ -98,6 +98,15 @@ describe("tokens from generateToken", function()
     assert.is_string(t)
     assert.equal(t, provider:get()) -- kept until it is due
     assert.equal(1, emu:count("generateToken"))
+    -- geoservices.token hands the provider its connection; the module alone
+    -- (below the client) makes none, and says so before anything is sent
+    local bare = require("geoservices.token").new{ url = emu.url, username = "alice", password = PASSWORD.alice }
+    local ok, err = pcall(bare.get, bare)
+    assert.is_false(ok)
+    assert.matches("no connection of its own.*give get%(%) a client", err)
+    assert.equal(1, emu:count("generateToken"))
+    assert.is_string(assert(bare:get(geoservices.client{ url = emu.url })))
+    assert.equal(2, emu:count("generateToken"))
   end)
 
   it("fails with kind auth, reason generate_token and the server's message, never the password", function()
