@@ -115,7 +115,7 @@
 local errors = require "geoservices.errors"
 local jobs = require "geoservices.sync.job"
 local outcome = require "geoservices.sync.outcome"
-local sync = require "geoservices.sync"
+local synchronize = require "geoservices.sync.synchronize"
 local verify = require "geoservices.sync.verify"
 
 local M = {}
@@ -214,7 +214,7 @@ local function reattach(client, j, a, opts)
   j.caps = j.caps or capabilities(client, j, opts)
   fields.rollback = outcome.rollback_in_effect(jp.rollbackOnFailure == true, j.caps)
   fields.direction = jp.syncDirection
-  local op = jobs.operation(client, fields, sync.finish_job)
+  local op = jobs.operation(client, fields, synchronize.finish_job)
   op.on_done = M.on_done(client, j, opts)
   return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status, on_progress = opts.on_progress,
                   timeout = opts.timeout }
@@ -365,7 +365,7 @@ local function send(client, j, params, opts, resent)
     sent.answered = true -- the server answered: its generation may have moved
     return on_done(result)
   end
-  local result, err = sync.synchronize_replica(client, j.service, params, call)
+  local result, err = synchronize.synchronize_replica(client, j.service, params, call)
   if result then return result end
   if j.discard_output then j:discard_output() end
   return after_failure(client, j, err, sent, opts)

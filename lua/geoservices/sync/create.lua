@@ -45,7 +45,7 @@ local origin = require "geoservices.net.origin"
 local replicas = require "geoservices.sync.replicas"
 local retry = require "geoservices.net.retry"
 local service = require "geoservices.sync.service"
-local sync = require "geoservices.sync"
+local synchronize = require "geoservices.sync.synchronize"
 local sync_params = require "geoservices.sync.params"
 local sync_result = require "geoservices.sync.result"
 local transport = require "geoservices.net.transport"
@@ -351,7 +351,7 @@ local function finish(client, doc, status, sink, ctx)
     local refused = origin.check_followable(url, client.url, "result URL")
     if refused then return nil, with_note(refused, ctx, first_id(doc.replicaID)) end
     sink:next_document(ctx.output ~= nil)
-    local fields, err = sync.fetch_result_file(client, url, sink, ctx)
+    local fields, err = synchronize.fetch_result_file(client, url, sink, ctx)
     if not fields then return nil, with_note(err, ctx, first_id(doc.replicaID)) end
     tmp = err
     file = { url = url, fields = fields, output = ctx.output }

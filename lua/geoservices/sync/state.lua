@@ -23,7 +23,7 @@ local jobs = require "geoservices.sync.job"
 local json = require "geoservices.json"
 local replica_mod = require "geoservices.sync.replica"
 local state_journal = require "geoservices.sync.state_journal"
-local sync = require "geoservices.sync"
+local synchronize = require "geoservices.sync.synchronize"
 
 local state_sync = {}
 
@@ -96,7 +96,7 @@ function state_sync.resume_sync(self, text)
     j:pending()
     fields.on_done = attempt.on_done(self, j)
   end
-  return jobs.operation(self, fields, sync.finish_job)
+  return jobs.operation(self, fields, synchronize.finish_job)
 end
 
 return state_sync
