@@ -221,7 +221,7 @@ void geoservices_store_forget_extents(geoservices_store *s);
 /* Appends the SQL condition "the layer's GlobalID is ?param" (the value
  * bound in the store's one spelling, above): a plain equality on the column,
  * which SQLite answers with a seek in the layer's GlobalID index on the
- * whole GlobalID (geoservices.store.schema.gid_index_sql; its Lua twin is
+ * whole GlobalID (geoservices.store.file.schema.gid_index_sql; its Lua twin is
  * schema.gid_match). Every statement of the C core that finds a row by
  * GlobalID is written with it. 0, or nonzero out of memory. */
 int geoservices_store_put_gid_match(geoservices_buf *b, const geoservices_store_layer *l, size_t param);

@@ -288,7 +288,7 @@ int geoservices_store_tape_geometry(geoservices_store *s, const geoservices_stor
   if (drops_ordinates(l, &s->geom, had_z, had_m, z, mv)) s->geom.inexact = 1;
   /* another kind than the layer's, or none the store knows: an empty geometry
    * of the layer's kind (never a blob of another type than the column's, nor
-   * a NULL that hides it) and the server's JSON kept (geoservices.store.unrepresentable) */
+   * a NULL that hides it) and the server's JSON kept (geoservices.store.file.unrepresentable) */
   if (l->geom_kind != GEOM_NONE && s->geom.kind != l->geom_kind && (s->geom.kind != GEOM_NONE || unknown)) {
     geoservices_geom_reset(&s->geom, l->geom_kind);
     geoservices_geom_dims(&s->geom, l->has_z, l->has_m);

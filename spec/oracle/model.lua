@@ -2,7 +2,7 @@
 -- replica must hold, and which conflicts each replica must list, when
 -- replicas edit one feature and sync in a given order under a policy
 -- (`manual`, the default; `server`; `local`). Written apart from the library (it shares no code with
--- geoservices.sync.merge or geoservices.store.rebase): a feature is a
+-- geoservices.sync.merge or geoservices.store.sync.rebase): a feature is a
 -- table of three plain values (OWNER, APN, and the point as "x y"), a
 -- replica's edit keeps the values it started from, and a sync of it does
 -- what the README promises:

@@ -11,7 +11,7 @@
 -- 0 lost, 0 false conflicts, 0 silent winners and 0 mismatches.
 --
 -- --without-rebase is the mutation check: the store's rebase step
--- (geoservices.store.rebase.hook, the attempt engine's rebase hook) is
+-- (geoservices.store.sync.rebase.hook, the attempt engine's rebase hook) is
 -- replaced, in this process only, by one that sends the edits as they are,
 -- before the store's journal is loaded; the oracle must then fail. Nothing
 -- in the library knows of it.
@@ -25,8 +25,8 @@ local CASES = tonumber(args[1]) or 10000
 local SEED = tonumber(args[2]) or os.time()
 
 if without_rebase then
-  local real = require "geoservices.store.rebase"
-  package.loaded["geoservices.store.rebase"] = setmetatable({
+  local real = require "geoservices.store.sync.rebase"
+  package.loaded["geoservices.store.sync.rebase"] = setmetatable({
     hook = function(_, _, taken) return taken end,
   }, { __index = real })
 end

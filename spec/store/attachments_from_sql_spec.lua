@@ -72,7 +72,7 @@ describe("an attachment added with plain SQL", function()
     assert.truthy(out:find("NOT NULL constraint failed: geoservices_attachments.global_id", 1, true), out)
     local r = helper.run_cli({ "status", path })
     assert.equal(0, r.code, r.err)
-    assert.equal(tostring(require("geoservices.store.schema").FORMAT),
+    assert.equal(tostring(require("geoservices.store.file.schema").FORMAT),
       sqlite(path, "SELECT format FROM geoservices_replica"))
     sqlite(path, insert)
     assert.equal("1", sqlite(path, "SELECT count(*) FROM geoservices_attachment_edits WHERE op = 'add'"))

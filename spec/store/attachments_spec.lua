@@ -114,7 +114,7 @@ describe("a store's attachments", function()
       local st = assert(geoservices.store.open(arg[1]))
       local c = geoservices.client{ url = arg[2], token = "alice-token", timeout = 30 }
       local before = hwm()
-      local r = require("geoservices.store.attachments").fetch(st, c)
+      local r = require("geoservices.store.file.attachments").fetch(st, c)
       print(r.fetched, r.bytes, hwm() - before)
     ]])
     local out = run(("LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s %s"):format(q(package.path), q(package.cpath),

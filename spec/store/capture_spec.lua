@@ -218,8 +218,8 @@ describe("replica store change capture", function()
     it("gets them when opened: its queued edits kept, an edit made in GDAL queued", function()
       local path = old_store()
       local st = assert(store.open(path))
-      assert.equal(require("geoservices.store.schema").FORMAT, st.db:rows("SELECT format FROM geoservices_replica")[1]
-        .format)
+      assert.equal(require("geoservices.store.file.schema").FORMAT,
+        st.db:rows("SELECT format FROM geoservices_replica")[1].format)
       local before = ops(st)
       assert.same({ "update " .. data.gid(3, 1), "add {AAAAAAAA-0000-4000-8000-000000000001}",
                     "add {AAAAAAAA-0000-4000-8000-000000000002}", "delete " .. data.gid(0, 2) }, before)

@@ -177,7 +177,7 @@ describe("core.srs_definition", function()
     assert.same({ "USA_Contiguous_Albers_Equal_Area_Conic", "ESRI" }, { name, org })
     assert.truthy(wkt:find('AUTHORITY["ESRI","102003"]]', 1, true), wkt)
     -- the standard's 4326 row, written without PROJ, is PROJ's (and GDAL's) WKT
-    assert.same({ require("geoservices.store.srs").WGS84_WKT, "WGS 84", "EPSG" }, { core.srs_definition(4326) })
+    assert.same({ require("geoservices.store.file.srs").WGS84_WKT, "WGS 84", "EPSG" }, { core.srs_definition(4326) })
     -- a geographic 3D CRS, which WKT 1 has no form for: its height as a vertical CRS, as GDAL writes it
     wkt = core.srs_definition(4979)
     assert.truthy(wkt:find('^COMPD_CS%["WGS 84 %+ Ellipsoid'), wkt)

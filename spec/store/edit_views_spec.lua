@@ -76,7 +76,7 @@ describe("the pending and refused edits in QGIS", function()
     layers = gdal_list(path)
     assert.is_true(layers.geoservices_pending)
     assert.is_true(layers.geoservices_rejected)
-    assert.equal(tostring(require("geoservices.store.schema").FORMAT),
+    assert.equal(tostring(require("geoservices.store.file.schema").FORMAT),
       sqlite(path, "SELECT format FROM geoservices_replica"))
     assert.equal("", helper.validate_gpkg(path))
   end)

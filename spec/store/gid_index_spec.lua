@@ -75,9 +75,9 @@ st:close()
     end
     assert.matches("substr", index_sql())
     local st = assert(geoservices.store.open(path))
-    assert.equal(require("geoservices.store.schema").FORMAT, st.format)
+    assert.equal(require("geoservices.store.file.schema").FORMAT, st.format)
     assert.equal('CREATE INDEX "Parcels_GlobalID" ON "Parcels" ("GlobalID")\n', index_sql())
-    local where = require("geoservices.store.schema").gid_match('"GlobalID"', "?1")
+    local where = require("geoservices.store.file.schema").gid_match('"GlobalID"', "?1")
     assert.matches("USING INDEX Parcels_GlobalID", plan(st, "SELECT * FROM Parcels WHERE " .. where, PARCEL1))
     assert.equal("101-200-01", st:get(0, PARCEL1:lower()).attributes.APN)
     local version = st.db:rows("PRAGMA schema_version")[1].schema_version
@@ -92,7 +92,7 @@ st:close()
     local st = create("lookups")
     local gid = st.layers[0].globalid
     assert.equal("GlobalID", gid)
-    local where = require("geoservices.store.schema").gid_match('"GlobalID"', "?1")
+    local where = require("geoservices.store.file.schema").gid_match('"GlobalID"', "?1")
     local p = plan(st, "SELECT * FROM Parcels WHERE " .. where, PARCEL1)
     assert.matches("USING INDEX", p)
     assert.falsy(p:find("SCAN", 1, true), p)
@@ -173,7 +173,7 @@ end)
 -- a sequential GUID: creating the store ran a self-join of 20k x 20k rows.
 describe("the store's work by GlobalID shape (issue 38)", function()
   local core = require "geoservices.core"
-  local result_file = require "geoservices.store.result_file"
+  local result_file = require "geoservices.store.sync.result_file"
   local N = 20000
   local dir
   setup(function() dir = helper.tmp_dir() end)
@@ -231,7 +231,7 @@ describe("the store's work by GlobalID shape (issue 38)", function()
   end)
 
   it("settles repeated GlobalIDs by seeks in the index, never a scan of the table per group", function()
-    local schema = require "geoservices.store.schema"
+    local schema = require "geoservices.store.file.schema"
     local st = assert(geoservices.store.open(dir .. "/random.gpkg"))
     local p = {}
     local sql = schema.drop_repeated_gids_sql{ table = "parcels_0", globalid = "GlobalID" }

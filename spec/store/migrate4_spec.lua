@@ -9,7 +9,7 @@
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local json = require "geoservices.json"
-local schema = require "geoservices.store.schema"
+local schema = require "geoservices.store.file.schema"
 
 local q = helper.shell_quote
 local run = helper.run_shell

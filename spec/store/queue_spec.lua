@@ -177,7 +177,7 @@ describe("replica store queue", function()
       local st = assert(store.open(path))
       assert.is_true(columns(st, "geoservices_edits").base)
       assert.is_true(columns(st, "geoservices_failed_edits").base)
-      assert.equal(require("geoservices.store.schema").FORMAT,
+      assert.equal(require("geoservices.store.file.schema").FORMAT,
         st:_db():rows("SELECT format FROM geoservices_replica")[1].format)
       local pending = assert(st:pending())
       assert.same({ "update", "add", "delete" }, { pending[1].op, pending[2].op, pending[3].op })

@@ -1,8 +1,8 @@
--- The store's journal (geoservices.store.journal) on its own, through the
+-- The store's journal (geoservices.store.sync.journal) on its own, through the
 -- attempt engine's journal interface: what each step leaves in the store's
 -- tables. The engine itself: spec/sync/attempt_spec.lua.
 local helper = require "spec.helper"
-local journal_mod = require "geoservices.store.journal"
+local journal_mod = require "geoservices.store.sync.journal"
 local outcome = require "geoservices.sync.outcome"
 
 local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"

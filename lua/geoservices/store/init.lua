@@ -24,7 +24,7 @@
 -- Edit in QGIS. The store is the dataset itself: open it in QGIS (`qgis
 -- crew-1.gpkg`), GDAL or the sqlite3 shell, edit, save. Triggers in the
 -- file queue every insert, update and delete, whoever makes it
--- (geoservices.store.capture), and the library's own st:add/update/delete
+-- (geoservices.store.edits.capture), and the library's own st:add/update/delete
 -- go the same way:
 --
 --     ogrinfo -sql "UPDATE Parcels SET OWNER = 'Jane' WHERE APN = '101-200-01'" crew-1.gpkg
@@ -51,30 +51,30 @@
 --
 -- This module opens and creates stores and holds their replica,
 -- generations, transactions and log; the features and local edits are in
--- geoservices.store.features, the queue of edits and its attempts in
--- geoservices.store.queue, the status and discarding of edits in
--- geoservices.store.inspect, the synchronization in geoservices.store.sync.
+-- geoservices.store.edits.features, the queue of edits and its attempts in
+-- geoservices.store.edits.queue, the status and discarding of edits in
+-- geoservices.store.edits.inspect, the synchronization in geoservices.store.sync.
 -- Their methods are all methods of the one Store.
 -- @module geoservices.store
-local attachments = require "geoservices.store.attachments"
-local capture = require "geoservices.store.capture"
-local conflicts = require "geoservices.store.conflicts"
+local attachments = require "geoservices.store.file.attachments"
+local capture = require "geoservices.store.edits.capture"
+local conflicts = require "geoservices.store.edits.conflicts"
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
-local features = require "geoservices.store.features"
-local inspect = require "geoservices.store.inspect"
+local features = require "geoservices.store.edits.features"
+local inspect = require "geoservices.store.edits.inspect"
 local json = require "geoservices.json"
-local migrate = require "geoservices.store.migrate"
+local migrate = require "geoservices.store.file.migrate"
 local paths = require "geoservices.store.paths"
-local queue = require "geoservices.store.queue"
-local relations = require "geoservices.store.relations"
-local replica_state = require "geoservices.store.replica_state"
-local resolve = require "geoservices.store.resolve"
-local result_file = require "geoservices.store.result_file"
-local schema = require "geoservices.store.schema"
+local queue = require "geoservices.store.edits.queue"
+local relations = require "geoservices.store.file.relations"
+local replica_state = require "geoservices.store.sync.replica_state"
+local resolve = require "geoservices.store.edits.resolve"
+local result_file = require "geoservices.store.sync.result_file"
+local schema = require "geoservices.store.file.schema"
 local shared = require "geoservices.store.shared"
-local srs = require "geoservices.store.srs"
-local table_shape = require "geoservices.store.table_shape"
+local srs = require "geoservices.store.file.srs"
+local table_shape = require "geoservices.store.file.table_shape"
 
 local store = {}
 
@@ -309,10 +309,12 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       check(register(db, spec))
       for _, sql in ipairs(attachments.layer_sql(spec, meta)) do check(db:exec(sql)) end
       -- the aliases, symbols and labels where QGIS users look (a default style of the layer)
-      for _, sql in ipairs(require("geoservices.store.layer_styles").layer_sql(spec, meta)) do check(db:exec(sql)) end
+      for _, sql in ipairs(require("geoservices.store.qgis.layer_styles").layer_sql(spec, meta)) do
+        check(db:exec(sql))
+      end
     end
     check(conflicts.layout(db)) -- its geometry in the layers' CRS
-    check(require("geoservices.store.project").write(db, path)) -- the QGIS project a user opens (issue 37)
+    check(require("geoservices.store.qgis.project").write(db, path)) -- the QGIS project a user opens (issue 37)
     local info = {}
     for k, v in pairs(replica_info) do
       if type(v) ~= "function" and type(v) ~= "userdata" then info[k] = v end
@@ -441,7 +443,7 @@ function store.create(client, path, params, opts)
   if type(client) ~= "table" or type(client.create_replica) ~= "function" then
     error("store.create: the first argument must be a geoservices client (or a path: see store.create_from)", 2)
   end
-  return require("geoservices.store.create").create(client, path, params, opts)
+  return require("geoservices.store.sync.create").create(client, path, params, opts)
 end
 
 store._apply_file = result_file.apply -- geoservices.store.sync applies a result file with it
@@ -462,7 +464,7 @@ function Store:__tostring()
 end
 
 --- What the user changed in the layers' tables, in plain words
--- (geoservices.store.table_shape): fields no longer synchronized and why,
+-- (geoservices.store.file.table_shape): fields no longer synchronized and why,
 -- local-only fields; one line each, none when every table is as made.
 -- @treturn table the lines
 function Store:schema_notes() return table_shape.notes(self) end
@@ -510,7 +512,7 @@ function Store:transaction(fn, ...)
   return table.unpack(results, 2, results.n)
 end
 
---- Runs `fn()` with change capture off (geoservices.store.capture): the
+--- Runs `fn()` with change capture off (geoservices.store.edits.capture): the
 -- library's own writes of what the server sent are not local edits. It
 -- runs in a transaction (the caller's, or its own): capture is switched
 -- back on before fn's results are returned, and a rollback restores it
@@ -587,27 +589,27 @@ end
 function Store:sync(client, opts) return require("geoservices.store.sync").sync(self, client, opts) end
 
 --- Adds an attachment to a feature (its bytes from `data` or the file at
--- `path`), queued for the next sync (geoservices.store.attachment_edits).
+-- `path`), queued for the next sync (geoservices.store.edits.attachment_edits).
 -- @int layer_id the layer
 -- @string parent_global_id the feature's GlobalID
 -- @tparam table a `{name =, content_type =, data = bytes | path = file}`
 -- @return the attachment's GlobalID, or nil, err
 function Store:add_attachment(layer_id, parent_global_id, a)
   self:_db()
-  return require("geoservices.store.attachment_edits").add(self, layer_id, parent_global_id, a)
+  return require("geoservices.store.edits.attachment_edits").add(self, layer_id, parent_global_id, a)
 end
 
 --- Deletes an attachment (by its GlobalID), queued for the next sync.
 -- @return true, or nil, err
 function Store:delete_attachment(global_id)
   self:_db()
-  return require("geoservices.store.attachment_edits").delete(self, global_id)
+  return require("geoservices.store.edits.attachment_edits").delete(self, global_id)
 end
 
 --- The attachment edits queued: `{seq, layer, op, globalId, parentGlobalId, uploadId, sent, failed}`.
 function Store:attachment_edits()
   self:_db()
-  return require("geoservices.store.attachment_edits").pending(self)
+  return require("geoservices.store.edits.attachment_edits").pending(self)
 end
 
 --- Unregisters the replica on the server; later syncs are refused.

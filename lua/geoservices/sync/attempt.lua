@@ -1,7 +1,7 @@
 --- The attempt engine: one synchronization of a replica, each edit on the
 -- server exactly once, written once for both places a replica's state
 -- lives: a state file (client:sync, geoservices.sync.state_journal) and a
--- replica store (store:sync, geoservices.store.journal). The journal keeps
+-- replica store (store:sync, geoservices.store.sync.journal). The journal keeps
 -- the attempt durable; this module decides everything else, by one rule
 -- for both.
 --

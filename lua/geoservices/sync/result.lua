@@ -43,7 +43,7 @@ local sync_result = {}
 -- @field unknown the sent edits whose outcome the answer does not tell (`{key =, layer =, op =,
 --   target =, globalId =}`): client:sync and store:sync read them back from the server
 -- @field conflicts (client:sync) edits not applied because the server holds newer values; (store:sync)
---   every conflict kept, with the `policy` and `outcome` that decided it (geoservices.store.rebase)
+--   every conflict kept, with the `policy` and `outcome` that decided it (geoservices.store.sync.rebase)
 -- @field summary (store:sync) one count per outcome (sent, merged, held, server_kept, local_kept, rejected,
 --   refused, requeued, downloaded); the result then prints it
 -- @field closed true when closeReplica was asked (client:sync marks the state closed)

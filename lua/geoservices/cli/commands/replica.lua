@@ -93,7 +93,7 @@ replica_cmd.gpkg_destination = {
     return { output = path .. ".download.json" }
   end,
   keep = function(path, result, client, w)
-    local builder = require "geoservices.store.create"
+    local builder = require "geoservices.store.sync.create"
     local infos, err = builder.layer_infos(client, result.service, result.layers)
     local ok, st = true, nil
     if infos then
@@ -109,7 +109,7 @@ replica_cmd.gpkg_destination = {
     local fetched
     if result.attachments > 0 then
       w.on_phase("fetching the attachments")
-      fetched = require("geoservices.store.attachments").fetch(st, client)
+      fetched = require("geoservices.store.file.attachments").fetch(st, client)
     end
     st:close()
     return { state = path, attachments = fetched }

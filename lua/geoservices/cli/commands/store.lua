@@ -129,7 +129,7 @@ function status.run(args, out)
     for _, u in ipairs(s.unknownCrs or {}) do -- GDAL and QGIS show these layers without a CRS
       out:line(("  unknown CRS: %s %s:%s (%s)"):format(u.layer, u.organization, tostring(u.code), u.reason))
     end
-    local unrepresentable = require "geoservices.store.unrepresentable" -- kept as the server sent them
+    local unrepresentable = require "geoservices.store.file.unrepresentable" -- kept as the server sent them
     if s.unrepresentable.count > 0 then out:line("  " .. unrepresentable.summary(s.unrepresentable) .. ":") end
     for _, u in ipairs(s.unrepresentable) do out:line("    layer " .. unrepresentable.line(u)) end
     for _, note in ipairs(notes) do out:line("  " .. note) end
@@ -177,7 +177,7 @@ end
 
 
 -- The attachment edits waiting or refused: after the features' lines, one
--- each, kind "attachment" (geoservices.store.attachment_edits).
+-- each, kind "attachment" (geoservices.store.edits.attachment_edits).
 local function attachment_lines(st, out)
   local list = st:attachment_edits()
   if out.mode == "json" then

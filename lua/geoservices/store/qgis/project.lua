@@ -1,0 +1,188 @@
+--- A QGIS project inside the store (issue 37): a user opens the GeoPackage's
+-- project (QGIS's browser lists it under the file) and gets the service's
+-- layers, styled as their default styles (layer_styles), the conflicts and
+-- pending/rejected edits in a group of their own, the attachments, and
+-- relations for the service's relationships and for the attachments.
+--
+-- Stored as QGIS 3.22 stores a project in a GeoPackage (its
+-- QgsGeoPackageProjectStorage, measured by saving one headless and reading
+-- it back): a row of `qgis_projects(name TEXT PRIMARY KEY, metadata BLOB,
+-- content BLOB)` whose content is the hexadecimal text of the .qgz (a zip
+-- holding one .qgs) and whose metadata is {"last_modified_time",
+-- "last_modified_user"}. Layer sources are relative to the file's
+-- directory ("./NAME.gpkg|layername=T"), as QGIS writes them.
+-- @module geoservices.store.qgis.project
+-- @local
+local json = require "geoservices.json"
+local symbology = require "geoservices.store.qgis.symbology"
+
+local project = {}
+
+project.TABLE_SQL = "CREATE TABLE IF NOT EXISTS qgis_projects(name TEXT PRIMARY KEY, metadata BLOB, content BLOB)"
+
+local function xml(s)
+  return (tostring(s):gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
+                                         ["'"] = "&apos;" }))
+end
+
+-- CRC-32 (ISO 3309, as zip needs it)
+local CRC = {}
+for i = 0, 255 do
+  local c = i
+  for _ = 1, 8 do
+    if c & 1 == 1 then c = 0xEDB88320 ~ (c >> 1) else c = c >> 1 end
+  end
+  CRC[i] = c
+end
+local function crc32(s)
+  local c = 0xFFFFFFFF
+  for i = 1, #s do c = CRC[(c ~ s:byte(i)) & 0xFF] ~ (c >> 8) end
+  return c ~ 0xFFFFFFFF
+end
+
+-- a zip of one stored (uncompressed) entry
+local function zip(name, data)
+  local crc = crc32(data)
+  local local_header = string.pack("<I4I2I2I2I2I2I4I4I4I2I2", 0x04034b50, 20, 0, 0, 0, 0x21, crc, #data, #data,
+    #name, 0) .. name
+  local central = string.pack("<I4I2I2I2I2I2I2I4I4I4I2I2I2I2I2I4I4", 0x02014b50, 20, 20, 0, 0, 0, 0x21, crc,
+    #data, #data, #name, 0, 0, 0, 0, 0, 0) .. name
+  local offset = #local_header + #data
+  return local_header .. data .. central
+    .. string.pack("<I4I2I2I2I2I4I4I2", 0x06054b50, 0, 0, 1, 1, #central, offset, 0)
+end
+
+local function hex(s)
+  return (s:gsub(".", function(ch) return ("%02x"):format(ch:byte()) end))
+end
+
+-- the symbology elements of a layer's default style (inside its qgis element)
+local function style_body(db, table_name)
+  local row = db:rows("SELECT styleQML FROM layer_styles WHERE f_table_name = ? AND useAsDefault "
+    .. "ORDER BY id DESC LIMIT 1", table_name)
+  local qml = row and row[1] and row[1].styleQML
+  if type(qml) ~= "string" then return "", false end
+  return qml:match("<qgis[^>]*>(.*)</qgis>") or "", qml:find('labelsEnabled="1"', 1, true) ~= nil
+end
+
+-- a spatial table's CRS as QGIS writes a layer's (its WKT and authority id)
+local function srs(db, table_name)
+  local rows = db:rows("SELECT s.organization AS org, s.organization_coordsys_id AS code, s.definition AS wkt "
+    .. "FROM gpkg_geometry_columns AS g JOIN gpkg_spatial_ref_sys AS s ON s.srs_id = g.srs_id "
+    .. "WHERE lower(g.table_name) = lower(?)", table_name)
+  local r = rows and rows[1]
+  if not r then return "" end
+  local authid = (type(r.org) == "string" and r.org ~= "" and r.org ~= "NONE") and (r.org:upper() .. ":"
+    .. tostring(math.tointeger(r.code) or r.code)) or ""
+  return ("   <srs>\n    <spatialrefsys>\n     <wkt>%s</wkt>\n     <authid>%s</authid>\n    </spatialrefsys>\n"
+    .. "   </srs>\n"):format(xml(r.wkt or ""), xml(authid))
+end
+
+local function layer_id(table_name) return "geoservices_" .. table_name:gsub("[^%w_]", "_") end
+
+local function exists(db, name)
+  local rows = db:rows("SELECT 1 AS x FROM sqlite_master WHERE name = ?", name)
+  return rows and rows[1] ~= nil
+end
+
+--- The .qgs text of the store's project.
+-- @param db the store's database
+-- @tparam string file the store's file name (its base name: sources are relative to its directory)
+-- @tparam string name the project's name
+-- @treturn string
+function project.qgs(db, file, name)
+  local base = file:match("([^/\\]+)$") or file
+  local layers = assert(db:rows("SELECT layer_id, table_name, name, metadata, global_id_field FROM geoservices_layers "
+    .. "ORDER BY layer_id"))
+  local maplayers, tree, edits, media, relations = {}, {}, {}, {}, {}
+  local by_layer_id = {}
+  local function add(list, table_name, title, body, labels)
+    local id = layer_id(table_name)
+    body = srs(db, table_name) .. (body or "")
+    local source = ("./%s|layername=%s"):format(base, table_name)
+    list[#list + 1] = ('   <layer-tree-layer id="%s" name="%s" source="%s" providerKey="ogr" checked="Qt::Checked" '
+      .. 'expanded="0"/>'):format(xml(id), xml(title), xml(source))
+    maplayers[#maplayers + 1] = ('  <maplayer type="vector" labelsEnabled="%d">\n   <id>%s</id>\n   <datasource>%s'
+      .. '</datasource>\n   <layername>%s</layername>\n   <provider encoding="UTF-8">ogr</provider>\n%s\n  </maplayer>')
+      :format(labels and 1 or 0, xml(id), xml(source), xml(title), body or "")
+    return id
+  end
+  for _, l in ipairs(layers) do
+    local body, labels = style_body(db, l.table_name)
+    by_layer_id[math.tointeger(l.layer_id)] = { id = add(tree, l.table_name, l.name, body, labels), row = l }
+  end
+  for _, t in ipairs({ { "geoservices_conflicts", "Conflicts" }, { "geoservices_pending", "Pending edits" },
+                       { "geoservices_rejected", "Rejected edits" } }) do
+    -- the conflicts drawn in magenta, whatever their geometry
+    if exists(db, t[1]) then
+      add(edits, t[1], t[2], t[1] == "geoservices_conflicts" and symbology.any_geometry({ 230, 0, 169, 255 }) or nil)
+    end
+  end
+  local function relation(rid, title, referencing, referencing_field, referenced, referenced_field)
+    relations[#relations + 1] = ('  <relation id="%s" name="%s" referencingLayer="%s" referencedLayer="%s" '
+      .. 'strength="Association">\n   <fieldRef referencingField="%s" referencedField="%s"/>\n  </relation>'):format(
+      xml(rid), xml(title), xml(referencing), xml(referenced), xml(referencing_field), xml(referenced_field))
+  end
+  -- the service's relationships, from the origin's side: the destination's key refers to the origin's
+  for lid, l in pairs(by_layer_id) do
+    local meta = json.decode(l.row.metadata or "null")
+    for _, r in ipairs(type(meta) == "table" and type(meta.relationships) == "table" and meta.relationships or {}) do
+      local dest = by_layer_id[math.tointeger(r.relatedTableId) or -1]
+      if r.role == "esriRelRoleOrigin" and dest then
+        local dest_key
+        local dmeta = json.decode(dest.row.metadata or "null")
+        for _, dr in ipairs(type(dmeta) == "table" and type(dmeta.relationships) == "table" and dmeta.relationships
+                            or {}) do
+          if math.tointeger(dr.relatedTableId) == lid and dr.id == r.id then dest_key = dr.keyField end
+        end
+        relation(("rel_%s_%s"):format(l.id, math.tointeger(r.id) or 0), r.name or dest.row.name, dest.id,
+          dest_key or r.keyField, l.id, r.keyField)
+      end
+    end
+  end
+  -- attachments: the media table's parent_global_id refers to the feature's GlobalID (the
+  -- photos under a feature in its form). QGIS 3.22 cannot open the Related Tables mapping
+  -- tables (no primary key, not in gpkg_contents: GDAL does not offer them).
+  if exists(db, "geoservices_attachments") then
+    local media_id = add(media, "geoservices_attachments", "Attachments")
+    for _, l in pairs(by_layer_id) do
+      local gid = l.row.global_id_field
+      if exists(db, "geoservices_attachments_" .. l.row.table_name) and gid then
+        relation("rel_" .. l.id .. "_attachments", "Attachments of " .. l.row.name, media_id, "parent_global_id",
+          l.id, gid)
+      end
+    end
+  end
+  local function group(title, items)
+    if #items == 0 then return "" end
+    return ('   <layer-tree-group name="%s" checked="Qt::Checked" expanded="1">\n%s\n   </layer-tree-group>\n'):format(
+      xml(title), table.concat(items, "\n"))
+  end
+  return "<!DOCTYPE qgis PUBLIC 'http://mrcc.com/qgis.dtd' 'SYSTEM'>\n"
+    .. ('<qgis projectname="%s" version="3.22.16-Białowieża">\n <title>%s</title>\n'):format(xml(name), xml(name))
+    .. " <layer-tree-group>\n" .. table.concat(tree, "\n") .. "\n"
+    .. group("Edits to check", edits) .. group("Attachments", media) .. " </layer-tree-group>\n"
+    .. " <relations>\n" .. table.concat(relations, "\n") .. "\n </relations>\n"
+    .. " <projectlayers>\n" .. table.concat(maplayers, "\n") .. "\n </projectlayers>\n</qgis>\n"
+end
+
+--- The SQL that writes (or rewrites) the store's project.
+-- @param db the store's database
+-- @tparam string path the store's path
+-- @tparam[opt] string name the project's name (the file's name without .gpkg)
+-- @treturn {string,...} statements
+-- @treturn {table,...} their parameters
+function project.write(db, path, name)
+  local base = path:match("([^/\\]+)$") or path
+  name = name or base:gsub("%.[gG][pP][kK][gG]$", "")
+  local qgs = project.qgs(db, base, name)
+  local content = hex(zip(name .. ".qgs", qgs))
+  local metadata = json.encode({ last_modified_time = os.date("!%Y-%m-%dT%H:%M:%S"),
+                                 last_modified_user = "geoservices" })
+  local ok, msg, code = db:exec(project.TABLE_SQL)
+  if not ok then return nil, msg, code end
+  return db:run("INSERT OR REPLACE INTO qgis_projects (name, metadata, content) VALUES (?, ?, ?)", name, metadata,
+    content)
+end
+
+return project

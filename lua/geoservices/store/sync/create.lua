@@ -1,0 +1,200 @@
+--- The createReplica half of the replica store:
+-- `geoservices.store.create(client, path, params, opts)` creates a replica
+-- on the server and builds a store from it.
+--
+--     local st = assert(geoservices.store.create(client, "crew-1.gpkg", {
+--       service = "Parcels", layers = { 0, 1 }, replicaName = "crew-1",
+--       syncModel = "perReplica", syncDirection = "bidirectional",
+--     }, { on_status = function(s) print(s.status) end }))
+--
+-- Steps: the service's resource (the request is checked against its
+-- capabilities before anything else is read or sent), each layer's resource (fields,
+-- geometry type, spatial reference, id fields), createReplica (async by
+-- default) with its data saved to a temporary file next to the store, then
+-- geoservices.store.create_from with that file: nothing exists at `path`
+-- unless the whole store committed. When the store cannot be built after
+-- the replica was created, the replica is unregistered (best effort) and
+-- the error says so. Each step is journaled beside the path
+-- (geoservices.store.sync.create_journal): a rerun of the same create after a
+-- kill resumes the job, builds the store from the result already
+-- downloaded, or unregisters what the killed create made, and never makes
+-- a second replica.
+-- @module geoservices.store.sync.create
+-- @local
+local create_params = require "geoservices.sync.create_params"
+local errors = require "geoservices.errors"
+local journal = require "geoservices.store.sync.create_journal"
+local paths = require "geoservices.store.paths"
+local sync_create = require "geoservices.sync.create"
+
+local M = {}
+
+local file_exists = paths.exists
+
+local OPTS = { on_status = "function", on_progress = "function", on_fill = "function", on_phase = "function",
+               on_tick = "function", timeout = "number",
+               poll_interval = "number", busy_timeout = "number", request_timeout = "number" }
+
+--- The layers' resources (`{service}/FeatureServer/{id}`), in order.
+-- @return the list, or nil, err
+function M.layer_infos(client, service, ids, opts)
+  local infos = {}
+  for _, id in ipairs(ids) do
+    local li, err = client:layer_info(service, id, { timeout = opts and opts.timeout })
+    if not li then return nil, err end
+    infos[#infos + 1] = li
+  end
+  return infos
+end
+
+--- The replica_info of store.create_from for a createReplica result.
+function M.replica_info(result, request)
+  request = request or {}
+  return {
+    service = result.service, replicaID = result.replicaID, replicaName = result.replicaName or request.replicaName,
+    syncModel = result.syncModel, syncDirection = result.syncDirection or request.syncDirection or "bidirectional",
+    layers = result.layers, replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens,
+    returnAttachments = request.returnAttachments,
+  }
+end
+
+--- Creates a replica and a store holding it.
+-- @param client a geoservices client
+-- @string path the new GeoPackage (must not exist)
+-- @tparam table params `service` (required), `layers` (ids; default every layer of the service),
+--   and the createReplica parameters (replicaName, syncModel, syncDirection, geometry, layerQueries,
+--   returnAttachments, async...), passed through
+-- @tparam[opt] table opts `on_status`, `on_progress` (the download), `on_fill(bytes, total, records)`
+--   `on_phase(text)` and `on_tick()` (the store being filled from it, then built: see store.create_from),
+--   `timeout`, `poll_interval`, `busy_timeout`
+-- @return the open store, or nil, err (kind "invalid" with nothing sent: a file at path, a bad
+--   parameter, a capability the service lacks; or the errors of createReplica and the store)
+-- @raise on misuse
+function M.create(client, path, params, opts)
+  if type(client) ~= "table" then error("store.create: client must be a geoservices client", 3) end
+  if type(path) ~= "string" then error("store.create: path must be a string", 3) end
+  if type(params) ~= "table" then error("store.create: params must be a table", 3) end
+  opts = opts or {}
+  if type(opts) ~= "table" then error("store.create: opts must be a table", 3) end
+  for k, v in pairs(opts) do
+    if not OPTS[k] then error(("store.create: unknown option '%s'"):format(tostring(k)), 3) end
+    if type(v) ~= OPTS[k] then error(("store.create: option '%s' must be a %s"):format(k, OPTS[k]), 3) end
+  end
+  local service = params.service
+  if type(service) ~= "string" or service == "" then return nil, errors.invalid("service", "a service name") end
+  if file_exists(path) then
+    return nil, errors.new("invalid", ("path: %s exists; a store is never created over a file"):format(path),
+      { parameter = "path" })
+  end
+  local request = {}
+  for k, v in pairs(params) do
+    if k ~= "service" then request[k] = v end
+  end
+  -- attachments by URL: their bytes are fetched one by one into their blobs
+  -- (store.attachments), never base64 text in the result held in memory
+  if request.returnAttachments and request.returnAttachmentsDataByUrl == nil then
+    request.returnAttachmentsDataByUrl = true
+  end
+  if request.dataFormat ~= nil and request.dataFormat ~= "json" then
+    return nil, errors.invalid("dataFormat", "json (the store reads the JSON result)")
+  end
+
+  local info, err = client:service_info(service, { timeout = opts.timeout })
+  if not info then return nil, err end
+  if request.layers == nil then
+    local ids = {}
+    for _, l in ipairs(info.layers or {}) do ids[#ids + 1] = l.id end
+    for _, l in ipairs(info.tables or {}) do ids[#ids + 1] = l.id end
+    request.layers = ids
+  end
+  if type(request.layers) ~= "table" or #request.layers == 0 then
+    return nil, errors.invalid("layers", "a list of layer ids")
+  end
+  for _, id in ipairs(request.layers) do
+    if math.type(id) ~= "integer" then return nil, errors.invalid("layers", "integer layer ids") end
+  end
+  -- what the service cannot do is refused now, before its layers are read
+  local fields, plan = create_params.encode(request, client.enum_prefix)
+  if not fields then return nil, plan end
+  local refused = sync_create.settle(fields, plan, info)
+  if refused then return nil, refused end
+  local layer_infos, lerr = M.layer_infos(client, service, request.layers, opts)
+  if not layer_infos then return nil, lerr end
+
+  local tmp = journal.download(path)
+  local result, replica_info
+  local left, jerr = journal.read(path)
+  if left == nil then return nil, jerr end
+  if request.replicaName == nil then
+    -- a name of its own (the store's file name and a random suffix), so that
+    -- a rerun after a lost answer finds the replica by its name alone
+    request.replicaName = left and left.generated and left.replicaName or journal.unique_name(path)
+  end
+  if left and (left.service ~= service or left.replicaName ~= request.replicaName) then
+    return nil, errors.new("invalid", ("path: %s records the createReplica of replica %s of %s in flight; rerun "
+      .. "that create to finish it, or check the server's replicas (geoservices replicas %s), unregister what it "
+      .. "made and remove the file"):format(journal.path(path), tostring(left.replicaName), left.service,
+      left.service), { parameter = "path" })
+  end
+  if left then
+    local settled, serr = journal.settle(client, path, left, request, opts)
+    if not settled then return nil, serr end
+    if type(settled) == "table" then result, replica_info = settled.result, settled.replica_info end
+  end
+  if not result and not replica_info then
+    os.remove(tmp)
+    local base = { service = service, replicaName = request.replicaName,
+                   generated = request.replicaName ~= params.replicaName or nil }
+    local function step(state, extra)
+      local j = { state = state }
+      for k, v in pairs(base) do j[k] = v end
+      for k, v in pairs(extra or {}) do j[k] = v end
+      return journal.write(path, j)
+    end
+    -- the replicas of this name before the request: a rerun tells the one it
+    -- made (a generated name is unique: whatever has it is this create's)
+    if not base.generated then base.known = journal.named(client, service, request.replicaName, opts) end
+    local cerr
+    result, cerr = client:create_replica(service, request, {
+      output = tmp, service_info = info, on_status = opts.on_status, on_progress = opts.on_progress,
+      timeout = opts.timeout, poll_interval = opts.poll_interval, request_timeout = opts.request_timeout,
+      on_send = function() return step("sending") end,
+      on_job = function(op) return step("job", { op = op:to_json() }) end,
+      on_done = function(r)
+        return step("created", { replicaID = r.replicaID, replica_info = M.replica_info(r, request) })
+      end,
+    })
+    if not result then
+      -- nothing made: no journal; something may be: it stays for a rerun
+      if not (cerr.created or cerr.ambiguous or cerr.pending or cerr.operation) then journal.remove(path) end
+      return nil, cerr
+    end
+  end
+  replica_info = replica_info or M.replica_info(result, request)
+  local store = require "geoservices.store"
+  local ok, st, serr = pcall(store.create_from, path, replica_info, layer_infos, tmp,
+                             { busy_timeout = opts.busy_timeout, on_fill = opts.on_fill, on_phase = opts.on_phase,
+                               on_tick = opts.on_tick })
+  if not ok then serr = errors.new("io", tostring(st)) st = nil end
+  if not st then
+    local note = ""
+    local id = replica_info.replicaID
+    if id then
+      local gone = client:unregister_replica(service, id, { timeout = opts.timeout })
+      note = gone and (" (replica %s was unregistered)"):format(id)
+        or (" (replica %s exists on the server: a rerun of this create unregisters it)"):format(id)
+      if gone then journal.remove(path) end
+    end
+    os.remove(tmp)
+    serr.message = "building the store of the new replica: " .. serr.message .. note
+    serr.replicaID = id
+    return nil, serr
+  end
+  journal.remove(path)
+  st.created = result or replica_info
+  -- the attachments' bytes: one that fails is named here and fetched by the next sync
+  st.created.attachments = require("geoservices.store.file.attachments").fetch(st, client, { timeout = opts.timeout })
+  return st
+end
+
+return M
