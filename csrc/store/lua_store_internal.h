@@ -1,5 +1,7 @@
-/* Shared by the files of the Store class (lua_store.c: its life, the
- * statement cache, the class itself; lua_store_*.c: its methods by concern).
+/* Shared by the files of the Store class (lua_store_base.c: what every
+ * method stands on, the open-Store check, failures, the statement cache;
+ * lua_store.c: its life and the class itself; lua_store_*.c: its methods by
+ * concern). Calls go one way: lua_store.c -> the methods -> the base.
  * Nothing here leaves core.so (-fvisibility=hidden). */
 #ifndef GEOSERVICES_STORE_LUA_STORE_INTERNAL_H
 #define GEOSERVICES_STORE_LUA_STORE_INTERNAL_H
@@ -48,16 +50,21 @@ typedef struct scratch {
   geoservices_buf out;
 } scratch;
 
-/* lua_store.c: the open Store at idx for every method (raises on a closed one). */
+/* lua_store_base.c: the open Store at idx for every method (raises on a closed one). */
 store_ud *geoservices_check_store(lua_State *L, int idx);
-/* lua_store.c: the stable short code of a SQLite result, for every method's nil, message, code. */
+/* lua_store_base.c: the stable short code of a SQLite result, for every method's nil, message, code. */
 const char *geoservices_store_code_of(int rc);
-/* lua_store.c: pushes nil, message, code (3): the methods' runtime failures. */
+/* lua_store_base.c: pushes nil, message, code (3): the methods' runtime failures. */
 int geoservices_store_push_fail(lua_State *L, const char *message, int rc);
-/* lua_store.c: the same with the connection's message, or the C store's (u->store->message). */
+/* lua_store_base.c: the same with the system's cause of a disk failure in words (db may be NULL). */
+int geoservices_store_push_fail_cause(lua_State *L, sqlite3 *db, const char *message, int rc);
+/* lua_store_base.c: the same with the connection's message, or the C store's (u->store->message);
+ * a statement a Ctrl-C stopped raises "interrupted!" instead. */
 int geoservices_store_push_db_fail(lua_State *L, store_ud *u, int rc);
 int geoservices_store_push_store_fail(lua_State *L, store_ud *u);
-/* lua_store.c: the cached prepared statement of sql (run, rows, get); NULL with *rc set. */
+/* lua_store_base.c: whether a Ctrl-C waits on the interpreter's main thread (a statement stops). */
+int geoservices_store_interrupt_pending(const store_ud *u);
+/* lua_store_base.c: the cached prepared statement of sql (run, rows, get); NULL with *rc set. */
 sqlite3_stmt *geoservices_store_statement(store_ud *u, const char *sql, int *rc);
 
 /* lua_store_sql.c: a result column as a Lua value, and a statement reset for the cache (get reads rows too). */
