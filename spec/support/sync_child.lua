@@ -38,7 +38,7 @@ io.stdout:write(json.encode{
   ok = result ~= nil, kind = err and err.kind, message = err and err.message,
   generation = result and result.replicaServerGen, succeeded = result and result.succeeded,
   already_applied = result and #(result.already_applied or {}), resolved = result and result.resolved ~= nil,
-  reported = reported.of(result),
+  reported = reported.of(result or err), -- a failed sync reports what it read back in its error
 }, "\n")
 io.stdout:flush()
 os.exit(result and 0 or 1)

@@ -392,11 +392,32 @@ function Journal:abandon()
   return true
 end
 
+-- The edits read back in conflict or rejected, one line (the first few):
+-- after a failed sync its error is the only report of them (the journal
+-- forgets a settled edit), and its message is what the CLI prints.
+local SHOWN = 3
+local function named(summary)
+  local out, n = {}, 0
+  for _, list in ipairs{ { summary.conflicts, "in conflict" }, { summary.failed_edits, "rejected" } } do
+    for _, e in ipairs(list[1] or {}) do
+      n = n + 1
+      if n <= SHOWN then
+        out[#out + 1] = ("%s of %s in layer %s %s (%s)"):format(e.op, tostring(e.globalId), tostring(e.layer),
+          list[2], tostring(e.description))
+      end
+    end
+  end
+  if n == 0 then return "" end
+  return ("; %s%s (err.conflicts, err.failed_edits: not sent again)"):format(table.concat(out, "; "),
+    n > SHOWN and ("; and %d more"):format(n - SHOWN) or "")
+end
+
 function Journal.note_read(_, err, summary)
   err.verified, err.conflicts = summary.verified, summary.conflicts
+  if summary.failed_edits and #summary.failed_edits > 0 then err.failed_edits = summary.failed_edits end
   local left = summary.resend and #entries_of(summary.resend) or 0
   err.message = err.message .. ("; read back from the server: %d edit(s) settled, %d not shown applied yet (read "
-    .. "again by the next sync before they are sent)"):format(summary.verified - left, left)
+    .. "again by the next sync before they are sent)%s"):format(summary.verified - left, left, named(summary))
 end
 
 function Journal.fold_read(_, result, summary)
