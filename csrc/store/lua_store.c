@@ -20,6 +20,7 @@
 
 #include "class.h"
 #include "common.h"
+#include "store/open_read.h"
 #include "store/srs.h"
 
 /* ---- lifecycle -------------------------------------------------------------- */
@@ -124,7 +125,19 @@ static int l_store_open(lua_State *L) {
   luaL_setmetatable(L, STORE_MT); /* closed until the connection is open */
   flags = (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | (create && !readonly ? SQLITE_OPEN_CREATE : 0) |
           SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
-  rc = sqlite3_open_v2(path, &u->db, flags, NULL);
+  if (readonly) {
+    int immutable;
+    rc = geoservices_store_open_read(path, flags, &u->db, &immutable);
+    if (rc == GEOSERVICES_OPEN_READ_WAL) {
+      luaL_pushfail(L);
+      lua_pushfstring(L, "its last commits are in %s-wal, which SQLite reads only beside %s-shm or in a folder "
+                      "it can write", path, path);
+      lua_pushstring(L, "wal");
+      return 3;
+    }
+  } else {
+    rc = sqlite3_open_v2(path, &u->db, flags, NULL);
+  }
   if (rc != SQLITE_OK) {
     int n = geoservices_store_push_fail_cause(L, u->db, u->db ? sqlite3_errmsg(u->db) : "cannot open the store", rc);
     sqlite3_close_v2(u->db);

@@ -9,7 +9,9 @@
  * The codes of a failure are stable short strings: "busy" (another
  * connection holds the lock past the busy timeout), "constraint",
  * "corrupt", "full", "io", "cantopen", "readonly", "nomem", "toobig",
- * "data" (a record the store cannot take), "sqlite" (anything else). */
+ * "data" (a record the store cannot take), "wal" (store_open to read: its
+ * last commits are in its -wal and cannot be read where they are,
+ * store/open_read.h), "sqlite" (anything else). */
 #include "store/lua_store_internal.h"
 
 #include <stdlib.h>

@@ -75,6 +75,7 @@ local schema = require "geoservices.store.file.schema"
 local shared = require "geoservices.store.shared"
 local srs = require "geoservices.store.file.srs"
 local table_shape = require "geoservices.store.file.table_shape"
+local wal_copy = require "geoservices.store.file.wal_copy"
 
 local store = {}
 
@@ -119,7 +120,9 @@ end
 -- have no base, it has no conflicts).
 -- @string path the GeoPackage file
 -- @tparam[opt] table opts `busy_timeout` (seconds to wait for another process's lock, default 5),
---   `readonly` (true: open read-only)
+--   `readonly` (true: open read-only; this works where the store cannot be written, a read-only
+--   medium or a full disk: csrc/store/open_read.h. When its last commits wait in PATH-wal without
+--   PATH-shm, they are read from a copy in $TMPDIR, and the store's `read_note` says so in words)
 -- @treturn[1] Store the store
 -- @return[2] nil
 -- @treturn[2] table err: kind "io" (no such file, not a store), "busy"
@@ -130,26 +133,39 @@ function store.open(path, opts)
   if not f then return nil, errors.new("io", ("replica store %s: no such file"):format(path), { path = path }) end
   f:close()
   local db, msg, code = core.store_open(path, { busy_timeout = busy_ms(opts), readonly = opts and opts.readonly })
-  if not db then return nil, db_error(path, msg, code) end
-  local function fail(m, c)
+  local copy, note
+  if not db and code == "wal" then -- read-only: commits in its -wal that only a copy reads
+    copy, note = wal_copy.make(path)
+    if not copy then return nil, note end
+    db, msg, code = core.store_open(copy, { busy_timeout = busy_ms(opts) })
+  end
+  if not db then
+    if copy then wal_copy.remove(copy) end
+    return nil, db_error(path, msg, code)
+  end
+  local function close_db()
     db:close()
+    if copy then wal_copy.remove(copy) end
+  end
+  local function fail(m, c)
+    close_db()
     return nil, db_error(path, m, c)
   end
   local rows, m, c = db:rows("PRAGMA application_id")
   if not rows then return fail(m, c) end
   if rows[1].application_id ~= schema.APPLICATION_ID then
-    db:close()
+    close_db()
     return nil, errors.new("io", ("%s is not a GeoPackage"):format(path), { path = path, code = "not_a_store" })
   end
   rows, m, c = db:rows("SELECT format FROM geoservices_replica WHERE id = 1")
   if not rows and c ~= "sqlite" then return fail(m, c) end -- busy, io...: not "no such table"
   if not rows or not rows[1] then
-    db:close()
+    close_db()
     return nil, errors.new("io", ("%s is a GeoPackage but not a replica store"):format(path),
       { path = path, code = "not_a_store" })
   end
   if rows[1].format > schema.FORMAT then
-    db:close()
+    close_db()
     return nil, errors.new("io", ("replica store %s has format %d; this library reads up to %d"):format(
       path, rows[1].format, schema.FORMAT), { path = path, code = "format" })
   end
@@ -189,7 +205,9 @@ function store.open(path, opts)
     local ok, rm, rc = migrate.refresh(db, layers)
     if not ok then return fail(rm, rc) end
   end
-  return new_store(db, path, layers, format)
+  local st = new_store(db, path, layers, format)
+  st.copy, st.read_note = copy, note
+  return st
 end
 
 local file_exists = paths.exists
@@ -474,6 +492,8 @@ function Store:schema_notes() return table_shape.notes(self) end
 function Store:close()
   if self.db then self.db:close() end
   self.db = nil
+  if self.copy then wal_copy.remove(self.copy) end
+  self.copy = nil
   return true
 end
 Store.__close = Store.close

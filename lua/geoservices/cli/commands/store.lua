@@ -15,11 +15,22 @@ local store = require "geoservices.store"
 
 local EXIT = output.EXIT
 
+-- The commands that only read, and SQLite's codes of a store that cannot be
+-- written: a read-only medium ("cantopen", "readonly"), a full disk ("full",
+-- "io"). There these commands open it read-only (geoservices.store.open)
+-- rather than fail (issue 39).
+local READ_ONLY = { status = true, pending = true }
+local CANNOT_WRITE = { cantopen = true, readonly = true, full = true, io = true }
+
 -- (what the user changed in the tables' shapes is said on standard error by
 -- every command but status, which lists it)
 local function open(out, path, command)
   local st, err = store.open(path)
+  if not st and READ_ONLY[command] and err.kind == "io" and CANNOT_WRITE[err.code] then
+    st, err = store.open(path, { readonly = true })
+  end
   if not st then return nil, output.fail(out, err, { command = command }) end
+  if st.read_note then out:progress(st.read_note) end
   if command ~= "status" then
     for _, note in ipairs(st:schema_notes()) do out:progress(note) end
   end
@@ -141,7 +152,8 @@ end
 
 local pending = {
   help = "The local edits of a replica store not yet committed by the server, one line each: kind, layer, "
-    .. "GlobalID and what it sends. Needs no server.",
+    .. "GlobalID and what it sends. Needs no server, and reads a store it cannot write (a read-only medium, a "
+    .. "full disk).",
   exits = "0 listed, 1 the store cannot be read (damaged: the message names the row), 2 bad usage",
   examples = { "geoservices pending crew-1.gpkg", "geoservices --json pending crew-1.gpkg" },
   client = false,
