@@ -74,7 +74,7 @@ ALLCFLAGS   = $(WARNFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -D_POSIX_C_SOURCE
 CORE_SRC   = csrc/core.c csrc/class.c csrc/buf.c csrc/fdio.c csrc/sys.c \
              $(sort $(wildcard csrc/net/*.c)) $(sort $(wildcard csrc/json/*.c)) \
              $(sort $(wildcard csrc/store/*.c))
-HTTPD_SRC  = csrc/emulator/httpd.c csrc/buf.c csrc/class.c csrc/fdio.c
+HTTPD_SRC  = csrc/emulator/httpd.c csrc/emulator/form_file.c csrc/buf.c csrc/class.c csrc/fdio.c
 CORE_SO    = $(BUILD)/geoservices/core.so
 HTTPD_SO   = $(BUILD)/geoservices/httpd.so
 CTESTS     = $(BUILD)/tests/test_buf $(BUILD)/tests/test_urlencode $(BUILD)/tests/test_jsonstream \
