@@ -165,7 +165,7 @@ $(HTTPD_SO): $(HTTPD_OBJ) | $(BUILD)/geoservices
 PURE_C_SRC = csrc/buf.c csrc/net/urlencode.c csrc/json/jsonstream.c csrc/json/jsonnum.c csrc/json/records.c \
              csrc/json/records_parse.c \
              csrc/json/parse_worker.c \
-             csrc/store/geom.c csrc/store/arc.c csrc/store/isotime.c csrc/store/spool.c
+             csrc/store/geom.c csrc/store/geom_encode.c csrc/store/geom_decode.c csrc/store/arc.c csrc/store/isotime.c csrc/store/spool.c
 # the store's curves (csrc/store/arc.c) use libm's trigonometry
 MATH_LIBS  = -lm
 # The store's apply path needs libsqlite3 (no Lua): its tests and fuzz target link it.

@@ -161,4 +161,16 @@ double geoservices_ring_area(const double *xy, size_t first, size_t end);
 /* The same for part i of g, its arcs taken in. */
 double geoservices_part_area(const geoservices_geom *g, size_t i);
 
+/* The arcs of g, for its encoder (geom_encode.c) and decoder (geom_decode.c). */
+/* Whether point k (of the part [first, end)) is the middle of an arc. */
+int geoservices_geom_arc_at(const geoservices_geom *g, size_t first, size_t end, size_t k);
+/* Point j of part i's ring (j == its count: the first again, closing it). */
+size_t geoservices_geom_ring_index(const geoservices_geom *g, size_t i, size_t j);
+/* Clears the arc flags that make no arc, and has_arcs when none is left. */
+void geoservices_geom_settle_arcs(geoservices_geom *g);
+/* Extends box (minx maxx miny maxy) by the points of [first, end) and their arcs' bulges. */
+void geoservices_geom_extend_part(const geoservices_geom *g, size_t first, size_t end, double box[4]);
+/* The extent of g, its arcs' bulges taken in: minx maxx miny maxy, NaNs when empty. */
+void geoservices_geom_envelope(const geoservices_geom *g, double env[4]);
+
 #endif

@@ -1,4 +1,4 @@
-/* Unit tests of the GeoPackage geometry codec (store/geom.c) and of the
+/* Unit tests of the GeoPackage geometry codec (store/geom*.c) and of the
  * date conversions (store/isotime.c): headers and envelopes, ring
  * orientation deciding the polygons of a MultiPolygon, holes finding their
  * exterior, single parts written as MULTI, Z and M, decoding of foreign
