@@ -6,7 +6,16 @@
 -- attempt, with the attributes sent) and counts what went wrong:
 --
 --   lost         an edit that never reached the server and was not reported
---                to the user (rejected, in conflict, overwritten)
+--                to the user (rejected, in conflict, overwritten), nor folded
+--   folded       (fails nothing) an edit the store joined to another edit of
+--                its user before the server saw either, as its capture joins
+--                unsent edits of one feature: an edit made while its
+--                feature's add was in an attempt of unknown outcome follows
+--                it, and when that add goes again (the server did not show
+--                it) the two go as one: an update then reaches the server in
+--                its feature's add (an applied add of A carries its value),
+--                an add and a delete of the feature go as nothing (no
+--                attempt of either in the change log)
 --   duplicated   an add whose GlobalID reached the server more than once
 --                (refused attempts included: the server refusing a duplicate
 --                does not make sending it right)
@@ -135,8 +144,32 @@ local function refused_count(list)
   return n
 end
 
--- One edit of A against its entries: lost, reported, duplicated, re-applied.
-function Ledger:count_edit(t, e, again, applied)
+-- How the store folded an edit of A the server never saw into another edit
+-- of A's user (see "folded" above), or nil.
+function Ledger:folded(e, by_gid)
+  local entries = by_gid[e.gid] or {}
+  if e.op == "update" then
+    for _, entry in ipairs(entries) do
+      if entry.op == "add" and not entry.refused and value_of(entry) == e.value
+        and (entry.origin == nil or norm(entry.origin) == self.a_origin) then
+        return "in its feature's add"
+      end
+    end
+    return nil
+  end
+  if #entries > 0 or (e.op ~= "add" and e.op ~= "delete") then return nil end
+  for _, other in ipairs(self.edits) do
+    if other.who == "a" and other.gid == e.gid
+      and ((e.op == "add" and other.op == "delete" and other.action > e.action)
+        or (e.op == "delete" and other.op == "add" and other.action < e.action)) then
+      return "with the " .. other.op .. " of its feature (run " .. other.run .. "): neither went"
+    end
+  end
+  return nil
+end
+
+-- One edit of A against its entries: lost, folded, reported, duplicated, re-applied.
+function Ledger:count_edit(t, e, again, applied, by_gid)
   t[e.op .. "s"] = t[e.op .. "s"] + 1
   local how = self:reported_how(e)
   if how then t.reported = t.reported + 1 end
@@ -148,9 +181,18 @@ function Ledger:count_edit(t, e, again, applied)
         .. "after (applied %d times)", e.op, e.gid, tostring(e.value), e.run, #applied)
     end
   end
-  if #applied == 0 and not how and not (e.op == "update" and t.degraded) then
+  local folded = #applied == 0 and not how and not t.degraded and self:folded(e, by_gid)
+  if folded then
+    t.folded = t.folded + 1
+    t.problem("note: folded: %s %s (run %d%s) %s", e.op, e.gid, e.run, e.value and (", " .. e.value) or "", folded)
+  elseif #applied == 0 and not how and not (e.op == "update" and t.degraded) then
     t.lost = t.lost + 1
     t.problem("lost: %s %s (run %d%s)", e.op, e.gid, e.run, e.value and (", " .. e.value) or "")
+    for _, entry in ipairs(by_gid[e.gid] or {}) do
+      t.problem("  the server's change log of it: gen %s %s%s origin %s%s", tostring(entry.gen),
+        tostring(entry.op), value_of(entry) and (" " .. value_of(entry)) or "", tostring(entry.origin),
+        entry.refused and " (refused)" or "")
+    end
   end
   if e.op == "add" and #again > 0 then
     t.duplicated = t.duplicated + #again
@@ -217,6 +259,7 @@ end
 function Ledger:analyse(changelog, server, views)
   local t = { adds = 0, updates = 0, deletes = 0, b_updates = 0, lost = 0, duplicated = 0, reapplied = 0,
               stale = 0, late_imports = 0, downloaded_twice = 0, reported = 0, conflicts = 0, false_conflicts = 0,
+              folded = 0,
               resent_updates = 0, resent_deletes = 0, wrong = 0, problems = {} }
   function t.problem(fmt, ...) t.problems[#t.problems + 1] = fmt:format(...) end
   if changelog.source ~= "changelog" then
@@ -228,7 +271,7 @@ function Ledger:analyse(changelog, server, views)
   for _, e in ipairs(self.edits) do
     local again, applied = attempts_of(e, by_gid, e.who == "a" and self.a_origin or self.b_origin)
     applied_of[e] = applied
-    if e.who == "b" then t.b_updates = t.b_updates + 1 else self:count_edit(t, e, again, applied) end
+    if e.who == "b" then t.b_updates = t.b_updates + 1 else self:count_edit(t, e, again, applied, by_gid) end
   end
   self:count_stale(t, applied_of)
   for key, n in pairs(self.received) do

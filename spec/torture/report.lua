@@ -18,7 +18,7 @@ M.FAILING = {
 local COLUMNS = {
   { "runs", "runs" }, { "adds", "adds" }, { "updates", "updates" }, { "deletes", "deletes" },
   { "B edits", "b_updates" }, { "B first", "b_first" }, { "SQL upd", "sql_updates" },
-  { "lost", "lost" }, { "false confl", "false_conflicts" },
+  { "lost", "lost" }, { "folded", "folded" }, { "false confl", "false_conflicts" },
   { "dup adds", "duplicated" }, { "re-applied", "reapplied" }, { "stale", "stale" },
   { "late", "late_imports" }, { "dl twice", "downloaded_twice" }, { "wrong", "wrong" }, { "stuck", "stuck" },
   { "errors", "errors" },

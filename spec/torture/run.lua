@@ -17,6 +17,12 @@
 -- on any lost, duplicated, re-applied, stale, twice-downloaded or wrong
 -- edit, or a mode that could not run.
 --
+-- TORTURE_WINDOW_SCALE=F in the environment multiplies each kill's delay
+-- after its phase's marker (spec/torture/phases.lua): 0 kills at the
+-- marker itself, where a loaded machine's kills land (the emulator killed
+-- before it read the request: an add held one sync, then folded with the
+-- next run's edit of its feature, as spec/store/fold_spec.lua shows).
+--
 -- TORTURE_FORGET_JOURNAL=1 in the environment is the mutation check's: the
 -- children's syncs get a journal that forgets each attempt as it leaves
 -- (spec/torture/forgetful.lua), and the torture must fail.

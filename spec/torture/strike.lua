@@ -26,7 +26,8 @@ function M.run(r)
   local child = child_mod.start(r.dir, r.script, r.args, env)
   local out = { child = child }
   local reached = child:wait_marker(plan.marker, 60)
-  if reached then helper.sleep(uniform(plan.window[1], plan.window[2])) end
+  local scale = tonumber(os.getenv("TORTURE_WINDOW_SCALE")) or 1
+  if reached then helper.sleep(uniform(plan.window[1], plan.window[2]) * scale) end
   local kill_emulator = r.kill_emulator and plan.in_flight and reached
   -- the phase is read just before the kill: once a process dies, the other
   -- moves on at once (a reset answer, a retry)
