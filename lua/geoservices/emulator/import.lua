@@ -16,6 +16,11 @@ local import = {}
 local DUPLICATE_GLOBALID = -2147217395 -- the server's code for "object already exists"
 local OBJECT_MISSING = 1019
 local GLOBALID_REQUIRED = 1000
+-- "Setting of value for <value> failed." and "Operation rolled back." (the vendor's
+-- feature service error codes, https://developers.arcgis.com/rest/services-reference/
+-- enterprise/feature-service-error-codes.htm)
+local SETTING_FAILED = 1016
+local ROLLED_BACK = 1003
 
 local UPLOADS = { bidirectional = true, upload = true }
 
@@ -186,6 +191,21 @@ local function gid_of(target, item)
   return world.guid(item.globalId)
 end
 
+-- The first attribute of `attrs` a String field of `layer` cannot hold (longer
+-- than the field's length, in characters), or nil: a geodatabase column of
+-- that length refuses it.
+local function too_long(layer, attrs)
+  local meta = type(layer.meta) == "table" and layer.meta or {}
+  for _, f in ipairs(type(meta.fields) == "table" and meta.fields or {}) do
+    local v = type(attrs) == "table" and attrs[f.name]
+    if f.type == "esriFieldTypeString" and math.tointeger(f.length) and type(v) == "string"
+      and (utf8.len(v) or #v) > f.length then
+      return f.name
+    end
+  end
+  return nil
+end
+
 -- Applies one target's (features' or attachments') edits of a layer to
 -- `layer`, recording undo steps, attempts and the per-edit results in `res`.
 local function apply_target(layer, target, edits, res, ctx)
@@ -213,6 +233,9 @@ local function apply_target(layer, target, edits, res, ctx)
       refuse(res.addResults, entry, GLOBALID_REQUIRED, "GlobalID is required for adds in a replica.")
     elseif store[gid] then
       refuse(res.addResults, entry, DUPLICATE_GLOBALID, ("An object with GlobalID %s already exists."):format(gid))
+    elseif target == "features" and too_long(layer, item.attributes) then
+      refuse(res.addResults, entry, SETTING_FAILED, ("Setting of value for %s failed."):format(
+        too_long(layer, item.attributes)))
     elseif target == "attachments" and not (layer.features[world.guid(item.parentGlobalId)]
       and not layer.features[world.guid(item.parentGlobalId)].deleted) then
       refuse(res.addResults, entry, OBJECT_MISSING, "The parent feature of the attachment does not exist.")
@@ -241,6 +264,9 @@ local function apply_target(layer, target, edits, res, ctx)
     local current = type(gid) == "string" and store[gid]
     if not current or current.deleted then
       refuse(res.updateResults, entry, OBJECT_MISSING, "Object is missing.")
+    elseif target == "features" and too_long(layer, item.attributes) then
+      refuse(res.updateResults, entry, SETTING_FAILED, ("Setting of value for %s failed."):format(
+        too_long(layer, item.attributes)))
     else
       change(gid)
       local updated = world.deep_copy(current)
@@ -357,6 +383,9 @@ function import.run(plan)
   if #ctx.failed > 0 and plan.rollback then
     undo_all(ctx)
     log_attempts(svc, ctx, svc.gen, true)
+    if not plan.names_refused then -- the documented code alone (settings.rollback_names_edits)
+      return nil, error_body(400, "Operation rolled back.", { ("Error code %d."):format(ROLLED_BACK) })
+    end
     return nil, error_body(400, "Unable to synchronize replica: edits failed and were rolled back; "
       .. "no edit was applied.", ctx.failed)
   end

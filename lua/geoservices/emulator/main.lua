@@ -101,6 +101,9 @@ function M.parser(prog)
     p:option("--supports-rollback-on-failure", ("syncCapabilities.supportsRollbackOnFailure; false: the "
       .. "parameter is ignored and the sync model decides. Default: %s.")
       :format(tostring(d.supports_rollback_on_failure))):choices{ "true", "false" },
+    p:option("--rollback-names-edits", ("What a request rolled back for a failed edit answers: true (an error "
+      .. "naming each failed edit) or false (only \"Operation rolled back.\", code 1003). Default: %s.")
+      :format(tostring(d.rollback_names_edits))):choices{ "true", "false" },
     p:option("--supports-per-replica-sync", "syncCapabilities.supportsPerReplicaSync of every service; false: "
       .. "createReplica refuses the perReplica model and syncs of such replicas are refused. Default: as the "
       .. "data file says (true)."):choices{ "true", "false" },
@@ -158,6 +161,7 @@ end
 local BEHAVIOUR_FLAGS = {
   enum_prefix = "enum_prefix", default_transport = "default_transport", edit_results = "edit_results",
   rollback_default = "rollback_default", supports_rollback_on_failure = "supports_rollback_on_failure",
+  rollback_names_edits = "rollback_names_edits",
   result_lifetime = "result_lifetime_s", job_step_ms = "job_step_ms", layer_id_position = "layer_id_position",
   supports_per_replica_sync = "supports_per_replica_sync", supports_per_layer_sync = "supports_per_layer_sync",
   supports_async = "supports_async", supports_sync_direction_control = "supports_sync_direction_control",

@@ -92,6 +92,13 @@ settings.DEFAULTS = {
   -- false behaviour, perReplica only -> true behaviour; with both models supported the
   -- replica's own model decides, our reading of it).
   supports_rollback_on_failure = true,
+  -- What a request rolled back for a failed edit answers: true, an error whose details
+  -- name each failed edit with its GlobalID and the server's words; false, only the
+  -- documented code 1003 "Operation rolled back." (https://developers.arcgis.com/rest/
+  -- services-reference/enterprise/feature-service-error-codes.htm), naming no edit: the
+  -- client must find the refused edits itself (by halves). The vendor's pages show no
+  -- such answer whole, so both are settings the specs run.
+  rollback_names_edits = true,
   -- The rest of a service's sync capability set, each over what the world file says
   -- for every service (nil: the world file's, else metadata.DEFAULT_SYNC_CAPABILITIES);
   -- the service resource advertises them and the emulator does what it advertises:
@@ -144,6 +151,7 @@ local CHECKS = {
   edit_results = one_of("all", "failures", "none"),
   rollback_default = boolean,
   supports_rollback_on_failure = boolean,
+  rollback_names_edits = boolean,
   supports_per_replica_sync = boolean,
   supports_per_layer_sync = boolean,
   supports_async = boolean,
