@@ -1,6 +1,7 @@
 /* What the Lua layer needs from the system and Lua's io/os cannot give:
- * write_file_atomic, make_temp + commit_file (downloads saved while they
- * arrive), remove_temps (what a killed download left) and random_bytes.
+ * write_file_atomic, append_durable (a journal's record), make_temp +
+ * commit_file (downloads saved while they arrive), remove_temps (what a
+ * killed download left) and random_bytes.
  *
  * Atomic file replacement for replica state and downloaded results: write a
  * temporary file in the same directory, fsync it, rename it over the target,
@@ -117,6 +118,33 @@ static void fsync_dir_of(lua_State *L, const char *path) {
     close(dir_fd);
   }
   lua_pop(L, 1);
+}
+
+/* append_durable(path, data, mode) -> true, or nil, message: appends data
+ * to path (made with `mode` when missing, and given it when it has
+ * another) and fsyncs it before returning, so an acknowledged record is on
+ * disk; a crash in the middle leaves a torn last record, which the reader
+ * of the journal knows by its length (emulator.state_file). */
+static int l_append_durable(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checkstring(L, 1);
+  const char *data = luaL_checklstring(L, 2, &len);
+  mode_t mode = (mode_t)(luaL_checkinteger(L, 3) & 07777);
+  struct stat st;
+  int created, fd;
+  created = stat(path, &st) != 0;
+  fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode);
+  if (fd < 0) return push_errno(L, "cannot open", path);
+  if (fchmod(fd, mode) != 0 || geoservices_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return push_errno(L, "cannot append to", path);
+  }
+  if (close(fd) != 0) return push_errno(L, "cannot append to", path);
+  if (created) fsync_dir_of(L, path);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /* make_temp(path) -> the path of a new empty file next to path, or nil,
@@ -279,6 +307,7 @@ void geoservices_open_sys(lua_State *L) {
   static const luaL_Reg functions[] = {
     {"try_lock", l_try_lock},
     {"write_file_atomic", l_write_file_atomic},
+    {"append_durable", l_append_durable},
     {"random_bytes", l_random_bytes},
     {"make_temp", l_make_temp},
     {"remove_temps", l_remove_temps},

@@ -8,7 +8,7 @@
 local core = require "geoservices.core"
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
-local persist = require "geoservices.emulator.persist"
+local saved_states = require "geoservices.emulator.state_file"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 
@@ -64,7 +64,7 @@ end
 
 -- The state file as the emulator left it, decoded.
 local function saved_state(path)
-  return assert(persist.load(assert(helper.read_all(path))))
+  return assert(saved_states.read(path))
 end
 
 local function start_with_state(state_file, port, extra)
@@ -94,7 +94,8 @@ local function restart(state_file, port)
 end
 
 local function remove_state(state_file)
-  os.execute("rm -rf " .. helper.shell_quote(state_file) .. " " .. helper.shell_quote(state_file .. ".results"))
+  os.execute("rm -rf " .. helper.shell_quote(state_file) .. " " .. helper.shell_quote(state_file .. ".results") .. " "
+    .. helper.shell_quote(state_file .. ".journal"))
 end
 
 describe("emulator: a request's edits are all or nothing", function()

@@ -531,7 +531,8 @@ describe("fault matrix", function()
       if restarted then restarted:stop() end
       restarted = nil
       if state_file then
-        os.execute("rm -rf " .. helper.shell_quote(state_file) .. " " .. helper.shell_quote(state_file .. ".results"))
+        os.execute(("rm -rf %s %s %s"):format(helper.shell_quote(state_file),
+          helper.shell_quote(state_file .. ".results"), helper.shell_quote(state_file .. ".journal")))
       end
     end)
 

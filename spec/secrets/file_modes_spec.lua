@@ -77,6 +77,7 @@ describe("file modes", function()
     teardown(function()
       emu:stop()
       os.remove(state_file)
+      os.remove(state_file .. ".journal")
     end)
 
     it("a sync's state and its changes (opts.output) as the umask says; the stored login token 0600", function()

@@ -21,13 +21,13 @@ local faults = require "geoservices.emulator.faults"
 local forms = require "geoservices.emulator.forms"
 local gateway = require "geoservices.emulator.gateway"
 local organization = require "geoservices.emulator.organization"
-local persist = require "geoservices.emulator.persist"
 local jobs = require "geoservices.emulator.jobs"
 local metadata = require "geoservices.emulator.metadata"
 local query = require "geoservices.emulator.query"
 local race = require "geoservices.emulator.race"
 local replicas = require "geoservices.emulator.replicas"
 local settings = require "geoservices.emulator.settings"
+local state_file = require "geoservices.emulator.state_file"
 local sync = require "geoservices.emulator.sync"
 local uploads = require "geoservices.emulator.uploads"
 local world = require "geoservices.emulator.world"
@@ -146,6 +146,8 @@ function emulator.new(opts)
   }, Emulator)
   if self.state_file then
     local loaded, load_err = self:load_state()
+    -- the whole state written now, before anyone waits: later saves write what changed
+    if loaded then loaded, load_err = self:save_state() end
     if not loaded then
       srv:close()
       return nil, load_err
@@ -175,13 +177,13 @@ end
 
 --- Saves the mutable state to the state file, if there is one: after every
 -- request that can change it and after every step of a job, before the
--- answer goes out. core.write_file_atomic writes a temporary file next to
--- it, fsyncs it, renames it over the state file and fsyncs the directory,
--- so a SIGKILL (or a power cut) at any moment leaves the previous or the new
--- state whole, never a torn one.
+-- answer goes out; it is on disk when this returns, and a SIGKILL (or a
+-- power cut) at any moment leaves the previous or the new state whole,
+-- never a torn one. What it writes is what changed (emulator.state_file).
 function Emulator:save_state()
   if not self.state_file then return true end
-  local text = persist.dump{
+  self.state_writer = self.state_writer or state_file.new(self.state_file)
+  local ok, err = self.state_writer:save{
     feature_services = self.world.feature_services,
     jobs = self.jobs,
     result_files = self.result_files,
@@ -191,8 +193,6 @@ function Emulator:save_state()
     uploads = uploads.dump(),
     races = self.races,
   }
-  -- 0600: it holds the users' tokens
-  local ok, err = core.write_file_atomic(self.state_file, text, tonumber("600", 8))
   if not ok then io.stderr:write("emulator: cannot save state: ", tostring(err), "\n") end
   return ok, err
 end
@@ -206,12 +206,9 @@ end
 function Emulator:load_state()
   os.execute(("rm -f %s.tmp?????? %s/*.tmp?????? 2>/dev/null"):format(shell_quote(self.state_file),
     shell_quote(self.state_file .. ".results")))
-  local f = io.open(self.state_file, "rb")
-  if not f then return true end
-  local text = f:read("a")
-  f:close()
-  local state, err = persist.load(text)
-  if type(state) ~= "table" then return nil, "state file " .. self.state_file .. ": " .. tostring(err) end
+  local state, err = state_file.read(self.state_file)
+  if not state and not err then return true end
+  if not state then return nil, "state file " .. self.state_file .. ": " .. tostring(err) end
   self.world.feature_services = state.feature_services
   self.jobs = jobs.restore(state.jobs)
   -- a restart gives every result file a fresh lifetime: the monotonic clock of the

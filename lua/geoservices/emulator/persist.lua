@@ -5,6 +5,10 @@
 -- table graph (shared references and JSON array/object marks included); it
 -- is loaded with an empty environment plus three constructors, so a state
 -- file can build tables and nothing else.
+--
+-- `externals` (a table -> name map) leaves tables out: each is written as
+-- X(name), which the loader's `X` resolves (emulator.state_file: the large
+-- maps of features, written once and then changed by journal records).
 local json = require "geoservices.json"
 
 local persist = {}
@@ -12,7 +16,7 @@ local persist = {}
 local ARRAY_MT = getmetatable(json.array())
 local OBJECT_MT = getmetatable(json.object())
 
-local function literal(v, ids)
+local function literal(v, ids, externals)
   local t = type(v)
   if t == "string" then return ("%q"):format(v) end
   if t == "boolean" then return tostring(v) end
@@ -26,16 +30,20 @@ local function literal(v, ids)
     if v == -math.huge then return "(-1/0)" end
     return ("%a"):format(v)
   end
-  if t == "table" then return ("T[%d]"):format(ids[v]) end
+  if t == "table" then
+    if externals and externals[v] then return ("X(%q)"):format(externals[v]) end
+    return ("T[%d]"):format(ids[v])
+  end
   if v == json.null then return "N" end
   error("persist: cannot save a value of type " .. t)
 end
 
---- Returns the text of a chunk that rebuilds `root`.
-function persist.dump(root)
+--- Returns the text of a chunk that rebuilds `root`; the tables of
+-- `externals` (optional) are named, not written.
+function persist.dump(root, externals)
   local ids, order = {}, {}
   local function visit(t)
-    if ids[t] then return end
+    if ids[t] or (externals and externals[t]) then return end
     order[#order + 1] = t
     ids[t] = #order
     for k, v in pairs(t) do
@@ -51,16 +59,17 @@ function persist.dump(root)
   end
   for i, t in ipairs(order) do
     for k, v in pairs(t) do
-      out[#out + 1] = ("T[%d][%s] = %s\n"):format(i, literal(k, ids), literal(v, ids))
+      out[#out + 1] = ("T[%d][%s] = %s\n"):format(i, literal(k, ids, externals), literal(v, ids, externals))
     end
   end
   out[#out + 1] = "return T[1]\n"
   return table.concat(out)
 end
 
---- Rebuilds the value saved by dump; returns it or nil, message.
-function persist.load(text)
-  local env = { A = json.array, O = json.object, N = json.null }
+--- Rebuilds the value saved by dump; returns it or nil, message. `X`
+-- (optional): the function that gives the named tables back.
+function persist.load(text, X)
+  local env = { A = json.array, O = json.object, N = json.null, X = X }
   local chunk, err = load(text, "=emulator state", "t", env)
   if not chunk then return nil, err end
   local ok, value = pcall(chunk)
