@@ -8,6 +8,7 @@
 local data = require "spec.support.store_data"
 local helper = require "spec.helper"
 local json = require "geoservices.json"
+local result_file = require "geoservices.store.sync.result_file"
 local store = require "geoservices.store"
 
 local q = helper.shell_quote
@@ -189,7 +190,7 @@ describe("replica store change capture", function()
     local result = dir .. "/download.json"
     -- the server's changes: features 4..5 of layer 3 added, feature 3 of layer 0 deleted
     data.write_result(result, { [0] = 0, [3] = 5 }, { deletes = { [0] = { data.gid(0, 3) } } })
-    assert(st:transaction(function() return store._apply_file(st, result) end))
+    assert(st:transaction(function() return result_file.apply(st, result) end))
     assert.equal(5, st:count(3))
     assert.is_nil(st:get(0, data.gid(0, 3)))
     assert.same({ "update " .. data.gid(0, 1) }, ops(st))
@@ -201,7 +202,7 @@ describe("replica store change capture", function()
     -- an apply that fails half-way leaves capture on too
     local bad = dir .. "/bad.json"
     helper.write_file(bad, '{"edits":[{"id":3,"features":{"adds":[{"attributes":{"GlobalID":"{X}"}},')
-    local ok = st:transaction(function() return store._apply_file(st, bad) end)
+    local ok = st:transaction(function() return result_file.apply(st, bad) end)
     assert.is_nil(ok)
     assert.same({ { enabled = 1 } }, st.db:rows("SELECT enabled FROM geoservices_capture"))
     st:close()

@@ -49,23 +49,28 @@
 -- take), "io" (SQLite or the file system; `err.code` is SQLite's, e.g.
 -- "corrupt", "full", "readonly"). Misuse (wrong argument types) raises.
 --
--- This module opens and creates stores and holds their replica,
--- generations, transactions and log; the features and local edits are in
--- geoservices.store.edits.features, the queue of edits and its attempts in
--- geoservices.store.edits.queue, the status and discarding of edits in
--- geoservices.store.edits.inspect, the synchronization in geoservices.store.sync.
--- Their methods are all methods of the one Store.
+-- This module opens and creates stores and owns the Store class: its
+-- connection, transactions and capture switch. Every other method is a
+-- function of the module of its concept, taking the store first, attached
+-- to the class in one table at the end of this file (METHODS): the
+-- features and local edits in store/edits/, the replica's state and the
+-- synchronization in store/sync/, the tables' shape in store/file/. Those
+-- modules never require this one.
 -- @module geoservices.store
+local attachment_edits = require "geoservices.store.edits.attachment_edits"
 local attachments = require "geoservices.store.file.attachments"
 local capture = require "geoservices.store.edits.capture"
 local conflicts = require "geoservices.store.edits.conflicts"
 local core = require "geoservices.core"
+local create = require "geoservices.store.sync.create"
 local errors = require "geoservices.errors"
 local features = require "geoservices.store.edits.features"
 local inspect = require "geoservices.store.edits.inspect"
 local json = require "geoservices.json"
+local layer_styles = require "geoservices.store.qgis.layer_styles"
 local migrate = require "geoservices.store.file.migrate"
 local paths = require "geoservices.store.paths"
+local project = require "geoservices.store.qgis.project"
 local queue = require "geoservices.store.edits.queue"
 local relations = require "geoservices.store.file.relations"
 local replica_state = require "geoservices.store.sync.replica_state"
@@ -74,6 +79,7 @@ local result_file = require "geoservices.store.sync.result_file"
 local schema = require "geoservices.store.file.schema"
 local shared = require "geoservices.store.shared"
 local srs = require "geoservices.store.file.srs"
+local store_sync = require "geoservices.store.sync"
 local table_shape = require "geoservices.store.file.table_shape"
 local wal_copy = require "geoservices.store.file.wal_copy"
 
@@ -327,12 +333,10 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       check(register(db, spec))
       for _, sql in ipairs(attachments.layer_sql(spec, meta)) do check(db:exec(sql)) end
       -- the aliases, symbols and labels where QGIS users look (a default style of the layer)
-      for _, sql in ipairs(require("geoservices.store.qgis.layer_styles").layer_sql(spec, meta)) do
-        check(db:exec(sql))
-      end
+      for _, sql in ipairs(layer_styles.layer_sql(spec, meta)) do check(db:exec(sql)) end
     end
     check(conflicts.layout(db)) -- its geometry in the layers' CRS
-    check(require("geoservices.store.qgis.project").write(db, path)) -- the QGIS project a user opens (issue 37)
+    check(project.write(db, path)) -- the QGIS project a user opens (issue 37)
     local info = {}
     for k, v in pairs(replica_info) do
       if type(v) ~= "function" and type(v) ~= "userdata" then info[k] = v end
@@ -461,10 +465,8 @@ function store.create(client, path, params, opts)
   if type(client) ~= "table" or type(client.create_replica) ~= "function" then
     error("store.create: the first argument must be a geoservices client (or a path: see store.create_from)", 2)
   end
-  return require("geoservices.store.sync.create").create(client, path, params, opts)
+  return create.create(client, path, params, opts, store.create_from)
 end
-
-store._apply_file = result_file.apply -- geoservices.store.sync applies a result file with it
 
 --- A replica store opened by @{open} or @{create}.
 -- @type Store
@@ -480,12 +482,6 @@ function Store:__tostring()
     replica.replica_id or "?", replica.sync_model or "?", nlayers, nlayers == 1 and "" or "s",
     q and q[1].n or "?", q and q[1].n == 1 and "" or "s")
 end
-
---- What the user changed in the layers' tables, in plain words
--- (geoservices.store.file.table_shape): fields no longer synchronized and why,
--- local-only fields; one line each, none when every table is as made.
--- @treturn table the lines
-function Store:schema_notes() return table_shape.notes(self) end
 
 --- Closes the store (idempotent; an open transaction is rolled back).
 -- @treturn boolean true
@@ -596,46 +592,36 @@ function Store:clear_layer(layer_id)
   end)
 end
 
--- the features, the queue, the inspection and the replica's state: their own modules hold their methods
-for _, methods in ipairs{ features, queue.Store, inspect.Store, replica_state.Store, resolve.Store } do
-  for name, fn in pairs(methods) do Store[name] = fn end
+-- Every other method of a Store, each a function of its concept's module
+-- that takes the store first (documented there).
+local METHODS = {
+  -- the features: read, and edited locally (store/edits/features.lua)
+  get = features.get, count = features.count,
+  add = features.add, update = features.update, delete = features.delete,
+  -- the queue of local edits and its attempts (store/edits/queue.lua)
+  pending = queue.Store.pending, failed = queue.Store.failed,
+  begin_attempt = queue.Store.begin_attempt, attempt_job = queue.Store.attempt_job,
+  attempt = queue.Store.attempt, end_attempt = queue.Store.end_attempt,
+  -- the store's state at a glance, and a local edit discarded (store/edits/inspect.lua)
+  status = inspect.Store.status, discard = inspect.Store.discard,
+  -- the conflicts kept and their resolution (store/edits/resolve.lua)
+  conflicts = resolve.Store.conflicts, discard_conflict = resolve.Store.discard_conflict,
+  resolve = resolve.Store.resolve,
+  conflict_policy = resolve.Store.conflict_policy, set_conflict_policy = resolve.Store.set_conflict_policy,
+  -- the attachments edited locally (store/edits/attachment_edits.lua)
+  add_attachment = attachment_edits.add, delete_attachment = attachment_edits.delete,
+  attachment_edits = attachment_edits.pending,
+  -- what the user changed in the layers' tables, in plain words (store/file/table_shape.lua)
+  schema_notes = table_shape.notes,
+  -- the replica: its description, generations and sync log (store/sync/replica_state.lua)
+  replica = replica_state.Store.replica, generations = replica_state.Store.generations,
+  set_generations = replica_state.Store.set_generations, log = replica_state.Store.log,
+  -- the synchronization with the server (store/sync/init.lua)
+  sync = store_sync.sync, unregister = store_sync.unregister,
+}
+for name, fn in pairs(METHODS) do
+  assert(Store[name] == nil and type(fn) == "function", name)
+  Store[name] = fn
 end
-
---- Synchronizes the store with its replica on the server (geoservices.store.sync):
--- upload the queued edits, download the changes, commit both in one transaction.
--- @param client a geoservices client
--- @tparam[opt] table opts see geoservices.store.sync
--- @return the result, or nil, err
-function Store:sync(client, opts) return require("geoservices.store.sync").sync(self, client, opts) end
-
---- Adds an attachment to a feature (its bytes from `data` or the file at
--- `path`), queued for the next sync (geoservices.store.edits.attachment_edits).
--- @int layer_id the layer
--- @string parent_global_id the feature's GlobalID
--- @tparam table a `{name =, content_type =, data = bytes | path = file}`
--- @return the attachment's GlobalID, or nil, err
-function Store:add_attachment(layer_id, parent_global_id, a)
-  self:_db()
-  return require("geoservices.store.edits.attachment_edits").add(self, layer_id, parent_global_id, a)
-end
-
---- Deletes an attachment (by its GlobalID), queued for the next sync.
--- @return true, or nil, err
-function Store:delete_attachment(global_id)
-  self:_db()
-  return require("geoservices.store.edits.attachment_edits").delete(self, global_id)
-end
-
---- The attachment edits queued: `{seq, layer, op, globalId, parentGlobalId, uploadId, sent, failed}`.
-function Store:attachment_edits()
-  self:_db()
-  return require("geoservices.store.edits.attachment_edits").pending(self)
-end
-
---- Unregisters the replica on the server; later syncs are refused.
--- @param client a geoservices client
--- @tparam[opt] table opts `timeout` (seconds)
--- @return the server's outcome, or nil, err
-function Store:unregister(client, opts) return require("geoservices.store.sync").unregister(self, client, opts) end
 
 return store

@@ -178,6 +178,7 @@ end
 --- st:add_attachment(layer_id, parent_global_id, {name =, content_type =, data = | path =}).
 -- @return the new attachment's GlobalID, or nil, err
 function M.add(st, layer_id, parent, a)
+  st:_db() -- a closed store is misuse
   if type(a) ~= "table" or (type(a.data) ~= "string" and type(a.path) ~= "string") then
     error("store:add_attachment: expects {name =, content_type =, data = bytes | path = file}", 3)
   end
@@ -224,6 +225,7 @@ end
 
 --- st:delete_attachment(global_id): true, or nil, err.
 function M.delete(st, gid)
+  st:_db() -- a closed store is misuse
   if type(gid) ~= "string" then error("store:delete_attachment: global_id must be a string", 3) end
   local ok, msg, code = st.db:run("DELETE FROM " .. MEDIA .. " WHERE upper(global_id) = upper(?)", gid)
   if not ok then return nil, db_fail(st, msg, code) end
@@ -234,6 +236,7 @@ end
 --- The attachment edits queued (`{seq, kind = "attachment", layer, op, globalId, parentGlobalId, name,
 -- uploadId, sent, failed (the reason, when the server refused it), code, failedAt, created}`).
 function M.pending(st)
+  st:_db() -- a closed store is misuse
   if not has_queue(st) then return {} end
   local rows = st.db:rows("SELECT e.*, a.name FROM " .. M.QUEUE .. " AS e LEFT JOIN " .. MEDIA
     .. " AS a ON a.global_id = e.global_id ORDER BY e.seq") or {}

@@ -2,8 +2,8 @@
 -- the local edits (`st:add`, `st:update`, `st:delete`), each written to the
 -- feature table, where its capture triggers queue it
 -- (geoservices.store.edits.capture) exactly as they queue an edit made in QGIS.
--- These are methods of the Store (geoservices.store), which mixes them
--- in: call them on a store, `st:add(0, feature)`.
+-- These are methods of the Store (geoservices.store), which attaches them
+-- (its METHODS): call them on a store, `st:add(0, feature)`.
 -- @module geoservices.store.edits.features
 local edits = require "geoservices.sync.edits"
 local errors = require "geoservices.errors"

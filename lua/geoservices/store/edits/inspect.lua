@@ -5,7 +5,7 @@
 -- prints as one readable line (`tostring`, a REPL's echo), as the lists of
 -- `st:pending()`, `st:failed()` and `st:conflicts()` do
 -- (geoservices.store.edits.edit_list). These are methods of the Store
--- (geoservices.store), which mixes them in.
+-- (geoservices.store), which attaches them (its METHODS).
 -- @module geoservices.store.edits.inspect
 local attachment_discard = require "geoservices.store.edits.attachment_discard"
 local attachment_edits = require "geoservices.store.edits.attachment_edits"

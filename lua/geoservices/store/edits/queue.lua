@@ -4,7 +4,7 @@
 -- `st:attempt_job`, `st:attempt`, `st:end_attempt`). The queue is the
 -- journal: an edit leaves it only in the transaction that commits the
 -- server's result for it. These are methods of the Store
--- (geoservices.store), which mixes them in: call them on a store,
+-- (geoservices.store), which attaches them (its METHODS): call them on a store,
 -- `st:pending()`. The edits are queued by the capture triggers of the
 -- feature tables (geoservices.store.edits.capture), whoever makes them.
 -- @module geoservices.store.edits.queue

@@ -3,7 +3,7 @@
 -- `st:resolve(gid, with)`, `st:discard_conflict(seq)`, and the store's
 -- conflict policy (`st:conflict_policy()`, `st:set_conflict_policy(p)`:
 -- geoservices.sync.merge's `manual`, `server`, `local`; manual unless set).
--- These are methods of the Store (geoservices.store), which mixes them in.
+-- These are methods of the Store (geoservices.store), which attaches them (its METHODS).
 --
 -- Resolving writes the chosen values into the feature table as an edit
 -- of the user's (the capture triggers queue it, geoservices.store.edits.capture)

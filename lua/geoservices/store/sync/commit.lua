@@ -8,13 +8,13 @@ local download_conflicts = require "geoservices.store.edits.conflicts"
 local integrity = require "geoservices.store.sync.integrity"
 local json = require "geoservices.json"
 local outcome = require "geoservices.sync.outcome"
+local result_file = require "geoservices.store.sync.result_file"
 local shared = require "geoservices.store.shared"
 local schema = require "geoservices.store.file.schema"
-local store = require "geoservices.store"
 
 local commit = {}
 
-local normalize = store.normalize_global_id
+local normalize = shared.normalize_gid
 
 local function feature_key(layer, gid)
   return ("%s|%s"):format(tostring(layer), normalize(tostring(gid)))
@@ -184,7 +184,7 @@ function commit.result(st, rep, c)
     end
     local downloaded = 0
     if c.file then
-      local n, aerr = store._apply_file(st, c.file, function(kind, layer, value)
+      local n, aerr = result_file.apply(st, c.file, function(kind, layer, value)
         if kind == "add_result" and type(value) == "table" and (value.success == true or value.success == "true")
           and math.tointeger(value.objectId) and type(value.globalId) == "string" then
           new_oids[#new_oids + 1] = { layer, normalize(value.globalId), math.tointeger(value.objectId) }

@@ -21,6 +21,7 @@
 -- a second replica.
 -- @module geoservices.store.sync.create
 -- @local
+local attachments = require "geoservices.store.file.attachments"
 local create_params = require "geoservices.sync.create_params"
 local errors = require "geoservices.errors"
 local journal = require "geoservices.store.sync.create_journal"
@@ -67,10 +68,12 @@ end
 -- @tparam[opt] table opts `on_status`, `on_progress` (the download), `on_fill(bytes, total, records)`
 --   `on_phase(text)` and `on_tick()` (the store being filled from it, then built: see store.create_from),
 --   `timeout`, `poll_interval`, `busy_timeout`
+-- @tparam function create_from geoservices.store's `create_from`, which builds the store from
+--   the replica and its data: handed in by geoservices.store, which stands above this module
 -- @return the open store, or nil, err (kind "invalid" with nothing sent: a file at path, a bad
 --   parameter, a capability the service lacks; or the errors of createReplica and the store)
 -- @raise on misuse
-function M.create(client, path, params, opts)
+function M.create(client, path, params, opts, create_from)
   if type(client) ~= "table" then error("store.create: client must be a geoservices client", 3) end
   if type(path) ~= "string" then error("store.create: path must be a string", 3) end
   if type(params) ~= "table" then error("store.create: params must be a table", 3) end
@@ -171,8 +174,7 @@ function M.create(client, path, params, opts)
     end
   end
   replica_info = replica_info or M.replica_info(result, request)
-  local store = require "geoservices.store"
-  local ok, st, serr = pcall(store.create_from, path, replica_info, layer_infos, tmp,
+  local ok, st, serr = pcall(create_from, path, replica_info, layer_infos, tmp,
                              { busy_timeout = opts.busy_timeout, on_fill = opts.on_fill, on_phase = opts.on_phase,
                                on_tick = opts.on_tick })
   if not ok then serr = errors.new("io", tostring(st)) st = nil end
@@ -193,7 +195,7 @@ function M.create(client, path, params, opts)
   journal.remove(path)
   st.created = result or replica_info
   -- the attachments' bytes: one that fails is named here and fetched by the next sync
-  st.created.attachments = require("geoservices.store.file.attachments").fetch(st, client, { timeout = opts.timeout })
+  st.created.attachments = attachments.fetch(st, client, { timeout = opts.timeout })
   return st
 end
 

@@ -1,7 +1,7 @@
 --- The replica a store holds: its description (`st:replica()`), its
 -- generations (`st:generations()`, `st:set_generations()`) and the log of
 -- its synchronizations (`st:log()`). These are methods of the Store
--- (geoservices.store), which mixes them in: call them on a store.
+-- (geoservices.store), which attaches them (its METHODS): call them on a store.
 -- @module geoservices.store.sync.replica_state
 local json = require "geoservices.json"
 local shared = require "geoservices.store.shared"
