@@ -130,6 +130,22 @@ describe("the geoservices command for a newcomer", function()
       assert.truthy(run{ "replica", "unregister", "--help" }.out:find("without --force", 1, true))
     end)
 
+    it("every --help, the emulator's too, ends with examples and shows no placeholder (issue 39 item 6)", function()
+      require("geoservices.cli").parser() -- commands defined by their own files add their examples
+      local paths = { "", "emulator" }
+      for path in pairs(require("geoservices.cli.parser").EXAMPLES) do paths[#paths + 1] = path end
+      for _, path in ipairs(paths) do
+        local args = {}
+        for w in path:gmatch("%S+") do args[#args + 1] = w end
+        args[#args + 1] = "--help"
+        local r = run(args)
+        assert.equal(0, r.code, path .. ": " .. r.err)
+        assert.truthy(r.out:find("\nExamples:\n  geoservices", 1, true), "geoservices " .. path .. " --help: " .. r.out)
+        -- a word in braces ({url}, {base_url}) is a template's, not the user's
+        assert.is_nil(r.out:match("{[%a_]+}"), "geoservices " .. path .. " --help: " .. r.out)
+      end
+    end)
+
     it("prints a completion script for bash, zsh and fish", function()
       for shell, marker in pairs{ bash = "complete -F _geoservices", zsh = "#compdef geoservices",
                                   fish = "complete -c geoservices" } do

@@ -153,8 +153,8 @@ function parser.new(extra)
   p:option("--username", "Generate tokens with the server's generateToken as this user (password: "
     .. "--password-file, $GEOSERVICES_PASSWORD, or a prompt).")
   p:option("--password-file", "File holding the password of --username; - reads it from standard input.")
-  p:option("--token-endpoint", "Where generateToken is: server ({url}/tokens/generateToken) or portal "
-    .. "({url}/sharing/rest/generateToken).")
+  p:option("--token-endpoint", "Where generateToken is, under --url: server (/tokens/generateToken) or portal "
+    .. "(/sharing/rest/generateToken).")
     :choices{ "server", "portal" }
   p:flag("--bearer", "Send the token in an Authorization: Bearer header instead of a form field.")
   p:option("--timeout", "Seconds per request (default: 30, or the profile's)."):convert(tonumber)
