@@ -18,6 +18,7 @@
  * only core.c's luaopen calls these. */
 void geoservices_open_request(lua_State *L);     /* net/request.c */
 void geoservices_open_driver(lua_State *L);      /* net/driver.c */
+void geoservices_open_drive(lua_State *L);       /* net/drive.c */
 void geoservices_open_form(lua_State *L);        /* net/form.c */
 void geoservices_open_json_decode(lua_State *L); /* json/lua_decode.c */
 void geoservices_open_json_encode(lua_State *L); /* json/lua_encode.c */

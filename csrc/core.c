@@ -50,6 +50,7 @@ GEOSERVICES_API int luaopen_geoservices_core(lua_State *L) {
   lua_setfield(L, -2, "monotonic");
   geoservices_open_request(L);
   geoservices_open_driver(L);
+  geoservices_open_drive(L);
   geoservices_open_form(L);
   geoservices_open_json_decode(L);
   geoservices_open_json_encode(L);

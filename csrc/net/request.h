@@ -1,4 +1,4 @@
-/* The request and driver structures, shared by request.c and driver.c only. */
+/* The request and driver structures, shared by request*.c, driver.c and drive.c only. */
 #ifndef GEOSERVICES_REQUEST_H
 #define GEOSERVICES_REQUEST_H
 
@@ -67,6 +67,8 @@ struct geoservices_driver {
 };
 
 geoservices_request *geoservices_check_request(lua_State *L, int idx);
+/* driver.c: hands each transfer the multi handle finished to its request; how many. */
+int geoservices_driver_finish_transfers(lua_State *L, geoservices_driver *drv);
 /* Removes a RUNNING request from its driver and drops the anchor; leaves it
  * in `next_state`. Safe in either GC order. */
 void geoservices_request_detach(lua_State *L, geoservices_request *req,
