@@ -66,6 +66,16 @@
 -- them blocks. `sched:step(0)` on every turn of the host loop is the simple
 -- alternative. examples/luv_embed.lua is a whole luv program (its test
 -- keeps a 10 ms luv timer's largest gap under 100 ms while ten syncs run).
+--
+-- One file, kept whole (about 900 lines, a third of them these notes and
+-- the reference): tasks, the scheduler, deadlines and the waits are one
+-- mechanism around private state that nothing else may touch: the WAIT
+-- sentinel every scheduler yield carries, the weak table of managed
+-- coroutines, the task context a deadline lives in. Split into modules,
+-- that state would become fields of a module table, open to any caller
+-- (and to monkey-patching); the public reference (geoservices.loop, with
+-- Task and Scheduler) would also be cut in pieces. The C side is
+-- csrc/net/driver.c (one driver) and drive.c (many in one poll).
 -- @module geoservices.loop
 local core = require "geoservices.core"
 local errors = require "geoservices.errors"
