@@ -12,7 +12,8 @@
 -- store crash torture met under load (spec/sync/torture_ledger_spec.lua).
 local helper = require "spec.helper"
 
-local T = { transportType = "esriTransportTypeUrl" }
+-- the store states rollbackOnFailure false with edits (per-edit results name a refused edit)
+local URL = { transportType = "esriTransportTypeUrl" }
 
 describe("an edit of a feature whose add is held", function()
   local world = helper.store_world()
@@ -20,8 +21,9 @@ describe("an edit of a feature whose add is held", function()
   teardown(world.stop)
 
   local n = 0
-  -- A store whose add of a new feature (OWNER v-add) is held in its attempt, never seen by the server.
-  local function held_add()
+  -- A store whose add of a new feature (OWNER v-add) is held in its attempt, never seen by the server;
+  -- `params`: its syncs' extra parameters.
+  local function held_add(params)
     n = n + 1
     local st = world.create("fold-" .. n)
     local c = world.client()
@@ -29,11 +31,11 @@ describe("an edit of a feature whose add is held", function()
                                    geometry = { x = -117 - n / 100, y = 34 } }))
     assert(world.emu:fault{ route = "synchronizeReplica", kind = "reset", phase = "before",
                             attempts = { world.emu:count("synchronizeReplica") + 1 } })
-    local r1, e1 = st:sync(c, { params = T })
+    local r1, e1 = st:sync(c, { params = params })
     world.emu:control("faults/clear", {})
     assert.is_nil(r1)
     assert.truthy(tostring(e1.message):find("not shown applied yet", 1, true), tostring(e1.message))
-    assert(st:sync(c, { params = T })) -- holds it: sends no edit
+    assert(st:sync(c, { params = params })) -- holds it: sends no edit
     local q = st:pending()
     assert.equal(1, #q)
     assert.same({ "add", true }, { q[1].op, q[1].attempt ~= nil })
@@ -65,9 +67,9 @@ describe("an edit of a feature whose add is held", function()
   end
 
   it("an update goes in the add, once", function()
-    local st, c, gid = held_add()
+    local st, c, gid = held_add(URL)
     assert(st:update(0, { attributes = { GlobalID = gid, OWNER = "v-upd" } }))
-    assert(st:sync(c, { params = T }))
+    assert(st:sync(c, { params = URL }))
     assert.same({ { "add", "v-upd", false } }, log_of(gid))
     assert.equal("v-upd", server_owner(gid))
     assert.equal("v-upd", st:get(0, gid).attributes.OWNER)
@@ -76,12 +78,36 @@ describe("an edit of a feature whose add is held", function()
   end)
 
   it("a delete and the add go as nothing", function()
-    local st, c, gid = held_add()
+    local st, c, gid = held_add(URL)
     assert(st:delete(0, gid))
-    assert(st:sync(c, { params = T }))
+    assert(st:sync(c, { params = URL }))
     assert.same({}, log_of(gid))
     assert.is_nil(server_owner(gid))
     nothing_left(st)
     st:close()
   end)
+
+  for _, transport in ipairs{ "esriTransportTypeUrl", "esriTransportTypeEmbedded" } do
+    it("an update still reaches the server when the add's first request lands late, just before it goes again ("
+      .. transport .. ")", function()
+      local params = { transportType = transport }
+      local st, c, gid, sent = held_add(params)
+      assert(st:update(0, { attributes = { GlobalID = gid, OWNER = "v-upd" } }))
+      -- the first request, applied late by the server: right before the next synchronizeReplica is handled
+      -- (after the store read the add back as not there and joined the update to it)
+      assert(world.emu:control("race", { service = "Parcels", replicaID = st:replica().replicaID,
+                                         edits = { { id = 0, features = { adds = { sent } } } } }))
+      assert(st:sync(c, { params = params })) -- the add refused as a copy of itself: read back
+      assert(st:sync(c, { params = params })) -- the update
+      assert.equal("v-upd", server_owner(gid))
+      assert.equal("v-upd", st:get(0, gid).attributes.OWNER)
+      local applied = {}
+      for _, e in ipairs(log_of(gid)) do
+        if not e[3] then applied[#applied + 1] = e[1] .. " " .. tostring(e[2]) end
+      end
+      assert.same({ "add v-add", "update v-upd" }, applied)
+      nothing_left(st)
+      st:close()
+    end)
+  end
 end)

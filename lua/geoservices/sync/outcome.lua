@@ -25,6 +25,10 @@ local outcome = {}
 
 outcome.APPLIED = "applied"
 outcome.UNKNOWN = "unknown"
+--- A verdict read back (geoservices.sync.verify) of an add sent before: the
+-- server holds its feature from that earlier send, without what this one
+-- carried (an edit made since, joined to it): the rest goes as an update.
+outcome.APPLIED_BEFORE = "applied_before"
 
 local UPLOADS = { bidirectional = true, upload = true }
 

@@ -2,7 +2,11 @@
 -- layer's query operation (`<service>/FeatureServer/<layer>/query`, which
 -- every feature layer has), by GlobalID, in batches. Never re-sends anything.
 --
---   * an add is applied when the server has its GlobalID;
+--   * an add is applied when the server has its GlobalID; an add sent before
+--     (its `base`: what that earlier send carried) whose feature the server
+--     holds without the values this one sent was applied BEFORE: that earlier
+--     send made it (the server applied it late), what was joined to it since
+--     is not there;
 --   * a delete is applied when the server no longer has it;
 --   * an update is applied when the server holds the values it sent; when the
 --     server still holds the values from before the edit (`base`), it was
@@ -93,8 +97,9 @@ end
 --   had no such feature then)
 -- @tparam table opts `completed` (the request is known to have completed: an edit not applied was
 --   skipped by the server), `fields` (`[layer] = {global_id =, object_id =}`), `timeout`
--- @treturn[1] table `[key] = "applied" | "not_applied" | {code =, description =} | {conflict = true,
---   server = feature}`, and for applied adds `objectIds[key]` (the server's OBJECTID) in the 2nd value
+-- @treturn[1] table `[key] = "applied" | "applied_before" (an add sent before: see above) | "not_applied" |
+--   {code =, description =} | {conflict = true, server = feature}`, and for applied adds `objectIds[key]` (the
+--   server's OBJECTID) in the 2nd value
 -- @treturn[1] table `[key] = objectId` of the adds found
 -- @return[2] nil
 -- @treturn[2] table err (the query failed: nothing is resolved)
@@ -116,7 +121,7 @@ function verify.edits(client, service, list, opts)
     local gids, geometry = {}, false
     for _, e in ipairs(by_layer[layer]) do
       gids[#gids + 1] = e.globalId
-      if e.op == "update" then geometry = true end
+      if e.op == "update" or (e.op == "add" and type(e.base) == "table") then geometry = true end
     end
     local found, layer_meta = verify.query(client, service, layer, gids,
       { global_id_field = gid_field, geometry = geometry, timeout = opts.timeout })
@@ -130,7 +135,11 @@ function verify.edits(client, service, list, opts)
     for _, e in ipairs(by_layer[layer]) do
       local server = found[normalize(e.globalId)]
       local v
-      if e.op == "add" then
+      if e.op == "add" and server and type(e.base) == "table" and type(e.feature) == "table"
+        and not compare.holds(server, e.feature, skip, rules) then
+        v = outcome.APPLIED_BEFORE
+        object_ids[e.key] = math.tointeger(server.attributes[oid_field])
+      elseif e.op == "add" then
         v = server and "applied" or not_applied
         if server then object_ids[e.key] = math.tointeger(server.attributes[oid_field]) end
       elseif e.op == "delete" then

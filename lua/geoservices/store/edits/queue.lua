@@ -118,8 +118,9 @@ queue.edit_rows = edit_rows -- the conflicts' too (geoservices.store.edits.resol
 -- an update's changed attributes and geometry), read from the feature table
 -- until the edit is sent, then what was sent; `base` the feature
 -- (`{attributes =, geometry =}`) as it was before the first unsent local
--- change of its GlobalID: an update's and a delete's, never an add's (nor
--- an edit queued by a store of format 1).
+-- change of its GlobalID: an update's and a delete's (nor an edit queued by
+-- a store of format 1); an add's only once it went back to the queue after a
+-- request: the feature that request carried, which the server may still apply.
 -- @return the list, or nil, err: kind "io", code "damaged" when a row cannot be decoded (the
 --   message names the file and the row; nothing is changed)
 function Store:pending()
@@ -276,9 +277,14 @@ local FOLD = {
   ["update delete"] = "delete", ["delete add"] = "update",
 }
 
+-- An add keeps what it carried as its base (the first time it goes back):
+-- that send may still be applied late, and the add, joined meanwhile to an
+-- edit of its feature, then goes with other values (geoservices.sync.verify's
+-- "applied_before": the rest goes as an update from that base).
 local function requeue(st, r)
   local db = st.db
-  local ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = NULL, feature = NULL WHERE seq = ?", r.seq)
+  local ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = NULL, feature = NULL, base = CASE WHEN "
+    .. "op = 'add' AND base IS NULL THEN feature ELSE base END WHERE seq = ?", r.seq)
   if not ok then return nil, m, c end
   local newer
   newer, m, c = db:rows("SELECT seq, op FROM geoservices_edits WHERE layer_id = ? AND global_id = ? AND "
@@ -302,7 +308,10 @@ end
 --   (another replica's newer edit); it moves to the conflicts (`st:conflicts()`), never sent again;
 -- * nil: not applied (or not known to be); it returns to the queue, unsent, and goes with the
 --   next synchronization (folded with an edit of its feature made meanwhile, and sending what
---   the feature table holds then).
+--   the feature table holds then);
+-- * `"update"`: an add an earlier send of it made on the server (applied late), while this one
+--   carried an edit joined to it since: it returns to the queue as an update from what that
+--   earlier send carried (its base), merged with the server's version before it goes.
 --
 -- The attempt is forgotten; with `opts.keep_unsettled`, the rows without an
 -- outcome stay in it instead (read back right after a sync's own failure:
@@ -337,6 +346,11 @@ function Store:end_attempt(attempt_id, outcomes, opts)
       local left = false
       if ok and (o == true or type(o) == "table") then
         ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
+      elseif ok and o == "update" then
+        ok, m, c = db:run("UPDATE geoservices_edits SET op = 'update', base = COALESCE(base, feature) WHERE seq = ?",
+          r.seq)
+        r.op = "update"
+        if ok then ok, m, c = requeue(self, r) end
       elseif ok and keep then
         left = true
       elseif ok then

@@ -45,14 +45,18 @@ end
 
 --- Each row's fate for Store:end_attempt from verdicts: true (applied), a
 -- rejection `{code =, description =}`, a conflict `{conflict = true, ...}`,
--- or nil (not applied, or unknown: back in the queue). Also the lists the
--- result reports.
+-- "update" (an add an earlier send of it made: applied, and what was joined
+-- to it since goes as an update of it), or nil (not applied, or unknown:
+-- back in the queue). Also the lists the result reports.
 function commit.outcomes(rows, verdicts)
   local by_seq, rejected, conflicts, applied = {}, {}, {}, 0
   for _, r in ipairs(rows) do
     local v = verdicts[commit.row_key(r)]
     if v == outcome.APPLIED then
       by_seq[r.seq] = true
+      applied = applied + 1
+    elseif v == outcome.APPLIED_BEFORE and r.op == "add" then
+      by_seq[r.seq] = "update"
       applied = applied + 1
     elseif type(v) == "table" and v.conflict then
       by_seq[r.seq] = v
