@@ -3,8 +3,8 @@
 -- names no edit (the emulator's rollback_names_edits false: only the
 -- documented "Operation rolled back.", code 1003). One edit among sixteen
 -- is one the server refuses. client:sync with a state file sends an add
--- whose APN is longer than the field's 20 characters ("Setting of value
--- for APN failed.", code 1016); the store refuses such a value itself
+-- whose APN is longer than the field's 20 characters (field_lengths: "Setting
+-- of value for APN failed.", code 1016); the store refuses such a value itself
 -- before sending, so its bad edit is an update of E03, which another crew
 -- deletes right before the store's request runs (after what the store read
 -- first: a race). What a user must see, in the same sync, for both engines:
@@ -26,7 +26,7 @@ describe("engine, F3 by halves (rollback forced, the refusal names no edit), the
 
   before_each(function()
     server = world.emulator{ supports_rollback_on_failure = false, supports_per_layer_sync = false,
-                             rollback_names_edits = false }
+                             rollback_names_edits = false, field_lengths = true }
     dir = helper.tmp_dir()
   end)
 

@@ -233,7 +233,7 @@ local function apply_target(layer, target, edits, res, ctx)
       refuse(res.addResults, entry, GLOBALID_REQUIRED, "GlobalID is required for adds in a replica.")
     elseif store[gid] then
       refuse(res.addResults, entry, DUPLICATE_GLOBALID, ("An object with GlobalID %s already exists."):format(gid))
-    elseif target == "features" and too_long(layer, item.attributes) then
+    elseif target == "features" and ctx.field_lengths and too_long(layer, item.attributes) then
       refuse(res.addResults, entry, SETTING_FAILED, ("Setting of value for %s failed."):format(
         too_long(layer, item.attributes)))
     elseif target == "attachments" and not (layer.features[world.guid(item.parentGlobalId)]
@@ -264,7 +264,7 @@ local function apply_target(layer, target, edits, res, ctx)
     local current = type(gid) == "string" and store[gid]
     if not current or current.deleted then
       refuse(res.updateResults, entry, OBJECT_MISSING, "Object is missing.")
-    elseif target == "features" and too_long(layer, item.attributes) then
+    elseif target == "features" and ctx.field_lengths and too_long(layer, item.attributes) then
       refuse(res.updateResults, entry, SETTING_FAILED, ("Setting of value for %s failed."):format(
         too_long(layer, item.attributes)))
     else
@@ -363,7 +363,7 @@ function import.run(plan)
   local svc, replica = plan.svc, plan.replica
   local new_gen = svc.gen + 1
   local ctx = { undo = {}, attempts = {}, failed = {}, gen = new_gen, replica_id = replica.replicaID,
-                return_ids = plan.flags.returnIdsForAdds }
+                return_ids = plan.flags.returnIdsForAdds, field_lengths = plan.field_lengths }
   local layer_out = {}
   local ok, err = pcall(function()
     for _, entry in ipairs(plan.edits) do

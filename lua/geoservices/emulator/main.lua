@@ -104,6 +104,8 @@ function M.parser(prog)
     p:option("--rollback-names-edits", ("What a request rolled back for a failed edit answers: true (an error "
       .. "naming each failed edit) or false (only \"Operation rolled back.\", code 1003). Default: %s.")
       :format(tostring(d.rollback_names_edits))):choices{ "true", "false" },
+    p:option("--field-lengths", ("true: a string longer than its field's length refuses that edit (code 1016), "
+      .. "as a geodatabase column does. Default: %s."):format(tostring(d.field_lengths))):choices{ "true", "false" },
     p:option("--supports-per-replica-sync", "syncCapabilities.supportsPerReplicaSync of every service; false: "
       .. "createReplica refuses the perReplica model and syncs of such replicas are refused. Default: as the "
       .. "data file says (true)."):choices{ "true", "false" },
@@ -161,7 +163,7 @@ end
 local BEHAVIOUR_FLAGS = {
   enum_prefix = "enum_prefix", default_transport = "default_transport", edit_results = "edit_results",
   rollback_default = "rollback_default", supports_rollback_on_failure = "supports_rollback_on_failure",
-  rollback_names_edits = "rollback_names_edits",
+  rollback_names_edits = "rollback_names_edits", field_lengths = "field_lengths",
   result_lifetime = "result_lifetime_s", job_step_ms = "job_step_ms", layer_id_position = "layer_id_position",
   supports_per_replica_sync = "supports_per_replica_sync", supports_per_layer_sync = "supports_per_layer_sync",
   supports_async = "supports_async", supports_sync_direction_control = "supports_sync_direction_control",

@@ -168,6 +168,7 @@ function replicas.plan(svc, form, s, uploaded)
   if flags.async then plan.transport = "url" end
   plan.rollback = rollback_of(svc, replica, flags.rollbackOnFailure, s)
   plan.names_refused = s.rollback_names_edits ~= false
+  plan.field_lengths = s.field_lengths == true
   local edits, edits_err = parse_json_param(uploaded and { edits = uploaded } or form, "edits")
   if edits_err then
     return nil, error_body(400, "Unable to synchronize replica: the edits are malformed.", { edits_err }), 400

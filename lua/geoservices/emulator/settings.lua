@@ -99,6 +99,11 @@ settings.DEFAULTS = {
   -- client must find the refused edits itself (by halves). The vendor's pages show no
   -- such answer whole, so both are settings the specs run.
   rollback_names_edits = true,
+  -- A string longer than its String field's length: true refuses that edit, code 1016
+  -- "Setting of value for <field> failed." (the error codes page above), as a geodatabase
+  -- column of that length does; false (the default for now: specs written before it send
+  -- longer values, spec/sync/attempt_spec's APNs for one) stores it whole.
+  field_lengths = false,
   -- The rest of a service's sync capability set, each over what the world file says
   -- for every service (nil: the world file's, else metadata.DEFAULT_SYNC_CAPABILITIES);
   -- the service resource advertises them and the emulator does what it advertises:
@@ -152,6 +157,7 @@ local CHECKS = {
   rollback_default = boolean,
   supports_rollback_on_failure = boolean,
   rollback_names_edits = boolean,
+  field_lengths = boolean,
   supports_per_replica_sync = boolean,
   supports_per_layer_sync = boolean,
   supports_async = boolean,
