@@ -93,10 +93,8 @@ function conflicts.run(args, out)
         out:line(("      %s%s  base %s, here %s, server %s%s"):format(d.field, (" "):rep(width - #d.field),
           shown(d.base), shown(d["local"]), shown(d.server), d.conflict and "  (both changed)" or ""))
       end
-    end
-    if #list > 0 then
-      out:line(("  resolve one: geoservices resolve %s GLOBALID --with local|server|base (or --all)"):format(
-        args.store))
+      out:line(("      resolve: geoservices resolve %s %s --with local (or --with server, --with base)"):format(
+        args.store, e.globalId))
     end
     out:line("conflict policy " .. POLICY_WORDS[policy])
   end

@@ -185,8 +185,8 @@ function Store:resolve(which, with)
       if all or normalize_gid(e.globalId):upper():gsub("[{}]", "") == key then todo[#todo + 1] = e end
     end
     if #todo == 0 and not all then
-      return nil, errors.invalid("global_id", ("no conflict of GlobalID %s in %s (geoservices conflicts lists them)")
-        :format(which, self.path))
+      return nil, errors.invalid("global_id", ("no conflict of GlobalID %s in %s (geoservices conflicts %s lists them)")
+        :format(which, self.path, self.path))
     end
     local done = setmetatable({ count = 0, queued = 0, globalIds = json.array(), with = with }, Resolved)
     for _, e in ipairs(todo) do

@@ -45,22 +45,26 @@ function Refused:__tostring()
   local first = self[1]
   return ("%d local edit%s refused, not sent (fix the feature; it stays queued): %s %s of %s: %s%s"):format(#self,
     #self == 1 and "" or "s", first.layer_name or first.layer, first.op, first.globalId, first.rule,
-    #self > 1 and ("; and %d more (geoservices pending)"):format(#self - 1) or "")
+    #self > 1 and ("; and %d more (geoservices pending %s)"):format(#self - 1, tostring(self.path)) or "")
 end
 
 -- What the result says beyond the server's answer: the local edits refused
 -- before sending (`refused`, a list printing as one line; the result is
--- then partial), and `store_notes`, lines for a reader (refused, conflicts).
-local function notes(result, refused)
+-- then partial), and `store_notes`, lines for a reader (refused, conflicts;
+-- an edit held back names the command that resolves it, as it runs).
+local function notes(st, result, refused)
   result.refused = setmetatable(refused or {}, Refused)
+  result.refused.path = st.path
   local lines = {}
   for _, r in ipairs(result.refused) do
     lines[#lines + 1] = ("refused, not sent: %s %s of %s: %s"):format(tostring(r.layer_name or r.layer), r.op,
       r.globalId, r.rule)
   end
   for _, k in ipairs(result.conflicts or {}) do
-    lines[#lines + 1] = ("conflict (%s): the %s of %s in layer %s: %s; kept in geoservices_conflicts"):format(
-      tostring(k.outcome or "server_kept"), k.op, tostring(k.globalId), tostring(k.layer), tostring(k.description))
+    lines[#lines + 1] = ("conflict (%s): the %s of %s in layer %s: %s; kept in geoservices_conflicts%s"):format(
+      tostring(k.outcome or "server_kept"), k.op, tostring(k.globalId), tostring(k.layer), tostring(k.description),
+      k.outcome == "held" and ("; `geoservices resolve %s %s --with local` sends yours (or --with server, --with base)")
+        :format(st.path, tostring(k.globalId)) or "")
   end
   result.store_notes = lines
   if #result.refused > 0 then result.partial = true end
@@ -99,7 +103,7 @@ function sync_locked(st, client, opts)
   result, err = attempt.run(client, j, opts)
   -- each edit counted once, the rebase's conflicts with the others (geoservices.store.sync.rebase)
   if result then rebase.summarize(result, j.rebased, j.rows, j.by_seq or {}, j.refused) end
-  if result then notes(result, j.refused) end
+  if result then notes(st, result, j.refused) end
   return result, err
 end
 

@@ -60,7 +60,7 @@ end
 
 local DESCRIPTIONS = {
   held = "both sides changed this feature: the edit was held back (policy %s), the server's version is in the "
-    .. "table; geoservices resolve STORE GLOBALID --with local|server|base",
+    .. "table",
   server_kept = "both sides changed this feature: the server's values were kept where they conflict (policy %s), "
     .. "the rest of the edit sent",
   local_kept = "both sides changed this feature: the local values were sent over the server's (policy %s)",
