@@ -189,10 +189,12 @@ $(BUILD)/tests/test_srs: $(OBJ)/tests/test_srs.o $(OBJ)/store/srs.o | $(BUILD)/t
 $(BUILD)/geoservices $(BUILD)/tests:
 	mkdir -p $@
 
-## luacheck over the tree (cached in build/luacheck.cache) and luarocks lint of both rockspecs
+## luacheck over the tree (cached in build/luacheck.cache), the import graph without a circle (make graph)
+## and luarocks lint of both rockspecs
 lint:
 	@mkdir -p $(BUILD)
 	$(LUACHECK) -q --cache $(BUILD)/luacheck.cache .
+	$(LUA) .ci/import-graph
 	luarocks lint rockspec/geoservices-scm-1.rockspec
 	luarocks lint rockspec/geoservices-emulator-scm-1.rockspec
 
@@ -222,12 +224,13 @@ busted: all
 # The quick lane: what an edit needs before a commit, in under a minute.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ## the quick lane, for every edit (under a minute): build, the C tests natively, the unit specs
-## (spec/unit, one process), luacheck
+## (spec/unit, one process), luacheck, the import graph without a circle (make graph)
 check:
 	@$(MAKE) -s -j$(JOBS) WERROR=1 all $(CTESTS)
 	@$(MAKE) -s -j$(JOBS) --output-sync=target VALGRIND= ctest
 	$(BUSTED) --cpath='$(BUILD)/?.so' spec/unit
 	$(LUACHECK) -q --cache $(BUILD)/luacheck.cache lua spec
+	$(LUA) .ci/import-graph
 
 # What CI runs (.ci/run). The build first, then side by side: busted (its
 # files in parallel processes), the C tests under valgrind, the fuzz targets
@@ -242,6 +245,8 @@ test: deps
 # The import graph (.ci/import-graph): Lua requires (those inside functions
 # too), C includes, and C calls between files (nm of build/obj); prints each
 # circle, exits 1 when there is one. GRAPH_FLAGS=--edges prints every edge.
+# `make check` and `make lint` (so `make test`, CI) run it too: a new circle
+# fails them (spec/release/import_graph_spec.lua plants one).
 .PHONY: graph
 ## the import graph of the code (Lua requires, C includes, C calls between files) and its circles
 graph: all
