@@ -33,7 +33,8 @@
 --    does not show stays in the attempt, PROVISIONAL (a gateway's 504, a
 --    dropped answer or a lost async kick-off: the server may still apply it
 --    late). The next sync reads it again and, if it still does not show,
---    HOLDS it one sync more (kept in the attempt, not sent: the store's sync
+--    HOLDS it one sync more, and longer while THE LATE WINDOW (@{holds})
+--    lasts (kept in the attempt, not sent: the store's sync
 --    then sends no edits, client:sync only the caller's), so that a late
 --    application is seen before anything is sent again; the sync after
 --    that sends it again when the server still does not show it (an update
@@ -50,7 +51,7 @@
 --   j.service, j.fields (verify's `[layer] = {global_id =, object_id =}` or nil),
 --   j.kept_in (where a pending job's edits stay, for messages)
 --   j:pending()           the attempt an earlier sync left: `{status_url =, params =, edits =,
---                         provisional =, held_once =, uploaded =}` (params: syncDirection,
+--                         provisional =, held_once =, late_until =, uploaded =}` (params: syncDirection,
 --                         rollbackOnFailure... as journaled; edits: the 2.1 list it carries;
 --                         uploaded: the editsUploadId it carries, if the journal keeps one), or false
 --   j:entries()           the feature edits of the attempt in hand, as verify entries
@@ -67,7 +68,9 @@
 --   j:commit(result, settled)  `settled`: `verdicts` (every sent edit's), `read` (those read back),
 --                         `object_ids`, `gens` (@{generations}: nil = keep)
 --   j:settle_read(verdicts, object_ids, how)  an attempt read back (`how.provisional`: after this
---                         sync's own failure, `how.hold`: a provisional attempt read again: edits not
+--                         sync's own failure, `how.late_until`: the end of its late window, kept
+--                         with the attempt and given back by pending(),
+--                         `how.hold`: a provisional attempt read again: edits not
 --                         applied stay in the attempt, not sent by this sync); returns a summary
 --                         with `unsettled` (edits left to send), `held`, `resent` (set of keys sent again)
 --   j:abandon()           nothing of the attempt was applied: its edits go back where they came from
@@ -220,6 +223,20 @@ local function reattach(client, j, a, opts)
                   timeout = opts.timeout }
 end
 
+--- THE LATE WINDOW: whether a provisional attempt (`j:pending()`) is held by
+-- this sync: always once (`held_once` not yet set), and again while the
+-- late window (`late_until`, a time in seconds since the epoch: the lost
+-- answer's time plus the sync's `late_window` option, 0 by default) has not
+-- passed, so that a server still working on the request (a job submitted
+-- late) shows it before anything is sent again.
+-- @tparam table a the pending attempt
+-- @treturn boolean
+function M.holds(a)
+  if a.provisional ~= true then return false end
+  if not a.held_once then return true end
+  return math.type(a.late_until) == "integer" and os.time() < a.late_until
+end
+
 --- Resolves the attempt an earlier sync left. Returns `{}` (none),
 -- `{result =}` (its job re-attached to and finished) or `{summary =,
 -- from_failed_job =}` (read back); or nil, err (`err.pending`: its job
@@ -240,8 +257,7 @@ local function resolve(client, j, opts)
     failed_job = werr.kind == "job" and werr.status_resource ~= nil
   end
   local summary
-  summary, err = read_back(client, j, { completed = false, hold = a.provisional == true and not a.held_once },
-    opts)
+  summary, err = read_back(client, j, { completed = false, hold = M.holds(a), late_until = a.late_until }, opts)
   if not summary then return nil, err end
   return { summary = summary, from_failed_job = failed_job }
 end
@@ -324,7 +340,8 @@ local function after_failure(client, j, err, sent, opts)
     return nil, err
   end
   local late = err.outcome_unknown == true and not sent.job and not sent.answered and may_come_late(err)
-  local summary, verr = read_back(client, j, { completed = false, provisional = late }, opts)
+  local summary, verr = read_back(client, j, { completed = false, provisional = late,
+    late_until = late and os.time() + (opts.late_window or 0) or nil }, opts)
   if not summary then return nil, err, verr end
   if not nothing_applied then j:note_read(err, summary) end
   if summary.unsettled > 0 and err.kind == "job" and err.status_resource and not opts.after_failed_job then

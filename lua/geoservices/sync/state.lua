@@ -50,6 +50,10 @@ function state_sync.sync(self, r, edits, opts)
                                    or not (opts.lock_timeout > 0 and opts.lock_timeout < math.huge)) then
     return nil, errors.invalid("lock_timeout", "must be a positive number of seconds")
   end
+  if opts.late_window ~= nil and (type(opts.late_window) ~= "number"
+                                  or not (opts.late_window >= 0 and opts.late_window < math.huge)) then
+    return nil, errors.invalid("late_window", "must be a number of seconds, 0 or more")
+  end
   if active[path] then
     return nil, errors.invalid("replica", ("a synchronization of %s is already running"):format(
       type(r) == "string" and path or r.replicaID))

@@ -204,7 +204,7 @@ function Journal:pending()
   self.current = { edits = edits, bases = bases }
   local params = type(a.params) == "table" and a.params or {}
   return { status_url = a.status_url, params = params, edits = a.edits, provisional = params.provisional == true,
-           held_once = params.held_once == true }
+           held_once = params.held_once == true, late_until = math.tointeger(params.late_until) }
 end
 
 function Journal:entries()
@@ -277,7 +277,7 @@ end
 
 -- Engine options never passed down.
 local OWN = { params = true, lock_timeout = true, discard = true, after_failed_job = true, journal = true,
-              journal_wrapped = true }
+              journal_wrapped = true, late_window = true }
 
 function Journal:call_opts(opts)
   local call = {}
@@ -304,7 +304,8 @@ end
 -- read again by the next sync, which sends them when the server still does
 -- not show them.
 function Journal:write_held()
-  return self.r:begin_attempt(self.held.edits, { provisional = true, held_once = true, bases = self.held.bases })
+  return self.r:begin_attempt(self.held.edits, { provisional = true, held_once = true, bases = self.held.bases,
+                                                  late_until = self.held.late_until })
 end
 
 function Journal:record_job(status_url)
@@ -358,7 +359,7 @@ function Journal:settle_read(verdicts, _, how)
   local attempt = self.r.attempt
   if how.hold and resolution.resend then
     -- still not shown after a lost answer: held one sync more, not sent now
-    self.held = { edits = resolution.resend, bases = c.bases }
+    self.held = { edits = resolution.resend, bases = c.bases, late_until = how.late_until }
     resolution.held, resolution.unsettled, resolution.resend = resolution.unsettled, 0, nil
     local ok, err = self:write_held()
     if not ok then return nil, err end
@@ -368,7 +369,7 @@ function Journal:settle_read(verdicts, _, how)
     -- what is left stays journaled: the next sync reads it again before sending it
     local params = {}
     for k, v in pairs(type(attempt.params) == "table" and attempt.params or {}) do params[k] = v end
-    params.provisional, params.bases = true, c.bases
+    params.provisional, params.bases, params.late_until = true, c.bases, how.late_until
     local ok, err = self.r:begin_attempt(resolution.resend, params)
     if not ok then return nil, err end
   end

@@ -73,7 +73,7 @@ end
 local SYNC_OPTS = { on_status = "function", on_progress = "function", on_fill = "function", timeout = "number",
                     poll_interval = "number", lock_timeout = "number", direction = "string", directions = "table",
                     params = "table", busy_timeout = "number", adopt_copy = "boolean", journal = "function",
-                    conflicts = "string" }
+                    conflicts = "string", late_window = "number" }
 
 local sync_locked
 
@@ -120,7 +120,8 @@ end
 --   default: geoservices.store.sync.rebase), `journal`
 --   (`journal(j) -> j2`: wraps the store's journal, geoservices.sync.attempt), `directions`
 --   (`[layer id] = direction`, perLayer), `params` (extra synchronizeReplica parameters: async,
---   transportType...)
+--   transportType...), `late_window` (seconds after a lost answer during which its edits are
+--   held, not sent again, beyond the one sync they always are: geoservices.sync.attempt; 0)
 -- @return the synchronization result, plus `uploaded` (edits applied), `rejected` (the queue rows
 --   the server refused, now in store:failed()), `conflicts` (edits not applied because the server
 --   holds newer values, and local edits not sent whose feature the download changed or deleted:
@@ -140,6 +141,9 @@ function M.sync(st, client, opts)
   end
   if opts.conflicts and not merge.POLICIES[opts.conflicts] then
     error("store:sync: option 'conflicts' must be manual, server or local", 3)
+  end
+  if opts.late_window and not (opts.late_window >= 0 and opts.late_window < math.huge) then
+    error("store:sync: option 'late_window' must be a number of seconds, 0 or more", 3)
   end
   if opts.busy_timeout and not (opts.busy_timeout >= 0 and opts.busy_timeout < math.huge) then
     error("store:sync: option 'busy_timeout' must be a number of seconds, 0 or more", 3)

@@ -1,0 +1,75 @@
+-- Issue 34, F2, a server slower than the syncs that follow: a gateway
+-- answers 504 (or drops the answer) while the server applies the request,
+-- or submits the async job, 3 s later. Three syncs come before that: the
+-- first one after the lost answer holds its edits (always), and with the
+-- `late_window` option the next ones hold them too until the window after
+-- the lost answer has passed, so that nothing is sent again while the
+-- server may still apply it; once the server applied it, a sync reads it
+-- back. What a user must see, for both engines (the store, st:sync;
+-- client:sync with a state file), sync and async: each edit applied once
+-- and sent once (the server's change log), nothing left queued, no sync
+-- refused as another copy.
+local geoservices = require "geoservices"
+local helper = require "spec.helper"
+local world = require "spec.support.engine_world"
+
+local E01 = world.E01
+local DELAY_MS = 3000
+
+describe("engine, the late window (a gateway's lost answer, the server 3 s behind):", function()
+  local server, dir
+
+  before_each(function()
+    server = world.emulator()
+    dir = helper.tmp_dir()
+  end)
+
+  after_each(function()
+    server:stop()
+    os.execute("rm -rf " .. helper.shell_quote(dir))
+  end)
+
+  for _, w in ipairs(world.WAYS) do
+    local way_name, make_way = w[1], w[2]
+    for _, mode in ipairs{ { "504", false }, { "drop", true } } do
+      local gateway, async = mode[1], mode[2]
+      it(("%s, gateway %s%s: nothing sent again within the window, each edit applied once"):format(way_name,
+        gateway, async and ", async" or ""), function()
+        local c = world.checker()
+        local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
+                                       retry = { attempts = 3, base_delay = 0.01 } }
+        local way = make_way(server, cl, dir, "perReplica")
+        local opts = { late_window = 60, params = { async = async or nil } }
+        local added = way.add{ APN = "WINDOW-NEW", OWNER = "crew A" }
+        way.update(E01, { OWNER = "crew A" })
+        server:gateway(gateway, DELAY_MS)
+        local r1 = way.sync(opts)
+        c.check(not r1, "sync 1 succeeded through a lost answer")
+        server:gateway(nil)
+        for i = 2, 3 do -- before the server applied sync 1
+          local r, e = way.sync(opts)
+          c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+        end
+        local attempts = world.tally(server, way.origin)
+        c.check((attempts["add|" .. world.norm(added)] or 0) == 0 and (attempts["update|" .. E01] or 0) == 0,
+          "an edit reached the server before the late request did: it was sent again within the window")
+        helper.wait_for("the server to apply the request the gateway answered (and its job to end)", function()
+          return server:held() == 0
+        end, 30)
+        local r4, e4 = way.sync(opts)
+        c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+        c.check(way.pending() == 0, ("%d edit(s) still queued or journaled after sync 4"):format(way.pending()))
+        local applied
+        attempts, applied = world.tally(server, way.origin)
+        for _, key in ipairs{ "add|" .. world.norm(added), "update|" .. E01 } do
+          c.check((applied[key] or 0) == 1, ("%s applied %d times"):format(key, applied[key] or 0))
+          c.check((attempts[key] or 0) == 1, ("%s sent %d times"):format(key, attempts[key] or 0))
+        end
+        c.check(#way.failed() == 0, "failed() lists an edit the server applied")
+        way.close()
+        cl:close()
+        c.done()
+      end)
+    end
+  end
+end)
