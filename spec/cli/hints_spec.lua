@@ -1,9 +1,13 @@
 -- Every command the CLI advises is one that succeeds there, as printed
 -- (issue 39 item 1): the sync that holds an edit back in conflict, the
--- conflicts list, the status of a store with refused edits. Each command in
--- the output is taken as printed (no template word such as STORE, GLOBALID
--- or a|b choice) and run.
+-- conflicts list, the status of a store with refused edits, the sign-in a
+-- command without a token needs on a terminal. Each command in the output
+-- is taken as printed (no template word such as STORE, GLOBALID, NAME or
+-- a|b choice) and run.
 local helper = require "spec.helper"
+local json = require "geoservices.json"
+
+local q = helper.shell_quote
 
 local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
 local PARCEL2 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E02}"
@@ -19,6 +23,31 @@ local function commands_in(text)
     list[#list + 1] = words
   end
   return list
+end
+
+-- A module path whose relative entries are made absolute (the command runs elsewhere).
+local function absolute(path)
+  return (path:gsub("[^;]+", function(entry)
+    if entry:sub(1, 1) == "/" then return entry end
+    return helper.ROOT .. "/" .. entry
+  end))
+end
+
+-- `geoservices ARGS` under a pseudo-terminal in `dir` (its own XDG_CONFIG_HOME),
+-- answering `answer` to `prompt` when it asks (spec/support/pty_answer.py),
+-- with `env` (a table of NAME = value): {exit, output, prompted}.
+local function on_terminal(dir, args, prompt, answer, env)
+  local quoted, assigns = {}, {}
+  for i, a in ipairs(args) do quoted[i] = q(a) end
+  for k, v in pairs(env or {}) do assigns[#assigns + 1] = k .. "=" .. q(v) end
+  local p = io.popen(("cd %s && env -u GEOSERVICES_TTY -u GEOSERVICES_TOKEN -u GEOSERVICES_PASSWORD LUA_PATH=%s "
+    .. "LUA_CPATH=%s XDG_CONFIG_HOME=%s %s python3 %s 30 %s %s lua5.4 -e %s /dev/null %s"):format(
+      q(dir), q(absolute(package.path)), q(absolute(package.cpath)), q(dir .. "/config"), table.concat(assigns, " "),
+      q(helper.ROOT .. "/spec/support/pty_answer.py"), q(prompt), q(answer),
+      q('os.exit(require("geoservices.cli").main(arg))'), table.concat(quoted, " ")))
+  local result = json.decode(p:read("a"))
+  p:close()
+  return result
 end
 
 local function template_word(words)
@@ -81,6 +110,26 @@ describe("every command the CLI advises runs as printed (issue 39)", function()
     run_each(r.out, 1)
     assert.truthy(world.cli("status", path).out:find("0 conflicts", 1, true))
     b:close()
+  end)
+
+  it("the sign-in a command without a token needs, on a terminal: login asks for the user", function()
+    local dir = helper.tmp_dir()
+    finally(function() os.execute("rm -rf " .. q(dir)) end)
+    local env = { GEOSERVICES_URL = world.emu.url }
+    local service = { "services", "4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c" }
+    local r = on_terminal(dir, service, "never asked", "", env)
+    assert.equal(1, r.exit, r.output)
+    local cmds = commands_in(r.output:gsub("\27%[[%d;]*m", ""))
+    assert.equal(1, #cmds, r.output)
+    assert.is_nil(template_word(cmds[1]), "a template, not a command: " .. table.concat(cmds[1], " "))
+    -- the advice, run on the terminal: it asks for the user (the password from the environment)
+    env.GEOSERVICES_PASSWORD = "admin-pass1"
+    local login = on_terminal(dir, cmds[1], "Username: ", "admin", env)
+    assert.is_true(login.prompted, login.output)
+    assert.equal(0, login.exit, login.output)
+    env.GEOSERVICES_PASSWORD = nil
+    r = on_terminal(dir, service, "never asked", "", env)
+    assert.equal(0, r.exit, r.output)
   end)
 
   it("the local edits refused before sending, in status and in the Lua summaries", function()

@@ -14,18 +14,21 @@ end
 
 --- The `geoservices ... login` that gets a token for the same server and
 -- profile: `--profile P` when one was named, else `--url U` when given;
--- `--username NAME` unless the command or the profile names the user.
+-- `--username NAME` unless the command or the profile names the user, or
+-- `asks` (standard input is a terminal: login asks for the user itself, so
+-- the command runs as printed).
 -- @tparam table args the parsed arguments
 -- @tparam table prof the profile in effect (may be empty)
+-- @tparam[opt] boolean asks whether login can ask for the user
 -- @treturn string the command
-function hints.login_command(args, prof)
+function hints.login_command(args, prof, asks)
   local parts = { "geoservices" }
   if args.profile then parts[#parts + 1] = "--profile " .. args.profile end
   if args.url then parts[#parts + 1] = "--url " .. args.url end
   if args.ca_file then parts[#parts + 1] = "--ca-file " .. args.ca_file end
   if args.username then
     parts[#parts + 1] = "--username " .. args.username
-  elseif not prof.username then
+  elseif not prof.username and not asks then
     parts[#parts + 1] = "--username NAME"
   end
   parts[#parts + 1] = "login"
@@ -42,7 +45,7 @@ end
 
 local function auth_advice(err, ctx)
   local code = err.code or err.status
-  local login = hints.login_command(ctx.args, ctx.profile or {})
+  local login = hints.login_command(ctx.args, ctx.profile or {}, ctx.terminal)
   if code == 499 or (code == 401 and not ctx.args.token) then
     return { hint = ("the server asks for a token: sign in once with `%s` (the token is kept for the commands "
       .. "that follow), or give --token-file FILE"):format(login) }
@@ -203,7 +206,8 @@ end
 -- nil): `message` replaces the error's own text in the printed line,
 -- `hint` is the next step.
 -- @param err the error (a geoservices.errors table, or any value)
--- @tparam table ctx `args` (the parsed arguments), `profile`, `base_url` (the URL in effect),
+-- @tparam table ctx `args` (the parsed arguments), `profile`, `base_url` (the URL in effect), `terminal`
+--   (standard input is a terminal),
 --   `answered` (a set of the addresses that answered with a status below 400)
 -- @treturn ?table the advice
 function hints.advise(err, ctx)

@@ -208,7 +208,7 @@ local function run_command(parsed, out, env, parser)
   -- what to do next after an error (geoservices.cli.hints): the addresses
   -- that answered tell a wrong base URL from a missing resource
   local ctx = { args = parsed, profile = prof, answered = {},
-                base_url = url }
+                base_url = url, terminal = env.stdin_tty }
   out.advise = function(err) return hints.advise(err, ctx) end
   if command == "login" then return commands.login(parsed, out, env, prof, prof_name, url) end
   local client, msg, generator = make_client(parsed, env, prof, prof_name, url)
