@@ -131,6 +131,17 @@ return { username = "siteadmin", email = "not-an-address", fullName = "Site Admi
     refused(r("failed", "$DIR/taken.gpkg"), "taken.gpkg")
   end)
 
+  -- as sync, replica info and replica failed do (issue 39 item 5: the same code for the same mistake)
+  it("status, pending, conflicts, discard, resolve of a path that is no store", function()
+    for _, path in ipairs{ "$DIR/none.gpkg", "$DIR/taken.gpkg" } do
+      refused({ "status", path }, path:match("[^/]+$"))
+      refused({ "pending", path }, path:match("[^/]+$"))
+      refused({ "conflicts", path }, path:match("[^/]+$"))
+      refused({ "discard", path, "--all" }, path:match("[^/]+$"))
+      refused({ "resolve", path, "--all", "--with", "server" }, path:match("[^/]+$"))
+    end
+  end)
+
   it("login", function()
     refused({ "--url", "$URL", "login" }, "--username")
     refused({ "--url", "$URL", "--username", "alice", "--password-file", "$DIR/none", "login" },

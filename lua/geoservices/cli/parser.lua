@@ -30,7 +30,8 @@ local COMMAND_EXITS = {
     .. "(they are named)",
   snapshots = "0 listed, 1 the request failed, 2 bad usage",
   status = "0 the state was read (ready, in progress or not configured), 1 the request failed or the "
-    .. "organization's configuration failed, 2 bad usage",
+    .. "organization's configuration failed, 2 bad usage; with STORE.gpkg: 0 shown, 1 the store cannot be read, "
+    .. "2 no store that opens at the path",
   login = "0 the token was generated and stored, 1 generateToken refused (wrong password...) or the token "
     .. "could not be stored, 2 bad usage (no address, no username, no password to be had)",
   emulator = "0 stopped, 1 could not start, 2 bad usage, 130 interrupted (Ctrl-C; nothing keeps running)",

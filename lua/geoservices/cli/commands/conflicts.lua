@@ -12,7 +12,10 @@ local EXIT = output.EXIT
 
 local function open(out, path, command)
   local st, err = store.open(path)
-  if not st then return nil, output.fail(out, err, { command = command }) end
+  if not st then -- no store that opens at the path: input the command cannot work on (as sync, replica info)
+    out:error(err)
+    return nil, out:result(EXIT.usage, { command = command })
+  end
   return st
 end
 
@@ -43,7 +46,7 @@ local conflicts = {
     .. "geoservices_conflicts, which QGIS draws): kind, layer, GlobalID, the policy and outcome, then each "
     .. "differing field with its base, local and server values. --policy sets the store's conflict policy. "
     .. "Needs no server.",
-  exits = "0 listed (or the policy set), 1 the store cannot be read, 2 bad usage",
+  exits = "0 listed (or the policy set), 1 the store cannot be read, 2 bad usage or no store that opens at the path",
   examples = { "geoservices conflicts crew-1.gpkg", "geoservices --json conflicts crew-1.gpkg",
                "geoservices conflicts --policy server crew-1.gpkg   # the store's policy from now on" },
   client = false,
@@ -107,8 +110,8 @@ local resolve = {
   help = "Resolve conflicts of a replica store: --with local queues the local version again on top of the "
     .. "server's, --with server drops it, --with base restores the values from before both edits. The next "
     .. "sync sends what it queued. Needs no server.",
-  exits = "0 resolved, 1 the store cannot be written, 2 bad usage (no GlobalID nor --all, no --with, no conflict "
-    .. "of a GlobalID, a feature edited since the conflict)",
+  exits = "0 resolved, 1 the store cannot be written, 2 bad usage (no store that opens at the path, no GlobalID "
+    .. "nor --all, no --with, no conflict of a GlobalID, a feature edited since the conflict)",
   examples = { "geoservices resolve crew-1.gpkg {0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01} --with local",
                "geoservices resolve crew-1.gpkg --all --with server" },
   client = false,

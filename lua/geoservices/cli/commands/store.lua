@@ -29,7 +29,10 @@ local function open(out, path, command)
   if not st and READ_ONLY[command] and err.kind == "io" and CANNOT_WRITE[err.code] then
     st, err = store.open(path, { readonly = true })
   end
-  if not st then return nil, output.fail(out, err, { command = command }) end
+  if not st then -- no store that opens at the path: input the command cannot work on (as sync, replica info)
+    out:error(err)
+    return nil, out:result(EXIT.usage, { command = command })
+  end
   if st.read_note then out:progress(st.read_note) end
   if command ~= "status" then
     for _, note in ipairs(st:schema_notes()) do out:progress(note) end
@@ -154,7 +157,8 @@ local pending = {
   help = "The local edits of a replica store not yet committed by the server, one line each: kind, layer, "
     .. "GlobalID and what it sends. Needs no server, and reads a store it cannot write (a read-only medium, a "
     .. "full disk).",
-  exits = "0 listed, 1 the store cannot be read (damaged: the message names the row), 2 bad usage",
+  exits = "0 listed, 1 the store cannot be read (damaged: the message names the row), 2 bad usage or no store "
+    .. "that opens at the path",
   examples = { "geoservices pending crew-1.gpkg", "geoservices --json pending crew-1.gpkg" },
   client = false,
 }
@@ -222,8 +226,8 @@ pending.run = list_pending
 local discard = {
   help = "Drop local edits of a replica store not yet sent and put the server's version back (an add removed, "
     .. "an update's or a delete's values from before it written back). Needs no server.",
-  exits = "0 discarded, 1 the store cannot be written, 2 bad usage (no GlobalID nor --all, no local edit of a "
-    .. "GlobalID, one in flight)",
+  exits = "0 discarded, 1 the store cannot be written, 2 bad usage (no store that opens at the path, no GlobalID "
+    .. "nor --all, no local edit of a GlobalID, one in flight)",
   examples = { "geoservices discard crew-1.gpkg {0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}",
                "geoservices discard --all crew-1.gpkg" },
   client = false,
