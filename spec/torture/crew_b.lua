@@ -13,10 +13,12 @@ M.REPLICA_ID = "{5E1A0C2B-2222-4A5B-9C8D-000000000002}"
 local Crew = {}
 Crew.__index = Crew
 
-function M.new(dir, ledger)
+--- B's state file in `dir`: the example world's perReplica replica, or the
+-- one `state` describes (a replica created for the mode: its state fields).
+function M.new(dir, ledger, state)
   local path = dir .. "/crew-b.json"
-  helper.write_file(path, json.encode{ service = "Parcels", replicaID = M.REPLICA_ID, model = "perReplica",
-                                       replicaServerGen = 1 })
+  helper.write_file(path, json.encode(state or { service = "Parcels", replicaID = M.REPLICA_ID,
+                                                  model = "perReplica", replicaServerGen = 1 }))
   return setmetatable({ path = path, ledger = ledger }, Crew)
 end
 
@@ -35,6 +37,14 @@ function Crew:sync(url, edits)
     helper.sleep(0.2)
   end
   error("replica B could not synchronize: " .. tostring(last and last.message))
+end
+
+--- B deletes feature `gid`.
+function Crew:delete(url, gid, run)
+  local e = geoservices.edits()
+  e:delete(0, gid)
+  self.ledger:record("b", "delete", gid, nil, run)
+  return self:sync(url, e)
 end
 
 --- B sets OWNER of feature `gid` to `value`.

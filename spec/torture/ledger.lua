@@ -22,6 +22,10 @@
 --   re-applied   an update (known by its unique value) applied more than once
 --   false conflicts  an edit reported in conflict though no other replica
 --                edited its feature after it: not delivered, for no reason
+--   false rejections  an edit reported rejected (failed) that the server
+--                did not refuse for itself: only an update of a feature B
+--                deleted first is refused (scenario.refuse_ahead), A never
+--                edits what it deleted
 --   stale        an update applied after another replica's newer edit of the
 --                same feature: the newer value overwritten by an older one
 --                (not counted: the first application of a request that had
@@ -57,7 +61,7 @@ function Ledger:record(who, op, gid, value, run)
   self.action = self.action + 1
   local e = { who = who, op = op, gid = norm(gid), value = value, action = self.action, run = run }
   self.edits[#self.edits + 1] = e
-  if who == "b" then self.b_view[e.gid] = value end
+  if who == "b" then self.b_view[e.gid] = op ~= "delete" and value or false end
   return e
 end
 
@@ -173,6 +177,11 @@ function Ledger:count_edit(t, e, again, applied, by_gid)
   t[e.op .. "s"] = t[e.op .. "s"] + 1
   local how = self:reported_how(e)
   if how then t.reported = t.reported + 1 end
+  if (how == "failed_edits" or how == "rejected") and not e.expect_rejection then
+    t.false_rejections = t.false_rejections + 1
+    t.problem("false rejection: %s %s = %s (run %d) reported rejected, though the server refuses nothing here "
+      .. "(applied %d times)", e.op, e.gid, tostring(e.value), e.run, #applied)
+  end
   if how == "conflicts" then
     t.conflicts = t.conflicts + 1
     if not self:edited_later_by_b(e) then
@@ -259,7 +268,7 @@ end
 function Ledger:analyse(changelog, server, views)
   local t = { adds = 0, updates = 0, deletes = 0, b_updates = 0, lost = 0, duplicated = 0, reapplied = 0,
               stale = 0, late_imports = 0, downloaded_twice = 0, reported = 0, conflicts = 0, false_conflicts = 0,
-              folded = 0,
+              folded = 0, false_rejections = 0,
               resent_updates = 0, resent_deletes = 0, wrong = 0, problems = {} }
   function t.problem(fmt, ...) t.problems[#t.problems + 1] = fmt:format(...) end
   if changelog.source ~= "changelog" then

@@ -9,7 +9,8 @@ local function n(v) return v or 0 end
 
 -- The counts that fail a torture, with their names in the total line.
 M.FAILING = {
-  { "lost", "lost" }, { "false_conflicts", "false conflicts" }, { "duplicated", "duplicated" },
+  { "lost", "lost" }, { "false_conflicts", "false conflicts" }, { "false_rejections", "false rejections" },
+  { "duplicated", "duplicated" },
   { "reapplied", "re-applied" }, { "stale", "stale" }, { "downloaded_twice", "downloaded twice" },
   { "wrong", "wrong values" }, { "stuck", "stuck" }, { "errors", "errors" },
 }
@@ -19,6 +20,7 @@ local COLUMNS = {
   { "runs", "runs" }, { "adds", "adds" }, { "updates", "updates" }, { "deletes", "deletes" },
   { "B edits", "b_updates" }, { "B first", "b_first" }, { "SQL upd", "sql_updates" },
   { "lost", "lost" }, { "folded", "folded" }, { "false confl", "false_conflicts" },
+  { "false rej", "false_rejections" },
   { "dup adds", "duplicated" }, { "re-applied", "reapplied" }, { "stale", "stale" },
   { "late", "late_imports" }, { "dl twice", "downloaded_twice" }, { "wrong", "wrong" }, { "stuck", "stuck" },
   { "errors", "errors" },

@@ -8,8 +8,12 @@
 -- spread over the modes: the emulator in its documented mode with
 -- rollback_default true and false, each with a sync request over URL
 -- transport, a sync request with embedded answers, and an async job (always
--- URL). MODE arguments keep only the modes whose label contains them all
--- ("rollback_default=false", "async", "embedded"...). In every run a process
+-- URL); then each server capability set of issue 34 (spec/torture/modes.lua:
+-- perLayer only without rollback support, perReplica only with rollback
+-- forced, a gateway answering 504 or dropping the answer while the server
+-- applies the request 2 s later), each with a sync request and an async
+-- job. MODE arguments keep only the modes whose label contains them all
+-- ("rollback_default=false", "async", "gateway"...). In every run a process
 -- is killed in a chosen phase (spec/torture/phases.lua), the emulator too in
 -- some; the verdict comes from the server's own change log
 -- (spec/torture/ledger.lua). Prints the phase table and the tally of each
@@ -27,6 +31,7 @@
 -- children's syncs get a journal that forgets each attempt as it leaves
 -- (spec/torture/forgetful.lua), and the torture must fail.
 local core = require "geoservices.core"
+local mode_list = require "spec.torture.modes"
 local report = require "spec.torture.report"
 
 local RUNS = tonumber(arg[1]) or 200
@@ -43,21 +48,7 @@ end
 local scenario = require(targets[TARGET])
 math.randomseed(SEED)
 
-local modes = {}
-for _, rollback in ipairs{ true, false } do
-  for _, m in ipairs{ { async = false, transport = "url" }, { async = false, transport = "embedded" },
-                      { async = true, transport = "url" } } do
-    m.rollback = rollback
-    m.label = ("rollback_default=%s %s %s"):format(tostring(rollback), m.async and "async" or "sync",
-      m.async and "(url)" or m.transport)
-    local keep = true
-    for _, f in ipairs(filters) do keep = keep and m.label:find(f, 1, true) ~= nil end
-    if keep then
-      modes[#modes + 1] = m
-      m.index = #modes
-    end
-  end
-end
+local modes = mode_list.select(filters)
 if #modes == 0 then
   io.stderr:write("no mode matches ", table.concat(filters, " "), "\n")
   os.exit(2)

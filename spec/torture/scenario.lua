@@ -3,6 +3,7 @@
 -- mode's settings, the ledger, replica B, the user's edits of each run, the
 -- run's target phase and whether the emulator dies in it, the phase counts,
 -- and the verdict from the server's change log.
+local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local crew_b = require "spec.torture.crew_b"
 local emulator = require "spec.torture.emulator"
@@ -16,12 +17,30 @@ local M = {}
 -- features), `counts` (phase -> {child =, emulator =}).
 function M.start(mode, a_origin)
   local dir = helper.tmp_dir()
-  local emu = emulator.new(dir, { rollback_default = mode.rollback, job_step_ms = 40, job_phase_ms = {} })
+  local settings = { rollback_default = mode.rollback, job_step_ms = 40, job_phase_ms = {} }
+  for k, v in pairs(mode.settings or {}) do settings[k] = v end
+  local emu = emulator.new(dir, settings)
   local ok, err = pcall(emu.start, emu)
-  local ledger = ledger_mod.new(a_origin or "", crew_b.REPLICA_ID)
-  local ctx = { mode = mode, dir = dir, emu = emu, ledger = ledger, b = crew_b.new(dir, ledger), pool = {},
+  local b_state = nil -- the example world's perReplica replica B, unless the mode's model differs
+  if ok and mode.model and mode.model ~= "perReplica" then
+    b_state, err = M.new_replica(emu, "torture-b", mode.model)
+    ok = b_state ~= nil
+  end
+  local ledger = ledger_mod.new(a_origin or "", b_state and b_state.replicaID or crew_b.REPLICA_ID)
+  local ctx = { mode = mode, dir = dir, emu = emu, ledger = ledger, b = crew_b.new(dir, ledger, b_state), pool = {},
                 counts = {}, journals_seen = 0, in_flight_runs = 0, setup_error = not ok and err or nil }
   return ctx
+end
+
+--- A new replica of layer 0 of Parcels in sync model `model` (createReplica):
+-- its state file's fields (geoservices.replica), or nil, message.
+function M.new_replica(emu, name, model)
+  local c = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
+  local r, err = c:create_replica("Parcels", { layers = { 0 }, replicaName = name, syncModel = model,
+    transportType = "esriTransportTypeEmbedded" }, { poll_interval = 0.05, timeout = 30 })
+  c:close()
+  if not r then return nil, "createReplica of " .. name .. ": " .. tostring(err and err.message) end
+  return r:replica_state()
 end
 
 --- Sets replica A's GlobalID once it is known (the store creates its replica).
@@ -45,6 +64,22 @@ function M.user_edits(ctx, run)
     end
   end
   return plan
+end
+
+--- In a mode with `refusals`, every third run with an update: B deletes
+-- the feature A is about to update, before A's sync, so that the server
+-- refuses A's update (a real rejection: A must report it, never lose it
+-- silently nor reject A's other edits with it). The feature leaves A's pool.
+function M.refuse_ahead(ctx, plan, run)
+  if not (ctx.mode.refusals and plan.update and run % 3 == 2) then return end
+  plan.update.refused = true
+  plan.update.entry.expect_rejection = true
+  for i, gid in ipairs(ctx.pool) do
+    if gid == plan.update.gid then table.remove(ctx.pool, i) break end
+  end
+  ctx.expected_rejections = ctx.expected_rejections or {}
+  ctx.expected_rejections[ledger_mod.norm(plan.update.gid)] = true
+  ctx.b:delete(ctx.emu.url, plan.update.gid, run)
 end
 
 --- Into the ledger (after the GlobalIDs of the adds are known) and the pool.
@@ -100,7 +135,7 @@ end
 --- In every other run with an update, B edits the feature A updated, after
 -- A's sync was interrupted and before A syncs again: A's value is older.
 function M.interfere(ctx, plan, run, hit)
-  if plan.update and run % 2 == 0 then
+  if plan.update and run % 2 == 0 and not plan.update.refused then
     -- whether A's request had left before B's edit (the child passed "sent")
     for _, marker in ipairs(hit.child:markers()) do
       if marker == "sent" then plan.update.entry.left_before_b = true end

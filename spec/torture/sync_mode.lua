@@ -45,8 +45,14 @@ function M.run_mode(mode, runs)
   local ctx = scenario.start(mode, M.REPLICA_ID)
   if ctx.setup_error then return scenario.abort(ctx, 0, ctx.setup_error) end
   ctx.state_a = ctx.dir .. "/crew-a.json"
-  helper.write_file(ctx.state_a, json.encode{ service = "Parcels", replicaID = M.REPLICA_ID, model = "perReplica",
-                                              replicaServerGen = 1 })
+  local state = { service = "Parcels", replicaID = M.REPLICA_ID, model = "perReplica", replicaServerGen = 1 }
+  if mode.model and mode.model ~= "perReplica" then -- a replica of the mode's model, made for it
+    local made, err = scenario.new_replica(ctx.emu, "torture-a", mode.model)
+    if not made then return scenario.abort(ctx, 0, err) end
+    state = made
+    scenario.set_origin(ctx, made.replicaID)
+  end
+  helper.write_file(ctx.state_a, json.encode(state))
   for run = 1, runs do
     local e = geoservices.edits()
     local plan = scenario.user_edits(ctx, run)
@@ -57,6 +63,7 @@ function M.run_mode(mode, runs)
     if plan.update then e:update(0, { attributes = { GlobalID = plan.update.gid, OWNER = plan.update.value } }) end
     if plan.delete then e:delete(0, plan.delete) end
     scenario.record_edits(ctx, plan, run)
+    scenario.refuse_ahead(ctx, plan, run)
     local edits_path = ctx.dir .. "/edits.json"
     helper.write_file(edits_path, e:encode())
     local hit = strike.run{
