@@ -39,14 +39,6 @@ function Crew:sync(url, edits)
   error("replica B could not synchronize: " .. tostring(last and last.message))
 end
 
---- B deletes feature `gid`.
-function Crew:delete(url, gid, run)
-  local e = geoservices.edits()
-  e:delete(0, gid)
-  self.ledger:record("b", "delete", gid, nil, run)
-  return self:sync(url, e)
-end
-
 --- B sets OWNER of feature `gid` to `value`.
 function Crew:update(url, gid, value, run)
   local e = geoservices.edits()

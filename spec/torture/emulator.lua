@@ -109,6 +109,13 @@ function Emulator:delay(route, ms)
   assert(self:control("faults", { route = route, kind = "delay", delay_ms = ms }))
 end
 
+--- Another replica's edits synchronized right before the next
+-- synchronizeReplica (POST /_emulator/race): after what that request's
+-- client read from the server.
+function Emulator:race(replica_id, edits)
+  assert(self:control("race", { service = "Parcels", replicaID = replica_id, edits = edits }))
+end
+
 function Emulator:clear_faults()
   assert(self:control("faults/clear", {}))
 end

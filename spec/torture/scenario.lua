@@ -28,7 +28,8 @@ function M.start(mode, a_origin)
   end
   local ledger = ledger_mod.new(a_origin or "", b_state and b_state.replicaID or crew_b.REPLICA_ID)
   local ctx = { mode = mode, dir = dir, emu = emu, ledger = ledger, b = crew_b.new(dir, ledger, b_state), pool = {},
-                counts = {}, journals_seen = 0, in_flight_runs = 0, setup_error = not ok and err or nil }
+                counts = {}, journals_seen = 0, in_flight_runs = 0, setup_error = not ok and err or nil,
+                b_replica_id = b_state and b_state.replicaID or crew_b.REPLICA_ID }
   return ctx
 end
 
@@ -66,10 +67,12 @@ function M.user_edits(ctx, run)
   return plan
 end
 
---- In a mode with `refusals`, every third run with an update: B deletes
--- the feature A is about to update, before A's sync, so that the server
--- refuses A's update (a real rejection: A must report it, never lose it
--- silently nor reject A's other edits with it). The feature leaves A's pool.
+--- In a mode with `refusals`, every third run with an update: B's replica
+-- deletes the feature A is about to update, right before A's next
+-- synchronizeReplica runs (an emulator race: after anything A read from the
+-- server first), so that the server refuses A's update, a real rejection: A
+-- must report it, never lose it silently nor reject A's other edits with it.
+-- The feature leaves A's pool.
 function M.refuse_ahead(ctx, plan, run)
   if not (ctx.mode.refusals and plan.update and run % 3 == 2) then return end
   plan.update.refused = true
@@ -79,7 +82,8 @@ function M.refuse_ahead(ctx, plan, run)
   end
   ctx.expected_rejections = ctx.expected_rejections or {}
   ctx.expected_rejections[ledger_mod.norm(plan.update.gid)] = true
-  ctx.b:delete(ctx.emu.url, plan.update.gid, run)
+  ctx.ledger:record("b", "delete", plan.update.gid, nil, run)
+  ctx.emu:race(ctx.b_replica_id, { { id = 0, features = { deleteIds = { plan.update.gid } } } })
 end
 
 --- Into the ledger (after the GlobalIDs of the adds are known) and the pool.
