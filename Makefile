@@ -255,14 +255,17 @@ graph: all
 # The crash torture (spec/torture/run.lua): client:sync with a state file,
 # then the replica store, RUNS runs each (default 200) spread over the
 # emulator's documented mode with rollback_default true and false x sync
-# over URL, sync embedded and async. Every run kills a client process with
+# over URL, sync embedded and async, and the server capability sets of issue
+# 34 (spec/torture/modes.lua: WildfireSync, rollback forced, a gateway's 504
+# or dropped answer, each sync and async). Every run kills a client process with
 # SIGKILL in a chosen phase (before send, while the server imports, while
 # polling, while downloading, while committing), the emulator too in some
 # with a request in flight; each prints its phase table and its tally from
 # the server's change log. Exit 1 on any lost, duplicated, re-applied,
 # stale or twice-downloaded edit (both parts run either way). SEED repeats
-# a run. `make test` runs a short version and its mutation check
-# (spec/sync/torture_spec.lua).
+# a run. `make test` runs a short version in the documented modes and its
+# mutation check (spec/sync/torture_spec.lua); `make torture-modes` (in
+# `make test-slow`) the short version in the capability modes, 24 runs each.
 RUNS ?= 200
 SEED ?= $$(date +%s)
 ## the crash torture at full size (RUNS=200 each for client:sync and the store; SEED= repeats a run)
@@ -272,6 +275,11 @@ torture: all
 	  LUA_PATH='lua/?.lua;lua/?/init.lua;./?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' \
 	    $(LUA) spec/torture/run.lua $(RUNS) $(SEED) $$target || status=1; \
 	done; exit $$status
+
+.PHONY: torture-modes
+## the short crash torture in the server capability modes of issue 34 (24 runs each; about 3 minutes)
+torture-modes: all
+	TORTURE_MODES=capabilities $(BUSTED) --cpath='$(BUILD)/?.so' spec/sync/torture_spec.lua
 
 # The conflict matrix (issue 36, spec/oracle/run.lua): CASES cases (10000)
 # of edits by 2-3 replicas of one feature (update, move, delete, add; same or
@@ -300,8 +308,8 @@ mutate: all
 
 # The slow lane: what `make test` leaves out for its length, one target after
 # the other (each runs even when one before failed). Add a target here.
-SLOW_TARGETS ?= torture oracle mutate fuzz test-qgis bench
-## the slow lane, one after the other: torture, oracle, mutate, fuzz (200 s each), test-qgis, bench
+SLOW_TARGETS ?= torture torture-modes oracle mutate fuzz test-qgis bench
+## the slow lane, one after the other: torture, torture-modes, oracle, mutate, fuzz (200 s each), test-qgis, bench
 ## (SLOW_TARGETS)
 test-slow: all
 	@status=0; for t in $(SLOW_TARGETS); do echo "== make $$t"; $(MAKE) $$t || status=1; done; exit $$status

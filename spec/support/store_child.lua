@@ -7,7 +7,8 @@
 -- phase markers, TORTURE_PAUSE=<marker> pauses at one (spec/torture/markers.lua);
 -- TORTURE_TRANSPORT=url|embedded asks for that transportType (otherwise the
 -- store chooses); TORTURE_FORGET_JOURNAL=1 gives the sync a journal that
--- forgets (spec/torture/forgetful.lua: the mutation check); TORTURE_ADOPT_COPY=1
+-- forgets (spec/torture/forgetful.lua: the mutation check); TORTURE_LATE_WINDOW=<s> the
+-- sync's late_window; TORTURE_ADOPT_COPY=1
 -- syncs with adopt_copy (that check's store runs its full count).
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
@@ -37,6 +38,7 @@ local result, err = st:sync(client, {
   params = { async = mode == "async" or nil, transportType = TRANSPORTS[transport] }, poll_interval = 0.05,
   lock_timeout = lock_timeout, timeout = 120, on_fill = markers.on_fill(), journal = forgetful.option(),
   adopt_copy = os.getenv("TORTURE_ADOPT_COPY") == "1" or nil, -- the torture's journal-off check
+  late_window = tonumber(os.getenv("TORTURE_LATE_WINDOW") or ""), -- the gateway modes' (spec/torture/modes.lua)
 })
 markers.mark("done")
 io.stdout:write(json.encode{

@@ -5,7 +5,8 @@
 -- Environment (the torture, spec/torture/run.lua): TORTURE_MARKERS=1 prints
 -- phase markers, TORTURE_PAUSE=<marker> pauses at one (spec/torture/markers.lua);
 -- TORTURE_TRANSPORT=url|embedded asks for that transportType (otherwise the
--- client chooses); TORTURE_FORGET_JOURNAL=1 gives the sync a journal that
+-- client chooses); TORTURE_LATE_WINDOW=<s> the sync's late_window; TORTURE_FORGET_JOURNAL=1
+-- gives the sync a journal that
 -- forgets (spec/torture/forgetful.lua: the mutation check).
 local geoservices = require "geoservices"
 local json = require "geoservices.json"
@@ -31,7 +32,7 @@ io.stdout:flush()
 local result, err = client:sync(state, edits, {
   params = { async = async, transportType = TRANSPORTS[transport] }, poll_interval = 0.05,
   lock_timeout = lock_timeout, timeout = 120, resend = mode:match("%-resend$") and true or nil,
-  journal = forgetful.option(),
+  journal = forgetful.option(), late_window = tonumber(os.getenv("TORTURE_LATE_WINDOW") or ""),
 })
 markers.mark("done")
 io.stdout:write(json.encode{

@@ -22,6 +22,9 @@
 --   re-applied   an update (known by its unique value) applied more than once
 --   false conflicts  an edit reported in conflict though no other replica
 --                edited its feature after it: not delivered, for no reason
+--   raced        (no failure) an update whose feature B deleted right before
+--                A's request ran (scenario.refuse_ahead), refused by the
+--                server and reported to A: the real refusal exercised
 --   false rejections  an edit reported rejected (failed) that the server
 --                did not refuse for itself: only an update of a feature B
 --                deleted first is refused (scenario.refuse_ahead), A never
@@ -182,6 +185,9 @@ function Ledger:count_edit(t, e, again, applied, by_gid)
     t.problem("false rejection: %s %s = %s (run %d) reported rejected, though the server refuses nothing here "
       .. "(applied %d times)", e.op, e.gid, tostring(e.value), e.run, #applied)
   end
+  if e.expect_rejection and #applied == 0 and how then
+    t.raced = t.raced + 1 -- B's delete raced it: refused by the server, and A's user told
+  end
   if how == "conflicts" then
     t.conflicts = t.conflicts + 1
     if not self:edited_later_by_b(e) then
@@ -268,7 +274,7 @@ end
 function Ledger:analyse(changelog, server, views)
   local t = { adds = 0, updates = 0, deletes = 0, b_updates = 0, lost = 0, duplicated = 0, reapplied = 0,
               stale = 0, late_imports = 0, downloaded_twice = 0, reported = 0, conflicts = 0, false_conflicts = 0,
-              folded = 0, false_rejections = 0,
+              folded = 0, false_rejections = 0, raced = 0,
               resent_updates = 0, resent_deletes = 0, wrong = 0, problems = {} }
   function t.problem(fmt, ...) t.problems[#t.problems + 1] = fmt:format(...) end
   if changelog.source ~= "changelog" then

@@ -11,12 +11,16 @@
 --   in these two, every third run B deletes the feature A is about to
 --   update, so the server really refuses an edit (`refusals`);
 -- * a gateway that answers every third synchronizeReplica with a 504, or
---   drops the answer, while the server applies the request 2 s later.
+--   drops the answer, while the server applies the request 2 s later; the
+--   syncs' late_window (5 s) holds the edits of a lost answer until then.
 --
 -- A mode: `label`, `async`, `transport`, `rollback` (rollback_default),
 -- `settings` (more emulator settings), `model` (of the replicas A and B:
 -- perReplica unless said), `refusals` (real refusals: scenario.refuse_ahead),
--- `index` (its place in the list).
+-- `group` ("documented" or "capabilities": a filter selects a group by its
+-- name), `late_window` (the syncs' option: the gateway modes hold edits of a
+-- lost answer 5 s, past the server's 2 s delay and its job), `index` (its
+-- place in the list).
 local M = {}
 
 local CAPABILITY_SETS = {
@@ -24,8 +28,10 @@ local CAPABILITY_SETS = {
     settings = { supports_rollback_on_failure = false, supports_per_replica_sync = false } },
   { label = "caps=rollback-forced", refusals = true,
     settings = { supports_rollback_on_failure = false, supports_per_layer_sync = false } },
-  { label = "gateway=504", settings = { gateway = "504", gateway_every = 3, gateway_delay_ms = 2000 } },
-  { label = "gateway=drop", settings = { gateway = "drop", gateway_every = 3, gateway_delay_ms = 2000 } },
+  { label = "gateway=504", late_window = 5,
+    settings = { gateway = "504", gateway_every = 3, gateway_delay_ms = 2000 } },
+  { label = "gateway=drop", late_window = 5,
+    settings = { gateway = "drop", gateway_every = 3, gateway_delay_ms = 2000 } },
 }
 
 --- Every mode, in order.
@@ -34,7 +40,7 @@ function M.all()
   for _, rollback in ipairs{ true, false } do
     for _, m in ipairs{ { async = false, transport = "url" }, { async = false, transport = "embedded" },
                         { async = true, transport = "url" } } do
-      m.rollback = rollback
+      m.rollback, m.group = rollback, "documented"
       m.label = ("rollback_default=%s %s %s"):format(tostring(rollback), m.async and "async" or "sync",
         m.async and "(url)" or m.transport)
       list[#list + 1] = m
@@ -43,19 +49,21 @@ function M.all()
   for _, set in ipairs(CAPABILITY_SETS) do
     for _, async in ipairs{ false, true } do
       list[#list + 1] = { async = async, transport = "url", rollback = true, settings = set.settings,
-                          model = set.model, refusals = set.refusals,
+                          model = set.model, refusals = set.refusals, group = "capabilities",
+                          late_window = set.late_window,
                           label = ("%s %s"):format(set.label, async and "async" or "sync url") }
     end
   end
   return list
 end
 
---- The modes whose label contains every one of `filters`, numbered.
+--- The modes whose label contains every one of `filters` (or whose group
+-- is named by it), numbered.
 function M.select(filters)
   local out = {}
   for _, m in ipairs(M.all()) do
     local keep = true
-    for _, f in ipairs(filters or {}) do keep = keep and m.label:find(f, 1, true) ~= nil end
+    for _, f in ipairs(filters or {}) do keep = keep and (m.label:find(f, 1, true) ~= nil or m.group == f) end
     if keep then
       out[#out + 1] = m
       m.index = #out

@@ -18,7 +18,7 @@ M.FAILING = {
 -- The tally table's columns: heading, tally key ("runs": the mode's runs).
 local COLUMNS = {
   { "runs", "runs" }, { "adds", "adds" }, { "updates", "updates" }, { "deletes", "deletes" },
-  { "B edits", "b_updates" }, { "B first", "b_first" }, { "SQL upd", "sql_updates" },
+  { "B edits", "b_updates" }, { "B first", "b_first" }, { "B raced", "raced" }, { "SQL upd", "sql_updates" },
   { "lost", "lost" }, { "folded", "folded" }, { "false confl", "false_conflicts" },
   { "false rej", "false_rejections" },
   { "dup adds", "duplicated" }, { "re-applied", "reapplied" }, { "stale", "stale" },
@@ -90,9 +90,12 @@ function M.print(results, info)
     if r.tally.degraded then print("  " .. r.tally.degraded) end
   end
   print(("torture %s kills: %s"):format(info.target, kills_line(results)))
-  local sql, first = 0, 0
-  for _, r in ipairs(results) do sql, first = sql + n(r.tally.sql_updates), first + n(r.tally.b_first) end
-  print(("torture %s edits: by SQL UPDATE %d, B's before A's killed sync %d"):format(info.target, sql, first))
+  local sql, first, raced = 0, 0, 0
+  for _, r in ipairs(results) do
+    sql, first, raced = sql + n(r.tally.sql_updates), first + n(r.tally.b_first), raced + n(r.tally.raced)
+  end
+  print(("torture %s edits: by SQL UPDATE %d, B's before A's killed sync %d, A's update refused after B's racing "
+    .. "delete, reported %d"):format(info.target, sql, first, raced))
   local cells, runs = {}, 0
   for _, r in ipairs(results) do runs = runs + r.runs end
   for _, f in ipairs(M.FAILING) do

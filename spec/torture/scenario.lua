@@ -168,6 +168,19 @@ function M.crew_change_first(ctx, plan, run)
   return gid
 end
 
+--- A's last sync, `sync()`, then again a second apart while `held()` says
+-- edits are still held (a lost answer's, in the mode's late window) or
+-- queued, at most 10 times: as a user syncs again later.
+function M.settle(sync, held)
+  local ok, err = sync()
+  for _ = 1, 10 do
+    if not ok or not held() then break end
+    helper.sleep(1)
+    ok, err = sync()
+  end
+  return ok, err
+end
+
 --- The counts from the server's change log and final values; `views`: the
 -- replicas holding data (name -> function(gid) -> value or false).
 function M.analyse(ctx, views)

@@ -47,7 +47,7 @@ local function sync_a(ctx, mode)
   for _ = 1, 30 do
     local st = assert(geoservices.store.open(ctx.path_a))
     local r, err = st:sync(ctx.client, { lock_timeout = 60, timeout = 60, poll_interval = 0.05,
-      adopt_copy = adopt_copy(), journal = require("spec.torture.forgetful").option(),
+      adopt_copy = adopt_copy(), journal = require("spec.torture.forgetful").option(), late_window = mode.late_window,
       params = { async = mode.async or nil, transportType = not mode.async and TRANSPORTS[mode.transport] or nil } })
     if r then
       ctx.ledger:report(reported.of(r))
@@ -91,6 +91,7 @@ local function queue_edits(ctx, plan, run)
 end
 
 function M.run_mode(mode, runs)
+  local late = mode.late_window and tostring(mode.late_window) -- the children's late_window
   local ctx = scenario.start(mode)
   if ctx.setup_error then return scenario.abort(ctx, 0, ctx.setup_error) end
   ctx.client = geoservices.client{ url = ctx.emu.url, token = "alice-token", timeout = 30 }
@@ -111,7 +112,7 @@ function M.run_mode(mode, runs)
       script = "spec/support/store_child.lua",
       args = { ctx.emu.url, ctx.path_a, mode.async and "async" or "sync", "60" },
       env = { TORTURE_TRANSPORT = not mode.async and mode.transport or nil,
-              TORTURE_ADOPT_COPY = adopt_copy() and "1" or nil },
+              TORTURE_ADOPT_COPY = adopt_copy() and "1" or nil, TORTURE_LATE_WINDOW = late },
       kill_emulator = scenario.emulator_kill(ctx, run),
     }
     scenario.count_hit(ctx, hit)
@@ -119,7 +120,7 @@ function M.run_mode(mode, runs)
     scenario.kill_while_verifying(ctx, run, "spec/support/store_child.lua",
       { ctx.emu.url, ctx.path_a, mode.async and "async" or "sync", "60" },
       { TORTURE_TRANSPORT = not mode.async and mode.transport or nil,
-        TORTURE_ADOPT_COPY = adopt_copy() and "1" or nil })
+        TORTURE_ADOPT_COPY = adopt_copy() and "1" or nil, TORTURE_LATE_WINDOW = late })
     local ok, err = sync_a(ctx, mode)
     if not ok then
       ctx.client:close()
@@ -127,7 +128,13 @@ function M.run_mode(mode, runs)
     end
     ctx.b:sync(ctx.emu.url)
   end
-  local ok, err = sync_a(ctx, mode)
+  -- the user syncs again later while edits are held (a lost answer's, in its late window)
+  local ok, err = scenario.settle(function() return sync_a(ctx, mode) end, function()
+    local st = assert(geoservices.store.open(ctx.path_a))
+    local held = st:attempt() ~= false or #(st:pending() or {}) > 0
+    st:close()
+    return held
+  end)
   ctx.client:close()
   if not ok then return scenario.abort(ctx, runs, err) end
   ctx.b:sync(ctx.emu.url)

@@ -29,7 +29,7 @@ local function sync_a(ctx, mode)
     local c = geoservices.client{ url = ctx.emu.url, token = "alice-token", timeout = 30 }
     local r, err = c:sync(ctx.state_a, nil, { lock_timeout = 60, timeout = 60, poll_interval = 0.05,
       params = { async = mode.async or nil, transportType = not mode.async and TRANSPORTS[mode.transport] or nil },
-      journal = forgetful.option() })
+      journal = forgetful.option(), late_window = mode.late_window })
     c:close()
     if r then
       ctx.ledger:report(reported.of(r))
@@ -42,6 +42,7 @@ local function sync_a(ctx, mode)
 end
 
 function M.run_mode(mode, runs)
+  local late = mode.late_window and tostring(mode.late_window) -- the children's late_window
   local ctx = scenario.start(mode, M.REPLICA_ID)
   if ctx.setup_error then return scenario.abort(ctx, 0, ctx.setup_error) end
   ctx.state_a = ctx.dir .. "/crew-a.json"
@@ -70,7 +71,7 @@ function M.run_mode(mode, runs)
       dir = ctx.dir, emu = ctx.emu, mode = mode, target = scenario.target(ctx, run),
       script = "spec/support/sync_child.lua",
       args = { ctx.emu.url, ctx.state_a, edits_path, mode.async and "async" or "sync", "60" },
-      env = { TORTURE_TRANSPORT = not mode.async and mode.transport or nil },
+      env = { TORTURE_TRANSPORT = not mode.async and mode.transport or nil, TORTURE_LATE_WINDOW = late },
       kill_emulator = scenario.emulator_kill(ctx, run),
     }
     scenario.count_hit(ctx, hit)
@@ -78,12 +79,15 @@ function M.run_mode(mode, runs)
     scenario.interfere(ctx, plan, run, hit)
     scenario.kill_while_verifying(ctx, run, "spec/support/sync_child.lua",
       { ctx.emu.url, ctx.state_a, "-", mode.async and "async" or "sync", "60" },
-      { TORTURE_TRANSPORT = not mode.async and mode.transport or nil })
+      { TORTURE_TRANSPORT = not mode.async and mode.transport or nil, TORTURE_LATE_WINDOW = late })
     local ok, err = sync_a(ctx, mode)
     if not ok then return scenario.abort(ctx, run, err) end
     ctx.b:sync(ctx.emu.url)
   end
-  local ok, err = sync_a(ctx, mode)
+  -- the user syncs again later while edits are held (a lost answer's, in its late window)
+  local ok, err = scenario.settle(function() return sync_a(ctx, mode) end, function()
+    return helper.read_all(ctx.state_a .. ".journal") ~= nil
+  end)
   if not ok then return scenario.abort(ctx, runs, err) end
   ctx.b:sync(ctx.emu.url)
   local tally = scenario.analyse(ctx, {})
