@@ -125,8 +125,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_dims(i);
   }
   /* what is kept of the server's geometries is JSON */
-  if (count("SELECT count(*) FROM sqlite_master WHERE name = 'geoservices_original_geometries'") == 1 &&
-      count("SELECT count(*) FROM geoservices_original_geometries WHERE NOT json_valid(geometry)") != 0)
+  if (count("SELECT count(*) FROM sqlite_master WHERE name = 'gpkgext_geoservices_original_geometries'") == 1 &&
+      count("SELECT count(*) FROM gpkgext_geoservices_original_geometries WHERE NOT json_valid(geometry)") != 0)
     abort();
   sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
   geoservices_store_forget_extents(&store); /* as the binding does after a rollback */

@@ -98,7 +98,7 @@ typedef struct geoservices_store_layer {
   int rtree_state;      /* this transaction: 0 not decided, 1 packed in bulk at the flush, -1 inserted */
   int curves;           /* the geometry column is of a curve type (or wider): curve blobs fit it */
   int promoted;         /* ... since this transaction began (a rollback undoes it) */
-  int originals;        /* geoservices_original_geometries may hold rows of this layer */
+  int originals;        /* gpkgext_geoservices_original_geometries may hold rows of this layer */
   const char *gid_text; /* the GlobalID bound (its bytes live until the upsert is stepped) */
   size_t gid_len;
   int gid_bound;        /* the record being bound has its GlobalID */
@@ -195,7 +195,7 @@ int geoservices_store_remove(geoservices_store *s, geoservices_store_layer *l, c
 
 /* Geometries the blob holds only approximately (geom.h: `inexact`, Bézier
  * and elliptic segments cut into points) keep the server's JSON in
- * geoservices_original_geometries (made when first needed), with the blob
+ * gpkgext_geoservices_original_geometries (made when first needed), with the blob
  * written from it: as long as the row's blob is that one, the feature reads
  * back (st:get, and so every upload) as the server's JSON, never degraded;
  * once the blob changed (an edit in QGIS, GDAL, the library) the blob is

@@ -1,5 +1,5 @@
 /* Geometries the blob holds only approximately keep the server's JSON beside
- * it, written back from the tape (apply.h: geoservices_original_geometries). */
+ * it, written back from the tape (apply.h: gpkgext_geoservices_original_geometries). */
 #include "store/apply_internal.h"
 
 #include <stdio.h>
@@ -8,14 +8,14 @@
 /* ---- geometries kept as the server sent them (apply.h) ---------------------- */
 
 static const char ORIGINALS_SQL[] =
-  "CREATE TABLE IF NOT EXISTS geoservices_original_geometries (layer_id INTEGER NOT NULL, global_id TEXT NOT NULL, "
+  "CREATE TABLE IF NOT EXISTS gpkgext_geoservices_original_geometries (layer_id INTEGER NOT NULL, global_id TEXT NOT NULL, "
   "geometry TEXT NOT NULL, gpkg_geometry BLOB NOT NULL, PRIMARY KEY (layer_id, global_id)) WITHOUT ROWID";
 
 static int prepare_original(geoservices_store *s, sqlite3_stmt **st, const char *sql) {
   int rc;
   if (*st) return 0;
   rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
-  if (rc != SQLITE_OK) return geoservices_store_fail_sqlite(s, rc, "geoservices_original_geometries");
+  if (rc != SQLITE_OK) return geoservices_store_fail_sqlite(s, rc, "gpkgext_geoservices_original_geometries");
   return 0;
 }
 
@@ -27,8 +27,8 @@ int geoservices_store_keep_original(geoservices_store *s, geoservices_store_laye
   if (json) {
     /* made when first needed (a rollback may have taken it away again) */
     rc = sqlite3_exec(s->db, ORIGINALS_SQL, NULL, NULL, NULL);
-    if (rc != SQLITE_OK) return geoservices_store_fail_sqlite(s, rc, "geoservices_original_geometries");
-    if (prepare_original(s, &s->original_put, "INSERT OR REPLACE INTO geoservices_original_geometries (layer_id, "
+    if (rc != SQLITE_OK) return geoservices_store_fail_sqlite(s, rc, "gpkgext_geoservices_original_geometries");
+    if (prepare_original(s, &s->original_put, "INSERT OR REPLACE INTO gpkgext_geoservices_original_geometries (layer_id, "
                          "global_id, geometry, gpkg_geometry) VALUES (?1, ?2, ?3, ?4)"))
       return -1;
     st = s->original_put;
@@ -36,7 +36,7 @@ int geoservices_store_keep_original(geoservices_store *s, geoservices_store_laye
     sqlite3_bind_blob(st, 4, s->blob.data, (int)s->blob.len, SQLITE_STATIC);
     l->originals = 1;
   } else {
-    if (prepare_original(s, &s->original_forget, "DELETE FROM geoservices_original_geometries "
+    if (prepare_original(s, &s->original_forget, "DELETE FROM gpkgext_geoservices_original_geometries "
                          "WHERE layer_id = ?1 AND global_id = ?2"))
       return -1;
     st = s->original_forget;
@@ -46,7 +46,7 @@ int geoservices_store_keep_original(geoservices_store *s, geoservices_store_laye
   rc = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
-  if (rc != SQLITE_DONE) return geoservices_store_fail_sqlite(s, rc, "geoservices_original_geometries");
+  if (rc != SQLITE_DONE) return geoservices_store_fail_sqlite(s, rc, "gpkgext_geoservices_original_geometries");
   return 0;
 }
 
@@ -55,7 +55,7 @@ int geoservices_store_original_of(geoservices_store *s, geoservices_store_layer 
   sqlite3_stmt *st;
   int rc, found = 0;
   if (!l->originals) return 0;
-  if (prepare_original(s, &s->original_get, "SELECT geometry, gpkg_geometry FROM geoservices_original_geometries "
+  if (prepare_original(s, &s->original_get, "SELECT geometry, gpkg_geometry FROM gpkgext_geoservices_original_geometries "
                        "WHERE layer_id = ?1 AND global_id = ?2"))
     return -1;
   st = s->original_get;
@@ -71,7 +71,7 @@ int geoservices_store_original_of(geoservices_store *s, geoservices_store_layer 
   sqlite3_clear_bindings(st);
   if (found < 0) return geoservices_store_fail(s, SQLITE_NOMEM, "out of memory");
   if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-    return geoservices_store_fail_sqlite(s, rc, "geoservices_original_geometries");
+    return geoservices_store_fail_sqlite(s, rc, "gpkgext_geoservices_original_geometries");
   return found;
 }
 
@@ -80,7 +80,7 @@ int geoservices_store_original_of(geoservices_store *s, geoservices_store_layer 
 void geoservices_store_read_originals(geoservices_store *s, geoservices_store_layer *l) {
   sqlite3_stmt *st = NULL;
   l->originals = 0;
-  if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM geoservices_original_geometries WHERE layer_id = ?1 LIMIT 1", -1, &st,
+  if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM gpkgext_geoservices_original_geometries WHERE layer_id = ?1 LIMIT 1", -1, &st,
                          NULL) != SQLITE_OK)
     return; /* none made yet */
   sqlite3_bind_int64(st, 1, l->id);

@@ -509,9 +509,9 @@ static void test_zm(void) {
   CHECK(row_geometry("SELECT geom FROM mpts WHERE OBJECTID = 1", &g) == 0);
   CHECK(!g.has_z && g.has_m && g.npoints == 1 && g.zm[1] == 9.75);
   /* its z the M-only column cannot hold: the server's JSON kept beside it (issue 41), the lines' none */
-  CHECK(count("SELECT count(*) FROM geoservices_original_geometries WHERE layer_id = 6 AND "
+  CHECK(count("SELECT count(*) FROM gpkgext_geoservices_original_geometries WHERE layer_id = 6 AND "
               "json_extract(geometry, '$.z') = 100") == 1);
-  CHECK(count("SELECT count(*) FROM geoservices_original_geometries WHERE layer_id = 5") == 0);
+  CHECK(count("SELECT count(*) FROM gpkgext_geoservices_original_geometries WHERE layer_id = 5") == 0);
   CHECK(count("SELECT ST_MinX(geom) = 1 AND ST_MaxY(geom) = 6 FROM lines WHERE OBJECTID = 1") == 1);
   geoservices_geom_free(&g);
 }
@@ -573,10 +573,10 @@ static void test_curves(void) {
   /* the Bézier: points, and its JSON kept, every number and escape as sent */
   CHECK(row_geometry("SELECT geom FROM curvy WHERE OBJECTID = 2", &g) == 0);
   CHECK(!g.has_arcs && g.npoints == 33);
-  CHECK_STREQ(text("SELECT geometry FROM geoservices_original_geometries WHERE layer_id = 7 AND "
+  CHECK_STREQ(text("SELECT geometry FROM gpkgext_geoservices_original_geometries WHERE layer_id = 7 AND "
                    "global_id = '{00000007-0000-4000-8000-000000000002}'"), kept);
-  CHECK(count("SELECT json_valid(geometry) FROM geoservices_original_geometries WHERE layer_id = 7") == 1);
-  CHECK(count("SELECT count(*) FROM geoservices_original_geometries o JOIN curvy c ON c.GlobalID = o.global_id "
+  CHECK(count("SELECT json_valid(geometry) FROM gpkgext_geoservices_original_geometries WHERE layer_id = 7") == 1);
+  CHECK(count("SELECT count(*) FROM gpkgext_geoservices_original_geometries o JOIN curvy c ON c.GlobalID = o.global_id "
               "AND c.geom = o.gpkg_geometry") == 1);
   /* kept only while the blob is the one made from it */
   {
@@ -592,15 +592,15 @@ static void test_curves(void) {
   /* replaced by an exact geometry: forgotten */
   memset(&c, 0, sizeof c);
   CHECK_MSG(apply_doc(replaced, 0, &s, &c) == 0, "%s", store.message);
-  CHECK(count("SELECT count(*) FROM geoservices_original_geometries WHERE layer_id = 7") == 0);
+  CHECK(count("SELECT count(*) FROM gpkgext_geoservices_original_geometries WHERE layer_id = 7") == 0);
   /* kept again, then deleted with its feature */
   memset(&c, 0, sizeof c);
   CHECK(apply_doc(arc, 0, &s, &c) == 0);
-  CHECK(count("SELECT count(*) FROM geoservices_original_geometries WHERE layer_id = 7") == 1);
+  CHECK(count("SELECT count(*) FROM gpkgext_geoservices_original_geometries WHERE layer_id = 7") == 1);
   memset(&c, 0, sizeof c);
   CHECK(apply_doc("{\"edits\": [{\"id\": 7, \"features\": {\"deleteIds\": "
                   "[\"{00000007-0000-4000-8000-000000000002}\"]}}]}", 0, &s, &c) == 0);
-  CHECK(count("SELECT count(*) FROM geoservices_original_geometries WHERE layer_id = 7") == 0);
+  CHECK(count("SELECT count(*) FROM gpkgext_geoservices_original_geometries WHERE layer_id = 7") == 0);
   /* a column promoted in a transaction rolled back is a MULTILINESTRING again, and promoted again later */
   CHECK(sqlite3_exec(db, "CREATE TABLE curvy2 (OBJECTID INTEGER PRIMARY KEY, GlobalID TEXT UNIQUE, "
                          "\"geom\" MULTILINESTRING); INSERT INTO gpkg_geometry_columns VALUES "
@@ -625,7 +625,7 @@ static void test_curves(void) {
     geoservices_store_forget_extents(&store);
   }
   /* a rollback takes the table away when it made it: later applies do without it */
-  CHECK(sqlite3_exec(db, "DROP TABLE geoservices_original_geometries", NULL, NULL, NULL) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, "DROP TABLE gpkgext_geoservices_original_geometries", NULL, NULL, NULL) == SQLITE_OK);
   geoservices_store_forget_extents(&store);
   CHECK(!l->originals);
   sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
@@ -633,7 +633,7 @@ static void test_curves(void) {
   CHECK(apply_doc(arc, 0, &s, &c) == 0 && l->originals);
   sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
   geoservices_store_forget_extents(&store);
-  CHECK(!l->originals && count("SELECT count(*) FROM sqlite_master WHERE name = 'geoservices_original_geometries'")
+  CHECK(!l->originals && count("SELECT count(*) FROM sqlite_master WHERE name = 'gpkgext_geoservices_original_geometries'")
         == 0);
   memset(&c, 0, sizeof c);
   CHECK_MSG(apply_doc(replaced, 0, &s, &c) == 0, "%s", store.message);

@@ -50,7 +50,7 @@ describe("replica unregister of a store", function()
     local r = gs("replica", "unregister", "--force", path)
     assert.equal(0, r.code, r.out .. r.err)
     assert.is_nil(on_server("strand-2"))
-    local out = helper.run_shell("sqlite3 " .. q(path) .. " 'SELECT count(*) FROM geoservices_edits'")
+    local out = helper.run_shell("sqlite3 " .. q(path) .. " 'SELECT count(*) FROM gpkgext_geoservices_edits'")
     assert.equal("1", (out:gsub("%s+", "")))
   end)
 

@@ -113,7 +113,7 @@ describe("QGIS 3.22 opens the project in the store (issue 37)", function()
       local st <close> = world.create("older")
       path = st.path
     end
-    assert(run(("sqlite3 %s %s"):format(q(path), q("DROP TABLE qgis_projects; UPDATE geoservices_replica SET "
+    assert(run(("sqlite3 %s %s"):format(q(path), q("DROP TABLE qgis_projects; UPDATE gpkgext_geoservices_replica SET "
       .. "format = 8"))))
     local st <close> = assert(geoservices.store.open(path))
     st:close()

@@ -228,8 +228,9 @@ describe("local attachment edits", function()
     local path = st.path
     local function rows()
       return sqlite(path, ("SELECT (SELECT count(*) FROM geoservices_attachments WHERE parent_global_id = '%s'), "
-        .. "(SELECT count(*) FROM geoservices_attachments_Parcels m JOIN Parcels f ON f.fid = m.base_id "
-        .. "WHERE f.GlobalID = '%s'), (SELECT count(*) FROM geoservices_attachments_Parcels WHERE base_id NOT IN "
+        .. "(SELECT count(*) FROM gpkgext_geoservices_attachments_Parcels m JOIN Parcels f ON f.fid = m.base_id "
+        .. "WHERE f.GlobalID = '%s'), (SELECT count(*) FROM gpkgext_geoservices_attachments_Parcels WHERE "
+          .. "base_id NOT IN "
         .. "(SELECT fid FROM Parcels))"):format(PARCEL_1, PARCEL_1))
     end
     assert.equal("2|2|0\n", rows())

@@ -29,7 +29,7 @@ describe("an attachment added with plain SQL", function()
     local valve = sqlite(path, "SELECT GlobalID FROM Valves WHERE fid = 1")
     -- what QGIS's relation editor (or a script) writes: the media row, then the link
     sqlite(path, "INSERT INTO geoservices_attachments (name, content_type, data) VALUES ('valve.jpg', 'image/jpeg', "
-      .. "X'" .. JPEG .. "'); INSERT INTO geoservices_attachments_Valves (base_id, related_id) "
+      .. "X'" .. JPEG .. "'); INSERT INTO gpkgext_geoservices_attachments_Valves (base_id, related_id) "
       .. "VALUES (1, last_insert_rowid())")
     local gid = sqlite(path, "SELECT global_id FROM geoservices_attachments WHERE name = 'valve.jpg'")
     assert.truthy(gid:match("^{%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89AB]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x}$"), gid)
@@ -45,7 +45,7 @@ describe("an attachment added with plain SQL", function()
     other:close()
     assert.equal(JPEG .. "|" .. valve, sqlite(opath, "SELECT hex(data), parent_global_id FROM geoservices_attachments "
       .. "WHERE name = 'valve.jpg'"))
-    assert.equal("0", sqlite(path, "SELECT count(*) FROM geoservices_attachment_edits"))
+    assert.equal("0", sqlite(path, "SELECT count(*) FROM gpkgext_geoservices_attachment_edits"))
     assert.equal("", helper.validate_gpkg(path))
     -- GDAL reads the media table without a complaint, and sees no value to fill in for global_id
     local out, ok = run("ogrinfo -ro -so " .. q(path) .. " geoservices_attachments")
@@ -63,9 +63,9 @@ describe("an attachment added with plain SQL", function()
       .. "UPDATE sqlite_master SET sql = replace(sql, "
       .. "substr(sql, instr(sql, 'global_id TEXT'), instr(sql, ', layer_id') - instr(sql, 'global_id TEXT')), "
       .. "'global_id TEXT NOT NULL UNIQUE') WHERE name = 'geoservices_attachments'; PRAGMA writable_schema = OFF; "
-      .. "UPDATE geoservices_replica SET format = 6")
+      .. "UPDATE gpkgext_geoservices_replica SET format = 6")
     local insert = "INSERT INTO geoservices_attachments (name, content_type, data) VALUES ('old.jpg', 'image/jpeg', "
-      .. "X'" .. JPEG .. "'); INSERT INTO geoservices_attachments_Valves (base_id, related_id) "
+      .. "X'" .. JPEG .. "'); INSERT INTO gpkgext_geoservices_attachments_Valves (base_id, related_id) "
       .. "VALUES (1, last_insert_rowid())"
     local out, ok = run("sqlite3 " .. q(path) .. " " .. q(insert))
     assert.falsy(ok, out)
@@ -73,9 +73,9 @@ describe("an attachment added with plain SQL", function()
     local r = helper.run_cli({ "status", path })
     assert.equal(0, r.code, r.err)
     assert.equal(tostring(require("geoservices.store.file.schema").FORMAT),
-      sqlite(path, "SELECT format FROM geoservices_replica"))
+      sqlite(path, "SELECT format FROM gpkgext_geoservices_replica"))
     sqlite(path, insert)
-    assert.equal("1", sqlite(path, "SELECT count(*) FROM geoservices_attachment_edits WHERE op = 'add'"))
+    assert.equal("1", sqlite(path, "SELECT count(*) FROM gpkgext_geoservices_attachment_edits WHERE op = 'add'"))
     assert.equal("ok", sqlite(path, "PRAGMA integrity_check"))
   end)
 end)

@@ -84,10 +84,10 @@ describe("a store's attachments", function()
     assert.equal(sha256(served), sha256_of_file(blob))
 
     -- linked to parcel 1 through the Related Tables Extension's mapping table
-    assert.equal("media|geoservices_attachments_Parcels|fid\n", sqlite(path,
+    assert.equal("media|gpkgext_geoservices_attachments_Parcels|fid\n", sqlite(path,
       "SELECT relation_name, mapping_table_name, base_primary_column FROM gpkgext_relations"))
     assert.equal(PARCEL_1 .. "|photo.png\n" .. PARCEL_1 .. "|scan.tif\n", sqlite(path,
-      "SELECT f.GlobalID, a.name FROM geoservices_attachments_Parcels m JOIN Parcels f ON f.fid = m.base_id "
+      "SELECT f.GlobalID, a.name FROM gpkgext_geoservices_attachments_Parcels m JOIN Parcels f ON f.fid = m.base_id "
       .. "JOIN geoservices_attachments a ON a.id = m.related_id ORDER BY a.name"))
 
     -- GDAL sees the media table and the relationship (python3-gdal: the system Python)
@@ -98,7 +98,7 @@ describe("a store's attachments", function()
       .. "  r = ds.GetRelationship(n)\n"
       .. "  print(r.GetLeftTableName(), r.GetRightTableName(), r.GetMappingTableName(), r.GetRelatedTableType())")
       .. " " .. q(path))
-    assert.equal("Parcels geoservices_attachments geoservices_attachments_Parcels media\n", relation)
+    assert.equal("Parcels geoservices_attachments gpkgext_geoservices_attachments_Parcels media\n", relation)
     local validator = run("/usr/bin/python3 -m osgeo_utils.samples.validate_gpkg -k " .. q(path))
     assert.equal("", (validator:gsub("Req 152: Inconsistent empty_flag vs geometry content\n?", "")))
   end)
@@ -178,7 +178,7 @@ describe("a store's attachments", function()
     local qgis = "{AA000000-0000-4000-8000-0000000000AA}"
     assert.equal("", sqlite(path, ("INSERT INTO geoservices_attachments (global_id, name, content_type, data) "
       .. "VALUES ('%s', 'qgis.txt', 'text/plain', CAST('from QGIS' AS BLOB)); "
-      .. "INSERT INTO geoservices_attachments_Parcels (base_id, related_id) SELECT f.fid, a.id FROM Parcels f, "
+      .. "INSERT INTO gpkgext_geoservices_attachments_Parcels (base_id, related_id) SELECT f.fid, a.id FROM Parcels f, "
       .. "geoservices_attachments a WHERE f.GlobalID = '%s' AND a.global_id = '%s';"):format(qgis, PARCEL_1, qgis)))
     local queued = {}
     for _, e in ipairs(st:attachment_edits()) do

@@ -54,12 +54,12 @@ describe("the pending and refused edits in QGIS", function()
     local layers, rows, text = gdal_list(path)
     assert.is_true(layers.geoservices_pending, text)
     assert.is_true(layers.geoservices_rejected, text)
-    local seq = sqlite(path, "SELECT seq FROM geoservices_edits")
+    local seq = sqlite(path, "SELECT seq FROM gpkgext_geoservices_edits")
     assert.same({ ("geoservices_pending %s Poles update %s"):format(seq, gid) }, rows)
     -- a view takes no edit: the queue is the library's
     out = run("sqlite3 " .. q(path) .. " " .. q("DELETE FROM geoservices_pending"))
     assert.truthy(out:find("cannot modify geoservices_pending because it is a view", 1, true), out)
-    assert.equal("1", sqlite(path, "SELECT count(*) FROM geoservices_edits"))
+    assert.equal("1", sqlite(path, "SELECT count(*) FROM gpkgext_geoservices_edits"))
     assert.equal("", helper.validate_gpkg(path))
   end)
 
@@ -68,7 +68,8 @@ describe("the pending and refused edits in QGIS", function()
     local path = st.path
     st:close()
     sqlite(path, "DROP VIEW geoservices_pending; DROP VIEW geoservices_rejected; DELETE FROM gpkg_contents WHERE "
-      .. "table_name IN ('geoservices_pending', 'geoservices_rejected'); UPDATE geoservices_replica SET format = 7")
+      .. "table_name IN ('geoservices_pending', 'geoservices_rejected'); UPDATE gpkgext_geoservices_replica "
+        .. "SET format = 7")
     local layers = gdal_list(path)
     assert.is_nil(layers.geoservices_pending)
     local r = helper.run_cli({ "status", path })
@@ -77,7 +78,7 @@ describe("the pending and refused edits in QGIS", function()
     assert.is_true(layers.geoservices_pending)
     assert.is_true(layers.geoservices_rejected)
     assert.equal(tostring(require("geoservices.store.file.schema").FORMAT),
-      sqlite(path, "SELECT format FROM geoservices_replica"))
+      sqlite(path, "SELECT format FROM gpkgext_geoservices_replica"))
     assert.equal("", helper.validate_gpkg(path))
   end)
 end)

@@ -85,15 +85,15 @@ describe("a store written by an earlier version (format 3)", function()
   it("is brought to format 4 (and on) when opened: its queue kept, every CRS defined, its relationships kept",
     function()
     local path = copy()
-    assert.equal("3\n", sqlite(path, "SELECT format FROM geoservices_replica"))
+    assert.equal("3\n", sqlite(path, "SELECT format FROM geoservices_replica")) -- as format 3 named it
     assert.equal("EPSG|undefined\n", sqlite(path, "SELECT organization, definition FROM gpkg_spatial_ref_sys "
       .. "WHERE srs_id = 2193"))
     local st = assert(geoservices.store.open(path))
-    assert.equal(9, schema.FORMAT) -- 5: conflicts readable and drawn (spec/store/conflicts_rebase_spec); 6: the
+    assert.equal(10, schema.FORMAT) -- 5: conflicts readable and drawn (spec/store/conflicts_rebase_spec); 6: the
     -- GlobalID index on the whole GlobalID (issue 38: spec/store/gid_index_spec); 7: an attachment's GlobalID
     -- made when QGIS or SQL adds one without it (spec/store/attachments_from_sql_spec); 8: the queue and the
     -- refused edits as views QGIS loads (spec/store/edit_views_spec); 9: the QGIS project in the file
-    -- (spec/store/project_spec)
+    -- (spec/store/project_spec); 10: the library's tables an extension's (spec/store/hidden_tables_spec)
     assert.equal(schema.FORMAT, st.format)
     assert.same({ "add " .. queued_gid }, queued(st))
     local pending = assert(st:pending())
@@ -102,9 +102,9 @@ describe("a store written by an earlier version (format 3)", function()
     local s = assert(st:status())
     assert.same({}, s.unknownCrs)
     st:close()
-    assert.equal(schema.FORMAT .. "\n", sqlite(path, "SELECT format FROM geoservices_replica"))
+    assert.equal(schema.FORMAT .. "\n", sqlite(path, "SELECT format FROM gpkgext_geoservices_replica"))
     -- the attachment queue takes updates (its CHECK constraint)
-    assert.truthy(sqlite(path, "SELECT sql FROM sqlite_master WHERE name = 'geoservices_attachment_edits'")
+    assert.truthy(sqlite(path, "SELECT sql FROM sqlite_master WHERE name = 'gpkgext_geoservices_attachment_edits'")
       :find("'update'", 1, true))
     local row = sqlite(path, "SELECT organization, srs_name, definition FROM gpkg_spatial_ref_sys WHERE srs_id = 2193")
     assert.truthy(row:find('^EPSG|NZGD2000 / New Zealand Transverse Mercator 2000|PROJCS%["NZGD2000'), row)
@@ -120,7 +120,7 @@ describe("a store written by an earlier version (format 3)", function()
     assert.equal("Valves|Inspections|attributes\n", sqlite(path, "SELECT base_table_name, related_table_name, "
       .. "relation_name FROM gpkgext_relations WHERE relation_name <> 'media'"))
     assert.equal("V-1|V-1\nV-2|V-2\n", sqlite(path, "SELECT v.VALVEID, i.VALVEID FROM "
-      .. "geoservices_relation_Valves_Inspections_0 AS m JOIN Valves AS v ON v.fid = m.base_id "
+      .. "gpkgext_geoservices_relation_Valves_Inspections_0 AS m JOIN Valves AS v ON v.fid = m.base_id "
       .. "JOIN Inspections AS i ON i.fid = m.related_id ORDER BY v.VALVEID"))
     assert.equal("", helper.validate_gpkg(path))
   end)
@@ -190,11 +190,11 @@ describe("a store written by an earlier version (format 3)", function()
     local st = assert(geoservices.store.create(client(), path, { service = "Utilities", layers = { 0, 1, 2, 3 },
       replicaName = "made-today", syncModel = "perLayer", returnAttachments = true }, { timeout = 30 }))
     st:close()
-    sqlite(path, "UPDATE geoservices_replica SET format = 3")
+    sqlite(path, "UPDATE gpkgext_geoservices_replica SET format = 3")
     local before = dump(path)
     assert(geoservices.store.open(path)):close()
-    assert.equal(schema.FORMAT .. "\n", sqlite(path, "SELECT format FROM geoservices_replica"))
-    sqlite(path, "UPDATE geoservices_replica SET format = 3")
+    assert.equal(schema.FORMAT .. "\n", sqlite(path, "SELECT format FROM gpkgext_geoservices_replica"))
+    sqlite(path, "UPDATE gpkgext_geoservices_replica SET format = 3")
     assert.same(before, dump(path))
   end)
 end)

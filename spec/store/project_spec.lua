@@ -52,12 +52,12 @@ describe("the QGIS project in the store (issue 37)", function()
     -- as a format-8 store was: no project, the aliases-only style
     assert(run(("sqlite3 %s %s"):format(q(path), q("DROP TABLE qgis_projects; UPDATE layer_styles SET styleQML = "
       .. "'<qgis styleCategories=\"Fields\"></qgis>', description = 'the server''s field aliases (written by "
-      .. "geoservices)'; UPDATE geoservices_replica SET format = 8"))))
+      .. "geoservices)'; UPDATE gpkgext_geoservices_replica SET format = 8"))))
     local ro <close> = assert(geoservices.store.open(path, { readonly = true }))
     assert.equal(8, ro.format)
     ro:close()
     local st <close> = assert(geoservices.store.open(path))
-    assert.equal(9, st.format)
+    assert.equal(10, st.format)
     assert.same({ { name = "older" } }, st.db:rows("SELECT name FROM qgis_projects"))
     local styles = assert(st.db:rows("SELECT styleQML FROM layer_styles WHERE f_table_name = 'Pressure_zones'"))
     assert.equal(1, #styles)

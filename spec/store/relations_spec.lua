@@ -12,7 +12,7 @@ local json = require "geoservices.json"
 local q = helper.shell_quote
 local run = helper.run_shell
 
-local MAPPING = "geoservices_relation_Valves_Inspections_0"
+local MAPPING = "gpkgext_geoservices_relation_Valves_Inspections_0"
 
 local function sqlite(path, sql) return (run("sqlite3 " .. q(path) .. " " .. q(sql))) end
 
@@ -73,7 +73,7 @@ describe("a store's related table", function()
     -- what the service said of it, for status and users
     assert.equal(("0|Inspections|2|VALVEID|3|VALVEID|esriRelCardinalityOneToMany|0|%s\n"):format(MAPPING),
       sqlite(path1, "SELECT relationship_id, name, origin_layer_id, origin_key_field, destination_layer_id, "
-        .. "destination_key_field, cardinality, composite, mapping_table FROM geoservices_relationships"))
+        .. "destination_key_field, cardinality, composite, mapping_table FROM gpkgext_geoservices_relationships"))
 
     -- the mapping rows join each valve to its inspections
     assert.equal("V-1 Operable\nV-2 Stiff, 14 turns\n", linked(path1))

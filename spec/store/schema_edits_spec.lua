@@ -47,7 +47,7 @@ describe("schema edits in a store", function()
     sql(pa, "UPDATE Poles SET SURVEYOR = 'ann', CHECKED = 1 WHERE fid = 1")
     local gid = value(pa, "SELECT GlobalID FROM Poles WHERE fid = 1")
     -- a local-only field's edit is nothing to send
-    assert.equal("0", value(pa, "SELECT count(*) FROM geoservices_edits"))
+    assert.equal("0", value(pa, "SELECT count(*) FROM gpkgext_geoservices_edits"))
     local r = cli{ "status", pa }
     assert.equal(0, r.code, r.err)
     assert.truthy(r.out:find("local-only fields SURVEYOR, CHECKED: kept in this file, not synchronized", 1, true),
@@ -102,7 +102,7 @@ describe("schema edits in a store", function()
     assert.equal(11.5, server_pole(gid1).HEIGHT)
     assert.equal(33.5, server_pole(gid2).HEIGHT)
     assert.equal("P-2", server_pole(gid2).NAME) -- the local-only column's value never reached NAME
-    assert.equal("0", value(pa, "SELECT count(*) FROM geoservices_edits"))
+    assert.equal("0", value(pa, "SELECT count(*) FROM gpkgext_geoservices_edits"))
     -- renamed back and opened once (as the note says): synchronized again
     sql(pa, "ALTER TABLE Poles RENAME COLUMN POLE_NAME TO NAME")
     r = cli{ "status", pa }
@@ -130,17 +130,17 @@ describe("schema edits in a store", function()
     assert.truthy(r.out:find("1 queued edit of it lost its values with the table: not sent, listed by "
       .. "geoservices replica failed", 1, true), r.out)
     assert.equal(line .. "|not sent: table Lines was deleted with the feature's values (in QGIS or with DROP TABLE)",
-      value(pa, "SELECT global_id, description FROM geoservices_failed_edits"))
+      value(pa, "SELECT global_id, description FROM gpkgext_geoservices_failed_edits"))
     r = cli{ "pending", pa }
     assert.equal(0, r.code, r.err)
     assert.truthy(r.out:find("HEIGHT=44.5", 1, true), r.out)
     r = cli{ "sync", pa }
     assert.equal(44.5, server_pole(pole).HEIGHT, r.err .. r.out)
     assert.equal(0, r.code, r.err .. r.out)
-    assert.equal("0", value(pa, "SELECT count(*) FROM geoservices_edits"))
+    assert.equal("0", value(pa, "SELECT count(*) FROM gpkgext_geoservices_edits"))
     -- the table is back, registered, and takes edits again
     sql(pa, "INSERT INTO Lines (LINEID, VOLTAGE) VALUES ('L-new', 11)")
-    assert.equal("1", value(pa, "SELECT count(*) FROM geoservices_edits WHERE op = 'add'"))
+    assert.equal("1", value(pa, "SELECT count(*) FROM gpkgext_geoservices_edits WHERE op = 'add'"))
     assert.equal("", helper.validate_gpkg(pa))
   end)
 end)

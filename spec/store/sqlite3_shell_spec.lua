@@ -31,17 +31,17 @@ describe("the sqlite3 shell on a store", function()
     out, ok = sqlite(path, "UPDATE Inspections SET RESULT = 'shell-edit' WHERE fid = "
       .. "(SELECT min(fid) FROM Inspections)")
     assert.is_true(ok, out)
-    assert.equal("1", (sqlite(path, "SELECT count(*) FROM geoservices_edits"):gsub("%s+", "")))
+    assert.equal("1", (sqlite(path, "SELECT count(*) FROM gpkgext_geoservices_edits"):gsub("%s+", "")))
     -- a layer: the R-tree triggers need ST_IsEmpty, which only GDAL (or SpatiaLite) registers
     out, ok = sqlite(path, "UPDATE Valves SET VALVEID = VALVEID WHERE fid = (SELECT min(fid) FROM Valves)")
     assert.falsy(ok, out)
     assert.truthy(out:find("no such function: ST_IsEmpty", 1, true), out)
-    assert.equal("1", (sqlite(path, "SELECT count(*) FROM geoservices_edits"):gsub("%s+", "")))
+    assert.equal("1", (sqlite(path, "SELECT count(*) FROM gpkgext_geoservices_edits"):gsub("%s+", "")))
     -- the same edit through GDAL goes
     out, ok = run(("ogrinfo -q -sql %s %s"):format(q("UPDATE Valves SET VALVEID = VALVEID || '-x' WHERE fid = "
       .. "(SELECT min(fid) FROM Valves)"), q(path)))
     assert.is_true(ok, out)
-    assert.equal("2", (sqlite(path, "SELECT count(*) FROM geoservices_edits"):gsub("%s+", "")))
+    assert.equal("2", (sqlite(path, "SELECT count(*) FROM gpkgext_geoservices_edits"):gsub("%s+", "")))
     -- the shell's edit reaches the server
     local c = world.client()
     st = require("geoservices").store.open(path)

@@ -3,7 +3,7 @@
 -- is not a number. It is never stored as NULL silently, nor as a blob of
 -- another type than its column's: the feature's row is there, its geometry
 -- column holds an empty geometry of the layer's type (or NULL), the server's
--- JSON is kept (geoservices_original_geometries), `st:status()` and
+-- JSON is kept (gpkgext_geoservices_original_geometries), `st:status()` and
 -- `geoservices status STORE` name it with its layer, GlobalID and reason,
 -- and an attribute edit sends the server's geometry back, never a degraded one.
 local geoservices = require "geoservices"
@@ -83,7 +83,8 @@ describe("a geometry the store cannot represent", function()
       end
     end
     local kept = {}
-    for _, r in ipairs(json.decode(sql(path, "SELECT global_id, geometry FROM geoservices_original_geometries"))) do
+    for _, r in ipairs(json.decode(sql(path, "SELECT global_id, geometry FROM "
+      .. "gpkgext_geoservices_original_geometries"))) do
       kept[r.global_id] = json.decode(r.geometry)
     end
     for _, gid in ipairs{ LINE_IN_POINTS, UNKNOWN_SHAPE, NOT_A_NUMBER } do

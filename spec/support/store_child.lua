@@ -26,7 +26,7 @@ io.stdout:write("started\n")
 io.stdout:flush()
 if mode == "hold" then
   assert(st:transaction(function()
-    assert(st.db:run("UPDATE geoservices_replica SET replica_name = replica_name WHERE id = 1"))
+    assert(st.db:run("UPDATE gpkgext_geoservices_replica SET replica_name = replica_name WHERE id = 1"))
     io.stdout:write("holding\n")
     io.stdout:flush()
     geoservices.sleep(2)

@@ -64,6 +64,7 @@ local conflicts = require "geoservices.store.edits.conflicts"
 local core = require "geoservices.core"
 local create = require "geoservices.store.sync.create"
 local errors = require "geoservices.errors"
+local extension = require "geoservices.store.file.extension"
 local features = require "geoservices.store.edits.features"
 local inspect = require "geoservices.store.edits.inspect"
 local json = require "geoservices.json"
@@ -163,7 +164,10 @@ function store.open(path, opts)
     close_db()
     return nil, errors.new("io", ("%s is not a GeoPackage"):format(path), { path = path, code = "not_a_store" })
   end
-  rows, m, c = db:rows("SELECT format FROM geoservices_replica WHERE id = 1")
+  rows, m, c = db:rows("SELECT format FROM gpkgext_geoservices_replica WHERE id = 1")
+  if not rows and c == "sqlite" then -- a store made before format 10 names its tables geoservices_*
+    rows, m, c = db:rows("SELECT format FROM geoservices_replica WHERE id = 1")
+  end
   if not rows and c ~= "sqlite" then return fail(m, c) end -- busy, io...: not "no such table"
   if not rows or not rows[1] then
     close_db()
@@ -180,6 +184,9 @@ function store.open(path, opts)
     local ok, mm, mc = migrate.run(db, path)
     if not ok then return fail(mm, mc) end
     format = schema.FORMAT
+  elseif format < 10 then -- read as it is: its tables under today's names, the file untouched
+    local ok, mm, mc = extension.alias_old(db)
+    if not ok then return fail(mm, mc) end
   end
   if not (opts and opts.readonly) then
     -- a store made before WAL mode: switched now (best effort: a process
@@ -187,7 +194,7 @@ function store.open(path, opts)
     rows = db:rows("PRAGMA journal_mode")
     if rows and rows[1] and rows[1].journal_mode ~= "wal" then db:rows("PRAGMA journal_mode = WAL") end
   end
-  rows, m, c = db:rows("SELECT * FROM geoservices_layers ORDER BY layer_id")
+  rows, m, c = db:rows("SELECT * FROM gpkgext_geoservices_layers ORDER BY layer_id")
   if not rows then return fail(m, c) end
   local layers = {}
   for _, r in ipairs(rows) do
@@ -231,7 +238,7 @@ local file_exists = paths.exists
 -- @tparam table replica_info `service`, `replicaID`, `replicaName`, `syncModel` ("perReplica" or
 --   "perLayer"), `syncDirection`, `layers` (ids), `replicaServerGen`, `replicaServerSibGen`,
 --   `layerServerGens` (array or JSON text), `syncLayers` (per-layer directions); anything else is
---   kept as JSON in geoservices_replica.info
+--   kept as JSON in gpkgext_geoservices_replica.info
 -- @tparam table layers_metadata the layer resources (`{service}/FeatureServer/{id}?f=json`), one per layer
 -- @param source the first result's records: nil (none); a path (string) of a JSON result file; a
 --   core.records() extractor already fed (and finished); or a function `source(apply)` that feeds
@@ -325,7 +332,8 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       for _, l in ipairs(layers_metadata) do
         if math.tointeger(l.id) == spec.id then meta = l end
       end
-      check(db:run("INSERT INTO geoservices_layers (layer_id, table_name, name, geometry_kind, geometry_column, "
+      check(db:run("INSERT INTO gpkgext_geoservices_layers (layer_id, table_name, name, geometry_kind, "
+        .. "geometry_column, "
         .. "srs_id, object_id_field, global_id_field, sync_direction, columns, metadata) "
         .. "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", spec.id, spec.table, spec.name, spec.geometry_kind,
         spec.geometry_column, spec.srs_id, spec.oid, spec.globalid, spec.sync_direction,
@@ -343,7 +351,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     end
     local layer_ids = json.array()
     for _, spec in ipairs(specs) do layer_ids[#layer_ids + 1] = spec.id end
-    check(db:run("INSERT INTO geoservices_replica (id, format, service, replica_id, replica_name, sync_model, "
+    check(db:run("INSERT INTO gpkgext_geoservices_replica (id, format, service, replica_id, replica_name, sync_model, "
       .. "sync_direction, layers, created_at, info) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)", schema.FORMAT,
       replica_info.service, replica_info.replicaID ~= "" and replica_info.replicaID or nil,
       replica_info.replicaName, model, replica_info.syncDirection or "bidirectional", json.encode(layer_ids),
@@ -400,8 +408,9 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     local linked, lerr = attachments.relink(st)
     if linked then linked, lerr = relations.relink(st) end
     if not linked then error({ store_error = lerr }) end
+    check(extension.register(db)) -- the library's own tables, an extension's (not offered as layers)
     if fields.replicaID and (not replica_info.replicaID or replica_info.replicaID == "") then
-      check(db:run("UPDATE geoservices_replica SET replica_id = ? WHERE id = 1", fields.replicaID))
+      check(db:run("UPDATE gpkgext_geoservices_replica SET replica_id = ? WHERE id = 1", fields.replicaID))
     end
     local gens = replica_state.generations_of(replica_info)
     local result_gens = replica_state.generations_of(fields)
@@ -473,8 +482,8 @@ end
 
 function Store:__tostring()
   if not self.db then return ("replica store %s (closed)"):format(self.path) end
-  local r = self.db:rows("SELECT replica_id, sync_model FROM geoservices_replica WHERE id = 1")
-  local q = self.db:rows("SELECT count(*) AS n FROM geoservices_edits")
+  local r = self.db:rows("SELECT replica_id, sync_model FROM gpkgext_geoservices_replica WHERE id = 1")
+  local q = self.db:rows("SELECT count(*) AS n FROM gpkgext_geoservices_edits")
   local nlayers = 0
   for _ in pairs(self.layers) do nlayers = nlayers + 1 end
   local replica = r and r[1] or {}
@@ -543,7 +552,7 @@ function Store:_uncaptured(fn)
   return self:transaction(function()
     -- nested (st:apply inside a sync's commit): capture is off already and
     -- stays off until the outer call ends
-    local state = db:rows("SELECT enabled FROM geoservices_capture WHERE id = 1")
+    local state = db:rows("SELECT enabled FROM gpkgext_geoservices_capture WHERE id = 1")
     if state and state[1] and state[1].enabled == 0 then return fn() end
     local ok, msg, code = capture.set(db, false)
     if not ok then return nil, db_error(self.path, msg, code) end

@@ -21,8 +21,8 @@ local shared = require "geoservices.store.shared"
 local M = {}
 
 local MEDIA = "geoservices_attachments"
-local QUEUE = "geoservices_attachment_edits"
-local ADDED = "geoservices_attachments_added" -- geoservices.store.edits.attachment_edits
+local QUEUE = "gpkgext_geoservices_attachment_edits"
+local ADDED = "gpkgext_geoservices_attachments_added" -- geoservices.store.edits.attachment_edits
 
 local function q(name) return '"' .. name:gsub('"', '""') .. '"' end
 

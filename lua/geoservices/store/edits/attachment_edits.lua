@@ -43,12 +43,12 @@ local shared = require "geoservices.store.shared"
 local M = {}
 
 local MEDIA = "geoservices_attachments"
-M.QUEUE = "geoservices_attachment_edits"
+M.QUEUE = "gpkgext_geoservices_attachment_edits"
 -- the server's id and address of the attachments this store added, recorded
 -- when their add is read back: a table of small rows, because an UPDATE of
 -- the media row would read and rewrite its bytes
-M.ADDED = "geoservices_attachments_added"
-local CAPTURING = "(SELECT enabled FROM geoservices_capture WHERE id = 1) IS NOT 0"
+M.ADDED = "gpkgext_geoservices_attachments_added"
+local CAPTURING = "(SELECT enabled FROM gpkgext_geoservices_capture WHERE id = 1) IS NOT 0"
 local NOW = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
 
 local function q(name) return '"' .. name:gsub('"', '""') .. '"' end
@@ -157,7 +157,8 @@ function M.layer_sql(spec, map)
 end
 
 local function has_queue(st)
-  local rows = st.db:rows("SELECT 1 AS yes FROM sqlite_master WHERE name = ?", M.QUEUE)
+  -- (pragma_table_list: a read-only store made before format 10 has it as a temporary view)
+  local rows = st.db:rows("SELECT 1 AS yes FROM pragma_table_list WHERE name = ?", M.QUEUE)
   return rows and rows[1] ~= nil
 end
 
@@ -443,8 +444,8 @@ function M.drop_orphans(st)
     local match = gid_match("f." .. q(spec.globalid), "a.parent_global_id")
     local orphans = ("SELECT a.global_id FROM %s AS a WHERE a.layer_id = %d AND a.parent_global_id IS NOT NULL "
       .. "AND NOT EXISTS (SELECT 1 FROM %s AS f WHERE %s) "
-      .. "AND NOT EXISTS (SELECT 1 FROM geoservices_edits AS e WHERE e.global_id = a.parent_global_id) "
-      .. "AND NOT EXISTS (SELECT 1 FROM geoservices_failed_edits AS e WHERE e.global_id = a.parent_global_id)")
+      .. "AND NOT EXISTS (SELECT 1 FROM gpkgext_geoservices_edits AS e WHERE e.global_id = a.parent_global_id) "
+      .. "AND NOT EXISTS (SELECT 1 FROM gpkgext_geoservices_failed_edits AS e WHERE e.global_id = a.parent_global_id)")
       :format(MEDIA, id, q(spec.table), match)
     local ok, msg, code = st.db:run(("DELETE FROM %s WHERE sent_at IS NULL AND global_id IN (%s)"):format(M.QUEUE,
       orphans))

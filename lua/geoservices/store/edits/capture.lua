@@ -1,6 +1,6 @@
 --- Change capture in the file itself: plain SQL triggers on each feature
 -- table record every insert, update and delete in the queue
--- (geoservices_edits), whoever makes it: QGIS, GDAL, the sqlite3 shell, or
+-- (gpkgext_geoservices_edits), whoever makes it: QGIS, GDAL, the sqlite3 shell, or
 -- this library, whose own `st:add/update/delete` simply write the table.
 -- Nothing of ours needs to be loaded: the triggers use SQLite's core and
 -- JSON functions only, so GDAL and QGIS fire them as they fire the R-tree
@@ -31,7 +31,7 @@
 -- edit (geoservices.store.edits.outgoing).
 --
 -- The library's own writes of downloaded data are not captured: the
--- one-row table `geoservices_capture` is checked in each trigger's WHEN
+-- one-row table `gpkgext_geoservices_capture` is checked in each trigger's WHEN
 -- clause, and switched off and on again inside the transaction that
 -- applies a download (other connections never see it off).
 -- @module geoservices.store.edits.capture
@@ -46,12 +46,12 @@ local q, lit = schema.ident, schema.literal
 
 --- The control table (in every store of format 3 and later).
 capture.CONTROL_SQL = {
-  [[CREATE TABLE geoservices_capture (id INTEGER PRIMARY KEY CHECK (id = 1), enabled INTEGER NOT NULL)]],
-  "INSERT INTO geoservices_capture (id, enabled) VALUES (1, 1)",
+  [[CREATE TABLE gpkgext_geoservices_capture (id INTEGER PRIMARY KEY CHECK (id = 1), enabled INTEGER NOT NULL)]],
+  "INSERT INTO gpkgext_geoservices_capture (id, enabled) VALUES (1, 1)",
 }
 
 -- A missing row reads as on: an edit is never lost for want of it.
-local CAPTURING = "(SELECT enabled FROM geoservices_capture WHERE id = 1) IS NOT 0"
+local CAPTURING = "(SELECT enabled FROM gpkgext_geoservices_capture WHERE id = 1) IS NOT 0"
 local NOW = "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
 local NEW_GLOBAL_ID = schema.NEW_GLOBAL_ID -- a version 4 UUID
 
@@ -121,9 +121,9 @@ end
 local function add_steps(spec, gid_sql)
   local L = spec.id
   return {
-    ("UPDATE geoservices_edits SET op = 'update' WHERE %s AND op = 'delete';"):format(unsent(L, gid_sql)),
-    ("INSERT INTO geoservices_edits (layer_id, op, global_id, created_at) SELECT %d, 'add', %s, %s "
-      .. "WHERE %s IS NOT NULL AND NOT EXISTS (SELECT 1 FROM geoservices_edits WHERE %s);")
+    ("UPDATE gpkgext_geoservices_edits SET op = 'update' WHERE %s AND op = 'delete';"):format(unsent(L, gid_sql)),
+    ("INSERT INTO gpkgext_geoservices_edits (layer_id, op, global_id, created_at) SELECT %d, 'add', %s, %s "
+      .. "WHERE %s IS NOT NULL AND NOT EXISTS (SELECT 1 FROM gpkgext_geoservices_edits WHERE %s);")
       :format(L, gid_sql, NOW, gid_sql, unsent(L, gid_sql)),
   }
 end
@@ -133,11 +133,12 @@ end
 local function delete_steps(spec)
   local L, gid = spec.id, "OLD." .. q(spec.globalid)
   return {
-    ("INSERT INTO geoservices_edits (layer_id, op, global_id, created_at, base) SELECT %d, 'delete', %s, %s, %s "
-      .. "WHERE NOT EXISTS (SELECT 1 FROM geoservices_edits WHERE %s);"):format(L, gid, NOW, base_sql(spec),
-      unsent(L, gid)),
-    ("UPDATE geoservices_edits SET op = 'delete', feature = NULL WHERE %s AND op = 'update';"):format(unsent(L, gid)),
-    ("DELETE FROM geoservices_edits WHERE %s AND op = 'add';"):format(unsent(L, gid)),
+    ("INSERT INTO gpkgext_geoservices_edits (layer_id, op, global_id, created_at, base) "
+      .. "SELECT %d, 'delete', %s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM gpkgext_geoservices_edits WHERE %s);")
+      :format(L, gid, NOW, base_sql(spec), unsent(L, gid)),
+    ("UPDATE gpkgext_geoservices_edits SET op = 'delete', feature = NULL WHERE %s AND op = 'update';")
+      :format(unsent(L, gid)),
+    ("DELETE FROM gpkgext_geoservices_edits WHERE %s AND op = 'add';"):format(unsent(L, gid)),
   }
 end
 
@@ -189,10 +190,10 @@ function capture.layer_sql(spec, others)
     ("CREATE TRIGGER %s AFTER INSERT ON %s WHEN %s BEGIN %s END"):format(trigger_name(spec, "insert"), qt,
       CAPTURING, table.concat(insert, " ")),
     ("CREATE TRIGGER %s AFTER UPDATE ON %s WHEN %s AND %s AND OLD.%s IS NEW.%s AND %s BEGIN "
-      .. "INSERT INTO geoservices_edits (layer_id, op, global_id, created_at, base) SELECT %d, 'update', NEW.%s, %s, "
-      .. "%s WHERE NOT EXISTS (SELECT 1 FROM geoservices_edits WHERE %s); END"):format(trigger_name(spec, "update"),
-      qt, CAPTURING, has_gid, g, g, changed_sql(spec), spec.id, g, NOW, base_sql(spec),
-      unsent(spec.id, "NEW." .. g)),
+      .. "INSERT INTO gpkgext_geoservices_edits (layer_id, op, global_id, created_at, base) "
+      .. "SELECT %d, 'update', NEW.%s, %s, %s WHERE NOT EXISTS (SELECT 1 FROM gpkgext_geoservices_edits "
+      .. "WHERE %s); END"):format(trigger_name(spec, "update"), qt, CAPTURING, has_gid, g, g, changed_sql(spec),
+      spec.id, g, NOW, base_sql(spec), unsent(spec.id, "NEW." .. g)),
     -- (not when another row, here or in another layer, holds OLD's GlobalID too: a pasted row given
     -- one of its own, above)
     ("CREATE TRIGGER %s AFTER UPDATE OF %s ON %s WHEN %s AND %s AND OLD.%s IS NOT NEW.%s AND NOT EXISTS "
@@ -219,7 +220,7 @@ end
 -- @bool on capture or not
 -- @return true, or nil, msg, code
 function capture.set(db, on)
-  return db:run("UPDATE geoservices_capture SET enabled = ? WHERE id = 1", on and 1 or 0)
+  return db:run("UPDATE gpkgext_geoservices_capture SET enabled = ? WHERE id = 1", on and 1 or 0)
 end
 
 -- ---- reading what a trigger kept ------------------------------------------

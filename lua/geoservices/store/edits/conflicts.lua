@@ -48,7 +48,7 @@ local DELETED = "the server deleted this feature while a local edit of it was no
 -- @return the list of queue rows with `before` (the feature, or false), or nil, err
 function conflicts.before(st, attempt_id)
   local rows, msg, code = st.db:rows("SELECT seq, layer_id, op, global_id, attempt_id, feature, base "
-    .. "FROM geoservices_edits ORDER BY seq")
+    .. "FROM gpkgext_geoservices_edits ORDER BY seq")
   if not rows then return nil, shared.db_error(st.path, msg, code) end
   local list = {}
   for _, q in ipairs(rows) do
@@ -96,12 +96,12 @@ function conflicts.after(st, list, c)
       local ok, m, code = conflicts.keep(st, { seq = q.seq, layer = q.layer_id, op = q.op, gid = q.global_id,
         feature = q.before and json.encode(q.before) or nil, base = q.base,
         server = json.encode(after or json.null), description = description })
-      if ok then ok, m, code = st.db:run("DELETE FROM geoservices_edits WHERE seq = ?", q.seq) end
+      if ok then ok, m, code = st.db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", q.seq) end
       if not ok then return nil, shared.db_error(st.path, m, code) end
       kept[#kept + 1] = entry(q, after, description)
     elseif q.op == "delete" and not after and c.touched[c.key(q.layer_id, q.global_id)] then
       -- the server deleted it too: nothing is left to send, nothing lost
-      local ok, m, code = st.db:run("DELETE FROM geoservices_edits WHERE seq = ?", q.seq)
+      local ok, m, code = st.db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", q.seq)
       if not ok then return nil, shared.db_error(st.path, m, code) end
     end
   end
@@ -113,7 +113,7 @@ end
 --- What format 5 adds: the readable columns, the local geometry (the
 -- table becomes a features table of type GEOMETRY in the CRS of the first
 -- layer with a geometry), the table of differing fields. Run in the
--- transaction of a migration or of store.create, once geoservices_layers
+-- transaction of a migration or of store.create, once gpkgext_geoservices_layers
 -- is filled.
 -- @param db the connection
 -- @return true, or nil, msg, code
@@ -144,7 +144,7 @@ function conflicts.layout(db)
     if not ok then return nil, m, c end
   end
   local rows
-  rows, m, c = db:rows("SELECT srs_id FROM geoservices_layers WHERE geometry_column IS NOT NULL "
+  rows, m, c = db:rows("SELECT srs_id FROM gpkgext_geoservices_layers WHERE geometry_column IS NOT NULL "
     .. "AND srs_id IS NOT NULL ORDER BY layer_id LIMIT 1")
   if not rows then return nil, m, c end
   local srs = rows[1] and rows[1].srs_id or 0

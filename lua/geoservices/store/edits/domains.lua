@@ -61,7 +61,7 @@ function domains.of(st, spec)
   end
   if by_store[spec.id] then return by_store[spec.id] end
   local found = {}
-  local rows = st.db:rows("SELECT metadata FROM geoservices_layers WHERE layer_id = ?", spec.id)
+  local rows = st.db:rows("SELECT metadata FROM gpkgext_geoservices_layers WHERE layer_id = ?", spec.id)
   local meta = rows and rows[1] and type(rows[1].metadata) == "string" and json.decode(rows[1].metadata)
   for _, f in ipairs(type(meta) == "table" and type(meta.fields) == "table" and meta.fields or {}) do
     if type(f) == "table" and type(f.name) == "string" then found[f.name] = domain_of(f.domain) end

@@ -92,7 +92,7 @@ function Store:status()
     generation = rep.replicaServerGen, layerGenerations = rep.layerServerGens,
     pending = { total = 0, in_flight = 0, layers = {} } }, Status)
   local rows, msg, code = db:rows("SELECT layer_id, op, count(*) AS n, count(attempt_id) AS flying "
-    .. "FROM geoservices_edits GROUP BY layer_id, op ORDER BY layer_id")
+    .. "FROM gpkgext_geoservices_edits GROUP BY layer_id, op ORDER BY layer_id")
   if not rows then return nil, db_error(self.path, msg, code) end
   local by_layer = {}
   for _, r in ipairs(rows) do
@@ -107,7 +107,7 @@ function Store:status()
     s.pending.total = s.pending.total + r.n
     s.pending.in_flight = s.pending.in_flight + r.flying
   end
-  for field, tbl in pairs{ failed = "geoservices_failed_edits", conflicts = "geoservices_conflicts" } do
+  for field, tbl in pairs{ failed = "gpkgext_geoservices_failed_edits", conflicts = "geoservices_conflicts" } do
     rows, msg, code = db:rows("SELECT count(*) AS n FROM " .. tbl)
     if not rows then return nil, db_error(self.path, msg, code) end
     s[field] = rows[1].n
@@ -186,7 +186,7 @@ local function undo(st, r)
     local ok, m, c = db:put(r.layer_id, { attributes = base.attributes, geometry = base.geometry })
     if not ok then return nil, db_error(st.path, m, c) end
   end
-  local ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
+  local ok, m, c = db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", r.seq)
   if not ok then return nil, db_error(st.path, m, c) end
   return true
 end
@@ -227,14 +227,14 @@ function Store:discard(...)
     local att_gids = {}
     for _, r in ipairs(att_rows) do att_gids[normalize_gid(r.global_id)] = true end
     if all then
-      rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id IS NULL ORDER BY seq")
+      rows, msg, code = db:rows("SELECT * FROM gpkgext_geoservices_edits WHERE attempt_id IS NULL ORDER BY seq")
       if not rows then return nil, db_error(self.path, msg, code) end
     else
       rows = {}
       for _, g in ipairs(gids) do
         local gid = normalize_gid(g)
         local found
-        found, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE global_id = ? ORDER BY seq", gid)
+        found, msg, code = db:rows("SELECT * FROM gpkgext_geoservices_edits WHERE global_id = ? ORDER BY seq", gid)
         if not found then return nil, db_error(self.path, msg, code) end
         if #found == 0 and not att_gids[gid] then
           return nil, errors.invalid("global_id", ("no local edit of %s in %s"):format(gid, self.path))

@@ -69,7 +69,7 @@ local function edit_row(st, r, what, tbl)
   local server, bad_server = decode_column(r.server)
   if bad_server then why = ("its server is %s"):format(bad_server) end
   out.server = server
-  local queued = tbl == "geoservices_edits"
+  local queued = tbl == "gpkgext_geoservices_edits"
   if not why and queued and not spec then
     why = ("its layer %s is not in this store"):format(tostring(r.layer_id))
   elseif not why and queued and r.attempt_id == nil and SENDS_FEATURE[r.op] then
@@ -124,9 +124,9 @@ queue.edit_rows = edit_rows -- the conflicts' too (geoservices.store.edits.resol
 -- @return the list, or nil, err: kind "io", code "damaged" when a row cannot be decoded (the
 --   message names the file and the row; nothing is changed)
 function Store:pending()
-  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_edits ORDER BY seq")
+  local rows, msg, code = self:_db():rows("SELECT * FROM gpkgext_geoservices_edits ORDER BY seq")
   if not rows then return nil, db_error(self.path, msg, code) end
-  return edit_rows(self, rows, "queued edit", "geoservices_edits")
+  return edit_rows(self, rows, "queued edit", "gpkgext_geoservices_edits")
 end
 
 --- The local edits the server rejected, with its `code` and `description`
@@ -137,9 +137,9 @@ end
 -- attachment, edited again).
 -- @return the list, or nil, err (as @{pending})
 function Store:failed()
-  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_failed_edits ORDER BY seq")
+  local rows, msg, code = self:_db():rows("SELECT * FROM gpkgext_geoservices_failed_edits ORDER BY seq")
   if not rows then return nil, db_error(self.path, msg, code) end
-  local list, err = edit_rows(self, rows, "failed edit", "geoservices_failed_edits")
+  local list, err = edit_rows(self, rows, "failed edit", "gpkgext_geoservices_failed_edits")
   if not list then return nil, err end
   for _, a in ipairs(attachment_edits.failed(self)) do list[#list + 1] = a end
   return list
@@ -157,7 +157,9 @@ local function canonical_gid(st, r)
     local t, g = (spec.table:gsub('"', '""')), (spec.globalid:gsub('"', '""'))
     local ok, m, c = st.db:run(('UPDATE "%s" SET "%s" = ?1 WHERE %s'):format(t, g,
       schema.gid_match('"' .. g .. '"', "?2")), canonical, r.global_id)
-    if ok then ok, m, c = st.db:run("UPDATE geoservices_edits SET global_id = ? WHERE seq = ?", canonical, r.seq) end
+    if ok then
+      ok, m, c = st.db:run("UPDATE gpkgext_geoservices_edits SET global_id = ? WHERE seq = ?", canonical, r.seq)
+    end
     if not ok then return nil, db_error(st.path, m, c) end
     return true
   end)
@@ -182,7 +184,7 @@ function Store:begin_attempt(opts)
   opts = opts or {}
   return self:transaction(function()
     local db = self.db
-    local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id IS NULL ORDER BY seq")
+    local rows, msg, code = db:rows("SELECT * FROM gpkgext_geoservices_edits WHERE attempt_id IS NULL ORDER BY seq")
     if not rows then return nil, db_error(self.path, msg, code) end
     local wanted
     if opts.seqs then
@@ -193,14 +195,14 @@ function Store:begin_attempt(opts)
     for _, r in ipairs(rows) do
       if not wanted or wanted[r.seq] then
         canonical_gid(self, r)
-        local row, err = edit_row(self, r, "queued edit", "geoservices_edits")
+        local row, err = edit_row(self, r, "queued edit", "gpkgext_geoservices_edits")
         if not row then return nil, err end -- nothing recorded: the edits stay queued, unsent
         if row.refused then
           local spec = self.layers[r.layer_id]
           refused[#refused + 1] = { seq = r.seq, op = r.op, layer = r.layer_id, layer_name = spec and spec.table,
                                     globalId = r.global_id, rule = row.refused }
         elseif row.changes == false then
-          local ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
+          local ok, m, c = db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", r.seq)
           if not ok then return nil, db_error(self.path, m, c) end
         else
           chosen[#chosen + 1] = row
@@ -208,12 +210,12 @@ function Store:begin_attempt(opts)
         end
       end
     end
-    local changes, id, icode = db:run("INSERT INTO geoservices_attempts (started_at, state, status_url, "
+    local changes, id, icode = db:run("INSERT INTO gpkgext_geoservices_attempts (started_at, state, status_url, "
       .. "global_ids, params) VALUES (?, 'sending', ?, ?, ?)", now(), opts.status_url, json.encode(gids),
       opts.params and json.encode(opts.params) or nil)
     if not changes then return nil, db_error(self.path, id, icode) end
     for _, r in ipairs(chosen) do
-      local ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = ?, feature = ? WHERE seq = ?", id,
+      local ok, m, c = db:run("UPDATE gpkgext_geoservices_edits SET attempt_id = ?, feature = ? WHERE seq = ?", id,
         r.feature ~= nil and json.encode(r.feature) or nil, r.seq)
       if not ok then return nil, db_error(self.path, m, c) end
       r.attempt, r.changes = id, nil
@@ -227,7 +229,7 @@ end
 -- @string status_url the address
 -- @return true, or nil, err
 function Store:attempt_job(attempt_id, status_url)
-  local ok, msg, code = self:_db():run("UPDATE geoservices_attempts SET status_url = ?, state = 'job' "
+  local ok, msg, code = self:_db():run("UPDATE gpkgext_geoservices_attempts SET status_url = ?, state = 'job' "
     .. "WHERE attempt_id = ?", status_url, attempt_id)
   if not ok then return nil, db_error(self.path, msg, code) end
   return true
@@ -238,7 +240,7 @@ end
 --   record cannot be decoded (the message names the file and the attempt; its edits stay queued,
 --   in flight, until the record is repaired)
 function Store:attempt()
-  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_attempts ORDER BY attempt_id DESC LIMIT 1")
+  local rows, msg, code = self:_db():rows("SELECT * FROM gpkgext_geoservices_attempts ORDER BY attempt_id DESC LIMIT 1")
   if not rows then return nil, db_error(self.path, msg, code) end
   local r = rows[1]
   if not r then return false end
@@ -247,7 +249,7 @@ function Store:attempt()
     local value, why = decode_column(r[column])
     if why then
       local err = damaged(self, ("synchronization attempt %d"):format(r.attempt_id), ("its %s is %s"):format(
-        column, why), ("the row attempt_id = %d of geoservices_attempts (a NULL %s is read as none)"):format(
+        column, why), ("the row attempt_id = %d of gpkgext_geoservices_attempts (a NULL %s is read as none)"):format(
         r.attempt_id, column))
       err.attempt = r.attempt_id
       return nil, err
@@ -283,19 +285,19 @@ local FOLD = {
 -- "applied_before": the rest goes as an update from that base).
 local function requeue(st, r)
   local db = st.db
-  local ok, m, c = db:run("UPDATE geoservices_edits SET attempt_id = NULL, feature = NULL, base = CASE WHEN "
+  local ok, m, c = db:run("UPDATE gpkgext_geoservices_edits SET attempt_id = NULL, feature = NULL, base = CASE WHEN "
     .. "op = 'add' AND base IS NULL THEN feature ELSE base END WHERE seq = ?", r.seq)
   if not ok then return nil, m, c end
   local newer
-  newer, m, c = db:rows("SELECT seq, op FROM geoservices_edits WHERE layer_id = ? AND global_id = ? AND "
+  newer, m, c = db:rows("SELECT seq, op FROM gpkgext_geoservices_edits WHERE layer_id = ? AND global_id = ? AND "
     .. "attempt_id IS NULL AND seq > ? ORDER BY seq", r.layer_id, r.global_id, r.seq)
   if not newer then return nil, m, c end
   local n = newer[1]
   local fold = n and FOLD[r.op .. " " .. n.op]
   if fold == nil then return true end
-  ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", n.seq)
-  if ok and fold == false then ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq) end
-  if ok and fold then ok, m, c = db:run("UPDATE geoservices_edits SET op = ? WHERE seq = ?", fold, r.seq) end
+  ok, m, c = db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", n.seq)
+  if ok and fold == false then ok, m, c = db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", r.seq) end
+  if ok and fold then ok, m, c = db:run("UPDATE gpkgext_geoservices_edits SET op = ? WHERE seq = ?", fold, r.seq) end
   return ok, m, c
 end
 
@@ -328,7 +330,8 @@ function Store:end_attempt(attempt_id, outcomes, opts)
   if keep and opts.keep_attempt then keep = "some" end
   return self:transaction(function()
     local db = self.db
-    local rows, msg, code = db:rows("SELECT * FROM geoservices_edits WHERE attempt_id = ? ORDER BY seq", attempt_id)
+    local rows, msg, code = db:rows("SELECT * FROM gpkgext_geoservices_edits WHERE attempt_id = ? ORDER BY seq",
+      attempt_id)
     if not rows then return nil, db_error(self.path, msg, code) end
     for _, r in ipairs(rows) do
       local o = outcomes and outcomes[r.seq]
@@ -339,15 +342,17 @@ function Store:end_attempt(attempt_id, outcomes, opts)
           feature = r.feature, base = r.base, server = server, description = o.description, attempt = attempt_id,
           outcome = o.outcome })
       elseif type(o) == "table" then
-        ok, m, c = db:run("INSERT OR REPLACE INTO geoservices_failed_edits (seq, layer_id, op, global_id, feature, "
-          .. "base, code, description, attempt_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq,
-          r.layer_id, r.op, r.global_id, r.feature, r.base, math.tointeger(o.code), o.description, attempt_id, now())
+        ok, m, c = db:run("INSERT OR REPLACE INTO gpkgext_geoservices_failed_edits (seq, layer_id, op, "
+          .. "global_id, feature, base, code, description, attempt_id, failed_at) "
+          .. "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r.seq, r.layer_id, r.op, r.global_id, r.feature, r.base,
+          math.tointeger(o.code), o.description, attempt_id, now())
       end
       local left = false
       if ok and (o == true or type(o) == "table") then
-        ok, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq)
+        ok, m, c = db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", r.seq)
       elseif ok and o == "update" then
-        ok, m, c = db:run("UPDATE geoservices_edits SET op = 'update', base = COALESCE(base, feature) WHERE seq = ?",
+        ok, m, c = db:run("UPDATE gpkgext_geoservices_edits SET op = 'update', base = COALESCE(base, feature) "
+          .. "WHERE seq = ?",
           r.seq)
         r.op = "update"
         if ok then ok, m, c = requeue(self, r) end
@@ -360,7 +365,7 @@ function Store:end_attempt(attempt_id, outcomes, opts)
       if left then keep = "some" end
     end
     if keep == "some" then return true end
-    local ok, m, c = db:run("DELETE FROM geoservices_attempts WHERE attempt_id = ?", attempt_id)
+    local ok, m, c = db:run("DELETE FROM gpkgext_geoservices_attempts WHERE attempt_id = ?", attempt_id)
     if not ok then return nil, db_error(self.path, m, c) end
     return true
   end)

@@ -190,7 +190,8 @@ function Store:resolve(which, with)
     end
     local done = setmetatable({ count = 0, queued = 0, globalIds = json.array(), with = with }, Resolved)
     for _, e in ipairs(todo) do
-      local waiting, m, c = self.db:rows("SELECT seq FROM geoservices_edits WHERE layer_id = ? AND global_id = ?",
+      local waiting, m, c = self.db:rows("SELECT seq FROM gpkgext_geoservices_edits WHERE layer_id = ? AND "
+        .. "global_id = ?",
         e.layer, e.globalId)
       if not waiting then return nil, db_error(self.path, m, c) end
       if #waiting > 0 then
@@ -230,7 +231,7 @@ function Store:set_conflict_policy(policy)
     if not rep then return nil, err end
     local info = type(rep.info) == "table" and rep.info or {}
     info.conflict_policy = policy
-    local ok, m, c = self.db:run("UPDATE geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
+    local ok, m, c = self.db:run("UPDATE gpkgext_geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
     if not ok then return nil, db_error(self.path, m, c) end
     return true
   end)

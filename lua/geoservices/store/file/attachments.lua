@@ -2,8 +2,9 @@
 -- GeoPackage Related Tables Extension (OGC 18-000). `geoservices_attachments`
 -- is its media table (`id`, `data`, `content_type`, then the server's
 -- metadata: GlobalID, parent GlobalID, name, size, the content's url), one
--- mapping table per layer with attachments (`geoservices_attachments_<layer
--- table>`: base_id the feature's fid, related_id the attachment's id), and
+-- mapping table per layer with attachments (`gpkgext_geoservices_attachments_<layer
+-- table>`: base_id the feature's fid, related_id the attachment's id; named
+-- as an extension's table, so GDAL does not offer it as a layer), and
 -- `gpkgext_relations` names the "media" relation between them, so GDAL
 -- lists the relationship and QGIS shows a feature's attachments.
 --
@@ -31,7 +32,7 @@ local function q(name) return '"' .. name:gsub('"', '""') .. '"' end
 local function lit(text) return "'" .. text:gsub("'", "''") .. "'" end
 
 --- The mapping table between a layer's features and their attachments.
-function attachments.mapping_table(spec) return attachments.MEDIA .. "_" .. spec.table end
+function attachments.mapping_table(spec) return "gpkgext_" .. attachments.MEDIA .. "_" .. spec.table end
 
 --- SQL that registers the media table and links a layer with attachments
 -- (the mapping table is not in gpkg_contents: GDAL finds the relation

@@ -25,10 +25,16 @@
 --   form, GDAL, SQL) is taken.
 -- * 7 -> 8: the queue and the refused edits as views GDAL and QGIS load
 --   (schema.EDIT_VIEWS_SQL).
+-- * 8 -> 9: the service's styles and the QGIS project in the file.
+-- * 9 -> 10: the library's own tables named and registered as a GeoPackage
+--   extension's (geoservices.store.file.extension), so QGIS does not offer
+--   them as layers. The renaming comes first, before any other step of an
+--   older store's migration: every step reads today's names.
 -- @module geoservices.store.file.migrate
 -- @local
 local capture = require "geoservices.store.edits.capture"
 local conflicts = require "geoservices.store.edits.conflicts"
+local extension = require "geoservices.store.file.extension"
 local json = require "geoservices.json"
 local layer_styles = require "geoservices.store.qgis.layer_styles"
 local migrate4 = require "geoservices.store.file.migrate4"
@@ -37,9 +43,9 @@ local schema = require "geoservices.store.file.schema"
 
 local migrate = {}
 
--- The layer specs of the file (the columns as geoservices_layers keeps them).
+-- The layer specs of the file (the columns as gpkgext_geoservices_layers keeps them).
 local function layer_specs(db)
-  local rows, m, c = db:rows("SELECT * FROM geoservices_layers ORDER BY layer_id")
+  local rows, m, c = db:rows("SELECT * FROM gpkgext_geoservices_layers ORDER BY layer_id")
   if not rows then return nil, m, c end
   local specs = {}
   for _, r in ipairs(rows) do
@@ -155,7 +161,7 @@ local function to_format_3(db)
     if not ok then return nil, m, c end
   end
   -- an edit not sent yet sends what its feature holds when it goes
-  return db:exec("UPDATE geoservices_edits SET feature = NULL WHERE attempt_id IS NULL")
+  return db:exec("UPDATE gpkgext_geoservices_edits SET feature = NULL WHERE attempt_id IS NULL")
 end
 
 -- The statements that make a layer's GlobalID index today's (none when it is).
@@ -226,7 +232,7 @@ end
 -- style is kept), then the QGIS project in the file (issue 37). A store that has
 -- them already is left as it is.
 local function to_format_9(db, path)
-  local rows, m, c = db:rows("SELECT layer_id, table_name, metadata FROM geoservices_layers ORDER BY layer_id")
+  local rows, m, c = db:rows("SELECT layer_id, table_name, metadata FROM gpkgext_geoservices_layers ORDER BY layer_id")
   if not rows then return nil, m, c end
   local have
   have, m, c = db:rows("SELECT 1 AS x FROM sqlite_master WHERE name = 'layer_styles'")
@@ -277,6 +283,7 @@ local STEPS = {
   [7] = to_format_7,
   [8] = schema.EDIT_VIEWS_SQL,
   [9] = to_format_9,
+  [10] = extension.register,
 }
 
 --- Migrates an open store's file.
@@ -290,8 +297,11 @@ function migrate.run(db, path)
     db:rollback()
     return nil, msg, code
   end
+  -- today's table names first (format 10): the steps below read them
+  ok, m, c = extension.rename_old(db)
+  if not ok then return abort(m, c) end
   local rows
-  rows, m, c = db:rows("SELECT format FROM geoservices_replica WHERE id = 1")
+  rows, m, c = db:rows("SELECT format FROM gpkgext_geoservices_replica WHERE id = 1")
   if not rows then return abort(m, c) end
   for n = rows[1].format + 1, schema.FORMAT do
     local step = STEPS[n]
@@ -305,7 +315,7 @@ function migrate.run(db, path)
       end
     end
   end
-  ok, m, c = db:run("UPDATE geoservices_replica SET format = ? WHERE id = 1", schema.FORMAT)
+  ok, m, c = db:run("UPDATE gpkgext_geoservices_replica SET format = ? WHERE id = 1", schema.FORMAT)
   if ok then ok, m, c = db:commit() end
   if not ok then return abort(m, c) end
   return true
@@ -321,7 +331,10 @@ end
 function migrate.refresh(db, specs)
   local have, m, c = schema_objects(db)
   if not have then return nil, m, c end
-  local todo = {}
+  -- the extension's tables made since (a download's original geometries) registered
+  local todo
+  todo, m, c = extension.unregistered(db)
+  if not todo then return nil, m, c end
   local list = {}
   for _, spec in pairs(specs) do list[#list + 1] = spec end
   table.sort(list, function(a, b) return a.id < b.id end)

@@ -17,7 +17,7 @@
 --   table) gets PROJ's WKT; a code PROJ does not know keeps 'undefined' with
 --   the reason in its description, which status reports.
 -- * Relationships (geoservices.store.file.relations): made from the layer
---   resources the store kept (geoservices_layers.metadata), their mapping
+--   resources the store kept (gpkgext_geoservices_layers.metadata), their mapping
 --   rows from the keys. A store whose metadata says none gets none.
 --
 -- Each part looks at what the file holds before changing it, so a store
@@ -51,10 +51,10 @@ local function exists(db, name)
 end
 
 -- The layers' specs as the modules that write per-layer SQL take them:
--- the columns kept in geoservices_layers, the fid column (the table's
+-- the columns kept in gpkgext_geoservices_layers, the fid column (the table's
 -- INTEGER PRIMARY KEY), the kind of table (gpkg_contents), the resource.
 local function layer_specs(db)
-  local rows, m, c = db:rows("SELECT l.*, c.data_type FROM geoservices_layers AS l "
+  local rows, m, c = db:rows("SELECT l.*, c.data_type FROM gpkgext_geoservices_layers AS l "
     .. "LEFT JOIN gpkg_contents AS c ON c.table_name = l.table_name ORDER BY l.layer_id")
   if not rows then return nil, m, c end
   local specs, metas = {}, {}

@@ -7,7 +7,7 @@
 -- destination with esriRelRoleDestination and its foreign key). For every
 -- relationship whose two tables are in the store, once, from its origin side:
 --
--- * a mapping table `geoservices_relation_<origin>_<destination>_<id>`
+-- * a mapping table `gpkgext_geoservices_relation_<origin>_<destination>_<id>`
 --   (base_id the origin row's fid, related_id the destination row's fid),
 --   registered in gpkg_extensions and named by a gpkgext_relations row whose
 --   relation_name is the destination's kind, `features` or `attributes`
@@ -15,7 +15,7 @@
 --   attributes table). Like the attachments' mapping tables it is not in
 --   gpkg_contents: GDAL finds it through gpkgext_relations, and GDAL's
 --   validator would refuse an attributes table without an INTEGER PRIMARY KEY;
--- * `geoservices_relationships`: what the service said of it (name, layers,
+-- * `gpkgext_geoservices_relationships`: what the service said of it (name, layers,
 --   key fields, cardinality, composite) and its mapping table, for status and
 --   for users.
 --
@@ -25,7 +25,7 @@
 -- on both tables re-link a row inserted, deleted or whose key (or fid)
 -- changed, so an edit made in QGIS, GDAL or the sqlite3 shell keeps them true
 -- with nothing of ours loaded. The mapping table is not a layer of the store
--- (geoservices_layers): capture never queues its rows as edits to upload.
+-- (gpkgext_geoservices_layers): capture never queues its rows as edits to upload.
 -- @module geoservices.store.file.relations
 -- @local
 local errors = require "geoservices.errors"
@@ -36,7 +36,7 @@ local relations = {}
 
 local q, lit = schema.ident, schema.literal
 
-relations.TABLE = "geoservices_relationships"
+relations.TABLE = "gpkgext_geoservices_relationships"
 relations.DEFINITION = "http://docs.opengeospatial.org/is/18-000/18-000.html"
 
 --- The extension's own table and its gpkg_extensions row, once per store
@@ -54,7 +54,7 @@ relations.EXTENSION_SQL = {
     :format(lit(relations.DEFINITION)),
 }
 
-local DESCRIPTION_SQL = [[CREATE TABLE IF NOT EXISTS geoservices_relationships (
+local DESCRIPTION_SQL = [[CREATE TABLE IF NOT EXISTS gpkgext_geoservices_relationships (
   mapping_table TEXT PRIMARY KEY, relationship_id INTEGER NOT NULL, name TEXT,
   origin_layer_id INTEGER NOT NULL, origin_key_field TEXT NOT NULL,
   destination_layer_id INTEGER NOT NULL, destination_key_field TEXT NOT NULL,
@@ -103,7 +103,8 @@ function relations.described(specs, metas)
         if ok and dk then
           out[#out + 1] = { id = id, name = r.name, origin = origin, destination = destination, origin_key = ok,
                             destination_key = dk, cardinality = r.cardinality, composite = r.composite == true,
-                            mapping = ("geoservices_relation_%s_%s_%d"):format(origin.table, destination.table, id) }
+                            mapping = ("gpkgext_geoservices_relation_%s_%s_%d"):format(origin.table,
+                              destination.table, id) }
         end
       end
     end
@@ -156,7 +157,7 @@ local function relation_sql(rel)
       .. "related_primary_column, relation_name, mapping_table_name) VALUES (%s, %s, %s, %s, %s, %s)")
       :format(lit(o.table), lit(o.fid_column or "fid"), lit(d.table), lit(d.fid_column or "fid"),
         lit(d.data_type == "attributes" and "attributes" or "features"), lit(map)),
-    ("INSERT INTO geoservices_relationships (mapping_table, relationship_id, name, origin_layer_id, "
+    ("INSERT INTO gpkgext_geoservices_relationships (mapping_table, relationship_id, name, origin_layer_id, "
       .. "origin_key_field, destination_layer_id, destination_key_field, cardinality, composite, description) "
       .. "VALUES (%s, %d, %s, %d, %s, %d, %s, %s, %d, %s)"):format(lit(map), rel.id,
       type(rel.name) == "string" and lit(rel.name) or "NULL", o.id, lit(rel.origin_key), d.id,
@@ -192,11 +193,12 @@ end
 -- @param st the store
 -- @return true, or nil, err
 function relations.relink(st)
-  local has = st.db:rows("SELECT 1 AS yes FROM sqlite_master WHERE name = 'geoservices_relationships'")
+  local has = st.db:rows("SELECT 1 AS yes FROM pragma_table_list WHERE name = 'gpkgext_geoservices_relationships'")
   if not (has and has[1]) then return true end
   local rows, msg, code = st.db:rows("SELECT r.mapping_table, r.origin_key_field, r.destination_key_field, "
     .. "g.base_table_name, g.base_primary_column, g.related_table_name, g.related_primary_column "
-    .. "FROM geoservices_relationships AS r JOIN gpkgext_relations AS g ON g.mapping_table_name = r.mapping_table")
+    .. "FROM gpkgext_geoservices_relationships AS r JOIN gpkgext_relations AS g ON g.mapping_table_name = "
+      .. "r.mapping_table")
   local ok = rows ~= nil
   for _, r in ipairs(rows or {}) do
     ok, msg, code = st.db:run("DELETE FROM " .. q(r.mapping_table))
@@ -216,9 +218,10 @@ end
 -- destination_key_field, cardinality, composite, links}`, links the mapping rows.
 -- @return the list (empty for a store without), or nil, err
 function relations.list(st)
-  local has = st.db:rows("SELECT 1 AS yes FROM sqlite_master WHERE name = 'geoservices_relationships'")
+  -- (pragma_table_list: a read-only store made before format 10 has it as a temporary view)
+  local has = st.db:rows("SELECT 1 AS yes FROM pragma_table_list WHERE name = 'gpkgext_geoservices_relationships'")
   if not (has and has[1]) then return json.array() end
-  local rows, msg, code = st.db:rows("SELECT * FROM geoservices_relationships ORDER BY relationship_id")
+  local rows, msg, code = st.db:rows("SELECT * FROM gpkgext_geoservices_relationships ORDER BY relationship_id")
   if not rows then return nil, errors.new("io", ("%s: %s"):format(st.path, msg), { code = code }) end
   for _, r in ipairs(rows) do
     local n = st.db:rows("SELECT count(*) AS n FROM " .. q(r.mapping_table))

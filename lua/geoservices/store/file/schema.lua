@@ -39,16 +39,18 @@
 --   `gpkg_data_column_constraints`) its alias and its coded-value or range
 --   domain, which GDAL lists as field domains and QGIS shows as value maps
 --   and ranges.
--- * Our own tables are prefixed `geoservices_`; `geoservices_sync_log` is
---   registered in gpkg_contents as an attributes table, so GDAL lists the
---   feature layers and the log, not our internal tables.
+-- * The tables meant for users are prefixed `geoservices_` and registered in
+--   gpkg_contents (the sync log, the conflicts, the pending and refused edits,
+--   the attachments); the library's own are an extension's,
+--   `gpkgext_geoservices_*` (geoservices.store.file.extension), which GDAL and
+--   QGIS do not offer as layers.
 -- @module geoservices.store.file.schema
 -- @local
 local srs = require "geoservices.store.file.srs"
 
 local schema = {}
 
---- The version of our own tables (geoservices_replica.format): 1 as first
+--- The version of our own tables (gpkgext_geoservices_replica.format): 1 as first
 -- released; 2 adds the base of queued and failed edits and the conflicts
 -- table (see @{MIGRATIONS}); 3 the capture triggers (geoservices.store.edits.capture,
 -- geoservices.store.file.migrate); 4 attachment updates in the attachment queue,
@@ -60,8 +62,10 @@ local schema = {}
 -- SQL: @{ATTACHMENT_GID_COLUMN}); 8 the queue and the refused edits as
 -- read-only views GDAL and QGIS load (@{EDIT_VIEWS_SQL}); 9 the QGIS project
 -- in the file and the layers' default styles from the service's drawingInfo
--- (geoservices.store.qgis.project, geoservices.store.qgis.layer_styles).
-schema.FORMAT = 9
+-- (geoservices.store.qgis.project, geoservices.store.qgis.layer_styles); 10
+-- the library's own tables named and registered as a GeoPackage extension's
+-- (gpkgext_geoservices_*, geoservices.store.file.extension), not offered as layers.
+schema.FORMAT = 10
 
 --- The local edits waiting (geoservices_pending) and those the server
 -- refused (geoservices_rejected) as views registered as attributes, so that
@@ -72,13 +76,13 @@ schema.FORMAT = 9
 schema.EDIT_VIEWS_SQL = {
   [[CREATE VIEW IF NOT EXISTS geoservices_pending AS SELECT e.seq AS fid, l.table_name AS layer, e.op AS edit,
     e.global_id AS GlobalID, e.created_at AS made_at, e.attempt_id AS sent_in_attempt
-    FROM geoservices_edits AS e LEFT JOIN geoservices_layers AS l ON l.layer_id = e.layer_id]],
+    FROM gpkgext_geoservices_edits AS e LEFT JOIN gpkgext_geoservices_layers AS l ON l.layer_id = e.layer_id]],
   [[INSERT OR IGNORE INTO gpkg_contents (table_name, data_type, identifier, description) VALUES ('geoservices_pending',
     'attributes', 'geoservices_pending', 'local edits waiting for the next sync, read only: geoservices pending '
     || 'shows what each sends, geoservices discard drops one (lua-geoservices)')]],
   [[CREATE VIEW IF NOT EXISTS geoservices_rejected AS SELECT f.seq AS fid, l.table_name AS layer, f.op AS edit,
     f.global_id AS GlobalID, f.code AS code, f.description AS reason, f.failed_at AS failed_at
-    FROM geoservices_failed_edits AS f LEFT JOIN geoservices_layers AS l ON l.layer_id = f.layer_id]],
+    FROM gpkgext_geoservices_failed_edits AS f LEFT JOIN gpkgext_geoservices_layers AS l ON l.layer_id = f.layer_id]],
   [[INSERT OR IGNORE INTO gpkg_contents (table_name, data_type, identifier, description) VALUES ('geoservices_rejected',
     'attributes', 'geoservices_rejected', 'local edits the server refused, with its code and reason, read only '
     || '(lua-geoservices)')]],
@@ -516,31 +520,31 @@ schema.BASE_SQL = {
     ('gpkg_data_column_constraints', NULL, 'gpkg_schema', 'http://www.geopackage.org/spec121/#extension_schema',
      'read-write')]],
   -- the replica: one row
-  [[CREATE TABLE geoservices_replica (id INTEGER PRIMARY KEY CHECK (id = 1), format INTEGER NOT NULL,
+  [[CREATE TABLE gpkgext_geoservices_replica (id INTEGER PRIMARY KEY CHECK (id = 1), format INTEGER NOT NULL,
     service TEXT, replica_id TEXT, replica_name TEXT, sync_model TEXT, sync_direction TEXT,
     layers TEXT, created_at TEXT NOT NULL, info TEXT)]],
   -- one row per layer: its table, its field-to-column mapping, its resource
-  [[CREATE TABLE geoservices_layers (layer_id INTEGER PRIMARY KEY, table_name TEXT NOT NULL UNIQUE,
+  [[CREATE TABLE gpkgext_geoservices_layers (layer_id INTEGER PRIMARY KEY, table_name TEXT NOT NULL UNIQUE,
     name TEXT, geometry_kind TEXT NOT NULL, geometry_column TEXT, srs_id INTEGER, object_id_field TEXT,
     global_id_field TEXT NOT NULL, sync_direction TEXT, columns TEXT NOT NULL, metadata TEXT)]],
   -- generations as the server gives them (64-bit integers); layer_id -1 is the
   -- replica's own (perReplica), other rows a layer's (perLayer)
-  [[CREATE TABLE geoservices_generations (layer_id INTEGER PRIMARY KEY, server_gen INTEGER,
+  [[CREATE TABLE gpkgext_geoservices_generations (layer_id INTEGER PRIMARY KEY, server_gen INTEGER,
     server_sib_gen INTEGER, updated_at TEXT NOT NULL)]],
   -- the local edits not yet committed by the server: the queue is the journal.
   -- feature: the JSON sent (an update's changed attributes); base: the JSON of
   -- the feature before the first unsent local change (updates and deletes)
-  [[CREATE TABLE geoservices_edits (seq INTEGER PRIMARY KEY AUTOINCREMENT, layer_id INTEGER NOT NULL,
+  [[CREATE TABLE gpkgext_geoservices_edits (seq INTEGER PRIMARY KEY AUTOINCREMENT, layer_id INTEGER NOT NULL,
     op TEXT NOT NULL CHECK (op IN ('add', 'update', 'delete')), global_id TEXT NOT NULL, feature TEXT,
     attempt_id INTEGER, created_at TEXT NOT NULL, base TEXT)]],
-  "CREATE INDEX geoservices_edits_gid ON geoservices_edits (layer_id, global_id)",
+  "CREATE INDEX geoservices_edits_gid ON gpkgext_geoservices_edits (layer_id, global_id)",
   -- local edits the server rejected, with its code and description
-  [[CREATE TABLE geoservices_failed_edits (seq INTEGER PRIMARY KEY, layer_id INTEGER NOT NULL, op TEXT NOT NULL,
+  [[CREATE TABLE gpkgext_geoservices_failed_edits (seq INTEGER PRIMARY KEY, layer_id INTEGER NOT NULL, op TEXT NOT NULL,
     global_id TEXT NOT NULL, feature TEXT, code INTEGER, description TEXT, attempt_id INTEGER,
     failed_at TEXT NOT NULL, base TEXT)]],
   CONFLICTS_SQL,
   -- a synchronization in flight: recorded before it is sent
-  [[CREATE TABLE geoservices_attempts (attempt_id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT NOT NULL,
+  [[CREATE TABLE gpkgext_geoservices_attempts (attempt_id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT NOT NULL,
     state TEXT NOT NULL, status_url TEXT, global_ids TEXT, params TEXT)]],
   [[CREATE TABLE geoservices_sync_log (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL,
     operation TEXT NOT NULL, outcome TEXT NOT NULL, uploaded INTEGER, failed INTEGER, downloaded INTEGER,
@@ -570,8 +574,8 @@ schema.BASE_SQL = {
 -- the edits it already queued have no base.
 schema.MIGRATIONS = {
   [2] = {
-    "ALTER TABLE geoservices_edits ADD COLUMN base TEXT",
-    "ALTER TABLE geoservices_failed_edits ADD COLUMN base TEXT",
+    "ALTER TABLE gpkgext_geoservices_edits ADD COLUMN base TEXT",
+    "ALTER TABLE gpkgext_geoservices_failed_edits ADD COLUMN base TEXT",
     CONFLICTS_SQL,
   },
 }

@@ -1,5 +1,5 @@
 --- A layer's table as its user left it, against the server's fields the
--- store keeps (geoservices_layers.columns): QGIS, GDAL and the sqlite3
+-- store keeps (gpkgext_geoservices_layers.columns): QGIS, GDAL and the sqlite3
 -- shell can add, rename and delete a table's columns.
 --
 -- * A column the user added (QGIS "add field", ALTER TABLE ADD COLUMN) is a
@@ -108,7 +108,7 @@ end
 -- @tparam table layers every layer's spec by id
 -- @return true, or nil, msg, code
 function shape.remake(db, spec, layers)
-  local rows, m, c = db:rows("SELECT layer_id, metadata FROM geoservices_layers ORDER BY layer_id")
+  local rows, m, c = db:rows("SELECT layer_id, metadata FROM gpkgext_geoservices_layers ORDER BY layer_id")
   if not rows then return nil, m, c end
   local metas, meta = {}, nil
   for _, r in ipairs(rows) do
@@ -156,11 +156,11 @@ function shape.remake(db, spec, layers)
   -- with the failed edits, never sent (its deletes still go: they send the GlobalID alone)
   local unsent = "layer_id = ? AND attempt_id IS NULL AND op IN ('add', 'update')"
   local moved
-  moved, m, c = db:run("INSERT INTO geoservices_failed_edits (layer_id, op, global_id, feature, description, "
+  moved, m, c = db:run("INSERT INTO gpkgext_geoservices_failed_edits (layer_id, op, global_id, feature, description, "
     .. "failed_at, base) SELECT layer_id, op, global_id, feature, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), base "
-    .. "FROM geoservices_edits WHERE " .. unsent .. " ORDER BY seq", ("not sent: table %s was deleted with the "
+    .. "FROM gpkgext_geoservices_edits WHERE " .. unsent .. " ORDER BY seq", ("not sent: table %s was deleted with the "
     .. "feature's values (in QGIS or with DROP TABLE)"):format(t), spec.id)
-  if moved then moved, m, c = db:run("DELETE FROM geoservices_edits WHERE " .. unsent, spec.id) end
+  if moved then moved, m, c = db:run("DELETE FROM gpkgext_geoservices_edits WHERE " .. unsent, spec.id) end
   if not moved then return nil, m, c end
   spec.gone, spec.remade, spec.lost_edits = nil, true, moved
   return true
@@ -210,8 +210,8 @@ function shape.notes(st)
   for _, id in ipairs(ids) do
     local spec = st.layers[id]
     for _, m in ipairs(spec.missing or {}) do
-      local rows = st.db:rows("SELECT count(*) AS n FROM geoservices_edits WHERE layer_id = ? AND op IN ('add', "
-        .. "'update')", id)
+      local rows = st.db:rows("SELECT count(*) AS n FROM gpkgext_geoservices_edits WHERE layer_id = ? AND "
+        .. "op IN ('add', 'update')", id)
       local queued = rows and rows[1] and rows[1].n or 0
       lines[#lines + 1] = ("layer %s: field %s is not in the table any more (%s): it is no longer synchronized "
         .. "(downloads leave it out, edits never send it; the server keeps its values)%s. To synchronize it again, "

@@ -5,7 +5,7 @@
 -- column gets an empty geometry of the layer's type (another kind, or no
 -- kind it knows), the points it could read (a coordinate that is no
 -- number), or the curves cut into points (Bézier and elliptic segments),
--- and the server's JSON is kept in geoservices_original_geometries with the
+-- and the server's JSON is kept in gpkgext_geoservices_original_geometries with the
 -- blob it made. While the blob is unchanged, st:get gives the server's JSON
 -- back and a sync uploads it, never the degraded blob; once QGIS, GDAL or
 -- the library changed the blob, the feature is what the user drew and is no
@@ -134,7 +134,8 @@ end
 function unrepresentable.list(st)
   local db = st:_db()
   local out = { count = 0 }
-  local rows, msg, code = db:rows("SELECT 1 AS yes FROM sqlite_master WHERE name = 'geoservices_original_geometries'")
+  local rows, msg, code = db:rows("SELECT 1 AS yes FROM pragma_table_list "
+    .. "WHERE name = 'gpkgext_geoservices_original_geometries'")
   if not rows then return nil, msg, code end
   if not rows[1] then return out end
   local ids = {}
@@ -143,7 +144,7 @@ function unrepresentable.list(st)
   for _, id in ipairs(ids) do
     local spec = st.layers[id]
     if spec.geometry_column and spec.globalid then
-      local from = (" FROM geoservices_original_geometries AS o JOIN %s AS t ON t.%s = o.global_id "
+      local from = (" FROM gpkgext_geoservices_original_geometries AS o JOIN %s AS t ON t.%s = o.global_id "
         .. "WHERE o.layer_id = ? AND t.%s IS o.gpkg_geometry"):format(schema.ident(spec.table),
         schema.ident(spec.globalid), schema.ident(spec.geometry_column))
       rows, msg, code = db:rows("SELECT count(*) AS n" .. from, id)
@@ -170,7 +171,7 @@ end
 -- @treturn boolean
 function unrepresentable.unchanged(st, spec, gid)
   if not (spec.geometry_column and spec.globalid) then return false end
-  local rows = st.db:rows(("SELECT 1 AS yes FROM geoservices_original_geometries AS o JOIN %s AS t ON t.%s = "
+  local rows = st.db:rows(("SELECT 1 AS yes FROM gpkgext_geoservices_original_geometries AS o JOIN %s AS t ON t.%s = "
     .. "o.global_id WHERE o.layer_id = ? AND o.global_id = ? AND t.%s IS o.gpkg_geometry"):format(
     schema.ident(spec.table), schema.ident(spec.globalid), schema.ident(spec.geometry_column)), spec.id, gid)
   return rows ~= nil and rows[1] ~= nil -- no table: none kept
@@ -179,7 +180,8 @@ end
 -- The server's geometry kept for a feature (its JSON decoded), whatever the blob holds now, or nil.
 local function kept(st, spec, gid)
   if not (spec.geometry_column and spec.globalid) then return nil end
-  local rows = st.db:rows("SELECT geometry FROM geoservices_original_geometries WHERE layer_id = ? AND global_id = ?",
+  local rows = st.db:rows("SELECT geometry FROM gpkgext_geoservices_original_geometries WHERE layer_id = ? "
+    .. "AND global_id = ?",
     spec.id, gid)
   return rows and rows[1] and json.decode(rows[1].geometry) or nil -- no table: none kept
 end
@@ -203,7 +205,7 @@ end
 
 --- The geometry an edit sends, and that st:get gives, for a feature whose
 -- server geometry has ordinates the column cannot hold (issue 41: a service
--- declaring less than its data has; kept in geoservices_original_geometries):
+-- declaring less than its data has; kept in gpkgext_geoservices_original_geometries):
 -- `geometry` (the blob's, as the user left it) with, at each vertex, the
 -- server's Z and M the column lacks, so that moving vertices never flattens
 -- them. An edit that adds or removes vertices (or parts) cannot say which
@@ -287,14 +289,14 @@ end
 -- @return what fn returns
 function unrepresentable.kept_across(st, spec, gid, fn)
   local rows = spec.geometry_column and spec.globalid and type(gid) == "string" and st.db:rows(
-    "SELECT geometry, gpkg_geometry FROM geoservices_original_geometries WHERE layer_id = ? AND global_id = ?",
+    "SELECT geometry, gpkg_geometry FROM gpkgext_geoservices_original_geometries WHERE layer_id = ? AND global_id = ?",
     spec.id, gid)
   local row = rows and rows[1]
   local server = row and json.decode(row.geometry)
   if not (type(server) == "table" and dropped(server, spec.has_z == true, spec.has_m == true)) then return fn() end
   local ok, msg, code = fn()
   if not ok then return ok, msg, code end
-  local done, m, c = st.db:run("INSERT OR IGNORE INTO geoservices_original_geometries (layer_id, global_id, "
+  local done, m, c = st.db:run("INSERT OR IGNORE INTO gpkgext_geoservices_original_geometries (layer_id, global_id, "
     .. "geometry, gpkg_geometry) VALUES (?, ?, ?, CAST(? AS BLOB))", spec.id, gid, row.geometry, row.gpkg_geometry)
   if not done then return nil, m, c end
   return ok, msg, code
@@ -327,7 +329,7 @@ end
 function unrepresentable.put_unchanged(st, spec, f, same, fn)
   local gid = f.attributes and f.attributes[spec.globalid]
   local rows = spec.geometry_column and spec.globalid and type(gid) == "string" and st.db:rows(
-    "SELECT geometry, gpkg_geometry FROM geoservices_original_geometries WHERE layer_id = ? AND global_id = ?",
+    "SELECT geometry, gpkg_geometry FROM gpkgext_geoservices_original_geometries WHERE layer_id = ? AND global_id = ?",
     spec.id, gid)
   local row = rows and rows[1]
   local server = row and json.decode(row.geometry)
@@ -340,7 +342,8 @@ function unrepresentable.put_unchanged(st, spec, f, same, fn)
   local done, m, c = st.db:run(("UPDATE %s SET %s = CAST(? AS BLOB) WHERE %s = ?"):format(schema.ident(spec.table),
     schema.ident(spec.geometry_column), schema.ident(spec.globalid)), row.gpkg_geometry, gid)
   if done then
-    done, m, c = st.db:run("INSERT OR REPLACE INTO geoservices_original_geometries (layer_id, global_id, geometry, "
+    done, m, c = st.db:run("INSERT OR REPLACE INTO gpkgext_geoservices_original_geometries (layer_id, "
+      .. "global_id, geometry, "
       .. "gpkg_geometry) VALUES (?, ?, ?, CAST(? AS BLOB))", spec.id, gid, row.geometry, row.gpkg_geometry)
   end
   if not done then return nil, m, c end

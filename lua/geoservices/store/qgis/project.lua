@@ -13,6 +13,7 @@
 -- directory ("./NAME.gpkg|layername=T"), as QGIS writes them.
 -- @module geoservices.store.qgis.project
 -- @local
+local attachments = require "geoservices.store.file.attachments"
 local json = require "geoservices.json"
 local symbology = require "geoservices.store.qgis.symbology"
 
@@ -92,7 +93,8 @@ end
 -- @treturn string
 function project.qgs(db, file, name)
   local base = file:match("([^/\\]+)$") or file
-  local layers = assert(db:rows("SELECT layer_id, table_name, name, metadata, global_id_field FROM geoservices_layers "
+  local layers = assert(db:rows("SELECT layer_id, table_name, name, metadata, global_id_field FROM "
+    .. "gpkgext_geoservices_layers "
     .. "ORDER BY layer_id"))
   local maplayers, tree, edits, media, relations = {}, {}, {}, {}, {}
   local by_layer_id = {}
@@ -147,7 +149,7 @@ function project.qgs(db, file, name)
     local media_id = add(media, "geoservices_attachments", "Attachments")
     for _, l in pairs(by_layer_id) do
       local gid = l.row.global_id_field
-      if exists(db, "geoservices_attachments_" .. l.row.table_name) and gid then
+      if exists(db, attachments.mapping_table{ table = l.row.table_name }) and gid then
         relation("rel_" .. l.id .. "_attachments", "Attachments of " .. l.row.name, media_id, "parent_global_id",
           l.id, gid)
       end

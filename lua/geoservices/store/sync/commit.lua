@@ -101,7 +101,7 @@ local function record_prefix(st, rep, transport_type)
   local info = type(rep.info) == "table" and rep.info or {}
   if info.enum_prefix == prefix then return true end
   info.enum_prefix = prefix
-  local done, m, c = st.db:run("UPDATE geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
+  local done, m, c = st.db:run("UPDATE gpkgext_geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
   if not done then return nil, db_fail(st, m, c) end
   return true
 end

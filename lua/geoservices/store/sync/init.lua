@@ -226,7 +226,7 @@ function M.unregister(st, client, opts)
   local info = type(rep.info) == "table" and rep.info or {}
   info.unregistered = true
   local ok, e2 = st:transaction(function()
-    local done, m, c = st.db:run("UPDATE geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
+    local done, m, c = st.db:run("UPDATE gpkgext_geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
     if not done then return nil, db_fail(st, m, c) end
     return st:log{ operation = "unregister", outcome = "ok" }
   end)

@@ -154,7 +154,7 @@ function integrity.record_generation(st, rep, how)
     if any then info.server_gens = gens else info.generation_unknown = true end
   end
   rep.info = info
-  return st.db:run("UPDATE geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
+  return st.db:run("UPDATE gpkgext_geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
 end
 
 return integrity

@@ -1,7 +1,7 @@
 --- The journal of a replica store (store:sync): the attempt engine's
 -- journal interface (geoservices.sync.attempt) kept in the store's own
--- tables. The attempt is a row of geoservices_attempts (its parameters and
--- the job's status address); the queue rows it carries (geoservices_edits)
+-- tables. The attempt is a row of gpkgext_geoservices_attempts (its parameters and
+-- the job's status address); the queue rows it carries (gpkgext_geoservices_edits)
 -- are marked with it, with what each sends. Its result is committed in ONE
 -- transaction with the downloaded data and the generations
 -- (geoservices.store.sync.commit); edits read back settle through
@@ -158,7 +158,7 @@ function Journal:mark(flags)
   local params = self.params or {}
   for k, v in pairs(flags) do params[k] = v end
   self.params = params
-  local ok, m, c = self.st:_db():run("UPDATE geoservices_attempts SET params = ?, status_url = NULL "
+  local ok, m, c = self.st:_db():run("UPDATE gpkgext_geoservices_attempts SET params = ?, status_url = NULL "
     .. "WHERE attempt_id = ?", json.encode(params), self.id)
   if not ok then return nil, db_fail(self.st, m, c) end
   return true
@@ -201,7 +201,7 @@ function Journal:keep_capabilities(caps)
   local info = type(self.rep.info) == "table" and self.rep.info or {}
   info.sync_capabilities = caps
   self.rep.info = info
-  local ok, m, c = self.st:_db():run("UPDATE geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
+  local ok, m, c = self.st:_db():run("UPDATE gpkgext_geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
   if not ok then return nil, db_fail(self.st, m, c) end
   return true
 end
@@ -299,7 +299,7 @@ function Journal:begin(fields)
     for id, dir in pairs(self.directions) do journal.directions[tostring(id)] = dir end
   end
   self.params = journal
-  local ok, m, c = self.st:_db():run("UPDATE geoservices_attempts SET params = ? WHERE attempt_id = ?",
+  local ok, m, c = self.st:_db():run("UPDATE gpkgext_geoservices_attempts SET params = ? WHERE attempt_id = ?",
     json.encode(journal), self.id)
   if not ok then return nil, db_fail(self.st, m, c) end
   return true

@@ -336,7 +336,7 @@ function rebase.hook(j, client, taken, opts)
             if not f or changed == false then leaves = true else feature = f end
           end
           if done and not leaves and theirs then
-            done, m, c = db:run("UPDATE geoservices_edits SET base = ?, feature = ? WHERE seq = ?",
+            done, m, c = db:run("UPDATE gpkgext_geoservices_edits SET base = ?, feature = ? WHERE seq = ?",
               json.encode(theirs), feature and json.encode(feature) or nil, r.seq)
             if done and feature and r.feature then
               -- the 2.1 list holds the row's feature table: it sends the new one
@@ -352,7 +352,7 @@ function rebase.hook(j, client, taken, opts)
           elseif mine then
             done, m, c = db:remove(r.layer, r.globalId)
           end
-          if done then done, m, c = db:run("DELETE FROM geoservices_edits WHERE seq = ?", r.seq) end
+          if done then done, m, c = db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", r.seq) end
           report.left[r.seq] = true
           gone[r.layer] = gone[r.layer] or {}
           gone[r.layer][outcome.normalize_gid(r.globalId)] = true

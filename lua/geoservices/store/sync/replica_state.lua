@@ -47,7 +47,7 @@ end
 -- @return the table, or nil, err
 function Store:generations()
   local rows, msg, code = self:_db():rows(
-    "SELECT layer_id, server_gen, server_sib_gen FROM geoservices_generations ORDER BY layer_id")
+    "SELECT layer_id, server_gen, server_sib_gen FROM gpkgext_geoservices_generations ORDER BY layer_id")
   if not rows then return nil, db_error(self.path, msg, code) end
   local gens = { layerServerGens = json.array() }
   for _, r in ipairs(rows) do
@@ -68,7 +68,8 @@ function Store:set_generations(gens)
   gens = replica_state.generations_of(gens)
   return self:transaction(function()
     local db = self.db
-    local sql = "INSERT OR REPLACE INTO geoservices_generations (layer_id, server_gen, server_sib_gen, updated_at) "
+    local sql = "INSERT OR REPLACE INTO gpkgext_geoservices_generations (layer_id, server_gen, "
+      .. "server_sib_gen, updated_at) "
       .. "VALUES (?, ?, ?, ?)"
     if gens.replicaServerGen then
       local ok, msg, code = db:run(sql, -1, gens.replicaServerGen, gens.replicaServerSibGen, now())
@@ -100,7 +101,7 @@ end
 -- syncDirection, layers (ids), created, info (the rest, as given), and the generations.
 -- @return the table, or nil, err
 function Store:replica()
-  local rows, msg, code = self:_db():rows("SELECT * FROM geoservices_replica WHERE id = 1")
+  local rows, msg, code = self:_db():rows("SELECT * FROM gpkgext_geoservices_replica WHERE id = 1")
   if not rows then return nil, db_error(self.path, msg, code) end
   local r = rows[1]
   local gens, err = self:generations()
