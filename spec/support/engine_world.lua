@@ -181,8 +181,16 @@ end
 
 function Doc:set(settings) return self:control("settings", settings) end
 
-function Doc:stop()
+-- DOCUMENTED_SERVER_LOGS=<dir>: each server's request log is kept there as <n>-<name>.jsonl.
+local kept = 0
+function Doc:stop(name)
   if not self.pid then return end
+  local keep = os.getenv("DOCUMENTED_SERVER_LOGS")
+  if keep then
+    kept = kept + 1
+    os.execute(("cp %s %s"):format(q(self.dir .. "/log.jsonl"),
+      q(("%s/%02d-%s.jsonl"):format(keep, kept, (name or "server"):gsub("[^%w]+", "-")))))
+  end
   os.execute("kill " .. self.pid .. " 2>/dev/null")
   helper.wait_for("documented server to exit", function() return not helper.process_alive(self.pid) end, 5)
   self.pid = nil
@@ -233,13 +241,40 @@ function Doc:gateway(mode, delay_ms)
   self:set{ gateway = mode and { mode = mode, delay_s = (delay_ms or 2000) / 1000 } or json.null }
 end
 
+--- Every request it received, in order: {conn, nth (its number on that connection), method, path,
+-- headers, form, answer (HTTP status, or "drop"/"reset"), error (an error body's code), status (a
+-- job's)}.
+function Doc:requests()
+  local list = {}
+  for line in (helper.read_all(self.dir .. "/log.jsonl") or ""):gmatch("[^\n]+") do
+    list[#list + 1] = json.decode(line)
+  end
+  return list
+end
+
 function Doc:sync_requests()
   local n = 0
-  for line in (helper.read_all(self.dir .. "/log.jsonl") or ""):gmatch("[^\n]+") do
-    local r = json.decode(line)
+  for _, r in ipairs(self:requests()) do
     if r and r.path:match("/synchronizeReplica$") then n = n + 1 end
   end
   return n
+end
+
+--- The synchronizeReplica POSTs of the double that carried at least one edit.
+function M.edit_posts(server)
+  local list = {}
+  for _, r in ipairs(server:requests()) do
+    local edits = r.method == "POST" and r.path:match("/synchronizeReplica$") and r.form.edits
+      and json.decode(r.form.edits)
+    for _, layer in ipairs(type(edits) == "table" and edits or {}) do
+      local f = layer.features or {}
+      if #(f.adds or {}) + #(f.updates or {}) + #(f.deleteIds or {}) > 0 then
+        list[#list + 1] = r
+        break
+      end
+    end
+  end
+  return list
 end
 
 -- ------------------------------------------------------------------ the two ways a crew syncs
@@ -286,15 +321,23 @@ function M.store_way(_, client, dir, model)
   return way
 end
 
---- client:sync with a replica state file dir/crew-a.json, created by createReplica. The crew's
--- edits are handed to the next sync and then held by its journal; what it knows of the data is what
--- createReplica and the syncs downloaded.
-function M.state_way(_, client, dir, model)
-  local created = assert(client:create_replica("Parcels", { layers = { 0 }, replicaName = "crew-a",
-    syncModel = model or "perReplica", transportType = "esriTransportTypeEmbedded" },
-    { poll_interval = 0.05, timeout = M.SYNC_TIMEOUT }))
+--- client:sync with a replica state file dir/crew-a.json, created by createReplica (or, with
+-- `registered`, registered on the documented double through its control route, perReplica: no
+-- createReplica request in its log). The crew's edits are handed to the next sync and then held by
+-- its journal; what it knows of the data is what createReplica and the syncs downloaded.
+function M.state_way(server, client, dir, model, registered)
   local path = dir .. "/crew-a.json"
-  assert(geoservices.replica(path, created:replica_state()))
+  local created
+  if registered then
+    created = server:control("replica", { name = "crew-a" })
+    assert(geoservices.replica(path, { service = "Parcels", replicaID = created.replicaID, model = "perReplica",
+      replicaServerGen = created.gen, syncDirection = "bidirectional" }))
+  else
+    created = assert(client:create_replica("Parcels", { layers = { 0 }, replicaName = "crew-a",
+      syncModel = model or "perReplica", transportType = "esriTransportTypeEmbedded" },
+      { poll_interval = 0.05, timeout = M.SYNC_TIMEOUT }))
+    assert(geoservices.replica(path, created:replica_state()))
+  end
   local known, failed, conflicts = {}, {}, {}
   for _, gid in ipairs{ M.E01, M.E02, M.E03 } do known[gid] = {} end -- the features the specs touch
   local queued = geoservices.edits()

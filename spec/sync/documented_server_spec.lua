@@ -15,240 +15,25 @@
 -- what the client sent, run with DOCUMENTED_SERVER_LOGS=<dir>: each
 -- server's request log (one JSON line per request: connection, request
 -- number on it, path, form, answer, a job's status) is kept there.
-local core = require "geoservices.core"
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
-local transport = require "geoservices.net.transport"
+local world = require "spec.support.engine_world"
 
-local q = helper.shell_quote
-
-local TOKEN = "crew-a-token"
-local OTHER_CREW = "another crew"
 -- the Parcels features of examples/data/world.json
-local F1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}" -- updated offline, then edited by the other crew
-local F2 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E02}" -- deleted offline
-local F3 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E03}" -- deleted by the other crew, updated offline: rejected
+local F1 = world.E01 -- updated offline, then edited by the other crew
+local F2 = world.E02 -- deleted offline
+local F3 = world.E03 -- deleted by the other crew, updated offline: rejected
 local SYNC_TIMEOUT = 20
 -- the issue's "polls failing for 20 s", shortened: DOCUMENTED_SERVER_POLL_FAILURE_S=20 runs it as written
 local POLL_FAILURE_S = tonumber(os.getenv("DOCUMENTED_SERVER_POLL_FAILURE_S")) or 1.5
 
--- ------------------------------------------------------------------ the server
-
-local Server = {}
-Server.__index = Server
-
--- Starts the documented server with `settings` (its knobs); stopped by stop().
-local function start_server(settings)
-  local dir = helper.tmp_dir()
-  helper.write_file(dir .. "/config.json", json.encode{ data = "examples/data/world.json", service = "Parcels",
-    token = TOKEN, settings = settings or json.object() })
-  local cmd = ("python3 spec/support/documented_server.py %s %s --exit-with %d > %s 2>&1 & echo $! > %s"):format(
-    q(dir .. "/config.json"), q(dir .. "/log.jsonl"), helper.own_pid(), q(dir .. "/out"), q(dir .. "/pid"))
-  assert(os.execute(cmd))
-  local pid = helper.wait_for("documented server pid", function()
-    return tonumber(helper.read_all(dir .. "/pid"))
-  end, 5)
-  local root = helper.wait_for("documented server start-up line", function()
-    local text = helper.read_all(dir .. "/out") or ""
-    if not helper.process_alive(pid) then error("documented server exited: " .. text) end
-    return text:match("listening on (http://127%.0%.0%.1:%d+)")
-  end, 10)
-  return setmetatable({ root = root, url = root .. "/arcgis/rest/services", pid = pid, dir = dir,
-                        driver = core.driver() }, Server)
-end
-
--- DOCUMENTED_SERVER_LOGS=<dir>: each server's request log is kept there as <n>-<test>.jsonl.
-local kept = 0
-function Server:stop(name)
-  if not self.pid then return end
-  local keep = os.getenv("DOCUMENTED_SERVER_LOGS")
-  if keep then
-    kept = kept + 1
-    os.execute(("cp %s %s"):format(q(self.dir .. "/log.jsonl"),
-      q(("%s/%02d-%s.jsonl"):format(keep, kept, (name or "server"):gsub("[^%w]+", "-")))))
-  end
-  os.execute("kill " .. self.pid .. " 2>/dev/null")
-  helper.wait_for("documented server to exit", function() return not helper.process_alive(self.pid) end, 5)
-  self.pid = nil
-  self.driver:close()
-  os.execute("rm -rf " .. q(self.dir))
-end
-
--- A control route (not part of the service): the decoded answer.
-function Server:control(path, body)
-  local spec = { url = self.root .. "/_control/" .. path, timeout_ms = 5000 }
-  if body then spec.method, spec.body, spec.content_type = "POST", json.encode(body), "application/json" end
-  local response = assert(transport.perform(self.driver, spec))
-  assert(response.status == 200, "control " .. path .. ": HTTP " .. response.status .. " " .. response.body)
-  return assert(json.decode(response.body))
-end
-
-function Server:set(settings) return self:control("settings", settings) end
-
---- Every request it received, in order: {conn, nth (its number on that connection), method, path,
--- headers, form, answer (HTTP status, or "drop"/"reset"), error (an error body's code)}.
-function Server:requests()
-  local list = {}
-  for line in (helper.read_all(self.dir .. "/log.jsonl") or ""):gmatch("[^\n]+") do
-    list[#list + 1] = json.decode(line)
-  end
-  return list
-end
-
--- The other crew edits the server directly.
-function Server:crew_update(gid, attributes)
-  attributes.GlobalID = gid
-  local r = self:control("edit", { layer = 0, op = "update", feature = { attributes = attributes },
-                                   origin = OTHER_CREW })
-  assert(#r.failed == 0, "the other crew's update failed")
-end
-
-function Server:crew_delete(gid)
-  local r = self:control("edit", { layer = 0, op = "delete", globalId = gid, origin = OTHER_CREW })
-  assert(#r.failed == 0, "the other crew's delete failed")
-end
-
--- The server's copy of a feature (nil when absent or deleted).
-function Server:feature(gid)
-  local rec = self:control("feature?layer=0&globalId=" .. gid:gsub("[{}]", { ["{"] = "%7B", ["}"] = "%7D" })).feature
-  if type(rec) ~= "table" or rec.deleted then return nil end
-  return rec
-end
-
--- The synchronizeReplica POSTs that carried at least one edit.
-local function edit_posts(server)
-  local list = {}
-  for _, r in ipairs(server:requests()) do
-    if r.method == "POST" and r.path:match("/synchronizeReplica$") and r.form.edits then
-      local edits = json.decode(r.form.edits)
-      for _, e in ipairs(type(edits) == "table" and edits or {}) do
-        local f = e.features or {}
-        if #(f.adds or {}) + #(f.updates or {}) + #(f.deleteIds or {}) > 0 then
-          list[#list + 1] = r
-          break
-        end
-      end
-    end
-  end
-  return list
-end
-
--- The server's change log of one origin, counted by "op|GlobalID": applied, and attempts (applied or
--- refused: an add sent again after it was applied is refused as a duplicate and counted here). An
--- edit of a request rolled back because another edit failed (rollbackOnFailure) is neither.
-local function tally(server, origin)
-  local attempts, applied = {}, {}
-  for _, e in ipairs(server:control("changelog").entries) do
-    if e.origin == origin and not e.rolled_back then
-      local k = e.op .. "|" .. e.globalId
-      attempts[k] = (attempts[k] or 0) + 1
-      if not e.refused then applied[k] = (applied[k] or 0) + 1 end
-    end
-  end
-  return attempts, applied
-end
-
--- ------------------------------------------------------------------ the two ways a crew syncs
-
-local function normalize(gid) return gid and gid:upper() end
-
--- A store made by createReplica against the server.
-local function store_way(_, client, dir)
-  local st = assert(geoservices.store.create(client, dir .. "/crew-a.gpkg", { service = "Parcels", layers = { 0 },
-    replicaName = "crew-a", syncModel = "perReplica" }, { poll_interval = 0.05, timeout = SYNC_TIMEOUT }))
-  local way = { name = "store", origin = st:replica().replicaID }
-  function way.add(attributes)
-    return assert(st:add(0, { attributes = attributes, geometry = { x = -117.2, y = 34.1 } }))
-  end
-  function way.update(gid, attributes)
-    attributes.GlobalID = gid
-    assert(st:update(0, { attributes = attributes }))
-  end
-  function way.delete(gid) assert(st:delete(0, gid)) end
-  function way.sync(opts) return st:sync(client, opts) end
-  function way.pending() return #assert(st:pending()) end
-  function way.failed()
-    local list = {}
-    for _, f in ipairs(assert(st:failed())) do list[#list + 1] = { op = f.op, globalId = normalize(f.globalId) } end
-    return list
-  end
-  function way.conflicts()
-    if not st.conflicts then return {} end -- the API the lead adds: absent today, so nothing to list
-    local list = {}
-    for _, c in ipairs(assert(st:conflicts())) do list[#list + 1] = { op = c.op, globalId = normalize(c.globalId) } end
-    return list
-  end
-  function way.value(gid, field)
-    local f = st:get(0, gid)
-    return f and f.attributes[field]
-  end
-  function way.exists(gid) return st:get(0, gid) ~= nil end
-  function way.close() st:close() end
-  return way
-end
-
--- A replica state file; the crew hands its offline edits to the first sync and then syncs with none
--- (the journal keeps them). What it knows of the data is what the syncs downloaded.
-local function state_way(server, client, dir)
-  local created = server:control("replica", { name = "crew-a" })
-  local path = dir .. "/crew-a.json"
-  assert(geoservices.replica(path, { service = "Parcels", replicaID = created.replicaID, model = "perReplica",
-    replicaServerGen = created.gen, syncDirection = "bidirectional" }))
-  local queued = geoservices.edits()
-  local failed, conflicts, known = {}, {}, {}
-  for _, gid in ipairs{ F1, F2, F3 } do known[gid] = {} end
-  local way = { name = "state file", origin = created.replicaID }
-  local function absorb(result)
-    if not result then return end
-    for _, f in ipairs(result.failed_edits or {}) do
-      failed[#failed + 1] = { op = f.op, globalId = normalize(f.globalId) }
-    end
-    for _, c in ipairs(result.conflicts or {}) do
-      conflicts[#conflicts + 1] = { op = c.op, globalId = normalize(c.globalId) }
-    end
-    for _, layer in ipairs(result.edits or {}) do
-      local f = layer.features or {}
-      for _, list in ipairs{ f.adds or {}, f.updates or {} } do
-        for _, feat in ipairs(list) do known[normalize(feat.attributes.GlobalID)] = feat.attributes end
-      end
-      for _, gid in ipairs(f.deleteIds or {}) do known[normalize(gid)] = nil end
-    end
-    absorb(result.resolved)
-  end
-  function way.add(attributes)
-    local gid = queued:add(0, { attributes = attributes, geometry = { x = -117.2, y = 34.1 } })
-    known[normalize(gid)] = attributes
-    return gid
-  end
-  function way.update(gid, attributes)
-    attributes.GlobalID = gid
-    queued:update(0, { attributes = attributes })
-    for k, v in pairs(attributes) do (known[gid] or {})[k] = v end
-  end
-  function way.delete(gid)
-    queued:delete(0, gid)
-    known[gid] = nil
-  end
-  function way.sync(opts)
-    local edits = queued
-    queued = nil -- handed over once: after that the journal holds them
-    local result, err = client:sync(path, edits, opts)
-    absorb(result)
-    if err then absorb(err.result or { failed_edits = err.failed_edits, conflicts = err.conflicts }) end
-    return result, err
-  end
-  -- edits still in flight: the journal beside the state
-  function way.pending() return helper.read_all(path .. ".journal") and 1 or 0 end
-  function way.failed() return failed end
-  function way.conflicts() return conflicts end
-  function way.value(gid, field) return known[normalize(gid)] and known[normalize(gid)][field] end
-  function way.exists(gid) return known[normalize(gid)] ~= nil end
-  function way.close() end
-  return way
-end
-
-local WAYS = { { "store", store_way }, { "state file", state_way } }
+-- The server is the documented double and the crew syncs its two ways, as in the engine specs
+-- (spec/support/engine_world.lua); the state file's replica is registered on the double, so the
+-- only requests in its log are the day's.
+local WAYS = {
+  { "store", world.store_way },
+  { "state file", function(server, client, dir) return world.state_way(server, client, dir, nil, true) end },
+}
 
 -- ------------------------------------------------------------------ the day of a crew
 
@@ -264,14 +49,7 @@ local function sync_opts(every, first)
   return o
 end
 
-local function has(list, op, gid)
-  for _, f in ipairs(list) do
-    if f.op == op and f.globalId == normalize(gid) then return true end
-  end
-  return false
-end
-
-local function message_of(err) return tostring(type(err) == "table" and err.message or err) end
+local has, message_of = world.has, world.message_of
 
 --- Runs a crew's day. Every check is made, and every one that fails is listed at the end
 -- (`day_run.done()`), so a scenario shows all that went wrong, not only the first.
@@ -285,14 +63,8 @@ local function message_of(err) return tostring(type(err) == "table" and err.mess
 -- `day.reattach`: when sync 1 failed, a later sync asked for the status of sync 1's job again.
 -- Returns {results, errors, check = check(cond, message), done = done()}.
 local function crew_day(server, client, way, day)
-  local problems, seen = {}, {}
-  local function check(cond, message)
-    if not cond and not seen[message] then
-      seen[message] = true
-      problems[#problems + 1] = message
-    end
-    return cond
-  end
+  local checker = world.checker()
+  local check = checker.check
   if day.reject then server:crew_delete(F3) end
   local added = way.add{ APN = "NEW-1", OWNER = "crew A" }
   way.update(F1, { OWNER = "crew A" })
@@ -352,9 +124,9 @@ local function crew_day(server, client, way, day)
   end
 
   -- the server's change log: each of the crew's edits applied once, none attempted twice
-  local attempts, applied = tally(server, way.origin)
+  local attempts, applied = world.tally(server, way.origin)
   local function count(t, key) return t[key] or 0 end
-  local gid_new = normalize(added)
+  local gid_new = world.norm(added)
   check(count(applied, "add|" .. gid_new) == 1, ("the add applied %d times"):format(count(applied, "add|" .. gid_new)))
   check(count(attempts, "add|" .. gid_new) <= 1,
     ("the add sent %d times (duplicate adds refused by the server)"):format(count(attempts, "add|" .. gid_new)))
@@ -375,14 +147,14 @@ local function crew_day(server, client, way, day)
       "the job of sync 1 was never re-attached (its status not asked for after sync 1 ended)")
   end
   if day.one_post then
-    local n = #edit_posts(server)
+    local n = #world.edit_posts(server)
     check(n == 1, ("%d synchronizeReplica POSTs carried edits, not 1"):format(n))
   end
   -- the other crew's edit: on the server, not overwritten; and downloaded
   local on_server = server:feature(F1)
-  check(on_server and on_server.attributes.OWNER == "crew B",
+  check(on_server and on_server.OWNER == "crew B",
     "the other crew's edit of F1 was overwritten on the server: OWNER " .. tostring(on_server and
-      on_server.attributes.OWNER))
+      on_server.OWNER))
   check(way.value(F1, "OWNER") == "crew B",
     "the other crew's edit of F1 did not arrive: OWNER " .. tostring(way.value(F1, "OWNER")))
   check(server:feature(F2) == nil, "F2 is still on the server")
@@ -411,8 +183,7 @@ local function crew_day(server, client, way, day)
     check((day.reject and c.globalId == F3) or (day.conflict_ok and c.globalId == F1),
       ("conflicts() lists %s %s"):format(c.op, tostring(c.globalId)))
   end
-  return { results = results, errors = errs, check = check,
-           done = function() assert(#problems == 0, "\n  " .. table.concat(problems, "\n  ")) end }
+  return { results = results, errors = errs, check = check, done = checker.done }
 end
 
 -- ------------------------------------------------------------------ the specs
@@ -425,9 +196,9 @@ for _, w in ipairs(WAYS) do
 
     -- The server, the crew's replica (created with the documented defaults), then the day's settings.
     local function begin(label, settings)
-      server = start_server()
+      server = world.documented()
       server.label = way_name .. "-" .. label
-      client = geoservices.client{ url = server.url, token = TOKEN, timeout = SYNC_TIMEOUT }
+      client = geoservices.client{ url = server.url, token = server.token, timeout = SYNC_TIMEOUT }
       dir = helper.tmp_dir()
       way = make_way(server, client, dir)
       if settings then server:set(settings) end
