@@ -308,7 +308,8 @@ Scripted.__index = Scripted
 -- `setup(world.start); teardown(world.stop)`), `emu` and `dir` once started,
 -- `client()` (alice's token) and `create(name[, params])`: createReplica into
 -- `dir/NAME.gpkg` of `params` over `defaults` (by default layer 0 of Parcels,
--- perReplica).
+-- perReplica); when a test before made that file, `dir/NAME-2.gpkg` and so on
+-- (a describe block's tests share the directory).
 function helper.store_world(defaults)
   defaults = defaults or { service = "Parcels", layers = { 0 }, syncModel = "perReplica" }
   local world = {}
@@ -341,8 +342,15 @@ function helper.store_world(defaults)
     local p = { replicaName = name }
     for k, v in pairs(defaults) do p[k] = v end
     for k, v in pairs(params or {}) do p[k] = v end
-    return assert(require("geoservices").store.create(world.client(), world.dir .. "/" .. name .. ".gpkg", p,
-      { poll_interval = 0.05, timeout = 30 }))
+    local path, n = world.dir .. "/" .. name .. ".gpkg", 1
+    while true do
+      local f = io.open(path, "rb")
+      if not f then break end
+      f:close()
+      n = n + 1
+      path = ("%s/%s-%d.gpkg"):format(world.dir, name, n)
+    end
+    return assert(require("geoservices").store.create(world.client(), path, p, { poll_interval = 0.05, timeout = 30 }))
   end
   return world
 end

@@ -5,7 +5,6 @@
 -- with the server's value, the time and the outcome; the sync's result
 -- names it; the edit is never sent over the newer value. A queued edit the
 -- download did not touch stays queued.
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local json = require "geoservices.json"
 
@@ -22,24 +21,18 @@ local run = helper.run_shell
 local validate = helper.validate_gpkg
 
 describe("replica store conflicts", function()
-  local emu, dir, n
+  local emu
 
   local world = helper.store_world()
   setup(function()
     world.start()
-    emu, dir = world.emu, world.dir
+    emu = world.emu
   end)
   teardown(world.stop)
   before_each(function() emu:reset() end)
 
-  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
 
-  local function create(name)
-    n = (n or 0) + 1
-    local path = ("%s/%s-%d.gpkg"):format(dir, name, n)
-    return assert(geoservices.store.create(client(), path, { service = "Parcels", layers = { 0 }, replicaName = name,
-      syncModel = "perReplica" }, { poll_interval = 0.05, timeout = 30 }))
-  end
+  local client, create = world.client, world.create
 
   local function server_feature(gid)
     local f = emu:control("state").featureServices.Parcels.layers["0"].features[gid]

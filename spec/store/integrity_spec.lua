@@ -24,7 +24,7 @@ local function exists(path)
 end
 
 describe("replica store integrity", function()
-  local emu, dir, n
+  local emu, dir
 
   local world = helper.store_world()
   setup(function()
@@ -34,15 +34,8 @@ describe("replica store integrity", function()
   teardown(world.stop)
   before_each(function() emu:reset() end)
 
-  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
 
-  local function create(name, params)
-    n = (n or 0) + 1
-    local path = ("%s/%s-%d.gpkg"):format(dir, name, n)
-    local p = { service = "Parcels", layers = { 0 }, replicaName = name, syncModel = "perReplica" }
-    for k, v in pairs(params or {}) do p[k] = v end
-    return assert(geoservices.store.create(client(), path, p, { poll_interval = 0.05, timeout = 30 }))
-  end
+  local client, create = world.client, world.create
 
   -- the replicas of Parcels named `name` on the server
   local function replicas_named(name)
@@ -180,7 +173,7 @@ describe("replica store integrity", function()
 
     it("is still refused after an answer lost: the lost sync's own generation is not taken for a copy's", function()
       local a = create("lost-copy")
-      local b_path = dir .. "/lost-copy.gpkg"
+      local b_path = dir .. "/lost-copy-b.gpkg"
       a:close()
       assert(os.execute(("cp %s %s"):format(q(a.path), q(b_path))))
       a = assert(store.open(a.path))
@@ -210,7 +203,7 @@ describe("replica store integrity", function()
     it("is refused by the command line, which adopts it with --adopt-copy", function()
       local a = create("cli-copy")
       a:close()
-      local b_path = dir .. "/cli-copy.gpkg"
+      local b_path = dir .. "/cli-copy-b.gpkg"
       assert(os.execute(("cp %s %s"):format(q(a.path), q(b_path))))
       a = assert(store.open(a.path))
       assert(a:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "a" } }))

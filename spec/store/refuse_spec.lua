@@ -29,7 +29,7 @@ end
 local function norm(gid) return (tostring(gid):upper():gsub("[{}]", "")) end
 
 describe("bad input refused at sync time", function()
-  local emu, dir, n
+  local emu, dir
 
   local world = helper.store_world()
   setup(function()
@@ -39,14 +39,8 @@ describe("bad input refused at sync time", function()
   teardown(world.stop)
   before_each(function() emu:reset() end)
 
-  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
 
-  local function create(name)
-    n = (n or 0) + 1
-    local path = ("%s/%s-%d.gpkg"):format(dir, name, n)
-    return assert(geoservices.store.create(client(), path, { service = "Parcels", layers = { 0 }, replicaName = name,
-      syncModel = "perReplica" }, { poll_interval = 0.05, timeout = 30 }))
-  end
+  local client, create = world.client, world.create
 
   -- the GlobalIDs a replica's accepted edits touched, in the server's change log
   local function sent_gids(st)

@@ -5,7 +5,6 @@
 -- busy_timeout (the library option and the CLI's --busy-timeout), then
 -- fails with kind "busy" having sent nothing.
 local core = require "geoservices.core"
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local store = require "geoservices.store"
 
@@ -35,7 +34,7 @@ local function journal_mode(path)
 end
 
 describe("replica store beside other readers and writers", function()
-  local emu, dir, n
+  local emu, dir
 
   local world = helper.store_world()
   setup(function()
@@ -45,14 +44,8 @@ describe("replica store beside other readers and writers", function()
   teardown(world.stop)
   before_each(function() emu:reset() end)
 
-  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
 
-  local function create(name)
-    n = (n or 0) + 1
-    local path = ("%s/%s-%d.gpkg"):format(dir, name, n)
-    return assert(geoservices.store.create(client(), path, { service = "Parcels", layers = { 0 }, replicaName = name,
-      syncModel = "perReplica" }, { poll_interval = 0.05, timeout = 30 }))
-  end
+  local client, create = world.client, world.create
 
   it("creates its file in WAL mode, and switches a store made before to it when opening it", function()
     local st = create("wal")
