@@ -71,4 +71,36 @@ describe("the command in a script", function()
     assert.truthy(lines[1]:find('OWNER="first line\\nsecond line\\tand a tab"', 1, true), lines[1])
     os.remove(q(path))
   end)
+
+  -- a server's or a colleague's text with a newline: a replica's name, a conflict's values
+  it("the replicas and conflicts lists keep one record per line whatever the texts hold", function()
+    local named = world.create("two\nlines")
+    local r = gs("replicas", "Parcels")
+    assert.equal(0, r.code, r.out .. r.err)
+    local rows = {}
+    for l in r.out:gmatch("[^\n]+") do rows[#rows + 1] = l end
+    assert.truthy(r.out:find("two\\nlines", 1, true), r.out)
+    local count = tonumber(r.out:match("^(%d+) replicas"))
+    assert.equal(count + 2, #rows, r.out) -- the count line, the header, one line each
+    -- a conflict whose local and server values hold newlines
+    local other = world.create("other")
+    local gid = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
+    assert(named:update(0, { attributes = { GlobalID = gid, OWNER = "here\nand here" } }))
+    assert(other:update(0, { attributes = { GlobalID = gid, OWNER = "there\nand there" } }))
+    assert(other:sync(world.client(), { poll_interval = 0.05 }))
+    assert(named:sync(world.client(), { poll_interval = 0.05 }))
+    local path = named.path
+    named:close()
+    other:close()
+    r = helper.run_cli{ "conflicts", path }
+    assert.equal(0, r.code, r.out .. r.err)
+    local owner
+    for l in r.out:gmatch("[^\n]+") do
+      if l:find("OWNER", 1, true) then
+        assert.is_nil(owner, "one line for the field: " .. r.out)
+        owner = l
+      end
+    end
+    assert.truthy(owner and owner:find('here "here\\nand here", server "there\\nand there"', 1, true), r.out)
+  end)
 end)

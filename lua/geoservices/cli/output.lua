@@ -169,6 +169,19 @@ end
 
 output.SPINNER = { "|", "/", "-", "\\" }
 
+-- A text on one line: a backslash and every control character escaped
+-- (\n, \r, \t, \ddd), so a record a server or a colleague named with a
+-- newline stays one line of a list (issue 39).
+local ESCAPES = { ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t", ["\\"] = "\\\\" }
+function output.one_line(text)
+  return (tostring(text):gsub("[%c\\]", function(c) return ESCAPES[c] or ("\\%03d"):format(c:byte()) end))
+end
+
+--- A text value on one line, in double quotes (a quote escaped too).
+function output.quoted(text)
+  return '"' .. output.one_line(text):gsub('"', '\\"') .. '"'
+end
+
 function output.human_bytes(n)
   if n < 1024 then return ("%d B"):format(n) end
   if n < 1024 * 1024 then return ("%.1f KiB"):format(n / 1024) end

@@ -22,7 +22,7 @@ end
 -- A value as the lines show it: text quoted, null as null, a geometry by its kind.
 local function shown(v)
   if v == nil or v == json.null then return "null" end
-  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "string" then return output.quoted(v) end
   if type(v) == "table" then
     if v.x then return ("point (%s %s)"):format(tostring(v.x), tostring(v.y)) end
     for _, member in ipairs{ "points", "paths", "rings", "curvePaths", "curveRings" } do

@@ -596,8 +596,8 @@ local function failed(args, out)
   else
     out:line(("%s: %d rejected local edit%s"):format(files.basename(path), #list, #list == 1 and "" or "s"))
     for _, f in ipairs(list) do
-      out:line(("    %s of %s in layer %s: %s (code %s, %s)"):format(f.op, tostring(f.globalId), tostring(f.layer),
-        tostring(f.description), tostring(f.code), tostring(f.failed)))
+      out:line(("    %s of %s in layer %s: %s (code %s, %s)"):format(f.op, output.one_line(f.globalId),
+        tostring(f.layer), output.one_line(f.description), output.one_line(f.code), tostring(f.failed)))
     end
   end
   return out:result(EXIT.ok, { command = "replica", replica = path, failed = #list })

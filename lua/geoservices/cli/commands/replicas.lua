@@ -72,7 +72,8 @@ function replicas_cmd.run(args, out, client)
     if #list > 0 then
       local rows = { { "NAME", "ID", "OWNER", "MODEL", "LAST SYNC", "GENERATION" } }
       for _, r in ipairs(list) do
-        rows[#rows + 1] = { tostring(r.replicaName or "-"), tostring(r.replicaID), owner_of(r) or "-",
+        rows[#rows + 1] = { output.one_line(r.replicaName or "-"), output.one_line(r.replicaID),
+                            output.one_line(owner_of(r) or "-"),
                             tostring(r.syncModel or "-"), date_text(r.lastSyncDate),
                             r.error and "(gone)" or generation_text(r) }
       end

@@ -20,8 +20,8 @@ local function search(args, out, client)
     out:line(("%d service%s named like '%s'"):format(#list, #list == 1 and "" or "s", args.search))
     for _, s in ipairs(list) do
       local where = (s.folderName and s.folderName ~= "/") and (s.folderName .. "/") or ""
-      out:line(("  %s%s.%s  %s"):format(where, tostring(s.serviceName), tostring(s.type),
-        s.id and ("id " .. tostring(s.id)) or "(no id in its folder's listing)"))
+      out:line(output.one_line(("  %s%s.%s  %s"):format(where, tostring(s.serviceName), tostring(s.type),
+        s.id and ("id " .. tostring(s.id)) or "(no id in its folder's listing)")))
     end
   end
   -- zero matches is an answer, not a failure: exit 0 with an empty list

@@ -20,7 +20,7 @@ return function(args, out, client)
     out:line(tostring(list))
     for _, s in ipairs(snaps) do
       local props = type(s.properties) == "table" and s.properties or {}
-      out:line(("  %-24s %-36s %s%s"):format(tostring(props.name or "?"), tostring(s.resourceKey or "?"),
+      out:line(("  %-24s %-36s %s%s"):format(output.one_line(props.name or "?"), output.one_line(s.resourceKey or "?"),
         ms_date(s.created), props.private == true and " private" or ""))
       if out.verbose > 0 then out:line(pp.format(s)) end
     end

@@ -45,12 +45,8 @@ local function layer_name(st, id)
   return spec and spec.table or tostring(id)
 end
 
--- A text value on one line: in double quotes, a quote, a backslash and
--- every control character escaped (\n, \r, \t, \ddd), so one edit stays one line.
-local ESCAPES = { ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t", ['"'] = '\\"', ["\\"] = "\\\\" }
-local function quoted(v)
-  return '"' .. v:gsub('[%c"\\]', function(c) return ESCAPES[c] or ("\\%03d"):format(c:byte()) end) .. '"'
-end
+-- A text value on one line (output.quoted), so one edit stays one line.
+local quoted = output.quoted
 
 -- NAME=value pairs of an edit's attributes (not its GlobalID), and "geometry" when it carries one.
 local function fields_text(st, e)
