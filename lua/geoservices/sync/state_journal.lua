@@ -11,7 +11,11 @@
 -- the server is known to have applied none of it. Edits read back as not
 -- applied stay journaled and are sent again with the next request: the
 -- caller's own edits of a call are merged with them (an edit both carry is
--- sent once; one the journal settled is never sent twice).
+-- sent once; one the journal settled is never sent twice). While edits are
+-- held (a lost answer's, geoservices.sync.attempt), the caller's edits of a
+-- feature they touch wait with them, journaled (`params.waiting`), and go
+-- with the first sync after: an update never reaches the server before
+-- its feature's add.
 -- @module geoservices.sync.state_journal
 -- @local
 local edits_mod = require "geoservices.sync.edits"
@@ -85,6 +89,18 @@ local function merged_edits(first, second)
     taken[key] = true
     return true
   end)
+end
+
+-- The feature an edit's key names (layer, target, GlobalID): its key without the operation.
+local function feature_of(key)
+  return (key:gsub("^[^|]*|", ""))
+end
+
+-- The set of features the edits of a 2.1 list touch.
+local function features_of(list)
+  local set = {}
+  each_edit(list, function(key) set[feature_of(key)] = true end)
+  return set
 end
 
 -- The edits of a call as a 2.1 table (what the journal keeps); nil when none.
@@ -203,6 +219,8 @@ function Journal:pending()
   local edits, bases = attempt_edits(a)
   self.current = { edits = edits, bases = bases }
   local params = type(a.params) == "table" and a.params or {}
+  -- edits of the caller's that wait for held ones (Journal:take)
+  self.waiting = type(params.waiting) == "table" and params.waiting or nil
   return { status_url = a.status_url, params = params, edits = a.edits, provisional = params.provisional == true,
            held_once = params.held_once == true, late_until = math.tointeger(params.late_until) }
 end
@@ -220,9 +238,9 @@ function Journal:job_fields(_, opts)
 end
 
 -- A re-attached job's result answers the call when the caller sends no
--- edits of its own (or the replica is closed).
+-- edits of its own and none wait (or the replica is closed).
 function Journal:enough()
-  return self.r.state.closed or self.edits == nil
+  return self.r.state.closed or (self.edits == nil and self.waiting == nil)
 end
 
 function Journal:request(opts)
@@ -264,6 +282,15 @@ function Journal:take(params, resolution, opts)
     -- the caller passed again edits the journal already settled: never twice
     mine = select_edits(mine, function(key) return not read.settled[key] end)
   end
+  if self.held and type(mine) == "table" then
+    -- an edit of a feature the held edits touch waits for them (journaled with them, not sent):
+    -- sent alone it would reach the server before them (an update before its feature's add)
+    local features = features_of(self.held.edits)
+    self.waiting = merged_edits(self.waiting, select_edits(mine, function(key) return features[feature_of(key)] end))
+    mine = select_edits(mine, function(key) return not features[feature_of(key)] end)
+  elseif self.waiting then
+    mine, self.waiting = merged_edits(self.waiting, type(mine) == "table" and mine or nil), nil
+  end
   self.resent = read and read.resend or nil
   local edits = merged_edits(self.resent, mine)
   self.pool = type(edits) == "table" and edits or nil
@@ -297,7 +324,7 @@ function Journal:begin(fields)
   return self.r:begin_attempt(edits, {
     syncDirection = fields.syncDirection, transportType = fields.transportType,
     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
-    async = fields.async == true, bases = bases, held = self.held })
+    async = fields.async == true, bases = bases, held = self.held, waiting = self.waiting })
 end
 
 -- The journal of edits held one sync (geoservices.sync.attempt): provisional,
@@ -305,7 +332,7 @@ end
 -- not show them.
 function Journal:write_held()
   return self.r:begin_attempt(self.held.edits, { provisional = true, held_once = true, bases = self.held.bases,
-                                                  late_until = self.held.late_until })
+                                                  late_until = self.held.late_until, waiting = self.waiting })
 end
 
 function Journal:record_job(status_url)
@@ -362,6 +389,10 @@ function Journal:settle_read(verdicts, _, how)
     self.held = { edits = resolution.resend, bases = c.bases, late_until = how.late_until }
     resolution.held, resolution.unsettled, resolution.resend = resolution.unsettled, 0, nil
     local ok, err = self:write_held()
+    if not ok then return nil, err end
+  elseif not resolution.resend and self.waiting then
+    -- settled; the edits that waited for it stay journaled until they are sent
+    local ok, err = self.r:begin_attempt(json.array(), { waiting = self.waiting })
     if not ok then return nil, err end
   elseif not resolution.resend then
     self.r:clear_attempt()

@@ -1,0 +1,71 @@
+-- Issue 34, F2: an edit of a feature whose add is held. The crew adds a
+-- feature; a gateway answers 504 while the server applies that sync 3 s
+-- later; the crew then updates the feature and syncs at once, before the
+-- server applied the add (the add is held, not sent again: the late
+-- window). The update must wait for its add: sent alone, the server
+-- refuses it ("Object is missing.", a false rejection) and the crew's
+-- value never arrives. Once the server applied the add, the next sync
+-- sends the update. Both engines (the store, st:sync; client:sync with a
+-- state file), against the emulator: the add and the update each applied
+-- once and sent once, nothing in failed(), the server holding the update.
+local geoservices = require "geoservices"
+local helper = require "spec.helper"
+local world = require "spec.support.engine_world"
+
+describe("engine, an edit of a feature whose add is held (a gateway's lost answer):", function()
+  local server, dir
+
+  before_each(function()
+    server = world.emulator()
+    dir = helper.tmp_dir()
+  end)
+
+  after_each(function()
+    server:stop()
+    os.execute("rm -rf " .. helper.shell_quote(dir))
+  end)
+
+  for _, w in ipairs(world.WAYS) do
+    local way_name, make_way = w[1], w[2]
+    it(way_name .. ": the update waits for its add, then goes once", function()
+      local c = world.checker()
+      local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
+                                     retry = { attempts = 3, base_delay = 0.01 } }
+      local way = make_way(server, cl, dir, "perReplica")
+      local opts = { late_window = 60 }
+      local added = way.add{ APN = "HELD-ADD", OWNER = "first" }
+      server:gateway("504", 3000)
+      local r1 = way.sync(opts)
+      c.check(not r1, "sync 1 succeeded through a 504")
+      server:gateway(nil)
+      way.update(added, { OWNER = "second" })
+      local r2, e2 = way.sync(opts) -- the add is held: the server has not applied it yet
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      local attempts = world.tally(server, way.origin)
+      c.check((attempts["update|" .. world.norm(added)] or 0) == 0,
+        "the update left before its add reached the server")
+      helper.wait_for("the server to apply the request the gateway answered", function()
+        return server:held() == 0
+      end, 30)
+      local r3, e3 = way.sync{ late_window = 0 }
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      local r4, e4 = way.sync{ late_window = 0 }
+      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      local applied
+      attempts, applied = world.tally(server, way.origin)
+      for _, op in ipairs{ "add", "update" } do
+        local key = op .. "|" .. world.norm(added)
+        c.check((applied[key] or 0) == 1, ("the %s applied %d times"):format(op, applied[key] or 0))
+        c.check((attempts[key] or 0) == 1, ("the %s sent %d times"):format(op, attempts[key] or 0))
+      end
+      c.check(#way.failed() == 0, ("failed() lists %d edit(s): %s"):format(#way.failed(),
+        tostring((way.failed()[1] or {}).message)))
+      local f = server:feature(added)
+      c.check(f and f.OWNER == "second", "the server holds OWNER " .. tostring(f and f.OWNER))
+      c.check(way.pending() == 0, "edits still queued or journaled")
+      way.close()
+      cl:close()
+      c.done()
+    end)
+  end
+end)
