@@ -62,4 +62,19 @@ describe("replica unregister of a store", function()
     assert.equal(0, r.code, r.out .. r.err)
     assert.is_nil(on_server("strand-3"))
   end)
+
+  -- a script that runs its clean-up twice: the goal is reached, nothing is sent in vain
+  it("a second unregister of the same store says it was already done and exits 0", function()
+    local st = world.create("strand-4")
+    local path = st.path
+    st:close()
+    assert.equal(0, gs("replica", "unregister", path).code)
+    local r = gs("replica", "unregister", path)
+    assert.equal(0, r.code, r.out .. r.err)
+    assert.truthy(r.out:find("was already unregistered", 1, true), r.out)
+    -- the store still refuses to sync, and says what it is
+    r = gs("sync", path)
+    assert.equal(2, r.code, r.out .. r.err)
+    assert.truthy(r.err:find("was unregistered", 1, true), r.err)
+  end)
 end)

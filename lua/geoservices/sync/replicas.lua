@@ -255,6 +255,7 @@ function Unregistered:__tostring()
     self.already and " (by an earlier attempt of this call)" or "")
 end
 
+--- Whether an error is the server's "no such replica" (404, "does not exist", "not found").
 local function not_found(err)
   if err.kind ~= "server" and err.kind ~= "http" then return false end
   if err.code == 404 or err.status == 404 then return true end
@@ -262,6 +263,7 @@ local function not_found(err)
     :lower()
   return text:find("does not exist", 1, true) ~= nil or text:find("not found", 1, true) ~= nil
 end
+replicas.not_found = not_found
 
 --- Unregisters a replica (`client:unregister_replica(service, replica_id)`,
 -- `{service}/FeatureServer/unRegisterReplica` with `replicaID`): the

@@ -34,6 +34,7 @@ local json = require "geoservices.json"
 local merge = require "geoservices.sync.merge"
 local rebase = require "geoservices.store.sync.rebase"
 local replica_mod = require "geoservices.sync.replica"
+local replicas = require "geoservices.sync.replicas"
 
 local M = {}
 
@@ -209,8 +210,18 @@ function M.sync(st, client, opts)
   return result, err
 end
 
+-- The outcome of unregistering a store whose replica was unregistered
+-- before (the store says so) and that the server no longer knows.
+local Already = { __name = "geoservices.Unregistered" }
+function Already:__tostring()
+  return ("replica %s of %s was already unregistered (the server no longer knows it)"):format(
+    tostring(self.replicaID), tostring(self.service))
+end
+
 --- Unregisters the store's replica on the server and marks the store so:
--- later syncs are refused (kind "invalid"); the data stays readable.
+-- later syncs are refused (kind "invalid"); the data stays readable. A
+-- store unregistered before, whose replica the server no longer knows, is
+-- an outcome too (`already = true`): the second run of a clean-up succeeds.
 -- @param st the store
 -- @param client a geoservices client
 -- @tparam[opt] table opts `timeout`
@@ -222,8 +233,11 @@ function M.unregister(st, client, opts)
   if not rep then return nil, err end
   local out
   out, err = client:unregister_replica(rep.service, rep.replicaID, { timeout = opts.timeout })
-  if not out then return nil, err end
   local info = type(rep.info) == "table" and rep.info or {}
+  if not out and info.unregistered and replicas.not_found(err) then
+    return setmetatable({ replicaID = rep.replicaID, service = rep.service, success = true, already = true }, Already)
+  end
+  if not out then return nil, err end
   info.unregistered = true
   local ok, e2 = st:transaction(function()
     local done, m, c = st.db:run("UPDATE gpkgext_geoservices_replica SET info = ? WHERE id = 1", json.encode(info))
