@@ -309,13 +309,15 @@ Scripted.__index = Scripted
 -- `client()` (alice's token) and `create(name[, params])`: createReplica into
 -- `dir/NAME.gpkg` of `params` over `defaults` (by default layer 0 of Parcels,
 -- perReplica); when a test before made that file, `dir/NAME-2.gpkg` and so on
--- (a describe block's tests share the directory).
-function helper.store_world(defaults)
+-- (a describe block's tests share the directory). `opts.data(dir)`, when
+-- given, writes the world the emulator serves into the scratch directory and
+-- returns its path (default examples/data/world.json).
+function helper.store_world(defaults, opts)
   defaults = defaults or { service = "Parcels", layers = { 0 }, syncModel = "perReplica" }
   local world = {}
   function world.start()
-    world.emu = helper.start_emulator()
     world.dir = helper.tmp_dir()
+    world.emu = helper.start_emulator(opts and opts.data and { data = opts.data(world.dir) } or nil)
   end
   function world.stop()
     world.emu:stop()
@@ -353,6 +355,17 @@ function helper.store_world(defaults)
     return assert(require("geoservices").store.create(world.client(), path, p, { poll_interval = 0.05, timeout = 30 }))
   end
   return world
+end
+
+--- The features of layer `id` of `service` as its query gives them (every
+-- field, the geometry with its Z and M), by GlobalID.
+function helper.served_features(client, service, id)
+  local url = require("geoservices.sync.service").url(client, service, id .. "/query")
+  local doc = assert(client:post(url, { where = "1=1", outFields = "*", returnGeometry = "true", returnZ = "true",
+                                        returnM = "true", f = "json" }))
+  local out = {}
+  for _, f in ipairs(doc.features) do out[f.attributes.GlobalID] = f end
+  return out
 end
 
 --- Starts spec/support/scripted_server.py on 127.0.0.1 and a free port with

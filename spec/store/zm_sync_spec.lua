@@ -7,7 +7,6 @@
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local json = require "geoservices.json"
-local service = require "geoservices.sync.service"
 
 local q = helper.shell_quote
 local run = helper.run_shell
@@ -18,13 +17,7 @@ local POLE_3 = "{7A1E0C3D-5B2F-4C6A-9E8D-000000000003}"
 local LINE_1 = "{7A1E0C3D-5B2F-4C6A-9E8D-000000000101}"
 
 -- The layer's features as its query gives them, by GlobalID.
-local function served(client, id)
-  local doc = assert(client:post(service.url(client, "Electric", id .. "/query"), {
-    where = "1=1", outFields = "*", returnGeometry = "true", returnZ = "true", returnM = "true", f = "json" }))
-  local out = {}
-  for _, f in ipairs(doc.features) do out[f.attributes.GlobalID] = f end
-  return out
-end
+local function served(client, id) return helper.served_features(client, "Electric", id) end
 
 -- Every coordinate of an Esri geometry as a list of {x, y, z, m} (nil when absent).
 local function coordinates(g, has_z, has_m)

@@ -9,7 +9,6 @@
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local json = require "geoservices.json"
-local service = require "geoservices.sync.service"
 
 local q = helper.shell_quote
 local run = helper.run_shell
@@ -39,13 +38,7 @@ local function under_declared(dir)
   return path, world
 end
 
-local function served(client, id)
-  local doc = assert(client:post(service.url(client, "Electric", id .. "/query"), {
-    where = "1=1", outFields = "*", returnGeometry = "true", returnZ = "true", returnM = "true", f = "json" }))
-  local out = {}
-  for _, f in ipairs(doc.features) do out[f.attributes.GlobalID] = f end
-  return out
-end
+local function served(client, id) return helper.served_features(client, "Electric", id) end
 
 local GDAL_MOVE = [[
 import sys
@@ -69,26 +62,17 @@ ds = None
 ]]
 
 describe("a service that declares no Z and no M over data that has them (issue 41)", function()
-  local emu, dir, world
-
-  setup(function()
-    dir = helper.tmp_dir()
-    local path
-    path, world = under_declared(dir)
-    emu = helper.start_emulator{ data = path }
-  end)
-  teardown(function()
-    emu:stop()
-    os.execute("rm -rf " .. q(dir))
-  end)
-
-  local function client() return geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 } end
-
-  local function create(name)
-    return assert(geoservices.store.create(client(), dir .. "/" .. name .. ".gpkg",
-      { service = "Electric", layers = { 0, 1 }, syncModel = "perReplica", replicaName = name },
-      { poll_interval = 0.05, timeout = 30 }))
-  end
+  local world -- the example world as the emulator serves it, under-declared
+  local store_world = helper.store_world({ service = "Electric", layers = { 0, 1 }, syncModel = "perReplica" }, {
+    data = function(dir)
+      local path
+      path, world = under_declared(dir)
+      return path
+    end,
+  })
+  setup(store_world.start)
+  teardown(store_world.stop)
+  local client, create = store_world.client, store_world.create
 
   it("keeps the server's geometries whole in 2D columns, and status names each", function()
     local st <close> = create("kept")
