@@ -4,18 +4,14 @@
 -- segments cut into points for display while the server's JSON is kept, so
 -- an unedited feature is never uploaded degraded and an edited one is
 -- uploaded as what the user drew.
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local json = require "geoservices.json"
+local scripted = require "spec.support.scripted_store"
 local store = require "geoservices.store"
 
 local q = helper.shell_quote
 
 local run = helper.run_shell
-
-local function url_decode(s)
-  return (s:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
-end
 
 -- GDAL's validator: its complaints, but for its own about empty geometries (see store_lossless_spec)
 local validate = helper.validate_gpkg
@@ -53,17 +49,8 @@ local function qgis(...)
   return json.decode(out:match("{.*}"))
 end
 
-local FIELDS = {
-  { name = "OBJECTID", type = "esriFieldTypeOID" },
-  { name = "GlobalID", type = "esriFieldTypeGlobalID", length = 38 },
-  { name = "NAME", type = "esriFieldTypeString", length = 50 },
-}
-
-local function layer(id, name, geometry_type, has_z)
-  return { id = id, name = name, type = "Feature Layer", geometryType = geometry_type, hasZ = has_z,
-           objectIdField = "OBJECTID", globalIdField = "GlobalID", fields = FIELDS,
-           extent = { spatialReference = { wkid = 2227 } } }
-end
+-- the Utilities service, its result file and the edits a sync sends (spec/support/scripted_store.lua)
+local layer, gid = scripted.layer, scripted.gid
 
 local LAYERS = {
   layer(0, "Mains", "esriGeometryPolyline"),
@@ -71,8 +58,6 @@ local LAYERS = {
   layer(2, "Pipes", "esriGeometryPolyline", true),
   layer(3, "Ditches", "esriGeometryPolyline"),
 }
-
-local function gid(layer_id, i) return ("{%08X-0000-4000-8000-%012X}"):format(layer_id, i) end
 
 -- layer id -> its geometries, as a server sends them
 local CURVES = {
@@ -99,45 +84,17 @@ local CURVES = {
   },
 }
 
-local function write_result(path)
-  local edits = json.array()
-  for id = 0, 3 do
-    local adds = json.array()
-    for i, g in ipairs(CURVES[id]) do
-      adds[i] = { attributes = { OBJECTID = i, GlobalID = gid(id, i), NAME = "f" .. i }, geometry = g }
-    end
-    edits[#edits + 1] = { id = id, features = { adds = adds } }
-  end
-  helper.write_file(path, json.encode{ replicaServerGen = 5, edits = edits })
-end
+local function write_result(path) scripted.write_result(path, CURVES) end
 
-local REPLICA = { service = "Utilities", replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000029}",
-                  syncModel = "perReplica", syncDirection = "bidirectional", replicaServerGen = 5 }
+local REPLICA = scripted.replica("{5E1A0C2B-1111-4A5B-9C8D-000000000029}")
 
--- The edits a sync of st sends (to a scripted server that answers them all).
+-- The edits a sync of st sends, by GlobalID; the server's version of the edited features, read before
+-- the upload (the rebase, issue 36), is unchanged.
 local function uploaded(st)
-  -- the server's version of the edited features, read before the upload (the rebase, issue 36): unchanged
   local features = json.array()
-  for i, g in ipairs(CURVES[0]) do
-    features[i] = { attributes = { OBJECTID = i, GlobalID = gid(0, i), NAME = "f" .. i }, geometry = g }
-  end
-  local server = helper.start_scripted{ routes = {
-    { method = "POST", path = "/server/Utilities/FeatureServer/0/query", responses = {
-      { json = { features = features } } } },
-    { method = "POST", path = "/server/rest/services/Utilities/FeatureServer/synchronizeReplica", responses = {
-      { json = { transportType = "esriTransportTypeEmbedded", replicaID = REPLICA.replicaID,
-                 replicaServerGen = 6, edits = json.array() } } } },
-  } }
-  local client = geoservices.client{ url = server.url, timeout = 10 }
-  local ok, err = pcall(st.sync, st, client)
-  local sent
-  for _, r in ipairs(server:requests()) do
-    if r.path:find("synchronizeReplica", 1, true) then sent = r.body end
-  end
-  server:stop()
-  assert(sent, "no synchronizeReplica request: " .. tostring(ok) .. " " .. tostring(err))
+  for i, g in ipairs(CURVES[0]) do features[i] = scripted.feature(0, i, g) end
   local by_gid = {}
-  for _, e in ipairs(json.decode(url_decode(sent:match("edits=([^&]*)")))) do
+  for _, e in ipairs(scripted.uploaded(st, { [0] = features })) do
     for _, f in ipairs(e.features.updates or {}) do by_gid[f.attributes.GlobalID] = f end
   end
   return by_gid

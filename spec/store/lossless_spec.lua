@@ -2,18 +2,14 @@
 -- ordinates from the download to the upload, geometry columns and blobs
 -- that GDAL's GeoPackage validator accepts for every geometry type.
 local data = require "spec.support.store_data"
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local json = require "geoservices.json"
+local scripted = require "spec.support.scripted_store"
 local store = require "geoservices.store"
 
 local q = helper.shell_quote
 
 local run = helper.run_shell
-
-local function url_decode(s)
-  return (s:gsub("+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
-end
 
 -- GDAL's validator (python3-gdal: the system Python, whatever python3 the PATH gives):
 -- its complaints, and how many of them are GDAL 3.6's own mistake about
@@ -31,23 +27,12 @@ local function validate(path)
   return table.concat(complaints, "\n"), empty_flag
 end
 
-local FIELDS = {
-  { name = "OBJECTID", type = "esriFieldTypeOID" },
-  { name = "GlobalID", type = "esriFieldTypeGlobalID", length = 38 },
-  { name = "NAME", type = "esriFieldTypeString", length = 50 },
-}
-
-local function layer(id, name, geometry_type, has_z, has_m)
-  return { id = id, name = name, type = "Feature Layer", geometryType = geometry_type, hasZ = has_z, hasM = has_m,
-           objectIdField = "OBJECTID", globalIdField = "GlobalID", fields = FIELDS,
-           extent = { spatialReference = { wkid = 2227 } } }
-end
+-- the Utilities service, its result file and the edits a sync sends (spec/support/scripted_store.lua)
+local FIELDS, layer, gid, write_result = scripted.FIELDS, scripted.layer, scripted.gid, scripted.write_result
 
 local function core_hex(s)
   return (s:gsub(".", function(c) return ("%02X"):format(c:byte()) end))
 end
-
-local function gid(layer_id, i) return ("{%08X-0000-4000-8000-%012X}"):format(layer_id, i) end
 
 -- Coordinates whose every bit matters: 0.1 + 0.2 is not 0.3.
 local Z, M = 512.25, 7.5
@@ -83,20 +68,7 @@ local ZM_LAYERS = {
   layer(3, "Marks", "esriGeometryMultipoint", true, true),
 }
 
-local function write_result(path, features_by_layer)
-  local edits = json.array()
-  for id = 0, 3 do
-    local adds = json.array()
-    for i, g in ipairs(features_by_layer[id] or {}) do
-      adds[i] = { attributes = { OBJECTID = i, GlobalID = gid(id, i), NAME = "f" .. i }, geometry = g }
-    end
-    if #adds > 0 then edits[#edits + 1] = { id = id, features = { adds = adds } } end
-  end
-  helper.write_file(path, json.encode{ replicaServerGen = 5, edits = edits })
-end
-
-local REPLICA = { service = "Utilities", replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000028}",
-                  syncModel = "perReplica", syncDirection = "bidirectional", replicaServerGen = 5 }
+local REPLICA = scripted.replica("{5E1A0C2B-1111-4A5B-9C8D-000000000028}")
 
 -- The WKT of one feature as ogrinfo prints it.
 local function ogr_wkt(path, layer_name, where)
@@ -174,26 +146,8 @@ describe("the replica store keeps Z and M (issue 28)", function()
     assert.same({ x = X + 2.5, y = Y, z = Z, m = M }, json.decode(json.encode(st:get(0, gid(0, 1)).geometry)))
 
     -- the server's version of each edited feature, read before the upload (the rebase, issue 36): unchanged
-    local function served(id)
-      return { json = { features = { { attributes = { OBJECTID = 1, GlobalID = gid(id, 1), NAME = "f1" },
-                                       geometry = ZM_FEATURES[id][1] } } } }
-    end
-    local server = helper.start_scripted{ routes = {
-      { method = "POST", path = "/server/Utilities/FeatureServer/0/query", responses = { served(0) } },
-      { method = "POST", path = "/server/Utilities/FeatureServer/1/query", responses = { served(1) } },
-      { method = "POST", path = "/server/rest/services/Utilities/FeatureServer/synchronizeReplica", responses = {
-        { json = { transportType = "esriTransportTypeEmbedded", replicaID = REPLICA.replicaID,
-                   replicaServerGen = 6, edits = json.array() } } } },
-    } }
-    local client = geoservices.client{ url = server.url, timeout = 10 }
-    local ok, err = pcall(st.sync, st, client)
-    local sent
-    for _, r in ipairs(server:requests()) do
-      if r.path:find("synchronizeReplica", 1, true) then sent = r.body end
-    end
-    server:stop()
-    assert(sent, "no synchronizeReplica request: " .. tostring(ok) .. " " .. tostring(err))
-    local edits = json.decode(url_decode(sent:match("edits=([^&]*)")))
+    local edits = scripted.uploaded(st, { [0] = { scripted.feature(0, 1, ZM_FEATURES[0][1]) },
+                                          [1] = { scripted.feature(1, 1, ZM_FEATURES[1][1]) } })
     local by_layer = {}
     for _, e in ipairs(edits) do by_layer[e.id] = e.features.updates[1] end
     assert.same({ x = X + 2.5, y = Y, z = Z, m = M }, by_layer[0].geometry)
