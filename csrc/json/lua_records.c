@@ -15,6 +15,17 @@
 
 typedef geoservices_records_ud records_ud;
 
+/* Bytes fed to every record extractor of the process (core.records_fed()):
+ * how many times a result was parsed, counted by specs and benchmarks. Only
+ * the thread of a Lua state feeds its extractors (a worker parses what they
+ * were fed); several states on several threads may make the count approximate. */
+static unsigned long long fed_total;
+
+static void count_fed(records_ud *u, size_t n) {
+  u->fed += n;
+  fed_total += n;
+}
+
 geoservices_records_ud *geoservices_check_records(lua_State *L, int idx) {
   return (records_ud *)luaL_checkudata(L, idx, GEOSERVICES_RECORDS_MT);
 }
@@ -31,7 +42,7 @@ int geoservices_records_ud_feed(geoservices_records_ud *u, const char *s, size_t
   if (!u->records) return GEOSERVICES_JSON_EABORT;
   rc = geoservices_records_feed(u->records, s, len);
   if (rc != 0) u->failed = 1;
-  else u->fed += len;
+  else count_fed(u, len);
   return rc;
 }
 
@@ -162,7 +173,7 @@ static int l_records_read(lua_State *L) {
     return geoservices_push_records_error(L, u->records);
   }
   if (n < 0) return push_read_error(L, errno);
-  u->fed += (size_t)n;
+  count_fed(u, (size_t)n);
   lua_pushinteger(L, (lua_Integer)n);
   return 1;
 }
@@ -244,7 +255,7 @@ static int l_records_read_all(lua_State *L) {
   status = lua_pcall(L, 3, 0, 0);
   geoservices_records_end_source(u->records); /* the file is the caller's again (close refuses while busy) */
   u->busy = 0;
-  u->fed += geoservices_records_fed(u->records) - before;
+  count_fed(u, geoservices_records_fed(u->records) - before);
   if (status != LUA_OK) return lua_error(L);
   if (st.rc != 0) {
     u->failed = 1;
@@ -310,6 +321,12 @@ static int l_records_tostring(lua_State *L) {
   return 1;
 }
 
+/* core.records_fed() -> bytes fed to every record extractor of this process so far */
+static int l_records_fed_total(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)fed_total);
+  return 1;
+}
+
 void geoservices_open_records(lua_State *L) {
   static const luaL_Reg methods[] = {
     {"feed", l_records_feed},
@@ -333,4 +350,6 @@ void geoservices_open_records(lua_State *L) {
   geoservices_new_class(L, GEOSERVICES_RECORDS_MT, methods, meta);
   lua_pushcfunction(L, l_records_new);
   lua_setfield(L, -2, "records");
+  lua_pushcfunction(L, l_records_fed_total);
+  lua_setfield(L, -2, "records_fed");
 }

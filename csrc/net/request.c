@@ -140,6 +140,18 @@ static int l_request_drain(lua_State *L) {
   return 1;
 }
 
+/* resume() -> lets a transfer paused for a full record tape go on, once its
+ * records were taken another way than drain() (a store's apply takes them
+ * from the extractor in C). */
+static int l_request_resume(lua_State *L) {
+  geoservices_request *req = check_open_request(L, 1);
+  if (req->paused && req->easy) {
+    req->paused = 0;
+    curl_easy_pause(req->easy, CURLPAUSE_CONT);
+  }
+  return 0;
+}
+
 /* progress() -> bytes of the body received so far, and its announced total
  * (Content-Length) or nil when unknown. */
 static int l_request_progress(lua_State *L) {
@@ -194,6 +206,7 @@ void geoservices_open_request(lua_State *L) {
   static const luaL_Reg methods[] = {
     {"result", l_request_result},
     {"drain", l_request_drain},
+    {"resume", l_request_resume},
     {"has_records", l_request_has_records},
     {"ready", l_request_ready},
     {"progress", l_request_progress},

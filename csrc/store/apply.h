@@ -106,6 +106,7 @@ typedef struct geoservices_store_layer {
   double geom_env[4];
   double env[4];        /* extent of what was written since the last flush (NaN: none) */
   int touched;          /* written since the last flush */
+  uint64_t adds, attachment_adds; /* records applied since the store was opened: add, add_attachment */
 } geoservices_store_layer;
 
 /* Where the record extractor is: which layer entry has which id. Kept by

@@ -120,7 +120,11 @@ static int apply_record(geoservices_store *s, int kind, int has_layer, int64_t l
       *p = geoservices_tape_skip(*p);
       return rc;
   }
-  if (rc == 0) s->applied[kind]++;
+  if (rc == 0) {
+    s->applied[kind]++;
+    if (kind == RECORD_ADD) l->adds++;
+    else if (kind == RECORD_ADD_ATTACHMENT && (l = geoservices_store_layer_of(s, layer)) != NULL) l->attachment_adds++;
+  }
   return rc;
 }
 

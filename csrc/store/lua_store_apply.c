@@ -92,6 +92,24 @@ static int l_store_applied(lua_State *L) {
   return 1;
 }
 
+/* applied_layers() -> {[layer_id] = {add = n, add_attachment = n}, ...}: the
+ * features and attachments added to each layer since the Store was opened */
+static int l_store_applied_layers(lua_State *L) {
+  store_ud *u = geoservices_check_store(L, 1);
+  size_t i;
+  lua_newtable(L);
+  for (i = 0; i < u->store->nlayers; i++) {
+    const geoservices_store_layer *l = u->store->layers[i];
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, (lua_Integer)l->adds);
+    lua_setfield(L, -2, "add");
+    lua_pushinteger(L, (lua_Integer)l->attachment_adds);
+    lua_setfield(L, -2, "add_attachment");
+    lua_rawseti(L, -2, (lua_Integer)l->id);
+  }
+  return 1;
+}
+
 /* db:waiting() -> the records read that wait for their layer entry's id
  * (spooled: store/spool.h); a fill's progress counts them as read. */
 static int l_store_waiting(lua_State *L) {
@@ -115,6 +133,7 @@ const luaL_Reg geoservices_store_apply_methods[] = {
   {"apply", l_store_apply},
   {"filling", l_store_filling},
   {"applied", l_store_applied},
+  {"applied_layers", l_store_applied_layers},
   {"waiting", l_store_waiting},
   {NULL, NULL},
 };

@@ -7,6 +7,9 @@ ended, as one JSON line: {"exit": code or null, "signal": n or null,
 
     pty_ctrl_c.py PATTERN TIMEOUT COMMAND [ARG...]
 
+Ctrl-C comes 0.2 s after the pattern shows, or $PTY_CTRL_C_DELAY seconds
+(0: at once, for a phase that lasts a fraction of a second).
+
 The child is killed (SIGKILL, by its PID) when it does not end within
 TIMEOUT seconds after Ctrl-C, or when the pattern never shows.
 """
@@ -50,7 +53,7 @@ def read_for(seconds, until=None):
 
 matched = read_for(timeout, pattern) is True
 if matched:
-    time.sleep(0.2)
+    time.sleep(float(os.environ.get("PTY_CTRL_C_DELAY", "0.2")))
     os.write(fd, b"\x03")
     read_for(timeout)
 status = None

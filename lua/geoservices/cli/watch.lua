@@ -171,6 +171,14 @@ function watch.new(out, client, name, opts)
 
   local last_report
   w.on_progress = function(received, total)
+    if w.filling and total then
+      -- a store filling as the result downloads (one pass): the download is the store's fill, its
+      -- line the fill's (bytes of the file, records in the store); the last comes from w.filled
+      w.bytes, w.total = received, total
+      downloads.add(clock(), received)
+      if received < total then return w.on_fill(received, total, w.records or 0) end
+      return
+    end
     w.phase = "downloading"
     w.bytes, w.total = received, total
     downloads.add(clock(), received)
@@ -211,6 +219,17 @@ function watch.new(out, client, name, opts)
       out:progress(("%s: filling the store %s of %s (%d%%), %d records"):format(name, output.human_bytes(bytes),
         output.human_bytes(total), percent, records))
     end
+  end
+
+  -- the records a store filling as the result downloads has read so far (store.building's on_applied)
+  w.on_applied = function(records)
+    w.filling, w.records = true, records
+  end
+
+  -- the download that filled the store ended: its last fill line, with every record (not w.filled: bytes)
+  w.fill_ended_with = function(records)
+    local size = w.total or w.bytes
+    if w.filling and size > 0 then w.on_fill(size, size, records) end
   end
 
   -- a step of the store's building after its fill (store.create_from's on_phase)

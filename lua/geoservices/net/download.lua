@@ -56,8 +56,9 @@ end
 -- @tparam table opts
 -- @tparam number opts.deadline absolute deadline
 -- @tparam[opt] table opts.sink a record sink (`records`, a core.records extractor, and
---   `deliver(kind, layer, value, key)`): the body is fed to it as it arrives; a resumed chunk starts
---   at the first byte the extractor has not seen
+--   `deliver(kind, layer, value, key)`, or `take(records)` -> true | nil, err that takes the complete
+--   records from the extractor itself): the body is fed to it as it arrives; a resumed chunk starts
+--   at the first byte the extractor has not seen; an error of take stops the download and is returned
 -- @tparam[opt] function opts.on_progress `on_progress(received, total)`: bytes of the whole file so far,
 --   and its size (nil until the server announces it)
 -- @tparam[opt] function opts.on_retry `on_retry(err, delay, attempts)` before each retry
@@ -107,8 +108,10 @@ function download.fetch(conn, url, opts)
     if chunk then spec.headers[#spec.headers + 1] = ("Range: bytes=%d-%d"):format(offset, offset + chunk - 1) end
     -- a 200 to a resumed request is the whole file: what is here already is dropped
     if offset > 0 then spec.resume_from = offset end
-    local resp, msg, code = transport.send(conn, spec, sink and sink.deliver, progress_of())
+    -- a sink that takes the records itself (a store filling as they arrive) or one they are delivered to
+    local resp, msg, code = transport.send(conn, spec, sink and (sink.take and sink or sink.deliver), progress_of())
     if not resp then
+      if code == "records_refused" then return "fatal", msg end -- the taker's own error (a bad record, a full disk)
       if code == "save_failed" then -- the local disk's failure: the path and its cause, not sent again
         -- the file a caller asked for, not the temporary one it is written as (sys.make_temp: PATH.partXXXXXX)
         local path = tostring(opts.file):gsub("%.part%w%w%w%w%w%w$", "")

@@ -20,7 +20,10 @@ local transport = {}
 -- nil, message, code for a transfer failure; code "cancelled" when the task
 -- was cancelled, "timeout" when the deadline passed. With `on_records` (and
 -- spec.records, a core.records()), the body's records are delivered while
--- it arrives, as on_records(kind, layer_id, value, key). `on_progress(received,
+-- it arrives, as on_records(kind, layer_id, value, key); or, when
+-- on_records is a table, taken by `on_records.take(records)` from the
+-- extractor itself (a store applying them in C), which returns true, or nil,
+-- err to stop the transfer (then nil, err, "records_refused"). `on_progress(received,
 -- total)` is called while the body arrives (total is nil when the server did
 -- not announce it; inside a task only when records arrive too).
 function transport.perform(driver, spec, on_records, on_progress)
@@ -52,10 +55,21 @@ function transport.perform(driver, spec, on_records, on_progress)
     local ok, err, code = driver:add(req, not alone)
     if not ok then return nil, err, code end
   end
-  local progress
+  local progress, refused
   if on_records or on_progress then
     progress = function()
-      if on_records then req:drain(on_records) end
+      if refused then return end
+      if type(on_records) == "function" then
+        req:drain(on_records)
+      elseif on_records then
+        local taken, err = on_records.take(spec.records)
+        if not taken then
+          refused = err
+          driver:remove(req) -- the transfer stops: the request is no longer running
+          return
+        end
+        req:resume()
+      end
       if on_progress then
         local received, total = req:progress()
         if received > 0 then on_progress(received, total) end
@@ -67,10 +81,12 @@ function transport.perform(driver, spec, on_records, on_progress)
     if not driver:closed() then driver:remove(req) end
     return nil, msg, wait_code
   end
+  if refused then return nil, refused, "records_refused" end
   if req:state() ~= "done" then
     return nil, "the client was closed while the request was in flight", "closed"
   end
   if progress then progress() end
+  if refused then return nil, refused, "records_refused" end
   return req:result()
 end
 

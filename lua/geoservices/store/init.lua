@@ -264,13 +264,58 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
   if type(replica_info) ~= "table" then error("store.create_from: replica_info must be a table", 2) end
   if type(layers_metadata) ~= "table" then error("store.create_from: layers_metadata must be a table", 2) end
   opts = opts or {}
-  if file_exists(path) then
-    return nil, errors.new("invalid", ("path: %s exists; a store is never created over a file"):format(path),
-      { parameter = "path" })
-  end
   local model = replica_info.syncModel or replica_info.model or "perReplica"
   if model ~= "perReplica" and model ~= "perLayer" then
     return nil, errors.invalid("syncModel", "perReplica or perLayer")
+  end
+  local b, err = store.building(path, layers_metadata, opts)
+  if not b then return nil, err end
+  local ok, n, ferr = pcall(function()
+    if source == nil then return 0 end
+    if type(source) == "string" then return b:apply_file(source, opts.on_fill) end
+    if type(source) == "function" then
+      local fed, e = source(function(records) return b:apply(records) end)
+      if fed then return 0 end
+      return nil, e
+    end
+    return b:apply(source)
+  end)
+  if not ok then
+    b:abandon()
+    error(n, 0) -- the source's error, raised again once the temporary file is gone
+  end
+  if not n then
+    b:abandon()
+    return nil, ferr
+  end
+  return b:finish(replica_info)
+end
+
+-- A store being built (store.building): its temporary file, filled, then
+-- finished into place or abandoned.
+local Building = {}
+Building.__index = Building
+
+--- Starts building a store at `path` (which must not exist) for the layers
+-- of `layers_metadata`: a temporary file beside it holds the tables, in one
+-- transaction, ready to take a first result's records as they come
+-- (`b:apply(records, deliver)`, as a download arrives, or `b:apply_file(file)`);
+-- `b:finish(replica_info)` then builds its indexes, commits and renames it
+-- into place, or `b:abandon()` removes it (also when `b` is closed, as a
+-- to-be-closed variable, without being finished). store.create and the CLI's
+-- `replica create OUT.gpkg` fill it while createReplica's result downloads
+-- (`client:create_replica(..., {fill = b})`): the result is parsed once.
+-- @string path the new GeoPackage (must not exist)
+-- @tparam table layers_metadata the layer resources, as store.create_from takes them
+-- @tparam[opt] table opts as store.create_from's: `busy_timeout`, `on_record`, `on_fill`, `on_phase`,
+--   `on_tick`; and `on_applied(records)` after each `b:apply`: the records read so far (applied, or
+--   waiting for their layer's id)
+-- @return the store being built, or nil, err ("invalid": a file at path, bad metadata; "io")
+function store.building(path, layers_metadata, opts)
+  opts = opts or {}
+  if file_exists(path) then
+    return nil, errors.new("invalid", ("path: %s exists; a store is never created over a file"):format(path),
+      { parameter = "path" })
   end
   local specs, taken, ids = {}, {}, {}
   for _, layer in ipairs(layers_metadata) do
@@ -281,35 +326,26 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     specs[#specs + 1] = spec
   end
   if #specs == 0 then return nil, errors.invalid("layers", "at least one layer") end
-  local directions = {}
-  for _, l in ipairs(type(replica_info.syncLayers) == "table" and replica_info.syncLayers or {}) do
-    if math.tointeger(l.id) then directions[math.tointeger(l.id)] = l.syncDirection end
-  end
 
   local tmp = paths.beside(path, "creating")
   local db, msg, code = core.store_open(tmp, { create = true, busy_timeout = busy_ms(opts) })
   if not db then return nil, db_error(tmp, msg, code) end
-  -- The fill writes a file nobody else knows yet (it is renamed into place
-  -- once whole, removed otherwise): its rollback journal is kept in memory (a
-  -- new file's pages past its first size are never journaled) and nothing
-  -- waits for the disk until the end (synchronous, below); WAL then. 100k
-  -- points: 2.45 s -> see the commit; a WAL fill writes every page twice.
-  local wal, wmsg, wcode = db:rows("PRAGMA journal_mode = MEMORY")
-  if wal then wal, wmsg, wcode = db:rows("PRAGMA synchronous = OFF") end
-  if not wal then
-    db:close()
-    os.remove(tmp)
-    return nil, db_error(tmp, wmsg, wcode)
-  end
   local layers = {}
   for _, spec in ipairs(specs) do layers[spec.id] = spec end
-  local st = new_store(db, tmp, layers)
-
-  local function build()
-    local function check(ok, m, c)
-      if not ok then error({ store_error = db_error(path, m, c) }) end
-      return ok
-    end
+  local b = setmetatable({ path = path, tmp = tmp, db = db, st = new_store(db, tmp, layers), specs = specs,
+                           layers_metadata = layers_metadata, opts = opts, fields = {}, applied = 0 }, Building)
+  local function check(ok, m, c)
+    if not ok then error({ store_error = db_error(path, m, c) }) end
+    return ok
+  end
+  local ok, err = pcall(function()
+    -- The fill writes a file nobody else knows yet (it is renamed into place
+    -- once whole, removed otherwise): its rollback journal is kept in memory (a
+    -- new file's pages past its first size are never journaled) and nothing
+    -- waits for the disk until the end (synchronous, below); WAL then. 100k
+    -- points: 2.45 s -> see the commit; a WAL fill writes every page twice.
+    check(db:rows("PRAGMA journal_mode = MEMORY"))
+    check(db:rows("PRAGMA synchronous = OFF"))
     check(db:begin())
     for _, sql in ipairs(schema.BASE_SQL) do check(db:exec(sql)) end
     for _, sql in ipairs(schema.CONFLICTS_FORMAT_3) do check(db:exec(sql)) end
@@ -327,16 +363,14 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       for _, sql in ipairs(schema.layer_sql(spec, spec.srs_id or -1)) do
         if sql ~= gid_index then check(db:exec(sql)) end
       end
-      spec.sync_direction = directions[spec.id]
       local meta
       for _, l in ipairs(layers_metadata) do
         if math.tointeger(l.id) == spec.id then meta = l end
       end
       check(db:run("INSERT INTO gpkgext_geoservices_layers (layer_id, table_name, name, geometry_kind, "
-        .. "geometry_column, "
-        .. "srs_id, object_id_field, global_id_field, sync_direction, columns, metadata) "
+        .. "geometry_column, srs_id, object_id_field, global_id_field, sync_direction, columns, metadata) "
         .. "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", spec.id, spec.table, spec.name, spec.geometry_kind,
-        spec.geometry_column, spec.srs_id, spec.oid, spec.globalid, spec.sync_direction,
+        spec.geometry_column, spec.srs_id, spec.oid, spec.globalid, nil,
         json.encode(json.array(spec.columns)), json.encode(meta)))
       check(register(db, spec))
       for _, sql in ipairs(attachments.layer_sql(spec, meta)) do check(db:exec(sql)) end
@@ -345,6 +379,97 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     end
     check(conflicts.layout(db)) -- its geometry in the layers' CRS
     check(project.write(db, path)) -- the QGIS project a user opens (issue 37)
+    -- every table is empty: records are inserted without a GlobalID lookup
+    -- each (their index comes after; a repeat is settled in finish)
+    check(db:filling())
+  end)
+  if not ok then
+    b:abandon()
+    if type(err) == "table" and err.store_error then return nil, err.store_error end
+    error(err, 0)
+  end
+  return b
+end
+
+-- The first result's records the store does not apply: its fields are kept (the generations, replicaID)
+function Building:on_record(deliver)
+  local fields, on_record = self.fields, self.opts.on_record
+  return function(kind, layer, value, key)
+    if kind == "field" then fields[key] = value end
+    if on_record then on_record(kind, layer, value, key) end
+    if deliver then deliver(kind, layer, value, key) end
+  end
+end
+
+--- Applies the complete records of a core.records() extractor (the first
+-- result, as it arrives); the others go to `deliver(kind, layer, value, key)`.
+-- @return the count applied, or nil, err (the building then only abandons)
+function Building:apply(records, deliver)
+  if self.failed then return nil, self.failed end
+  local n, err = self.st:apply(records, self:on_record(deliver))
+  if not n then
+    self.failed = err
+    return nil, err
+  end
+  self.applied = self.applied + n
+  if self.opts.on_applied then self.opts.on_applied(self.applied + self.db:waiting()) end
+  return n
+end
+
+--- Applies a JSON result file, chunk by chunk (`on_fill(bytes, total, records)`
+-- follows it: geoservices.store.result_file).
+-- @return the count applied, or nil, err
+function Building:apply_file(file, on_fill)
+  if self.failed then return nil, self.failed end
+  local n, err = result_file.apply(self.st, file, self:on_record(), on_fill)
+  if not n then
+    self.failed = err
+    return nil, err
+  end
+  self.applied = self.applied + n
+  return n
+end
+
+--- The features and attachments applied per layer so far:
+-- `{[layer_id] = {add = n, add_attachment = n}}`.
+function Building:counts()
+  return self.db:applied_layers()
+end
+
+--- Finishes the store with `replica_info` (as store.create_from takes it):
+-- each table's GlobalID index, the repeated GlobalIDs settled, the capture
+-- triggers, relations, the replica's row and generations (the result's own
+-- fields over replica_info's), the commit, WAL, the rename into place.
+-- @return the store, open; or nil, err (nothing left at path or beside it)
+function Building:finish(replica_info)
+  local db, specs, opts, path = self.db, self.specs, self.opts, self.path
+  local model = replica_info.syncModel or replica_info.model or "perReplica"
+  if model ~= "perReplica" and model ~= "perLayer" then
+    self:abandon()
+    return nil, errors.invalid("syncModel", "perReplica or perLayer")
+  end
+  if self.failed then
+    local err = self.failed
+    self:abandon()
+    return nil, err
+  end
+  local fields, st = self.fields, self.st
+  local function check(ok, m, c)
+    if not ok then error({ store_error = db_error(path, m, c) }) end
+    return ok
+  end
+  local function build()
+    local directions = {}
+    for _, l in ipairs(type(replica_info.syncLayers) == "table" and replica_info.syncLayers or {}) do
+      if math.tointeger(l.id) then directions[math.tointeger(l.id)] = l.syncDirection end
+    end
+    for _, spec in ipairs(specs) do
+      spec.sync_direction = directions[spec.id]
+      if spec.sync_direction then
+        check(db:run("UPDATE gpkgext_geoservices_layers SET sync_direction = ? WHERE layer_id = ?", spec.sync_direction,
+          spec.id))
+      end
+    end
     local info = {}
     for k, v in pairs(replica_info) do
       if type(v) ~= "function" and type(v) ~= "userdata" then info[k] = v end
@@ -357,34 +482,6 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
       replica_info.replicaName, model, replica_info.syncDirection or "bidirectional", json.encode(layer_ids),
       now(), json.encode(info)))
 
-    -- the first result: features into the tables, fields kept for the generations
-    local fields = {}
-    local function on_record(kind, layer, value, key)
-      if kind == "field" then fields[key] = value end
-      if opts.on_record then opts.on_record(kind, layer, value, key) end
-    end
-    local applied = 0
-    if source ~= nil then
-      -- every table is empty: records are inserted without a GlobalID lookup
-      -- each (their index comes after; a repeat is settled below)
-      check(db:filling())
-      local n, err
-      if type(source) == "string" then
-        n, err = result_file.apply(st, source, on_record, opts.on_fill)
-      elseif type(source) == "function" then
-        local ok
-        ok, err = source(function(records)
-          local c, e = st:apply(records, on_record)
-          if c then applied = applied + c end
-          return c, e
-        end)
-        n = ok and 0 or nil
-      else
-        n, err = st:apply(source, on_record)
-      end
-      if not n then error({ store_error = err }) end
-      applied = applied + n
-    end
     -- each table filled: its GlobalID index built from the sorted keys, then a
     -- GlobalID the result gave twice settled as an upsert would have (the
     -- later record kept); then the capture triggers (a trigger is a program
@@ -404,7 +501,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     check(db:exec("PRAGMA temp_store = MEMORY"))
     -- the service's relationships: registered once filled, their mapping rows made from the keys
     phase("linking attachments and related records")
-    for _, sql in ipairs(relations.store_sql(specs, layers_metadata)) do check(db:exec(sql)) end
+    for _, sql in ipairs(relations.store_sql(specs, self.layers_metadata)) do check(db:exec(sql)) end
     local linked, lerr = attachments.relink(st)
     if linked then linked, lerr = relations.relink(st) end
     if not linked then error({ store_error = lerr }) end
@@ -418,7 +515,7 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
     if result_gens.layerServerGens then gens.layerServerGens = result_gens.layerServerGens end
     local ok, err = st:set_generations(gens)
     if not ok then error({ store_error = err }) end
-    ok, err = st:log{ operation = "create", outcome = "ok", downloaded = applied,
+    ok, err = st:log{ operation = "create", outcome = "ok", downloaded = self.applied,
       replicaServerGen = gens.replicaServerGen, layerServerGens = gens.layerServerGens }
     if not ok then error({ store_error = err }) end
     phase("packing the spatial index and committing")
@@ -436,21 +533,36 @@ function store.create_from(path, replica_info, layers_metadata, source, opts)
 
   local ok, err = pcall(build)
   db:close()
+  self.finished = true
   if ok and file_exists(path) then -- created meanwhile by someone else: theirs stays
     ok, err = false, { store_error = errors.new("invalid", ("path: %s exists; a store is never created over a file")
       :format(path), { parameter = "path" }) }
   end
   if ok then
-    local renamed, rmsg = os.rename(tmp, path)
+    local renamed, rmsg = os.rename(self.tmp, path)
     if not renamed then ok, err = false, { store_error = errors.new("io", "cannot rename the new store: " .. rmsg) } end
   end
   if not ok then
-    os.remove(tmp)
-    for _, suffix in ipairs{ "-journal", "-wal", "-shm" } do os.remove(tmp .. suffix) end
+    self:abandon()
     if type(err) == "table" and err.store_error then return nil, err.store_error end
     error(err, 0)
   end
   return store.open(path, opts)
+end
+
+--- Removes the store being built (nothing is left at its path or beside
+-- it); a no-op once it was finished or abandoned.
+function Building:abandon()
+  if self.gone then return end
+  self.gone = true
+  if not self.finished then self.db:close() end
+  os.remove(self.tmp)
+  for _, suffix in ipairs{ "-journal", "-wal", "-shm" } do os.remove(self.tmp .. suffix) end
+end
+
+-- closed as a to-be-closed variable (an error, a Ctrl-C) before it was finished: abandoned
+function Building:__close()
+  if not self.finished then self:abandon() end
 end
 
 --- Creates a replica on the server (createReplica) and a store holding it
@@ -474,7 +586,7 @@ function store.create(client, path, params, opts)
   if type(client) ~= "table" or type(client.create_replica) ~= "function" then
     error("store.create: the first argument must be a geoservices client (or a path: see store.create_from)", 2)
   end
-  return create.create(client, path, params, opts, store.create_from)
+  return create.create(client, path, params, opts, store.building)
 end
 
 --- A replica store opened by @{open} or @{create}.

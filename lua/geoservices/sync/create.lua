@@ -141,14 +141,37 @@ function CreateSink:absorb(doc)
 end
 
 --- A fresh extractor for the next document (the result file after the
--- answer); with `count_only` (a result saved to a file) nothing is collected.
+-- answer); with `count_only` (a result saved to a file) nothing is collected;
+-- with `fill` (a store being built: geoservices.store.building) its records
+-- go into the store as they arrive, `fill:apply(records, deliver)` taking
+-- them from the extractor in C and handing back the fields and layer
+-- entries, and the counts are the store's (CreateSink:count_filled).
 -- @local
-function CreateSink:next_document(count_only)
+function CreateSink:next_document(count_only, fill)
   self.fields = {}
+  if fill then
+    self.records, self.data = core.records(), nil
+    self.take = function(records) return fill:apply(records, self.deliver) end
+    return
+  end
   -- counting only: the records come without their values, so a layer whose
   -- id follows its features waits as a count, not as a table per feature
   self.records = core.records(count_only and not self.on_change and { values = false } or nil)
   if count_only then self.data = nil end
+end
+
+--- The counts of a result that went into a store (`fill:counts()`, the
+-- features and attachments it applied per layer) instead of through record().
+-- @local
+function CreateSink:count_filled(counts)
+  for layer, c in pairs(counts) do
+    if self.entries[layer] or c.add > 0 or c.add_attachment > 0 then
+      self:entry(layer)
+      self.counts[layer] = { features = c.add, attachments = c.add_attachment }
+      self.features, self.attachments = self.features + c.add, self.attachments + c.add_attachment
+      self.downloaded = self.downloaded + c.add + c.add_attachment
+    end
+  end
 end
 
 -- ------------------------------------------------------------------ result
@@ -175,6 +198,8 @@ end
 -- @field transport "url" or "embedded"
 -- @field result_url the address of the downloaded result file (URL transport)
 -- @field output the path the result was saved to (opts.output)
+-- @field filled true when the result file went into opts.fill as it downloaded (an embedded
+--   result does not: it is in opts.output)
 -- @field status the job's last status resource (async)
 -- @field partial true when the job ended CompletedWithErrors
 local Result = { __name = "geoservices.CreateReplicaResult" }
@@ -208,6 +233,12 @@ function Result:replica_state()
     state.replicaServerGen = self.replicaServerGen
   end
   return state
+end
+
+-- Whether two replica ids are the same (case and braces aside).
+local function same_id(a, b)
+  local function fold(id) return (id:upper():gsub("[{}]", "")) end
+  return fold(a) == fold(b)
 end
 
 local function first_id(...)
@@ -302,6 +333,7 @@ local OPTION_TYPES = {
   wait = "boolean", poll_interval = "number", timeout = "number", request_timeout = "number",
   on_status = "function", on_progress = "function", on_change = "function", on_done = "function",
   output = "string", on_send = "function", on_job = "function", check = "boolean", service_info = "table",
+  fill = "table",
 }
 
 local function check_opts(opts, plan)
@@ -350,11 +382,20 @@ local function finish(client, doc, status, sink, ctx)
   if url then
     local refused = origin.check_followable(url, client.url, "result URL")
     if refused then return nil, with_note(refused, ctx, first_id(doc.replicaID)) end
-    sink:next_document(ctx.output ~= nil)
+    sink:next_document(ctx.output ~= nil, ctx.fill)
     local fields, err = synchronize.fetch_result_file(client, url, sink, ctx)
     if not fields then return nil, with_note(err, ctx, first_id(doc.replicaID)) end
     tmp = err
     file = { url = url, fields = fields, output = ctx.output }
+    if ctx.fill then sink:count_filled(ctx.fill:counts()) end
+    -- the file of another replica than the one the answer names is not this one's data
+    local named, holds = first_id(doc.replicaID, status and status.replicaID), first_id(fields.replicaID)
+    if named and holds and not same_id(named, holds) then
+      if tmp then os.remove(tmp) end
+      return nil, with_note(errors.new("protocol", ("the result file holds replica %s, not %s, the replica "
+        .. "createReplica made: nothing was kept from it"):format(holds, named), { code = "other_replica",
+        url = url }), ctx, named)
+    end
   elseif #sink.layer_ids == 0 then
     return nil, with_note(errors.new("protocol", ("the server's answer to createReplica (%s) has no result "
       .. "address and no layers: the replica's data cannot be downloaded."):format(
@@ -366,6 +407,7 @@ local function finish(client, doc, status, sink, ctx)
     return nil, with_note(err, ctx, result.replicaID, { result = result })
   end
   if gens_err then return fail(gens_err) end
+  result.filled = file and ctx.fill and true or nil
   if not result.replicaID then
     return fail(errors.new("protocol", "neither the server's answer nor its result file names the new replica's "
       .. "replicaID: it cannot be synchronized.", { code = "no_replica_id" }))
@@ -413,7 +455,7 @@ local function job_ctx(op, wait_opts)
     service = op.service, model = req.model, layers = req.layers, direction = req.direction,
     replicaName = req.replicaName, output = op.output, timeout = wait_opts.request_timeout,
     on_change = wait_opts.on_change or op.on_change, on_progress = wait_opts.on_progress or op.on_progress,
-    on_done = op.on_done, data_format = req.data_format,
+    on_done = op.on_done, data_format = req.data_format, fill = wait_opts.fill or op.fill,
   }
 end
 
@@ -475,6 +517,9 @@ end
 --   (kind "add") and attachment ("add_attachment") instead of collecting them in `result.data`
 -- @tparam[opt] string opts.output save the result (the JSON file, or the geodatabase with dataFormat =
 --   "sqlite") there, written whole before the call returns, instead of collecting the data
+-- @tparam[opt] table opts.fill a replica store being built (geoservices.store.building): the result
+--   file's records go into it while they arrive, checked as ever before the result is returned (the
+--   store commits later, or is abandoned); `result.filled` then says so (an embedded result is not)
 -- @tparam[opt] function opts.on_send `on_send(fields)` -> true | nil, err: before the request leaves
 --   (a journal; an error stops the call, nothing sent)
 -- @tparam[opt] function opts.on_job `on_job(op)` -> true | nil, err: as soon as the job's address is
@@ -521,7 +566,7 @@ function create.create_replica(self, name, params, opts)
     service = name, model = plan.model, layers = plan.layers, direction = plan.direction,
     replicaName = params.replicaName, output = opts.output, on_change = opts.on_change,
     on_progress = opts.on_progress, on_done = opts.on_done, data_format = plan.data_format,
-    timeout = opts.request_timeout,
+    timeout = opts.request_timeout, fill = opts.fill,
   }
   if opts.on_send then
     local journaled, journal_err = opts.on_send(fields)
@@ -550,7 +595,7 @@ function create.create_replica(self, name, params, opts)
     if unfollowable then return nil, with_note(unfollowable, ctx, nil) end
     local op = make_operation(self, {
       status_url = status_url, service = name, replicaName = params.replicaName, output = opts.output,
-      on_change = opts.on_change, on_progress = opts.on_progress, on_done = opts.on_done,
+      on_change = opts.on_change, on_progress = opts.on_progress, on_done = opts.on_done, fill = opts.fill,
       poll_interval = opts.poll_interval, on_status = opts.on_status, deadline = deadline,
       create = request_of(ctx),
     })

@@ -76,9 +76,10 @@ local function fetch_result_file(client, url, sink, ctx)
       err = errors.new("protocol", "result file is not a complete JSON document: " .. msg,
         { url = url, offset = offset })
     else
-      sink.records:drain(sink.deliver)
+      local taken, take_err = true, nil
+      if sink.take then taken, take_err = sink.take(sink.records) else sink.records:drain(sink.deliver) end
       -- an error document served with HTTP 200 is an error, never an empty result
-      err = response.error_of(sink.fields, 200, url)
+      err = not taken and take_err or response.error_of(sink.fields, 200, url)
     end
     ok = err == nil
   end

@@ -56,9 +56,11 @@ end
 -- * `check(path)` -> nil | err: refuse before anything is sent;
 -- * `create_opts(path)` -> the create_replica options that say where the data streams
 --   (`output`, or `on_change`...);
--- * `keep(path, result, client, w)` -> info | nil, err: once the whole result is in (the
+-- * `prepare(path, client, service, params, w)` (optional) -> fill | nil, err: before the request
+--   leaves, a store to fill while the result downloads (geoservices.store.building: the result is
+--   parsed once); w.on_fill, w.on_phase and w.tick follow it;
+-- * `keep(path, result, client, w, fill)` -> info | nil, err: once the whole result is in (the
 --   replica then exists on the server); info is `{state =, data =}`, printed and emitted;
---   w.on_fill, w.on_phase and w.tick follow a store being built (geoservices.store.create_from);
 -- * `params(params)` (optional): what the destination asks of createReplica besides the user;
 -- * `discard(path)` (optional): removes what an interrupted run left that nothing reads again;
 -- * `name(path)` -> what the lines and events call it.
@@ -84,22 +86,35 @@ replica_cmd.json_destination = {
   end,
 }
 
--- This one builds a replica store (geoservices.store, a GeoPackage) at OUT:
--- the data streams to a temporary file beside it, then the store is built
--- from it in one transaction (nothing at OUT unless it committed).
+-- This one builds a replica store (geoservices.store, a GeoPackage) at OUT,
+-- as geoservices.store.create does: the store fills while the data
+-- downloads (its bytes also go to a temporary file beside it), then it is
+-- finished in the same transaction (nothing at OUT unless it committed).
 replica_cmd.gpkg_destination = {
   check = function(path) return check_new_out(path, "a store") end,
   create_opts = function(path)
     return { output = path .. ".download.json" }
   end,
-  keep = function(path, result, client, w)
-    local builder = require "geoservices.store.sync.create"
-    local infos, err = builder.layer_infos(client, result.service, result.layers)
-    local ok, st = true, nil
-    if infos then
-      ok, st, err = pcall(geoservices.store.create_from, path, builder.replica_info(result), infos, result.output,
-        { on_fill = w.on_fill, on_phase = w.on_phase, on_tick = w.tick })
-    end
+  prepare = function(path, client, service, params, w)
+    -- parameters createReplica would refuse are refused first, before anything is read
+    local fields, plan = require("geoservices.sync.create_params").encode(params, client.enum_prefix)
+    if not fields then return nil, plan end
+    local infos, err = require("geoservices.store.sync.create").layer_infos(client, service, plan.layers)
+    if not infos then return nil, err end
+    return geoservices.store.building(path, infos, { on_fill = w.on_fill, on_phase = w.on_phase, on_tick = w.tick,
+                                                     on_applied = w.on_applied })
+  end,
+  keep = function(path, result, client, w, fill)
+    local ok, st, err = pcall(function()
+      -- an embedded result did not go into the store as it came: from the file it was saved to
+      if result.filled then
+        w.fill_ended_with(result.downloaded)
+      else
+        local n, aerr = fill:apply_file(result.output, w.on_fill)
+        if not n then return nil, aerr end
+      end
+      return fill:finish(require("geoservices.store.sync.create").replica_info(result))
+    end)
     os.remove(result.output) -- in the store now, or not to be used (a Ctrl-C too)
     result.output = nil
     if not ok then error(st, 0) end
@@ -178,16 +193,28 @@ local function unregister_orphan(out, client, path, service, err)
   end
 end
 
-local function follow(out, client, path, dest, run, poll_opts, service)
+local function follow(out, client, path, dest, run, poll_opts, service, params)
   local name = dest.name(path)
   local w = watch.new(out, client, name)
   local kept
   local opts = dest.create_opts(path)
   -- what a killed create or resume left: the partial download (<output>.partXXXXXX)
   if opts.output then core.remove_temps(opts.output) end
-  -- no on_change: the records stream through the C core as geoservices.store.create's do, counted
-  -- there, never a Lua table each (on_change only to count them: 1M points took 1,017 MiB, issue 38)
+  -- no on_change: the records stream through the C core as geoservices.store.create's do, into the
+  -- store as they arrive, never a Lua table each (on_change only to count them: 1M points took
+  -- 1,017 MiB, issue 38)
   opts.on_status, opts.on_progress = w.on_status, w.on_progress
+  if dest.prepare and not poll_opts.dry_run then
+    local fill, err = dest.prepare(path, client, service, params, w)
+    if not fill then
+      w.restore()
+      out:server_work(nil) -- nothing was sent
+      out:error(err, { replica = path })
+      return out:result(output.exit_for(err), { command = "replica", replica = path })
+    end
+    opts.fill = fill
+  end
+  poll_opts.dry_run = nil
   for k, v in pairs(poll_opts) do opts[k] = v end
   opts.on_job = function(op)
     local ok, msg = core.write_file_atomic(journal_path(path), op:to_json() .. "\n")
@@ -197,7 +224,7 @@ local function follow(out, client, path, dest, run, poll_opts, service)
     return true
   end
   opts.on_done = function(result)
-    local info, err = dest.keep(path, result, client, w)
+    local info, err = dest.keep(path, result, client, w, opts.fill)
     if not info then return nil, err end
     kept = info
     os.remove(journal_path(path))
@@ -207,6 +234,7 @@ local function follow(out, client, path, dest, run, poll_opts, service)
     return true
   end
   local ok, result, err = pcall(w.run, run, opts)
+  if opts.fill then opts.fill:abandon() end -- unless finished: what an error or a Ctrl-C left of the store
   if ok then w.report_download(result ~= nil) end
   w.restore()
   if not ok then -- Ctrl-C too: main names the job still running
@@ -283,7 +311,8 @@ local function create(args, out, client)
   return follow(out, client, path, dest, function(opts)
     return client:create_replica(args.service, params, opts)
   end, { poll_interval = args.poll_interval, timeout = args.wait_timeout,
-          check = not args.dry_run }, args.service) -- a dry run shows createReplica itself, not the read before it
+          check = not args.dry_run, dry_run = args.dry_run }, args.service, params)
+  -- a dry run shows createReplica itself, not the reads before it
 end
 
 -- The replica `path` holds when it is complete (a store, or a state file):
@@ -336,8 +365,9 @@ local function resume(args, out, client)
     op.output = opts.output
     op.on_done = opts.on_done
     return op:wait{ poll_interval = opts.poll_interval, timeout = opts.timeout, on_status = opts.on_status,
-                    on_progress = opts.on_progress }
-  end, { poll_interval = args.poll_interval, timeout = args.wait_timeout }, op.service)
+                    on_progress = opts.on_progress, fill = opts.fill }
+  end, { poll_interval = args.poll_interval, timeout = args.wait_timeout }, op.service,
+    { layers = type(op.create) == "table" and op.create.layers or nil })
 end
 
 -- ------------------------------------------------------------------ info, unregister

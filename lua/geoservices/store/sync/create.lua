@@ -10,9 +10,10 @@
 -- Steps: the service's resource (the request is checked against its
 -- capabilities before anything else is read or sent), each layer's resource (fields,
 -- geometry type, spatial reference, id fields), createReplica (async by
--- default) with its data saved to a temporary file next to the store, then
--- geoservices.store.create_from with that file: nothing exists at `path`
--- unless the whole store committed. When the store cannot be built after
+-- default) whose result fills the store while it downloads (parsed once,
+-- geoservices.store.building; its bytes also saved to a temporary file next
+-- to the store), then the store finished: nothing exists at `path` unless
+-- the whole store committed. When the store cannot be built after
 -- the replica was created, the replica is unregistered (best effort) and
 -- the error says so. Each step is journaled beside the path
 -- (geoservices.store.sync.create_journal): a rerun of the same create after a
@@ -65,15 +66,17 @@ end
 -- @tparam table params `service` (required), `layers` (ids; default every layer of the service),
 --   and the createReplica parameters (replicaName, syncModel, syncDirection, geometry, layerQueries,
 --   returnAttachments, async...), passed through
--- @tparam[opt] table opts `on_status`, `on_progress` (the download), `on_fill(bytes, total, records)`
---   `on_phase(text)` and `on_tick()` (the store being filled from it, then built: see store.create_from),
+-- @tparam[opt] table opts `on_status`, `on_progress` (the download, which fills the store as it
+--   arrives), `on_fill(bytes, total, records)` (a result filled from the file it was saved to: an
+--   embedded one, or the one a rerun resumes), `on_phase(text)` and `on_tick()` (the store then
+--   built: see store.create_from),
 --   `timeout`, `poll_interval`, `busy_timeout`
--- @tparam function create_from geoservices.store's `create_from`, which builds the store from
---   the replica and its data: handed in by geoservices.store, which stands above this module
+-- @tparam function building geoservices.store's `building`, the store being built (filled while
+--   the result downloads, then finished): handed in by geoservices.store, which stands above this module
 -- @return the open store, or nil, err (kind "invalid" with nothing sent: a file at path, a bad
 --   parameter, a capability the service lacks; or the errors of createReplica and the store)
 -- @raise on misuse
-function M.create(client, path, params, opts, create_from)
+function M.create(client, path, params, opts, building)
   if type(client) ~= "table" then error("store.create: client must be a geoservices client", 3) end
   if type(path) ~= "string" then error("store.create: path must be a string", 3) end
   if type(params) ~= "table" then error("store.create: params must be a table", 3) end
@@ -126,6 +129,10 @@ function M.create(client, path, params, opts, create_from)
 
   local tmp = journal.download(path)
   local result, replica_info
+  -- the store, filled while the result downloads; abandoned (nothing left) on any way out but its finish
+  local fill <close>, ferr = building(path, layer_infos, { busy_timeout = opts.busy_timeout,
+    on_fill = opts.on_fill, on_phase = opts.on_phase, on_tick = opts.on_tick })
+  if not fill then return nil, ferr end
   local left, jerr = journal.read(path)
   if left == nil then return nil, jerr end
   if request.replicaName == nil then
@@ -140,7 +147,7 @@ function M.create(client, path, params, opts, create_from)
       left.service), { parameter = "path" })
   end
   if left then
-    local settled, serr = journal.settle(client, path, left, request, opts)
+    local settled, serr = journal.settle(client, path, left, request, opts, fill)
     if not settled then return nil, serr end
     if type(settled) == "table" then result, replica_info = settled.result, settled.replica_info end
   end
@@ -159,7 +166,7 @@ function M.create(client, path, params, opts, create_from)
     if not base.generated then base.known = journal.named(client, service, request.replicaName, opts) end
     local cerr
     result, cerr = client:create_replica(service, request, {
-      output = tmp, service_info = info, on_status = opts.on_status, on_progress = opts.on_progress,
+      output = tmp, fill = fill, service_info = info, on_status = opts.on_status, on_progress = opts.on_progress,
       timeout = opts.timeout, poll_interval = opts.poll_interval, request_timeout = opts.request_timeout,
       on_send = function() return step("sending") end,
       on_job = function(op) return step("job", { op = op:to_json() }) end,
@@ -174,9 +181,15 @@ function M.create(client, path, params, opts, create_from)
     end
   end
   replica_info = replica_info or M.replica_info(result, request)
-  local ok, st, serr = pcall(create_from, path, replica_info, layer_infos, tmp,
-                             { busy_timeout = opts.busy_timeout, on_fill = opts.on_fill, on_phase = opts.on_phase,
-                               on_tick = opts.on_tick })
+  local ok, st, serr = pcall(function()
+    -- a result that did not go into it as it downloaded (embedded in the answer, or downloaded by
+    -- the create a rerun resumes): from the file it was saved to
+    if not (result and result.filled) then
+      local n, aerr = fill:apply_file(tmp, opts.on_fill)
+      if not n then return nil, aerr end
+    end
+    return fill:finish(replica_info)
+  end)
   if not ok then serr = errors.new("io", tostring(st)) st = nil end
   if not st then
     local note = ""

@@ -107,10 +107,12 @@ end
 
 --- Settles what an interrupted create left (`j`, the journal of `path`)
 -- before this one goes on: a job re-attached and waited for, a result file
--- still there, or what it made on the server unregistered.
+-- still there, or what it made on the server unregistered. A resumed job's
+-- result fills `fill` (the store being built, geoservices.store.building) as
+-- it downloads.
 -- @return `{result =, replica_info =}` to build the store from the download; true to go on with a
 --   new createReplica; or nil, err (the journal stays)
-function journal.settle(client, path, j, request, opts)
+function journal.settle(client, path, j, request, opts, fill)
   local service = j.service
   if j.state == "job" and type(j.op) == "string" then
     local op, err = client:resume_create_replica(j.op)
@@ -118,7 +120,7 @@ function journal.settle(client, path, j, request, opts)
     op.output = journal.download(path)
     local result
     result, err = op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
-                           on_progress = opts.on_progress, timeout = opts.timeout }
+                           on_progress = opts.on_progress, timeout = opts.timeout, fill = fill }
     if result then return { result = result } end
     if err.kind ~= "job" then
       err.message = ("resuming the createReplica recorded in %s: %s"):format(journal.path(path), err.message)
