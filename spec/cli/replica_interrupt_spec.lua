@@ -57,4 +57,45 @@ describe("Ctrl-C during replica create OUT.gpkg (issue 38)", function()
       assert.falsy(left:find(out:match("[^/]+$"), 1, true), left)
     end)
   end
+
+  -- the last phase, with --attachments: the store is complete (committed) before their bytes are
+  -- fetched one by one; a Ctrl-C then says so, and the store stays, each attachment either fetched
+  -- whole or left for the next sync (spec/store/attachments_spec)
+  it("ends at once with 130 when fetching the attachments, and says the store is complete", function()
+    local base = dir .. "/att"
+    local out, ok = helper.run_shell(("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/bench/generate_shape.lua attachments 60 %s")
+      :format(q(package.path), q(package.cpath), q(base)))
+    assert(ok, out)
+    local log = dir .. "/serve-att.log"
+    local att_pid = helper.run_shell(("LUA_PATH=%s LUA_CPATH=%s lua5.4 spec/bench/serve_replica.lua %s %s %s > %s "
+      .. "2>&1 & echo $!"):format(q(package.path), q(package.cpath), q(base .. ".json"), q(base .. ".layer.json"),
+      q(base .. ".blob"), q(log))):match("%d+")
+    local ok2, err = pcall(function()
+      local att_url = helper.wait_for("the replica server", function()
+        local text = helper.read_all(log)
+        return text and text:match("serving on (%S+)")
+      end, 10)
+      local gpkg = dir .. "/att.gpkg"
+      local p = io.popen(("cd %s && env -u GEOSERVICES_TTY PTY_CTRL_C_DELAY=0.5 LUA_PATH=%s LUA_CPATH=%s python3 "
+        .. "spec/support/pty_ctrl_c.py %s 60 lua5.4 -e %s /dev/null --url %s replica create Bench --layers 0 "
+        .. "--attachments %s"):format(q(helper.ROOT), q(package.path), q(package.cpath), q("fetching the attachments"),
+        q(CLI), q(att_url), q(gpkg)))
+      local r = json.decode(p:read("a"))
+      p:close()
+      assert(r.matched, "never showed the fetch: " .. r.output)
+      assert.equal(130, r.exit, r.output)
+      assert.truthy(r.output:find("interrupted; att.gpkg is complete; nothing was left running on the server", 1,
+        true), r.output)
+      local st = assert(require("geoservices").store.open(gpkg))
+      assert.equal(60, st:count(0))
+      local rows = assert(st.db:rows("SELECT count(*) AS n, sum(fetched_at IS NOT NULL AND length(data) = size) AS "
+        .. "whole, sum(fetched_at IS NULL) AS waiting FROM geoservices_attachments"))
+      st:close()
+      assert.equal(300, rows[1].n)
+      assert.equal(300, rows[1].whole + rows[1].waiting) -- none half-fetched
+      assert.is_true(rows[1].waiting > 0, "the Ctrl-C came after the last attachment")
+    end)
+    os.execute("kill " .. att_pid)
+    if not ok2 then error(err, 0) end
+  end)
 end)

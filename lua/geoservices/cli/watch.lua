@@ -161,7 +161,8 @@ function watch.new(out, client, name, opts)
 
   w.stop_observing = client:observe(function(event)
     if event.type ~= "request" then return nil end
-    if event.method == "GET" then
+    -- (a GET once the store's building began fetches an attachment: that step's line stays)
+    if event.method == "GET" and w.phase ~= "building" then
       w.phase = "downloading"
       downloads.add(clock(), w.bytes) -- the rate counts from the request, not from its first bytes
     end
@@ -310,7 +311,8 @@ function watch.with_ticker(tick, period, fn, ...)
     local ticker = geoservices.spawn(function()
       debug.sethook() -- the ticker never raises Ctrl-C: the main thread does, once the operation yields
       while not done do
-        geoservices.sleep(period)
+        -- cancelled (a Ctrl-C closed the scheduler): the display stops with it
+        if not geoservices.sleep(period) then break end
         if not done then tick() end
       end
     end)

@@ -60,7 +60,9 @@ end
 --   leaves, a store to fill while the result downloads (geoservices.store.building: the result is
 --   parsed once); w.on_fill, w.on_phase and w.tick follow it;
 -- * `keep(path, result, client, w, fill)` -> info | nil, err: once the whole result is in (the
---   replica then exists on the server); info is `{state =, data =}`, printed and emitted;
+--   replica then exists on the server); info is `{state =, data =}`, printed and emitted, and
+--   `after(info)`, what comes once the replica is complete and its journal gone (a store's
+--   attachments fetched);
 -- * `params(params)` (optional): what the destination asks of createReplica besides the user;
 -- * `discard(path)` (optional): removes what an interrupted run left that nothing reads again;
 -- * `name(path)` -> what the lines and events call it.
@@ -119,15 +121,16 @@ replica_cmd.gpkg_destination = {
     result.output = nil
     if not ok then error(st, 0) end
     if not st then return nil, err end
-    -- the attachments' bytes by URL, one by one into their blobs, as geoservices.store.create does:
-    -- one that fails is named and fetched by the next sync
-    local fetched
-    if result.attachments > 0 then
-      w.on_phase("fetching the attachments")
-      fetched = require("geoservices.store.file.attachments").fetch(st, client)
-    end
-    st:close()
-    return { state = path, attachments = fetched }
+    -- then, the store complete (a Ctrl-C says so), the attachments' bytes by URL, one by one into
+    -- their blobs, as geoservices.store.create does: one that fails (or a Ctrl-C left) is named
+    -- and fetched by the next sync
+    return { state = path, after = function(info)
+      local done <close> = st
+      if result.attachments > 0 then
+        w.on_phase("fetching the attachments")
+        info.attachments = require("geoservices.store.file.attachments").fetch(done, client)
+      end
+    end }
   end,
   -- a run interrupted before keep: its intermediate result, which nothing reads again
   discard = function(path) os.remove(path .. ".download.json") end,
@@ -231,6 +234,7 @@ local function follow(out, client, path, dest, run, poll_opts, service, params)
     -- from here an interruption leaves nothing to follow: it says the replica is complete
     out:server_work(nil)
     out.complete = ("%s is complete"):format(name)
+    if info.after then info.after(info) end
     return true
   end
   local ok, result, err = pcall(w.run, run, opts)

@@ -101,7 +101,8 @@ end
 -- @param st the store
 -- @param client a geoservices client (the token goes to its own origin only)
 -- @tparam[opt] table opts `timeout`
--- @return `{fetched = n, bytes = n, failed = {{globalId =, layer =, name =, message =}...}}`
+-- @return `{fetched = n, bytes = n, failed = {{globalId =, layer =, name =, message =}...}}`, and
+--   `cancelled` (the error) when the fetching was cancelled: it stopped there
 function attachments.fetch(st, client, opts)
   opts = opts or {}
   local out = { fetched = 0, bytes = 0, failed = {} }
@@ -135,7 +136,12 @@ function attachments.fetch(st, client, opts)
       end)
     end
     os.remove(tmp)
-    if ok then
+    if not ok and type(err) == "table" and err.kind == "cancelled" then
+      -- the fetch itself was cancelled (a Ctrl-C closed the scheduler of the command's tasks): the
+      -- rest are not tried one by one, each failing at once; the next sync fetches them
+      out.cancelled = err
+      break
+    elseif ok then
       out.fetched, out.bytes = out.fetched + 1, out.bytes + n
     else
       out.failed[#out.failed + 1] = { globalId = r.global_id, layer = r.layer_id, name = r.name,
