@@ -112,7 +112,8 @@ function status.run(args, out)
               generation = s.generation, layerServerGens = s.layerGenerations and json.array(s.layerGenerations),
               lastSync = s.lastSync, pending = s.pending.total, in_flight = s.pending.in_flight,
               pending_by_layer = layers, failed = s.failed, conflicts = s.conflicts, refused = s.refused,
-              unknownCrs = json.array(s.unknownCrs or {}), schema = json.array(notes), summary = tostring(s) }
+              unknownCrs = json.array(s.unknownCrs or {}), schema = json.array(notes), summary = tostring(s),
+              unregistered = s.unregistered }
   else
     out:line(("%s: replica %s %s of %s (%s, %s)"):format(s.path, tostring(s.replicaName or "-"),
       tostring(s.replicaID), tostring(s.service), tostring(s.syncModel), tostring(s.syncDirection)))
@@ -136,6 +137,11 @@ function status.run(args, out)
     out:line(("  %d failed%s, %d conflict%s%s"):format(s.failed,
       s.failed > 0 and (" (geoservices replica failed " .. s.path .. ")") or "", s.conflicts,
       s.conflicts == 1 and "" or "s", s.conflicts > 0 and (" (geoservices conflicts " .. s.path .. ")") or ""))
+    if s.unregistered then
+      out:line(("  unregistered: this store can no longer synchronize%s"):format(s.pending.total > 0
+        and (" (its %d local edit%s will never be sent)"):format(s.pending.total, s.pending.total == 1 and "" or "s")
+        or ""))
+    end
     for _, u in ipairs(s.unknownCrs or {}) do -- GDAL and QGIS show these layers without a CRS
       out:line(("  unknown CRS: %s %s:%s (%s)"):format(u.layer, u.organization, tostring(u.code), u.reason))
     end

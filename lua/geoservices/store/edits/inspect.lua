@@ -90,6 +90,7 @@ function Store:status()
   local s = setmetatable({ path = self.path, service = rep.service, replicaID = rep.replicaID,
     replicaName = rep.replicaName, syncModel = rep.syncModel, syncDirection = rep.syncDirection,
     generation = rep.replicaServerGen, layerGenerations = rep.layerServerGens,
+    unregistered = type(rep.info) == "table" and rep.info.unregistered == true or nil,
     pending = { total = 0, in_flight = 0, layers = {} } }, Status)
   local rows, msg, code = db:rows("SELECT layer_id, op, count(*) AS n, count(attempt_id) AS flying "
     .. "FROM gpkgext_geoservices_edits GROUP BY layer_id, op ORDER BY layer_id")
