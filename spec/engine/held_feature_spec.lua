@@ -27,6 +27,35 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
 
   for _, w in ipairs(world.WAYS) do
     local way_name, make_way = w[1], w[2]
+    -- The add's request never reached the server (the connection reset before it was read), the
+    -- crew deletes the feature while the add is held; the add goes again with the delete in one
+    -- request over URL transport (no per-edit results): what the server's log shows is the add
+    -- applied then deleted, and no edit may be reported rejected.
+    it(way_name .. ": an add sent again with its feature's delete is not reported rejected", function()
+      local c = world.checker()
+      local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
+                                     retry = { attempts = 3, base_delay = 0.01 } }
+      local way = make_way(server, cl, dir, "perReplica")
+      local opts = { params = { transportType = "esriTransportTypeUrl" } }
+      local added = way.add{ APN = "HELD-DELETED", OWNER = "first" }
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                            attempts = { 1 } }))
+      local r1 = way.sync(opts)
+      c.check(not r1, "sync 1 succeeded through a reset")
+      way.delete(added)
+      for i = 2, 4 do
+        local r, e = way.sync(opts)
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+      end
+      c.check(#way.failed() == 0, ("failed() lists %d edit(s): %s %s"):format(#way.failed(),
+        tostring((way.failed()[1] or {}).op), tostring((way.failed()[1] or {}).message)))
+      c.check(server:feature(added) == nil, "the server holds the deleted feature")
+      c.check(way.pending() == 0, "edits still queued or journaled")
+      way.close()
+      cl:close()
+      c.done()
+    end)
+
     it(way_name .. ": the update waits for its add, then goes once", function()
       local c = world.checker()
       local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,

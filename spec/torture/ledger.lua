@@ -184,6 +184,11 @@ function Ledger:count_edit(t, e, again, applied, by_gid)
     t.false_rejections = t.false_rejections + 1
     t.problem("false rejection: %s %s = %s (run %d) reported rejected, though the server refuses nothing here "
       .. "(applied %d times)", e.op, e.gid, tostring(e.value), e.run, #applied)
+    for _, entry in ipairs(by_gid[e.gid] or {}) do
+      t.problem("  the server's change log of it: gen %s %s%s origin %s%s", tostring(entry.gen),
+        tostring(entry.op), value_of(entry) and (" " .. value_of(entry)) or "", tostring(entry.origin),
+        entry.refused and " (refused)" or "")
+    end
   end
   if e.expect_rejection and #applied == 0 and how then
     t.raced = t.raced + 1 -- B's delete raced it: refused by the server, and A's user told

@@ -164,6 +164,19 @@ function verify.edits(client, service, list, opts)
       verdicts[e.key] = v
     end
   end
+  -- an add read with its feature's delete (both in the attempt): the feature absent is what the
+  -- two make together, whether the server ran them or neither; the add is not the server's refusal
+  local deleted = {}
+  for _, e in ipairs(list) do
+    if e.op == "delete" and verdicts[e.key] == "applied" then
+      deleted[e.layer .. "|" .. normalize(e.globalId)] = true
+    end
+  end
+  for _, e in ipairs(list) do
+    if e.op == "add" and deleted[e.layer .. "|" .. normalize(e.globalId)] then
+      verdicts[e.key], object_ids[e.key] = "applied", nil
+    end
+  end
   return verdicts, object_ids
 end
 
