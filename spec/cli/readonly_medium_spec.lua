@@ -80,6 +80,9 @@ describe("status and pending on a read-only medium and a full disk (issue 39)", 
     for _, apn in ipairs(apns) do assert.truthy(r.out:find('APN="' .. apn .. '"', 1, true), r.out) end
     r = helper.run_cli{ "--json", "status", path }
     assert.equal(0, r.code, r.out .. r.err)
+    local listed = helper.run_cli{ "conflicts", path } -- the advice of status: it reads too
+    assert.equal(0, listed.code, listed.out .. listed.err)
+    assert.truthy(listed.out:find("no conflicts", 1, true), listed.out)
     return r
   end
 
@@ -123,6 +126,22 @@ describe("status and pending on a read-only medium and a full disk (issue 39)", 
     local ok, err = pcall(assert_lists, path, { "RO-1" })
     os.remove(mnt .. "/filler")
     assert(ok, err)
+  end)
+
+  -- not root: a folder the user cannot write (EACCES, where root's chmod stops nothing)
+  it("a store in a folder the user cannot write, read as another user", function()
+    local dir = (run("mktemp -d /tmp/geoservices-theirs-XXXXXX")):gsub("%s+$", "") -- a folder others can enter
+    finally(function() os.execute("rm -rf " .. q(dir)) end)
+    assert(os.execute(("cp %s %s/ && chmod 755 %s && chmod 644 %s/crew.gpkg"):format(q(src), q(dir), q(dir), q(dir))))
+    for _, command in ipairs{ "status", "pending", "conflicts" } do
+      local out, ok = run(("cd / && setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp "
+        .. "GEOSERVICES_TTY=0 LUA_PATH=%s LUA_CPATH=%s lua5.4 -e %s /dev/null %s %s"):format(
+        q(helper.ROOT .. "/lua/?.lua;" .. helper.ROOT .. "/lua/?/init.lua;" .. package.path),
+        q(helper.ROOT .. "/build/?.so;" .. package.cpath), q('os.exit(require("geoservices.cli").main(arg))'),
+        command, q(dir .. "/crew.gpkg")))
+      assert(ok, command .. ": " .. out)
+      if command == "pending" then assert.truthy(out:find('APN="RO-1"', 1, true), out) end
+    end
   end)
 
   it("the store library opens a store on a read-only medium when asked to open it read-only", function()

@@ -128,14 +128,27 @@ end
 -- @string path the GeoPackage file
 -- @tparam[opt] table opts `busy_timeout` (seconds to wait for another process's lock, default 5),
 --   `readonly` (true: open read-only; this works where the store cannot be written, a read-only
---   medium or a full disk: csrc/store/open_read.h. When its last commits wait in PATH-wal without
---   PATH-shm, they are read from a copy in $TMPDIR, and the store's `read_note` says so in words)
+--   medium, a folder of another user or a full disk: csrc/store/open_read.h. When its last commits
+--   wait in PATH-wal without PATH-shm, they are read from a copy in $TMPDIR, and the store's
+--   `read_note` says so in words; "where_needed": read-write, or read-only where it cannot be
+--   written, for what only reads)
 -- @treturn[1] Store the store
 -- @return[2] nil
 -- @treturn[2] table err: kind "io" (no such file, not a store), "busy"
 -- @raise when path is not a string
+local CANNOT_WRITE = { cantopen = true, readonly = true, full = true, io = true }
+
 function store.open(path, opts)
   if type(path) ~= "string" then error("store.open: path must be a string", 2) end
+  if opts and opts.readonly == "where_needed" then
+    local rw = {}
+    for k, v in pairs(opts) do rw[k] = v end
+    rw.readonly = nil
+    local st, err = store.open(path, rw)
+    if st or err.kind ~= "io" or not CANNOT_WRITE[err.code] then return st, err end
+    rw.readonly = true
+    return store.open(path, rw)
+  end
   local f = io.open(path, "rb")
   if not f then return nil, errors.new("io", ("replica store %s: no such file"):format(path), { path = path }) end
   f:close()

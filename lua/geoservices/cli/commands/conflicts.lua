@@ -10,12 +10,15 @@ local store = require "geoservices.store"
 
 local EXIT = output.EXIT
 
-local function open(out, path, command)
-  local st, err = store.open(path)
+-- `reading`: the command only reads (the list): where the store cannot be
+-- written it is opened read-only (geoservices.store.open, issue 39)
+local function open(out, path, command, reading)
+  local st, err = store.open(path, { readonly = reading and "where_needed" or nil })
   if not st then -- no store that opens at the path: input the command cannot work on (as sync, replica info)
     out:error(err)
     return nil, out:result(EXIT.usage, { command = command })
   end
+  if st.read_note then out:progress(st.read_note) end
   return st
 end
 
@@ -59,7 +62,7 @@ function conflicts.define(command)
 end
 
 function conflicts.run(args, out)
-  local st, code = open(out, args.store, "conflicts")
+  local st, code = open(out, args.store, "conflicts", not args.policy)
   if not st then return code end
   if args.policy then
     local ok, err = st:set_conflict_policy(args.policy)

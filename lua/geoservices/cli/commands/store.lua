@@ -15,20 +15,15 @@ local store = require "geoservices.store"
 
 local EXIT = output.EXIT
 
--- The commands that only read, and SQLite's codes of a store that cannot be
--- written: a read-only medium ("cantopen", "readonly"), a full disk ("full",
--- "io"). There these commands open it read-only (geoservices.store.open)
--- rather than fail (issue 39).
+-- The commands that only read: where the store cannot be written (a
+-- read-only medium, another user's folder, a full disk) they open it
+-- read-only rather than fail (geoservices.store.open, issue 39).
 local READ_ONLY = { status = true, pending = true }
-local CANNOT_WRITE = { cantopen = true, readonly = true, full = true, io = true }
 
 -- (what the user changed in the tables' shapes is said on standard error by
 -- every command but status, which lists it)
 local function open(out, path, command)
-  local st, err = store.open(path)
-  if not st and READ_ONLY[command] and err.kind == "io" and CANNOT_WRITE[err.code] then
-    st, err = store.open(path, { readonly = true })
-  end
+  local st, err = store.open(path, { readonly = READ_ONLY[command] and "where_needed" or nil })
   if not st then -- no store that opens at the path: input the command cannot work on (as sync, replica info)
     out:error(err)
     return nil, out:result(EXIT.usage, { command = command })
