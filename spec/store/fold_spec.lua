@@ -87,10 +87,18 @@ describe("an edit of a feature whose add is held", function()
     st:close()
   end)
 
-  for _, transport in ipairs{ "esriTransportTypeUrl", "esriTransportTypeEmbedded" } do
+  -- per-edit results name the refused add (rollbackOnFailure false, as the store states it), or the
+  -- request is refused whole and split (rollbackOnFailure true; an async job)
+  local WAYS = {
+    { "url", { transportType = "esriTransportTypeUrl" } },
+    { "embedded", { transportType = "esriTransportTypeEmbedded" } },
+    { "url, rollbackOnFailure true", { transportType = "esriTransportTypeUrl", rollbackOnFailure = true } },
+    { "async", { async = true } },
+  }
+  for _, way in ipairs(WAYS) do
     it("an update still reaches the server when the add's first request lands late, just before it goes again ("
-      .. transport .. ")", function()
-      local params = { transportType = transport }
+      .. way[1] .. ")", function()
+      local params = way[2]
       local st, c, gid, sent = held_add(params)
       assert(st:update(0, { attributes = { GlobalID = gid, OWNER = "v-upd" } }))
       -- the first request, applied late by the server: right before the next synchronizeReplica is handled
@@ -106,6 +114,24 @@ describe("an edit of a feature whose add is held", function()
         if not e[3] then applied[#applied + 1] = e[1] .. " " .. tostring(e[2]) end
       end
       assert.same({ "add v-add", "update v-upd" }, applied)
+      nothing_left(st)
+      st:close()
+    end)
+
+    it("an add alone whose first request lands late, just before it goes again, is applied once, not refused ("
+      .. way[1] .. ")", function()
+      local params = way[2]
+      local st, c, gid, sent = held_add(params)
+      assert(world.emu:control("race", { service = "Parcels", replicaID = st:replica().replicaID,
+                                         edits = { { id = 0, features = { adds = { sent } } } } }))
+      local result = assert(st:sync(c, { params = params }))
+      assert.same({}, result.failed_edits or {})
+      assert.equal("v-add", server_owner(gid))
+      local applied = {}
+      for _, e in ipairs(log_of(gid)) do
+        if not e[3] then applied[#applied + 1] = e[1] .. " " .. tostring(e[2]) end
+      end
+      assert.same({ "add v-add" }, applied)
       nothing_left(st)
       st:close()
     end)

@@ -323,12 +323,13 @@ local function may_come_late(err)
 end
 
 -- After a failed request or job: pending, split, abandoned, or read back now.
-local function after_failure(client, j, err, sent, opts)
+-- `resent`: as settle_answer's.
+local function after_failure(client, j, err, sent, opts, resent)
   if sent.job and not jobs.over(err) then return nil, jobs.pending(err, j.kept_in, sent.job) end
   if refused_whole(err, sent) and sent.rollback ~= false and #j:keys() > 0 then
     local named = named_in(err, j:entries())
     -- a failed job that names no edit goes again as a synchronous request (below)
-    if next(named) or not (opts.splitting or sent.job) then return split(client, j, err, opts, named) end
+    if next(named) or not (opts.splitting or sent.job) then return split(client, j, err, opts, named, resent) end
     if #j:keys() == 1 and #j:entries() == 1 then return refuse_one(j, err) end
   end
   local nothing_applied = not err.outcome_unknown and not sent.job and not sent.answered
@@ -385,7 +386,7 @@ local function send(client, j, params, opts, resent)
   local result, err = synchronize.synchronize_replica(client, j.service, params, call)
   if result then return result end
   if j.discard_output then j:discard_output() end
-  return after_failure(client, j, err, sent, opts)
+  return after_failure(client, j, err, sent, opts, resent)
 end
 
 -- The counts and lists of a split's parts, folded into its last result.
@@ -421,16 +422,30 @@ local function set_of(list)
 end
 
 -- The edits a refusal named, settled as failed with the server's words
--- without sending them again.
-local function refuse_named(j, named, opts)
+-- without sending them again. One sent again (`resent`) is read back first,
+-- as settle_answer does: an earlier request of it may have been applied late
+-- (an add refused as a copy of itself), and what the server shows settles it.
+local function refuse_named(client, j, named, opts, resent)
   local params, err = j:request(opts)
   if not params then return nil, err end
   local taken
   taken, err = j:take(params, {}, { only = named })
   if not taken then return nil, err end
-  local verdicts = {}
+  local verdicts, object_ids, again = {}, {}, {}
   for key, words in pairs(named) do verdicts[key] = { code = "refused", description = words } end
-  return j:settle_read(verdicts, {}, { provisional = false })
+  for _, e in ipairs(j:entries()) do
+    if resent and resent[e.key] and named[e.key] then again[#again + 1] = e end
+  end
+  if #again > 0 then
+    local read, ids = verify.edits(client, j.service, again, { completed = true, fields = j.fields,
+      timeout = opts.timeout })
+    if not read then return nil, ids end -- the attempt stays: the next sync reads it back
+    for k, v in pairs(read) do
+      if not (type(v) == "table" and not v.conflict) then verdicts[k] = v end
+    end
+    object_ids = ids
+  end
+  return j:settle_read(verdicts, object_ids, { provisional = false })
 end
 
 -- The parts of a split, down to the single edits the server refuses.
@@ -465,12 +480,12 @@ end
 -- THE SPLIT (see the module's description). `err`: the whole request's
 -- refusal; `named`: the edits it names (they fail at once, with its words,
 -- and the others go again together).
-function split(client, j, err, opts, named)
+function split(client, j, err, opts, named, resent)
   local keys = j:keys()
   j:abandon() -- nothing of it applied: its edits go back where they came from
   local parts, refused, rest = {}, {}, {}
   if next(named) then
-    local summary, serr = refuse_named(j, named, opts)
+    local summary, serr = refuse_named(client, j, named, opts, resent)
     if not summary then return nil, serr end
     refused[1] = summary
     for _, k in ipairs(keys) do
@@ -486,7 +501,7 @@ function split(client, j, err, opts, named)
     parts[1], rest = probe, keys
     if #rest == 1 then
       -- the one edit of a refused request: refused (the request without it went through)
-      local summary, serr = refuse_named(j, { [rest[1]] = err.message }, opts)
+      local summary, serr = refuse_named(client, j, { [rest[1]] = err.message }, opts, resent)
       if not summary then return nil, serr end
       return folded(parts, { summary }, err)
     end
