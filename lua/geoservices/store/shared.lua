@@ -32,6 +32,15 @@ function shared.db_error(path, msg, code)
   return errors.new("io", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
 end
 
+--- A word (a store's path) as the shell reads it back, for the commands
+-- the messages advise: quoted when it holds anything the shell would split
+-- or expand ("crew 1.gpkg" -> 'crew 1.gpkg').
+function shared.shell_word(word)
+  word = tostring(word)
+  if word ~= "" and word:match("^[%w@%%+=:,./_-]+$") then return word end
+  return "'" .. word:gsub("'", "'\\''") .. "'"
+end
+
 --- "{UPPERCASE}" of a GUID in any spelling (as the C core writes them);
 -- anything else as it is.
 function shared.normalize_gid(gid)

@@ -4,6 +4,7 @@
 -- and `geoservices resolve STORE.gpkg GLOBALID...|--all --with
 -- local|server|base`. Both run without a server, each with --json.
 -- Returns the two command modules (see geoservices.cli).
+local hints = require "geoservices.cli.hints"
 local json = require "geoservices.json"
 local output = require "geoservices.cli.output"
 local store = require "geoservices.store"
@@ -100,7 +101,7 @@ function conflicts.run(args, out)
           shown(d.base), shown(d["local"]), shown(d.server), d.conflict and "  (both changed)" or ""))
       end
       out:line(("      resolve: geoservices resolve %s %s --with local (or --with server, --with base)"):format(
-        args.store, e.globalId))
+        hints.shell_word(args.store), e.globalId))
     end
     out:line("conflict policy " .. POLICY_WORDS[policy])
   end

@@ -9,11 +9,13 @@
 -- Returns the three command modules (see geoservices.cli: help, exits,
 -- examples, define, run, client = false); `status` is the store half of
 -- `geoservices status`.
+local hints = require "geoservices.cli.hints"
 local json = require "geoservices.json"
 local output = require "geoservices.cli.output"
 local store = require "geoservices.store"
 
 local EXIT = output.EXIT
+local word = hints.shell_word -- a path in the commands advised, as the shell reads it back
 
 -- The commands that only read: where the store cannot be written (a
 -- read-only medium, another user's folder, a full disk) they open it
@@ -128,10 +130,10 @@ function status.run(args, out)
     out:line(("  %d local edit%s%s%s%s"):format(s.pending.total, s.pending.total == 1 and "" or "s",
       #parts > 0 and (" (" .. table.concat(parts, "; ") .. ")") or "",
       s.pending.in_flight > 0 and (", %d in flight"):format(s.pending.in_flight) or "",
-      (s.refused or 0) > 0 and (", %d refused here (geoservices pending %s)"):format(s.refused, s.path) or ""))
+      (s.refused or 0) > 0 and (", %d refused here (geoservices pending %s)"):format(s.refused, word(s.path)) or ""))
     out:line(("  %d failed%s, %d conflict%s%s"):format(s.failed,
-      s.failed > 0 and (" (geoservices replica failed " .. s.path .. ")") or "", s.conflicts,
-      s.conflicts == 1 and "" or "s", s.conflicts > 0 and (" (geoservices conflicts " .. s.path .. ")") or ""))
+      s.failed > 0 and (" (geoservices replica failed " .. word(s.path) .. ")") or "", s.conflicts,
+      s.conflicts == 1 and "" or "s", s.conflicts > 0 and (" (geoservices conflicts " .. word(s.path) .. ")") or ""))
     if s.unregistered then
       out:line(("  unregistered: this store can no longer synchronize%s"):format(s.pending.total > 0
         and (" (its %d local edit%s will never be sent)"):format(s.pending.total, s.pending.total == 1 and "" or "s")
@@ -206,7 +208,7 @@ local function attachment_lines(st, out)
     out:line(("  attachment %-6s  %s  %s  %s%s%s"):format(e.op, layer_name(st, e.layer), e.globalId,
       tostring(e.name or ""), e.sent and "  (in flight)" or "",
       e.failed and ("  (refused: %s%s; geoservices discard %s %s)"):format(e.failed,
-        e.code and (" code " .. tostring(e.code)) or "", st.path, e.globalId) or ""))
+        e.code and (" code " .. tostring(e.code)) or "", word(st.path), e.globalId) or ""))
   end
   return #list
 end

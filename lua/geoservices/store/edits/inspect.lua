@@ -63,7 +63,8 @@ function Status:__tostring()
     tostring(self.syncDirection), generation_text(self), last_text, plural(self.pending.total, "local edit"),
     #layers > 0 and (" (" .. table.concat(layers, "; ") .. ")") or "",
     (self.pending.in_flight > 0 and (", %d in flight"):format(self.pending.in_flight) or "")
-    .. ((self.refused or 0) > 0 and (", %d refused here (geoservices pending %s)"):format(self.refused, self.path)
+    .. ((self.refused or 0) > 0 and (", %d refused here (geoservices pending %s)"):format(self.refused,
+      shared.shell_word(self.path))
       or "")
     .. ((self.pending.attachments or 0) > 0 and (", " .. plural(self.pending.attachments, "attachment edit")) or ""),
     ("%d failed"):format(self.failed), plural(self.conflicts, "conflict"))

@@ -186,7 +186,7 @@ function Store:resolve(which, with)
     end
     if #todo == 0 and not all then
       return nil, errors.invalid("global_id", ("no conflict of GlobalID %s in %s (geoservices conflicts %s lists them)")
-        :format(which, self.path, self.path))
+        :format(which, self.path, shared.shell_word(self.path)))
     end
     local done = setmetatable({ count = 0, queued = 0, globalIds = json.array(), with = with }, Resolved)
     for _, e in ipairs(todo) do

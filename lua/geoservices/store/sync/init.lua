@@ -35,10 +35,12 @@ local merge = require "geoservices.sync.merge"
 local rebase = require "geoservices.store.sync.rebase"
 local replica_mod = require "geoservices.sync.replica"
 local replicas = require "geoservices.sync.replicas"
+local shared = require "geoservices.store.shared"
 
 local M = {}
 
 local db_fail = commit.db_fail
+local shell_word = shared.shell_word
 
 local Refused = { __name = "geoservices.store.Refused" }
 function Refused:__tostring()
@@ -46,7 +48,7 @@ function Refused:__tostring()
   local first = self[1]
   return ("%d local edit%s refused, not sent (fix the feature; it stays queued): %s %s of %s: %s%s"):format(#self,
     #self == 1 and "" or "s", first.layer_name or first.layer, first.op, first.globalId, first.rule,
-    #self > 1 and ("; and %d more (geoservices pending %s)"):format(#self - 1, tostring(self.path)) or "")
+    #self > 1 and ("; and %d more (geoservices pending %s)"):format(#self - 1, shell_word(self.path)) or "")
 end
 
 -- What the result says beyond the server's answer: the local edits refused
@@ -65,7 +67,7 @@ local function notes(st, result, refused)
     lines[#lines + 1] = ("conflict (%s): the %s of %s in layer %s: %s; kept in geoservices_conflicts%s"):format(
       tostring(k.outcome or "server_kept"), k.op, tostring(k.globalId), tostring(k.layer), tostring(k.description),
       k.outcome == "held" and ("; `geoservices resolve %s %s --with local` sends yours (or --with server, --with base)")
-        :format(st.path, tostring(k.globalId)) or "")
+        :format(shell_word(st.path), tostring(k.globalId)) or "")
   end
   result.store_notes = lines
   if #result.refused > 0 then result.partial = true end
