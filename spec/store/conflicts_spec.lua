@@ -31,7 +31,6 @@ describe("replica store conflicts", function()
   teardown(world.stop)
   before_each(function() emu:reset() end)
 
-
   local client, create = world.client, world.create
 
   local function server_feature(gid)

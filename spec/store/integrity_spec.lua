@@ -34,7 +34,6 @@ describe("replica store integrity", function()
   teardown(world.stop)
   before_each(function() emu:reset() end)
 
-
   local client, create = world.client, world.create
 
   -- the replicas of Parcels named `name` on the server

@@ -39,7 +39,6 @@ describe("bad input refused at sync time", function()
   teardown(world.stop)
   before_each(function() emu:reset() end)
 
-
   local client, create = world.client, world.create
 
   -- the GlobalIDs a replica's accepted edits touched, in the server's change log

@@ -44,7 +44,6 @@ describe("replica store beside other readers and writers", function()
   teardown(world.stop)
   before_each(function() emu:reset() end)
 
-
   local client, create = world.client, world.create
 
   it("creates its file in WAL mode, and switches a store made before to it when opening it", function()
