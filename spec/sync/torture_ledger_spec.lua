@@ -13,10 +13,10 @@ local ledger_mod = require "spec.torture.ledger"
 local A, B = "{AAAAAAAA-0000-4000-8000-00000000000A}", "{BBBBBBBB-0000-4000-8000-00000000000B}"
 local X = "{11111111-2222-4333-8444-555555555555}"
 
--- A ledger of A's edits of feature X: `edits` {{op, value}, ...} in order (runs 1, 2, ...).
+-- A ledger of A's edits of feature X: `edits` {{op, value[, run]}, ...} in order (runs 1, 2, ... unless given).
 local function ledger_of(edits)
   local l = ledger_mod.new(A, B)
-  for i, e in ipairs(edits) do l:record("a", e[1], X, e[2], i) end
+  for i, e in ipairs(edits) do l:record("a", e[1], X, e[2], e[3] or i) end
   return l
 end
 
@@ -49,6 +49,23 @@ describe("torture ledger", function()
     local t = analyse(ledger_of{ { "add", "v-add" }, { "delete" } }, {}, nil)
     assert.same({ lost = 0, folded = 2, wrong = 0 }, { lost = t.lost, folded = t.folded, wrong = t.wrong })
   end)
+
+  it("an update the server never saw, then the next run's update of its feature, applied: folded, not lost",
+    function()
+      local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
+        { entry("add", "v-add", 3), entry("update", "u2", 5) }, "u2")
+      assert.same({ lost = 0, folded = 1, wrong = 0 }, { lost = t.lost, folded = t.folded, wrong = t.wrong })
+    end)
+
+  it("an update the server never saw is lost when its user's later edit of the feature came runs later, or "
+    .. "when the server saw it", function()
+      local later = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2", 4 } },
+        { entry("add", "v-add", 3), entry("update", "u2", 5) }, "u2")
+      assert.same({ lost = 1, folded = 0 }, { lost = later.lost, folded = later.folded })
+      local refused = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
+        { entry("add", "v-add", 3), entry("update", "u1", 4, { refused = true }), entry("update", "u2", 5) }, "u2")
+      assert.same({ lost = 1, folded = 0 }, { lost = refused.lost, folded = refused.folded })
+    end)
 
   it("an update no add or update of A carries is lost, with the feature's change log", function()
     local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "v-upd" } }, { entry("add", "v-add", 3) }, "v-add")

@@ -15,7 +15,9 @@
 --                it) the two go as one: an update then reaches the server in
 --                its feature's add (an applied add of A carries its value),
 --                an add and a delete of the feature go as nothing (no
---                attempt of either in the change log)
+--                attempt of either in the change log); an update held so
+--                and the next run's edit of its feature go as that edit
+--                (no attempt of the first, the second applied)
 --   duplicated   an add whose GlobalID reached the server more than once
 --                (refused attempts included: the server refusing a duplicate
 --                does not make sending it right)
@@ -153,13 +155,21 @@ end
 
 -- How the store folded an edit of A the server never saw into another edit
 -- of A's user (see "folded" above), or nil.
-function Ledger:folded(e, by_gid)
+function Ledger:folded(e, by_gid, applied_of)
   local entries = by_gid[e.gid] or {}
   if e.op == "update" then
+    local seen = false
     for _, entry in ipairs(entries) do
       if entry.op == "add" and not entry.refused and value_of(entry) == e.value
         and (entry.origin == nil or norm(entry.origin) == self.a_origin) then
         return "in its feature's add"
+      end
+      seen = seen or value_of(entry) == e.value
+    end
+    for _, other in ipairs(seen and {} or self.edits) do
+      if other.who == "a" and other.gid == e.gid and other.run == e.run + 1 and other.op ~= "add"
+        and applied_of[other] and #applied_of[other] > 0 then
+        return ("in the %s of its feature made the next run (%s)"):format(other.op, tostring(other.value or ""))
       end
     end
     return nil
@@ -201,7 +211,7 @@ function Ledger:count_edit(t, e, again, applied, by_gid)
         .. "after (applied %d times)", e.op, e.gid, tostring(e.value), e.run, #applied)
     end
   end
-  local folded = #applied == 0 and not how and not t.degraded and self:folded(e, by_gid)
+  local folded = #applied == 0 and not how and not t.degraded and self:folded(e, by_gid, self.applied_of)
   if folded then
     t.folded = t.folded + 1
     t.problem("note: folded: %s %s (run %d%s) %s", e.op, e.gid, e.run, e.value and (", " .. e.value) or "", folded)
@@ -287,11 +297,17 @@ function Ledger:analyse(changelog, server, views)
       .. "overwrites and refused duplicate adds cannot be counted"
   end
   local by_gid = entries_by_gid(changelog)
-  local applied_of = {}
+  local applied_of, again_of = {}, {}
   for _, e in ipairs(self.edits) do
-    local again, applied = attempts_of(e, by_gid, e.who == "a" and self.a_origin or self.b_origin)
-    applied_of[e] = applied
-    if e.who == "b" then t.b_updates = t.b_updates + 1 else self:count_edit(t, e, again, applied, by_gid) end
+    again_of[e], applied_of[e] = attempts_of(e, by_gid, e.who == "a" and self.a_origin or self.b_origin)
+  end
+  self.applied_of = applied_of
+  for _, e in ipairs(self.edits) do
+    if e.who == "b" then
+      t.b_updates = t.b_updates + 1
+    else
+      self:count_edit(t, e, again_of[e], applied_of[e], by_gid)
+    end
   end
   self:count_stale(t, applied_of)
   for key, n in pairs(self.received) do

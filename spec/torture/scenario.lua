@@ -136,10 +136,18 @@ function M.kill_while_verifying(ctx, run, script, args, env)
     args = args, env = env, kill_emulator = run % 6 == 0 and "alone" or false })
 end
 
+--- Whether B holds a feature of A's (downloaded it): a crew edits only what
+-- it has. A's add held one sync (geoservices.sync.attempt's requeue rule) is
+-- not on the server yet: B's update of it would be refused, and the ledger
+-- would expect B's value.
+function M.b_holds(ctx, gid)
+  return type(ctx.ledger.b_view[ledger_mod.norm(gid)]) == "string"
+end
+
 --- In every other run with an update, B edits the feature A updated, after
 -- A's sync was interrupted and before A syncs again: A's value is older.
 function M.interfere(ctx, plan, run, hit)
-  if plan.update and run % 2 == 0 and not plan.update.refused then
+  if plan.update and run % 2 == 0 and not plan.update.refused and M.b_holds(ctx, plan.update.gid) then
     -- whether A's request had left before B's edit (the child passed "sent")
     for _, marker in ipairs(hit.child:markers()) do
       if marker == "sent" then plan.update.entry.left_before_b = true end
@@ -159,7 +167,7 @@ function M.crew_change_first(ctx, plan, run)
   if plan.delete then mine[plan.delete] = true end
   local spare = {}
   for _, gid in ipairs(ctx.pool) do
-    if not mine[gid] then spare[#spare + 1] = gid end
+    if not mine[gid] and M.b_holds(ctx, gid) then spare[#spare + 1] = gid end
   end
   if #spare == 0 then return nil end
   local gid = spare[math.random(#spare)]
