@@ -157,6 +157,26 @@ describe("every command the CLI advises runs as printed (issue 39)", function()
     assert.equal(0, r.exit, r.output)
   end)
 
+  it("replica info of a state a generation behind the server: the sync it advises", function()
+    local dir = helper.tmp_dir()
+    finally(function() os.execute("rm -rf " .. q(dir)) end)
+    local path = dir .. "/behind 1.json" -- (a space: the advice quotes it)
+    helper.write_file(path, json.encode{ service = "Parcels", replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}",
+                                         model = "perReplica", replicaServerGen = 0 })
+    local r = world.cli("replica", "info", path)
+    assert.equal(0, r.code, r.out .. r.err)
+    assert.truthy(r.out:find("the generations differ", 1, true), r.out)
+    local cmds = commands_in(r.out)
+    assert.equal(1, #cmds, r.out)
+    assert.is_nil(template_word(cmds[1]))
+    local args = { "--url", world.emu.url, "--token", "alice-token" }
+    for _, w in ipairs(cmds[1]) do args[#args + 1] = w end
+    local ran = helper.run_cli(args)
+    assert.equal(0, ran.code, table.concat(cmds[1], " ") .. "\n" .. ran.out .. ran.err)
+    r = world.cli("replica", "info", path)
+    assert.falsy(r.out:find("the generations differ", 1, true), r.out)
+  end)
+
   local function refused_case(name)
     local st = world.create(name)
     for _, gid in ipairs{ PARCEL1, PARCEL2 } do

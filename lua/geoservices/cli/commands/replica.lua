@@ -476,14 +476,14 @@ local function info(args, out, client)
       { "last sync", "-", date_text(server.lastSyncDate) },
     }
     if r.store then
-      rows[#rows + 1] = { "pending", tostring(r.pending) .. " local edits", "-" }
-      rows[#rows + 1] = { "failed", tostring(r.failed) .. " rejected edits", "-" }
+      rows[#rows + 1] = { "pending", ("%d local edit%s"):format(r.pending, r.pending == 1 and "" or "s"), "-" }
+      rows[#rows + 1] = { "failed", ("%d rejected edit%s"):format(r.failed, r.failed == 1 and "" or "s"), "-" }
       rows[#rows + 1] = { "closed", r.closed and "unregistered" or "no", "-" }
     end
     for _, row in ipairs(rows) do out:line(("    %-12s %-24s %s"):format(row[1], row[2], row[3])) end
     if not same then
-      out:line("    the generations differ: the server handed out a newer one than this state holds (an interrupted "
-        .. "sync?); `geoservices sync` resolves it")
+      out:line(("    the generations differ: the server handed out a newer one than this state holds (an interrupted "
+        .. "sync?); `%s` resolves it"):format(hints.follow(out, "sync", path)))
     end
   end
   return out:result(EXIT.ok, { command = "replica", replica = path })
