@@ -121,6 +121,46 @@ local function new_store(db, path, layers, format)
   return setmetatable({ db = db, path = path, layers = layers, format = format or schema.FORMAT }, Store)
 end
 
+-- The format of the store's own tables, or nil, err (kind "io"): not a
+-- GeoPackage, not a replica store, a format newer than this library reads.
+local function format_of(db, path)
+  local rows, m, c = db:rows("PRAGMA application_id")
+  if not rows then return nil, db_error(path, m, c) end
+  if rows[1].application_id ~= schema.APPLICATION_ID then
+    return nil, errors.new("io", ("%s is not a GeoPackage"):format(path), { path = path, code = "not_a_store" })
+  end
+  rows, m, c = db:rows("SELECT format FROM gpkgext_geoservices_replica WHERE id = 1")
+  if not rows and c == "sqlite" then -- a store made before format 10 names its tables geoservices_*
+    rows, m, c = db:rows("SELECT format FROM geoservices_replica WHERE id = 1")
+  end
+  if not rows and c ~= "sqlite" then return nil, db_error(path, m, c) end -- busy, io...: not "no such table"
+  if not rows or not rows[1] then
+    return nil, errors.new("io", ("%s is a GeoPackage but not a replica store"):format(path),
+      { path = path, code = "not_a_store" })
+  end
+  if rows[1].format > schema.FORMAT then
+    return nil, errors.new("io", ("replica store %s has format %d; this library reads up to %d"):format(
+      path, rows[1].format, schema.FORMAT), { path = path, code = "format" })
+  end
+  return rows[1].format
+end
+
+-- The layers' specs as gpkgext_geoservices_layers keeps them, by id; or nil, msg, code.
+local function read_layers(db)
+  local rows, m, c = db:rows("SELECT * FROM gpkgext_geoservices_layers ORDER BY layer_id")
+  if not rows then return nil, m, c end
+  local layers = {}
+  for _, r in ipairs(rows) do
+    local spec = {
+      id = r.layer_id, table = r.table_name, name = r.name, geometry_kind = r.geometry_kind,
+      geometry_column = r.geometry_column, srs_id = r.srs_id, oid = r.object_id_field,
+      globalid = r.global_id_field, sync_direction = r.sync_direction, columns = json.decode(r.columns),
+    }
+    layers[spec.id] = spec
+  end
+  return layers
+end
+
 --- Opens an existing store. A store written by an earlier version of this
 -- library (an older format) is brought up to date first, in one
 -- transaction; opened read-only it is read as it is (its queued edits
@@ -171,28 +211,11 @@ function store.open(path, opts)
     close_db()
     return nil, db_error(path, m, c)
   end
-  local rows, m, c = db:rows("PRAGMA application_id")
-  if not rows then return fail(m, c) end
-  if rows[1].application_id ~= schema.APPLICATION_ID then
+  local format, ferr = format_of(db, path)
+  if not format then
     close_db()
-    return nil, errors.new("io", ("%s is not a GeoPackage"):format(path), { path = path, code = "not_a_store" })
+    return nil, ferr
   end
-  rows, m, c = db:rows("SELECT format FROM gpkgext_geoservices_replica WHERE id = 1")
-  if not rows and c == "sqlite" then -- a store made before format 10 names its tables geoservices_*
-    rows, m, c = db:rows("SELECT format FROM geoservices_replica WHERE id = 1")
-  end
-  if not rows and c ~= "sqlite" then return fail(m, c) end -- busy, io...: not "no such table"
-  if not rows or not rows[1] then
-    close_db()
-    return nil, errors.new("io", ("%s is a GeoPackage but not a replica store"):format(path),
-      { path = path, code = "not_a_store" })
-  end
-  if rows[1].format > schema.FORMAT then
-    close_db()
-    return nil, errors.new("io", ("replica store %s has format %d; this library reads up to %d"):format(
-      path, rows[1].format, schema.FORMAT), { path = path, code = "format" })
-  end
-  local format = rows[1].format
   if format < schema.FORMAT and not (opts and opts.readonly) then
     local ok, mm, mc = migrate.run(db, path)
     if not ok then return fail(mm, mc) end
@@ -204,20 +227,11 @@ function store.open(path, opts)
   if not (opts and opts.readonly) then
     -- a store made before WAL mode: switched now (best effort: a process
     -- holding the file keeps it as it is until the next open)
-    rows = db:rows("PRAGMA journal_mode")
+    local rows = db:rows("PRAGMA journal_mode")
     if rows and rows[1] and rows[1].journal_mode ~= "wal" then db:rows("PRAGMA journal_mode = WAL") end
   end
-  rows, m, c = db:rows("SELECT * FROM gpkgext_geoservices_layers ORDER BY layer_id")
-  if not rows then return fail(m, c) end
-  local layers = {}
-  for _, r in ipairs(rows) do
-    local spec = {
-      id = r.layer_id, table = r.table_name, name = r.name, geometry_kind = r.geometry_kind,
-      geometry_column = r.geometry_column, srs_id = r.srs_id, oid = r.object_id_field,
-      globalid = r.global_id_field, sync_direction = r.sync_direction, columns = json.decode(r.columns),
-    }
-    layers[spec.id] = spec
-  end
+  local layers, lm, lc = read_layers(db)
+  if not layers then return fail(lm, lc) end
   -- the tables as the user left them: a column renamed or deleted in QGIS is left out, one added kept
   local fitted, fm, fc = table_shape.fit(db, layers)
   if not fitted then return fail(fm, fc) end
@@ -449,6 +463,108 @@ function Building:counts()
   return self.db:applied_layers()
 end
 
+-- The steps of Building:finish, in their order. Each raises `{store_error =
+-- err}` through `check` (a failed SQLite call), so that finish abandons the
+-- file being built whatever step failed.
+
+-- The check of a build step's SQLite call: raises the store's error.
+local function checker(path)
+  return function(ok, m, c)
+    if not ok then error({ store_error = db_error(path, m, c) }) end
+    return ok
+  end
+end
+
+-- Each layer's sync direction, as the replica has it (syncLayers).
+local function write_directions(db, check, specs, replica_info)
+  local directions = {}
+  for _, l in ipairs(type(replica_info.syncLayers) == "table" and replica_info.syncLayers or {}) do
+    if math.tointeger(l.id) then directions[math.tointeger(l.id)] = l.syncDirection end
+  end
+  for _, spec in ipairs(specs) do
+    spec.sync_direction = directions[spec.id]
+    if spec.sync_direction then
+      check(db:run("UPDATE gpkgext_geoservices_layers SET sync_direction = ? WHERE layer_id = ?", spec.sync_direction,
+        spec.id))
+    end
+  end
+end
+
+-- The replica's row: its description, kept whole as JSON too.
+local function write_replica(db, check, specs, replica_info, model)
+  local info = {}
+  for k, v in pairs(replica_info) do
+    if type(v) ~= "function" and type(v) ~= "userdata" then info[k] = v end
+  end
+  local layer_ids = json.array()
+  for _, spec in ipairs(specs) do layer_ids[#layer_ids + 1] = spec.id end
+  check(db:run("INSERT INTO gpkgext_geoservices_replica (id, format, service, replica_id, replica_name, sync_model, "
+    .. "sync_direction, layers, created_at, info) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)", schema.FORMAT,
+    replica_info.service, replica_info.replicaID ~= "" and replica_info.replicaID or nil,
+    replica_info.replicaName, model, replica_info.syncDirection or "bidirectional", json.encode(layer_ids),
+    now(), json.encode(info)))
+end
+
+-- Each table filled: its GlobalID index built from the sorted keys, then a
+-- GlobalID the result gave twice settled as an upsert would have (the
+-- later record kept); then the capture triggers (a trigger is a program
+-- run per row, even one whose WHEN is false).
+local function index_and_capture(db, check, specs, phase)
+  -- (the index's sort in temporary files: the connection keeps its
+  -- temporary data in memory, where 1M keys would take 35 MiB)
+  check(db:exec("PRAGMA temp_store = FILE"))
+  for _, spec in ipairs(specs) do
+    phase("building the GlobalID index of " .. spec.table)
+    check(db:exec(schema.gid_index_sql(spec)))
+    phase("settling the repeated GlobalIDs of " .. spec.table)
+    check(db:exec(schema.drop_repeated_gids_sql(spec)))
+    for _, sql in ipairs(capture.layer_sql(spec, specs)) do check(db:exec(sql)) end
+  end
+  check(db:exec("PRAGMA temp_store = MEMORY"))
+end
+
+-- The service's relationships: registered once filled, their mapping rows
+-- made from the keys; the attachments linked to their features.
+local function link(st, db, check, specs, layers_metadata, phase)
+  phase("linking attachments and related records")
+  for _, sql in ipairs(relations.store_sql(specs, layers_metadata)) do check(db:exec(sql)) end
+  local linked, lerr = attachments.relink(st)
+  if linked then linked, lerr = relations.relink(st) end
+  if not linked then error({ store_error = lerr }) end
+end
+
+-- The replica's id (when only the result named it), its generations (the
+-- result's own fields over replica_info's) and the first line of its sync log.
+local function keep_generations(st, db, check, replica_info, fields, applied)
+  if fields.replicaID and (not replica_info.replicaID or replica_info.replicaID == "") then
+    check(db:run("UPDATE gpkgext_geoservices_replica SET replica_id = ? WHERE id = 1", fields.replicaID))
+  end
+  local gens = replica_state.generations_of(replica_info)
+  local result_gens = replica_state.generations_of(fields)
+  if result_gens.replicaServerGen then gens.replicaServerGen = result_gens.replicaServerGen end
+  if result_gens.layerServerGens then gens.layerServerGens = result_gens.layerServerGens end
+  local ok, err = st:set_generations(gens)
+  if not ok then error({ store_error = err }) end
+  ok, err = st:log{ operation = "create", outcome = "ok", downloaded = applied,
+    replicaServerGen = gens.replicaServerGen, layerServerGens = gens.layerServerGens }
+  if not ok then error({ store_error = err }) end
+end
+
+-- The commit, then WAL: readers (QGIS, GDAL) never block the store's
+-- writes, nor it theirs; the mode is kept in the file. Switching to it
+-- writes the file whole to disk (synchronous FULL) before the rename makes
+-- it the store.
+local function commit_in_wal(db, check, path, phase)
+  phase("packing the spatial index and committing")
+  check(db:commit())
+  phase("writing the store to disk")
+  check(db:rows("PRAGMA synchronous = FULL"))
+  local mode = check(db:rows("PRAGMA journal_mode = WAL"))
+  if not (mode[1] and mode[1].journal_mode == "wal") then
+    error({ store_error = db_error(path, "the store could not be switched to WAL mode", "io") })
+  end
+end
+
 --- Finishes the store with `replica_info` (as store.create_from takes it):
 -- each table's GlobalID index, the repeated GlobalIDs settled, the capture
 -- triggers, relations, the replica's row and generations (the result's own
@@ -466,85 +582,18 @@ function Building:finish(replica_info)
     self:abandon()
     return nil, err
   end
-  local fields, st = self.fields, self.st
-  local function check(ok, m, c)
-    if not ok then error({ store_error = db_error(path, m, c) }) end
-    return ok
-  end
-  local function build()
-    local directions = {}
-    for _, l in ipairs(type(replica_info.syncLayers) == "table" and replica_info.syncLayers or {}) do
-      if math.tointeger(l.id) then directions[math.tointeger(l.id)] = l.syncDirection end
-    end
-    for _, spec in ipairs(specs) do
-      spec.sync_direction = directions[spec.id]
-      if spec.sync_direction then
-        check(db:run("UPDATE gpkgext_geoservices_layers SET sync_direction = ? WHERE layer_id = ?", spec.sync_direction,
-          spec.id))
-      end
-    end
-    local info = {}
-    for k, v in pairs(replica_info) do
-      if type(v) ~= "function" and type(v) ~= "userdata" then info[k] = v end
-    end
-    local layer_ids = json.array()
-    for _, spec in ipairs(specs) do layer_ids[#layer_ids + 1] = spec.id end
-    check(db:run("INSERT INTO gpkgext_geoservices_replica (id, format, service, replica_id, replica_name, sync_model, "
-      .. "sync_direction, layers, created_at, info) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)", schema.FORMAT,
-      replica_info.service, replica_info.replicaID ~= "" and replica_info.replicaID or nil,
-      replica_info.replicaName, model, replica_info.syncDirection or "bidirectional", json.encode(layer_ids),
-      now(), json.encode(info)))
-
-    -- each table filled: its GlobalID index built from the sorted keys, then a
-    -- GlobalID the result gave twice settled as an upsert would have (the
-    -- later record kept); then the capture triggers (a trigger is a program
-    -- run per row, even one whose WHEN is false)
-    -- (the index's sort in temporary files: the connection keeps its
-    -- temporary data in memory, where 1M keys would take 35 MiB)
-    local phase = opts.on_phase or function() end
+  local check = checker(path)
+  local phase = opts.on_phase or function() end
+  local ok, err = pcall(function()
+    write_directions(db, check, specs, replica_info)
+    write_replica(db, check, specs, replica_info, model)
     if opts.on_tick then db:on_tick(opts.on_tick) end
-    check(db:exec("PRAGMA temp_store = FILE"))
-    for _, spec in ipairs(specs) do
-      phase("building the GlobalID index of " .. spec.table)
-      check(db:exec(schema.gid_index_sql(spec)))
-      phase("settling the repeated GlobalIDs of " .. spec.table)
-      check(db:exec(schema.drop_repeated_gids_sql(spec)))
-      for _, sql in ipairs(capture.layer_sql(spec, specs)) do check(db:exec(sql)) end
-    end
-    check(db:exec("PRAGMA temp_store = MEMORY"))
-    -- the service's relationships: registered once filled, their mapping rows made from the keys
-    phase("linking attachments and related records")
-    for _, sql in ipairs(relations.store_sql(specs, self.layers_metadata)) do check(db:exec(sql)) end
-    local linked, lerr = attachments.relink(st)
-    if linked then linked, lerr = relations.relink(st) end
-    if not linked then error({ store_error = lerr }) end
+    index_and_capture(db, check, specs, phase)
+    link(self.st, db, check, specs, self.layers_metadata, phase)
     check(extension.register(db)) -- the library's own tables, an extension's (not offered as layers)
-    if fields.replicaID and (not replica_info.replicaID or replica_info.replicaID == "") then
-      check(db:run("UPDATE gpkgext_geoservices_replica SET replica_id = ? WHERE id = 1", fields.replicaID))
-    end
-    local gens = replica_state.generations_of(replica_info)
-    local result_gens = replica_state.generations_of(fields)
-    if result_gens.replicaServerGen then gens.replicaServerGen = result_gens.replicaServerGen end
-    if result_gens.layerServerGens then gens.layerServerGens = result_gens.layerServerGens end
-    local ok, err = st:set_generations(gens)
-    if not ok then error({ store_error = err }) end
-    ok, err = st:log{ operation = "create", outcome = "ok", downloaded = self.applied,
-      replicaServerGen = gens.replicaServerGen, layerServerGens = gens.layerServerGens }
-    if not ok then error({ store_error = err }) end
-    phase("packing the spatial index and committing")
-    check(db:commit())
-    phase("writing the store to disk")
-    -- WAL: readers (QGIS, GDAL) never block the store's writes, nor it theirs;
-    -- the mode is kept in the file. Switching to it writes the file whole to
-    -- disk (synchronous FULL) before the rename makes it the store.
-    check(db:rows("PRAGMA synchronous = FULL"))
-    local mode = check(db:rows("PRAGMA journal_mode = WAL"))
-    if not (mode[1] and mode[1].journal_mode == "wal") then
-      error({ store_error = db_error(path, "the store could not be switched to WAL mode", "io") })
-    end
-  end
-
-  local ok, err = pcall(build)
+    keep_generations(self.st, db, check, replica_info, self.fields, self.applied)
+    commit_in_wal(db, check, path, phase)
+  end)
   db:close()
   self.finished = true
   if ok and file_exists(path) then -- created meanwhile by someone else: theirs stays

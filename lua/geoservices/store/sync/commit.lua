@@ -8,6 +8,7 @@ local download_conflicts = require "geoservices.store.edits.conflicts"
 local integrity = require "geoservices.store.sync.integrity"
 local json = require "geoservices.json"
 local outcome = require "geoservices.sync.outcome"
+local relations = require "geoservices.store.file.relations"
 local result_file = require "geoservices.store.sync.result_file"
 local shared = require "geoservices.store.shared"
 local schema = require "geoservices.store.file.schema"
@@ -138,6 +139,98 @@ function commit.verified(st, attempt_id, by_seq, object_ids, rows, summary, opts
   end)
 end
 
+-- The steps of commit.result, in their order.
+
+-- The generations to commit (geoservices.sync.attempt's rule: nil for an
+-- upload-only answer, they stay), a perLayer replica's from its replica's.
+local function generations_to_keep(c, rep)
+  local gens = c.gens
+  if not gens then return nil end
+  gens = { replicaServerGen = gens.replicaServerGen, layerServerGens = gens.layerServerGens }
+  if rep.syncModel == "perLayer" and not gens.layerServerGens and gens.replicaServerGen then
+    gens.layerServerGens = {}
+    for _, id in ipairs(rep.layers) do
+      gens.layerServerGens[#gens.layerServerGens + 1] = { id = id, serverGen = gens.replicaServerGen }
+    end
+    gens.replicaServerGen = nil
+  end
+  return gens
+end
+
+-- The result file applied (attachments and related records linked again),
+-- and the object ids the server gave the adds: the answer's and the
+-- file's. Returns those ids and the count of records applied, or nil, err.
+local function apply_download(st, c)
+  local new_oids = {}
+  for _, r in ipairs(c.rows) do
+    local oid = c.object_ids and c.object_ids[commit.row_key(r)]
+    if oid then new_oids[#new_oids + 1] = { r.layer, normalize(r.globalId), oid } end
+  end
+  if not c.file then return new_oids, 0 end
+  local n, aerr = result_file.apply(st, c.file, function(kind, layer, value)
+    if kind == "add_result" and type(value) == "table" and (value.success == true or value.success == "true")
+      and math.tointeger(value.objectId) and type(value.globalId) == "string" then
+      new_oids[#new_oids + 1] = { layer, normalize(value.globalId), math.tointeger(value.objectId) }
+    end
+  end, c.on_fill)
+  if not n then return nil, aerr end
+  local linked, lerr = attachments.relink(st)
+  if linked then linked, lerr = relations.relink(st) end
+  if not linked then return nil, lerr end
+  return new_oids, n
+end
+
+-- The local edits whose feature the server's state replaced: those the
+-- download touched, and in a snapshot layer every one (a sent row of a
+-- snapshot layer with no verdict is settled so, in by_seq).
+local function overwritten_edits(c, before, snapshot)
+  local overwritten, by_seq = {}, c.by_seq
+  for _, q in ipairs(before) do
+    local k = feature_key(q.layer_id, q.global_id)
+    if c.touched[k] or (snapshot[q.layer_id] and q.attempt_id == nil) then
+      overwritten[#overwritten + 1] = { seq = q.seq, layer = q.layer_id, op = q.op, globalId = q.global_id,
+                                        sent = q.attempt_id == c.attempt_id }
+    end
+  end
+  for _, r in ipairs(c.rows) do
+    if snapshot[r.layer] and by_seq[r.seq] == nil then
+      by_seq[r.seq] = true -- its feature was replaced by the server's data
+      overwritten[#overwritten + 1] = { seq = r.seq, layer = r.layer, op = r.op, globalId = r.globalId,
+                                        sent = true }
+    end
+  end
+  return overwritten
+end
+
+-- The replica's state after the result: its generations (only with the
+-- data they count), the generation the copy check knows, the result's
+-- address prefix, the attempt ended with each edit's fate, a line of the log.
+local function record_state(st, rep, c, gens, downloaded)
+  local result = c.result
+  if gens then
+    local g, gerr = st:set_generations(gens)
+    if not g then return nil, gerr end
+  end
+  -- edits still provisional (held) may move the server's generation by our own late request
+  local recorded, rm, rc = integrity.record_generation(st, rep, c.keep_unsettled and { unknown = true }
+    or gens and { committed = true }
+    or { seen = { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens } })
+  if not recorded then return nil, db_fail(st, rm, rc) end
+  local p, perr = record_prefix(st, rep, result.transportType)
+  if not p then return nil, perr end
+  if c.attempt_id then
+    local e, eerr = st:end_attempt(c.attempt_id, c.by_seq, { keep_unsettled = c.keep_unsettled,
+                                                           keep_attempt = c.keep_attempt })
+    if not e then return nil, eerr end
+  end
+  local current = gens or {}
+  local l, lerr = st:log{ operation = "sync", outcome = "ok", uploaded = c.summary.applied,
+    failed = #c.summary.rejected, downloaded = downloaded, replicaServerGen = current.replicaServerGen,
+    layerServerGens = current.layerServerGens }
+  if not l then return nil, lerr end
+  return true
+end
+
 --- The one transaction that commits a result: snapshot layers cleared, the
 -- downloaded changes applied, the generations, each sent edit's fate, the
 -- local edits the server's state overwrote kept as conflicts
@@ -150,30 +243,16 @@ end
 --   (edits held in the attempt stay there, and the server's generation is marked unknown), `keep_attempt`
 --   (the attempt stays even without rows: Store:end_attempt)
 function commit.result(st, rep, c)
-  local result, rows = c.result, c.rows
+  local result = c.result
   local snapshot = {}
   if result.response ~= "no_edits" then
     for id, dir in pairs(c.directions) do
       if dir == "snapshot" then snapshot[id] = true end
     end
   end
-  -- the generations the attempt engine's rule moves (nil: an upload-only
-  -- answer counts no downloaded data, they stay)
-  local gens = c.gens
-  if gens then
-    gens = { replicaServerGen = gens.replicaServerGen, layerServerGens = gens.layerServerGens }
-    if rep.syncModel == "perLayer" and not gens.layerServerGens and gens.replicaServerGen then
-      gens.layerServerGens = {}
-      for _, id in ipairs(rep.layers) do
-        gens.layerServerGens[#gens.layerServerGens + 1] = { id = id, serverGen = gens.replicaServerGen }
-      end
-      gens.replicaServerGen = nil
-    end
-  end
-  local by_seq = c.by_seq
-  local overwritten = {}
+  local gens = generations_to_keep(c, rep)
+  local overwritten, kept
   -- one transaction, the library's own writes never captured as local edits
-  local kept
   local ok, err = st:_uncaptured(function()
     local before, berr = download_conflicts.before(st, c.attempt_id)
     if not before then return nil, berr end
@@ -181,67 +260,18 @@ function commit.result(st, rep, c)
       local cleared, cerr = st:clear_layer(id)
       if not cleared then return nil, cerr end
     end
-    local new_oids = {}
-    for _, r in ipairs(rows) do
-      local oid = c.object_ids and c.object_ids[commit.row_key(r)]
-      if oid then new_oids[#new_oids + 1] = { r.layer, normalize(r.globalId), oid } end
-    end
-    local downloaded = 0
-    if c.file then
-      local n, aerr = result_file.apply(st, c.file, function(kind, layer, value)
-        if kind == "add_result" and type(value) == "table" and (value.success == true or value.success == "true")
-          and math.tointeger(value.objectId) and type(value.globalId) == "string" then
-          new_oids[#new_oids + 1] = { layer, normalize(value.globalId), math.tointeger(value.objectId) }
-        end
-      end, c.on_fill)
-      if not n then return nil, aerr end
-      downloaded = n
-      local linked, lerr = attachments.relink(st)
-      if linked then linked, lerr = require("geoservices.store.file.relations").relink(st) end
-      if not linked then return nil, lerr end
-    end
+    local new_oids, downloaded = apply_download(st, c)
+    if not new_oids then return nil, downloaded end
     local taken, terr = take_object_ids(st, new_oids)
     if not taken then return nil, terr end
     -- the server's state wins: the local edits it overwrote are kept, and named
     local kerr
-    kept, kerr = download_conflicts.after(st, before, { attempt_id = c.attempt_id, by_seq = by_seq,
+    kept, kerr = download_conflicts.after(st, before, { attempt_id = c.attempt_id, by_seq = c.by_seq,
                                                         touched = c.touched, key = feature_key })
     if not kept then return nil, kerr end
-    for _, q in ipairs(before) do
-      local k = feature_key(q.layer_id, q.global_id)
-      if c.touched[k] or (snapshot[q.layer_id] and q.attempt_id == nil) then
-        overwritten[#overwritten + 1] = { seq = q.seq, layer = q.layer_id, op = q.op, globalId = q.global_id,
-                                          sent = q.attempt_id == c.attempt_id }
-      end
-    end
-    for _, r in ipairs(rows) do
-      if snapshot[r.layer] and by_seq[r.seq] == nil then
-        by_seq[r.seq] = true -- its feature was replaced by the server's data
-        overwritten[#overwritten + 1] = { seq = r.seq, layer = r.layer, op = r.op, globalId = r.globalId,
-                                          sent = true }
-      end
-    end
-    if gens then
-      local g, gerr = st:set_generations(gens)
-      if not g then return nil, gerr end
-    end
-    -- edits still provisional (held) may move the server's generation by our own late request
-    local recorded, rm, rc = integrity.record_generation(st, rep, c.keep_unsettled and { unknown = true }
-      or gens and { committed = true }
-      or { seen = { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens } })
-    if not recorded then return nil, db_fail(st, rm, rc) end
-    local p, perr = record_prefix(st, rep, result.transportType)
-    if not p then return nil, perr end
-    if c.attempt_id then
-      local e, eerr = st:end_attempt(c.attempt_id, by_seq, { keep_unsettled = c.keep_unsettled,
-                                                             keep_attempt = c.keep_attempt })
-      if not e then return nil, eerr end
-    end
-    local current = gens or {}
-    local l, lerr = st:log{ operation = "sync", outcome = "ok", uploaded = c.summary.applied,
-      failed = #c.summary.rejected, downloaded = downloaded, replicaServerGen = current.replicaServerGen,
-      layerServerGens = current.layerServerGens }
-    if not l then return nil, lerr end
+    overwritten = overwritten_edits(c, before, snapshot)
+    local recorded, rerr = record_state(st, rep, c, gens, downloaded)
+    if not recorded then return nil, rerr end
     result.applied = downloaded
     return true
   end)

@@ -60,6 +60,140 @@ function M.replica_info(result, request)
   }
 end
 
+-- The createReplica request from the caller's params (`service` apart), or nil, err.
+local function request_of(params)
+  local request = {}
+  for k, v in pairs(params) do
+    if k ~= "service" then request[k] = v end
+  end
+  -- attachments by URL: their bytes are fetched one by one into their blobs
+  -- (store.attachments), never base64 text in the result held in memory
+  if request.returnAttachments and request.returnAttachmentsDataByUrl == nil then
+    request.returnAttachmentsDataByUrl = true
+  end
+  if request.dataFormat ~= nil and request.dataFormat ~= "json" then
+    return nil, errors.invalid("dataFormat", "json (the store reads the JSON result)")
+  end
+  return request
+end
+
+-- The layers' resources, once the request's layers (every layer of the
+-- service by default) are checked and what the service cannot do is
+-- refused; or nil, err, nothing sent.
+local function layers_checked(client, service, info, request, opts)
+  if request.layers == nil then
+    local ids = {}
+    for _, l in ipairs(info.layers or {}) do ids[#ids + 1] = l.id end
+    for _, l in ipairs(info.tables or {}) do ids[#ids + 1] = l.id end
+    request.layers = ids
+  end
+  if type(request.layers) ~= "table" or #request.layers == 0 then
+    return nil, errors.invalid("layers", "a list of layer ids")
+  end
+  for _, id in ipairs(request.layers) do
+    if math.type(id) ~= "integer" then return nil, errors.invalid("layers", "integer layer ids") end
+  end
+  -- what the service cannot do is refused now, before its layers are read
+  local fields, plan = create_params.encode(request, client.enum_prefix)
+  if not fields then return nil, plan end
+  local refused = sync_create.settle(fields, plan, info)
+  if refused then return nil, refused end
+  return M.layer_infos(client, service, request.layers, opts)
+end
+
+-- The create a killed run left in the journal, settled: `{result =,
+-- replica_info =}` when it made the replica, true to go on with a new
+-- request, false when there was none; or nil, err. The request gets its
+-- replicaName (a generated one: the journal's when it has one).
+local function settle_left(client, path, service, request, opts, fill)
+  local left, jerr = journal.read(path)
+  if left == nil then return nil, jerr end
+  if request.replicaName == nil then
+    -- a name of its own (the store's file name and a random suffix), so that
+    -- a rerun after a lost answer finds the replica by its name alone
+    request.replicaName = left and left.generated and left.replicaName or journal.unique_name(path)
+  end
+  if left and (left.service ~= service or left.replicaName ~= request.replicaName) then
+    return nil, errors.new("invalid", ("path: %s records the createReplica of replica %s of %s in flight; rerun "
+      .. "that create to finish it, or check the server's replicas (geoservices replicas %s), unregister what it "
+      .. "made and remove the file"):format(journal.path(path), tostring(left.replicaName), left.service,
+      left.service), { parameter = "path" })
+  end
+  if not left then return false end
+  local settled, serr = journal.settle(client, path, left, request, opts, fill)
+  if not settled then return nil, serr end
+  return settled
+end
+
+-- createReplica, its result filling the store as it downloads (and saved to
+-- `into.tmp`), each step journaled (sending, the job, created) so that a
+-- rerun after a kill finds it. Returns the result, or nil, err (the journal
+-- removed when nothing was made).
+local function create_replica(client, path, service, params, request, into, opts)
+  local tmp = into.tmp
+  os.remove(tmp)
+  local base = { service = service, replicaName = request.replicaName,
+                 generated = request.replicaName ~= params.replicaName or nil }
+  local function step(state, extra)
+    local j = { state = state }
+    for k, v in pairs(base) do j[k] = v end
+    for k, v in pairs(extra or {}) do j[k] = v end
+    return journal.write(path, j)
+  end
+  -- the replicas of this name before the request: a rerun tells the one it
+  -- made (a generated name is unique: whatever has it is this create's)
+  if not base.generated then base.known = journal.named(client, service, request.replicaName, opts) end
+  local result, cerr = client:create_replica(service, request, {
+    output = tmp, fill = into.fill, service_info = into.info, on_status = opts.on_status,
+    on_progress = opts.on_progress,
+    timeout = opts.timeout, poll_interval = opts.poll_interval, request_timeout = opts.request_timeout,
+    on_send = function() return step("sending") end,
+    on_job = function(op) return step("job", { op = op:to_json() }) end,
+    on_done = function(r)
+      return step("created", { replicaID = r.replicaID, replica_info = M.replica_info(r, request) })
+    end,
+  })
+  if not result then
+    -- nothing made: no journal; something may be: it stays for a rerun
+    if not (cerr.created or cerr.ambiguous or cerr.pending or cerr.operation) then journal.remove(path) end
+    return nil, cerr
+  end
+  return result
+end
+
+-- The store finished from the replica (its result applied from the file it
+-- was saved to when it did not fill the store as it downloaded); or, when
+-- that fails, the replica unregistered (or the journal kept for a rerun
+-- that does it) and nil, err.
+local function finish(client, path, service, replica_info, result, built, opts)
+  local tmp, fill = built.tmp, built.fill
+  local ok, st, serr = pcall(function()
+    -- a result that did not go into it as it downloaded (embedded in the answer, or downloaded by
+    -- the create a rerun resumes): from the file it was saved to
+    if not (result and result.filled) then
+      local n, aerr = fill:apply_file(tmp, opts.on_fill)
+      if not n then return nil, aerr end
+    end
+    return fill:finish(replica_info)
+  end)
+  if not ok then serr = errors.new("io", tostring(st)) st = nil end
+  if not st then
+    local note = ""
+    local id = replica_info.replicaID
+    if id then
+      local gone = client:unregister_replica(service, id, { timeout = opts.timeout })
+      note = gone and (" (replica %s was unregistered)"):format(id)
+        or (" (replica %s exists on the server: a rerun of this create unregisters it)"):format(id)
+      if gone then journal.remove(path) end
+    end
+    os.remove(tmp)
+    serr.message = "building the store of the new replica: " .. serr.message .. note
+    serr.replicaID = id
+    return nil, serr
+  end
+  return st
+end
+
 --- Creates a replica and a store holding it.
 -- @param client a geoservices client
 -- @string path the new GeoPackage (must not exist)
@@ -92,39 +226,12 @@ function M.create(client, path, params, opts, building)
     return nil, errors.new("invalid", ("path: %s exists; a store is never created over a file"):format(path),
       { parameter = "path" })
   end
-  local request = {}
-  for k, v in pairs(params) do
-    if k ~= "service" then request[k] = v end
-  end
-  -- attachments by URL: their bytes are fetched one by one into their blobs
-  -- (store.attachments), never base64 text in the result held in memory
-  if request.returnAttachments and request.returnAttachmentsDataByUrl == nil then
-    request.returnAttachmentsDataByUrl = true
-  end
-  if request.dataFormat ~= nil and request.dataFormat ~= "json" then
-    return nil, errors.invalid("dataFormat", "json (the store reads the JSON result)")
-  end
+  local request, rerr = request_of(params)
+  if not request then return nil, rerr end
 
   local info, err = client:service_info(service, { timeout = opts.timeout })
   if not info then return nil, err end
-  if request.layers == nil then
-    local ids = {}
-    for _, l in ipairs(info.layers or {}) do ids[#ids + 1] = l.id end
-    for _, l in ipairs(info.tables or {}) do ids[#ids + 1] = l.id end
-    request.layers = ids
-  end
-  if type(request.layers) ~= "table" or #request.layers == 0 then
-    return nil, errors.invalid("layers", "a list of layer ids")
-  end
-  for _, id in ipairs(request.layers) do
-    if math.type(id) ~= "integer" then return nil, errors.invalid("layers", "integer layer ids") end
-  end
-  -- what the service cannot do is refused now, before its layers are read
-  local fields, plan = create_params.encode(request, client.enum_prefix)
-  if not fields then return nil, plan end
-  local refused = sync_create.settle(fields, plan, info)
-  if refused then return nil, refused end
-  local layer_infos, lerr = M.layer_infos(client, service, request.layers, opts)
+  local layer_infos, lerr = layers_checked(client, service, info, request, opts)
   if not layer_infos then return nil, lerr end
 
   local tmp = journal.download(path)
@@ -133,78 +240,16 @@ function M.create(client, path, params, opts, building)
   local fill <close>, ferr = building(path, layer_infos, { busy_timeout = opts.busy_timeout,
     on_fill = opts.on_fill, on_phase = opts.on_phase, on_tick = opts.on_tick })
   if not fill then return nil, ferr end
-  local left, jerr = journal.read(path)
-  if left == nil then return nil, jerr end
-  if request.replicaName == nil then
-    -- a name of its own (the store's file name and a random suffix), so that
-    -- a rerun after a lost answer finds the replica by its name alone
-    request.replicaName = left and left.generated and left.replicaName or journal.unique_name(path)
-  end
-  if left and (left.service ~= service or left.replicaName ~= request.replicaName) then
-    return nil, errors.new("invalid", ("path: %s records the createReplica of replica %s of %s in flight; rerun "
-      .. "that create to finish it, or check the server's replicas (geoservices replicas %s), unregister what it "
-      .. "made and remove the file"):format(journal.path(path), tostring(left.replicaName), left.service,
-      left.service), { parameter = "path" })
-  end
-  if left then
-    local settled, serr = journal.settle(client, path, left, request, opts, fill)
-    if not settled then return nil, serr end
-    if type(settled) == "table" then result, replica_info = settled.result, settled.replica_info end
-  end
+  local settled, serr = settle_left(client, path, service, request, opts, fill)
+  if settled == nil then return nil, serr end
+  if type(settled) == "table" then result, replica_info = settled.result, settled.replica_info end
   if not result and not replica_info then
-    os.remove(tmp)
-    local base = { service = service, replicaName = request.replicaName,
-                   generated = request.replicaName ~= params.replicaName or nil }
-    local function step(state, extra)
-      local j = { state = state }
-      for k, v in pairs(base) do j[k] = v end
-      for k, v in pairs(extra or {}) do j[k] = v end
-      return journal.write(path, j)
-    end
-    -- the replicas of this name before the request: a rerun tells the one it
-    -- made (a generated name is unique: whatever has it is this create's)
-    if not base.generated then base.known = journal.named(client, service, request.replicaName, opts) end
-    local cerr
-    result, cerr = client:create_replica(service, request, {
-      output = tmp, fill = fill, service_info = info, on_status = opts.on_status, on_progress = opts.on_progress,
-      timeout = opts.timeout, poll_interval = opts.poll_interval, request_timeout = opts.request_timeout,
-      on_send = function() return step("sending") end,
-      on_job = function(op) return step("job", { op = op:to_json() }) end,
-      on_done = function(r)
-        return step("created", { replicaID = r.replicaID, replica_info = M.replica_info(r, request) })
-      end,
-    })
-    if not result then
-      -- nothing made: no journal; something may be: it stays for a rerun
-      if not (cerr.created or cerr.ambiguous or cerr.pending or cerr.operation) then journal.remove(path) end
-      return nil, cerr
-    end
+    result, err = create_replica(client, path, service, params, request, { info = info, tmp = tmp, fill = fill }, opts)
+    if not result then return nil, err end
   end
   replica_info = replica_info or M.replica_info(result, request)
-  local ok, st, serr = pcall(function()
-    -- a result that did not go into it as it downloaded (embedded in the answer, or downloaded by
-    -- the create a rerun resumes): from the file it was saved to
-    if not (result and result.filled) then
-      local n, aerr = fill:apply_file(tmp, opts.on_fill)
-      if not n then return nil, aerr end
-    end
-    return fill:finish(replica_info)
-  end)
-  if not ok then serr = errors.new("io", tostring(st)) st = nil end
-  if not st then
-    local note = ""
-    local id = replica_info.replicaID
-    if id then
-      local gone = client:unregister_replica(service, id, { timeout = opts.timeout })
-      note = gone and (" (replica %s was unregistered)"):format(id)
-        or (" (replica %s exists on the server: a rerun of this create unregisters it)"):format(id)
-      if gone then journal.remove(path) end
-    end
-    os.remove(tmp)
-    serr.message = "building the store of the new replica: " .. serr.message .. note
-    serr.replicaID = id
-    return nil, serr
-  end
+  local st, berr = finish(client, path, service, replica_info, result, { tmp = tmp, fill = fill }, opts)
+  if not st then return nil, berr end
   journal.remove(path)
   st.created = result or replica_info
   -- the attachments' bytes: one that fails is named here and fetched by the next sync
