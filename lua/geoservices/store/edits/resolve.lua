@@ -155,7 +155,8 @@ function Resolved:__tostring()
   return ("%d conflict%s resolved with the %s version%s; %d edit%s queued%s"):format(self.count,
     self.count == 1 and "" or "s", self.with == "base" and "base" or self.with, self.with == "base" and
     " (from before both edits)" or "", self.queued, self.queued == 1 and "" or "s",
-    self.queued > 0 and " (geoservices sync sends it)" or "")
+    self.queued > 0 and (" (`geoservices sync %s` sends %s)"):format(shared.shell_word(self.path),
+      self.queued == 1 and "it" or "them") or "")
 end
 
 --- Resolves conflicts: the chosen values go into the feature table as a
@@ -188,7 +189,8 @@ function Store:resolve(which, with)
       return nil, errors.invalid("global_id", ("no conflict of GlobalID %s in %s (geoservices conflicts %s lists them)")
         :format(which, self.path, shared.shell_word(self.path)))
     end
-    local done = setmetatable({ count = 0, queued = 0, globalIds = json.array(), with = with }, Resolved)
+    local done = setmetatable({ count = 0, queued = 0, globalIds = json.array(), with = with, path = self.path },
+      Resolved)
     for _, e in ipairs(todo) do
       local waiting, m, c = self.db:rows("SELECT seq FROM gpkgext_geoservices_edits WHERE layer_id = ? AND "
         .. "global_id = ?",
