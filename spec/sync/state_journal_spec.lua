@@ -132,4 +132,33 @@ describe("the state file's journal", function()
     local saved = json.decode(assert(journal_file(r)))
     assert.equal(1, #saved.edits[1].features.adds)
   end)
+
+  -- A request sent while a lost answer's edits were held (they ride in params.held) and cut off
+  -- before its answer (the process killed): the next sync must go on holding them while their
+  -- late window lasts, never read them as a plain interrupted attempt and send them again while
+  -- the server may still apply them (make torture-modes, gateway=drop: an add applied twice).
+  it("a request sent while edits were held and interrupted keeps them held for their late window", function()
+    helper.write_file(dir .. "/crew-1.json", json.encode{ service = "Parcels", replicaID = CREW1,
+                                                          model = "perReplica", replicaServerGen = 1 })
+    local r = open_state()
+    local e = geoservices.edits()
+    local gid = e:add(0, { attributes = { APN = "sj-held" }, geometry = { x = -117.2, y = 34.1 } })
+    local late_until = os.time() + 60
+    assert(r:begin_attempt(json.array(), { syncDirection = "bidirectional", rollbackOnFailure = false,
+      held = { edits = e:to_table(), late_until = late_until } }))
+    local j = state_journal.new(c, assert(replica_mod.open(r.path)), nil)
+    local a = j:pending()
+    assert.is_true(a.provisional)
+    assert.is_true(a.held_once)
+    assert.equal(late_until, a.late_until)
+    assert.is_true(require("geoservices.sync.attempt").holds(a))
+    -- and a sync now sends nothing of it: the server never sees the add
+    assert(c:sync(r.path, nil, { timeout = 30 }))
+    local log = emu:control("changelog?service=Parcels").entries
+    for _, entry in ipairs(log) do
+      assert.is_not.equal(outcome.normalize_gid(gid), outcome.normalize_gid(entry.globalId or ""),
+        "the held add was sent again within its late window")
+    end
+    assert.truthy(journal_file(r), "the held add left the journal")
+  end)
 end)

@@ -228,6 +228,11 @@ function Ledger:count_edit(t, e, again, applied, by_gid)
     t.duplicated = t.duplicated + #again
     t.problem("duplicated add: %s (run %d) sent again %d times after it was applied (%d of them refused)", e.gid,
       e.run, #again, refused_count(again))
+    for _, entry in ipairs(by_gid[e.gid] or {}) do
+      t.problem("  the server's change log of it: gen %s %s%s origin %s%s", tostring(entry.gen),
+        tostring(entry.op), value_of(entry) and (" " .. value_of(entry)) or "", tostring(entry.origin),
+        entry.refused and " (refused)" or "")
+    end
   elseif e.op == "update" then
     if #applied > 1 then
       t.reapplied = t.reapplied + #applied - 1

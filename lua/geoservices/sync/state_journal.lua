@@ -221,8 +221,12 @@ function Journal:pending()
   local params = type(a.params) == "table" and a.params or {}
   -- edits of the caller's that wait for held ones (Journal:take)
   self.waiting = type(params.waiting) == "table" and params.waiting or nil
-  return { status_url = a.status_url, params = params, edits = a.edits, provisional = params.provisional == true,
-           held_once = params.held_once == true, late_until = math.tointeger(params.late_until) }
+  -- a request sent while edits were held and interrupted before its answer (a process killed):
+  -- the held edits are still a lost answer's, their late window goes on
+  local held = type(params.held) == "table" and params.held or nil
+  return { status_url = a.status_url, params = params, edits = a.edits,
+           provisional = params.provisional == true or held ~= nil, held_once = params.held_once == true or held ~= nil,
+           late_until = math.tointeger(params.late_until) or (held and math.tointeger(held.late_until)) }
 end
 
 function Journal:entries()
@@ -286,8 +290,14 @@ function Journal:take(params, resolution, opts)
     -- an edit of a feature the held edits touch waits for them (journaled with them, not sent):
     -- sent alone it would reach the server before them (an update before its feature's add)
     local features = features_of(self.held.edits)
-    self.waiting = merged_edits(self.waiting, select_edits(mine, function(key) return features[feature_of(key)] end))
+    local wait = select_edits(mine, function(key) return features[feature_of(key)] end)
     mine = select_edits(mine, function(key) return not features[feature_of(key)] end)
+    if wait then
+      -- journaled at once: the caller handed them over, a process killed now must not lose them
+      self.waiting = merged_edits(self.waiting, wait)
+      local ok, err = self:write_held()
+      if not ok then return nil, err end
+    end
   elseif self.waiting then
     mine, self.waiting = merged_edits(self.waiting, type(mine) == "table" and mine or nil), nil
   end
