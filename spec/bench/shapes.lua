@@ -12,6 +12,8 @@
 -- of about 200 vertices with a hole, S/5 rows of 100 fields, S/10 rows with
 -- a 10 KB text, S/100 features with 5 attachments of 1 MiB each (their
 -- bytes fetched by URL) (S = 1M: issue 38's sizes).
+-- BENCH_SHAPES (shape names joined by commas, e.g. points_seq) runs those
+-- rows only; the scaling row (points_seq) runs with points_seq.
 -- Targets: client peak RSS <= 64 MiB (Lua and CLI); time >= 4x faster than
 -- ogr2ogr for points, >= 3x for polygons and wide rows; file <= 1.25x
 -- ogr2ogr's; per-feature time at the largest size within 1.5x of the smallest.
@@ -104,12 +106,18 @@ local ROWS = {
   { shape = "attachments", n = S // 100, label = "5 attachments of 1 MiB each", attachments = true },
 }
 
+local only
+if os.getenv("BENCH_SHAPES") then
+  only = {}
+  for name in os.getenv("BENCH_SHAPES"):gmatch("[^,%s]+") do only[name] = true end
+end
+
 print("createReplica -> replica store by data shape (issue 38), through HTTP, by the Lua API and the CLI, "
   .. "vs ogr2ogr -f GPKG of the same features")
 print(("%-32s %8s | %8s %8s | %8s %8s | %8s %8s %7s | %8s %7s %7s"):format("shape", "features", "Lua s", "Lua RSS",
   "CLI s", "CLI RSS", "ogr2ogr", "its RSS", "speedup", "file MiB", "ogr2ogr", "size"))
 for _, row in ipairs(ROWS) do
-  if row.n >= 10 then
+  if row.n >= 10 and (not only or only[row.shape]) then
     local base = data(row.shape, row.n)
     local gdal_out = base .. ".ogr2ogr.gpkg"
     local o_secs, o_rss, o_size = common.ogr2ogr(base .. ".featureset.json", gdal_out, row.n)
@@ -141,6 +149,7 @@ print("(targets: peak RSS <= 64 MiB, Lua and CLI (attachments: plus one); >= 4x 
   .. "for polygons and wide rows; file <= 1.25x ogr2ogr's; attachments: ogr2ogr converts the features only)")
 
 -- Scaling: the Lua API's time per feature (points, sequential GlobalIDs) at each size.
+if only and not only.points_seq then return end
 print()
 print("Scaling (points, sequential GlobalIDs, the Lua API through HTTP): time per feature")
 local first
@@ -148,7 +157,8 @@ for _, n in ipairs(sizes) do
   local r = clients(data("points_seq", n), n)
   local per = r.lua_secs / n * 1e6
   first = first or per
-  print(("  %9d features  %8.3f s  %6.2f us/feature  %5.2fx the smallest's"):format(n, r.lua_secs, per, per / first))
+  print(("  %9d features  %8.3f s  %6.2f us/feature  %5.2fx the smallest's  (peak RSS Lua %.1f, CLI %.1f MiB)")
+    :format(n, r.lua_secs, per, per / first, r.lua_rss / 1024, r.cli_rss / 1024))
   io.stdout:flush()
   if n == S and #sizes > 1 then
     record("shape_scaling", ("%.2fx (%d vs %d)"):format(per / first, n, sizes[1]), "<= 1.5x the smallest size's")
