@@ -51,8 +51,22 @@ describe("createReplica -> store parses the result once (issue 38)", function()
   end)
   teardown(function() os.execute("rm -rf " .. q(dir)) end)
 
-  -- a service whose synchronous createReplica names `replica_id` and serves `file` as its result
-  local function server(file, replica_id, file_response)
+  -- a service whose synchronous createReplica names `replica_id` and serves `file` as its result;
+  -- with `job`, an asynchronous one (createReplica's job: Pending, then Completed with the result)
+  local function server(file, replica_id, file_response, job)
+    if job then
+      return serve{
+        { path = BASE, responses = { { json = SERVICE } } },
+        { path = BASE .. "/0", responses = { { json = layer_doc() } } },
+        { path = BASE .. "/replicas", responses = { { json = json.array() } } },
+        { path = BASE .. "/createReplica", responses = { { json = { statusUrl = "{ROOT}" .. BASE .. "/jobs/1" } } } },
+        { path = BASE .. "/jobs/1", responses = {
+          { json = { status = "Pending", replicaID = "" } },
+          { json = { status = "Completed", replicaID = REPLICA, transportType = "esriTransportTypeUrl",
+                     resultUrl = "{ROOT}" .. BASE .. "/replicafiles/r.json" } } } },
+        { path = BASE .. "/replicafiles/r.json", responses = { { file = file } } },
+      }
+    end
     return serve{
       { path = BASE, responses = { { json = SERVICE } } },
       { path = BASE .. "/0", responses = { { json = layer_doc() } } },
@@ -75,9 +89,10 @@ describe("createReplica -> store parses the result once (issue 38)", function()
     return left
   end
 
-  local function cli(s, out)
+  local function cli(s, out, job)
     local text, ok = helper.run_shell(("env LUA_PATH=%s LUA_CPATH=%s lua5.4 -e %s /dev/null --url %s replica create "
-      .. "Parcels --layers 0 --sync %s 2>&1"):format(q(package.path), q(package.cpath), q(CLI), q(s.url), q(out)))
+      .. "Parcels --layers 0 %s %s 2>&1"):format(q(package.path), q(package.cpath), q(CLI), q(s.url),
+      job and "--poll-interval 0.05" or "--sync", q(out)))
     return text, ok, tonumber(text:match("records_fed=(%d+)"))
   end
 
@@ -108,6 +123,30 @@ describe("createReplica -> store parses the result once (issue 38)", function()
     st:close()
     assert.is_true(parsed >= size and parsed < size * 1.1,
       ("%d bytes parsed for a result of %d (%.2fx)"):format(parsed, size, parsed / size))
+  end)
+
+  it("through a createReplica job too (the default), by the Lua API and the CLI", function()
+    local s = server(result, nil, nil, true)
+    local out = dir .. "/job-lua.gpkg"
+    local before = core.records_fed()
+    local st, err = geoservices.store.create(geoservices.client{ url = s.url }, out, {
+      service = "Parcels", layers = { 0 } }, { poll_interval = 0.05 })
+    local parsed = core.records_fed() - before
+    assert.is_not_nil(st, err and tostring(err))
+    assert.equal(RECORDS, st:count(0))
+    st:close()
+    assert.is_true(parsed >= size and parsed < size * 1.1,
+      ("Lua: %d bytes parsed for a result of %d (%.2fx)"):format(parsed, size, parsed / size))
+    s = server(result, nil, nil, true)
+    out = dir .. "/job-cli.gpkg"
+    local text, ok
+    text, ok, parsed = cli(s, out, true)
+    assert(ok, text)
+    st = assert(geoservices.store.open(out))
+    assert.equal(RECORDS, st:count(0))
+    st:close()
+    assert.is_true(parsed >= size and parsed < size * 1.1,
+      ("CLI: %d bytes parsed for a result of %d (%.2fx)"):format(parsed, size, parsed / size))
   end)
 
   local REFUSALS = {
