@@ -89,11 +89,12 @@ describe("a store written by an earlier version (format 3)", function()
     assert.equal("EPSG|undefined\n", sqlite(path, "SELECT organization, definition FROM gpkg_spatial_ref_sys "
       .. "WHERE srs_id = 2193"))
     local st = assert(geoservices.store.open(path))
-    assert.equal(10, schema.FORMAT) -- 5: conflicts readable and drawn (spec/store/conflicts_rebase_spec); 6: the
+    assert.equal(11, schema.FORMAT) -- 5: conflicts readable and drawn (spec/store/conflicts_rebase_spec); 6: the
     -- GlobalID index on the whole GlobalID (issue 38: spec/store/gid_index_spec); 7: an attachment's GlobalID
     -- made when QGIS or SQL adds one without it (spec/store/attachments_from_sql_spec); 8: the queue and the
     -- refused edits as views QGIS loads (spec/store/edit_views_spec); 9: the QGIS project in the file
-    -- (spec/store/project_spec); 10: the library's tables an extension's (spec/store/hidden_tables_spec)
+    -- (spec/store/project_spec); 10: the library's tables an extension's (spec/store/hidden_tables_spec); 11: the
+    -- read-only fields in QGIS's forms (spec/qgis/forms_in_qgis, spec/store/styles_spec)
     assert.equal(schema.FORMAT, st.format)
     assert.same({ "add " .. queued_gid }, queued(st))
     local pending = assert(st:pending())

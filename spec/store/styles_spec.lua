@@ -38,4 +38,25 @@ describe("the service's drawing in the store's default styles (issue 37)", funct
     assert.truthy(lines:find('labelsEnabled="0"', 1, true), lines)
     assert.equal("", helper.validate_gpkg(st.path))
   end)
+
+  it("mark read-only in QGIS's forms the fields the service fills in, in a store made before too", function()
+    local path
+    do
+      local st <close> = world.create("read-only")
+      path = st.path
+      local qml = assert(st.db:rows("SELECT styleQML FROM layer_styles WHERE f_table_name = 'Poles'"))[1].styleQML
+      assert.truthy(qml:find('styleCategories="Symbology|Labeling|Fields|Forms"', 1, true), qml)
+      assert.truthy(qml:find(' <editable>\n  <field name="OBJECTID" editable="0"/>\n  <field name="GlobalID" '
+        .. 'editable="0"/>\n </editable>\n', 1, true), qml)
+      -- as a store of format 10 was: no editable state in its styles
+      assert(st.db:exec("UPDATE layer_styles SET styleQML = replace(replace(styleQML, '|Forms', ''), "
+        .. "substr(styleQML, instr(styleQML, ' <editable>'), instr(styleQML, '</editable>') + 12 - "
+        .. "instr(styleQML, ' <editable>')), ''); UPDATE gpkgext_geoservices_replica SET format = 10"))
+      qml = assert(st.db:rows("SELECT styleQML FROM layer_styles WHERE f_table_name = 'Poles'"))[1].styleQML
+      assert.falsy(qml:find("editable", 1, true), qml)
+    end
+    local st <close> = assert(require("geoservices").store.open(path))
+    local qml = assert(st.db:rows("SELECT styleQML FROM layer_styles WHERE f_table_name = 'Poles'"))[1].styleQML
+    assert.truthy(qml:find('<field name="OBJECTID" editable="0"/>', 1, true), qml)
+  end)
 end)

@@ -9,7 +9,8 @@
 -- `syncCapabilities` (each member overrides the defaults below: a service
 -- without per-replica sync says `"supportsPerReplicaSync": false`),
 -- `description`; per layer `geometryType`, `fields`, `displayField`,
--- `type` ("Table" for a table), `hasAttachments`, `relationships`, `hasZ`, `hasM`. A layer without `fields`
+-- `type` ("Table" for a table), `hasAttachments`, `relationships`, `hasZ`, `hasM`, `editFieldsInfo` (the
+-- editor tracking fields: creationDateField, creatorField, editDateField, editorField). A layer without `fields`
 -- gets them from its features (OBJECTID, GlobalID, then each attribute with
 -- the type its values have); one without `geometryType` from its first
 -- geometry; one without `hasZ` / `hasM` from what its geometries hold
@@ -381,6 +382,8 @@ function metadata.layer_resource(emu, request, service_name, id_text)
     templates = json.array(),
   }
   doc.hasZ, doc.hasM = metadata.zm(layer)
+  -- editor tracking, as a layer resource that keeps it names its fields (null without)
+  doc.editFieldsInfo = type(meta.editFieldsInfo) == "table" and world.deep_copy(meta.editFieldsInfo) or json.null
   if not table_ then
     -- the spatial reference is the extent's (and the source's), as real layer resources give it
     doc.geometryType = metadata.geometry_type(layer)

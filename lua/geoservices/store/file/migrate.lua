@@ -30,6 +30,8 @@
 --   extension's (geoservices.store.file.extension), so QGIS does not offer
 --   them as layers. The renaming comes first, before any other step of an
 --   older store's migration: every step reads today's names.
+-- * 10 -> 11: the layers' default styles written again with the fields the
+--   service fills in read-only in QGIS's forms (geoservices.store.qgis.layer_styles).
 -- @module geoservices.store.file.migrate
 -- @local
 local capture = require "geoservices.store.edits.capture"
@@ -226,12 +228,11 @@ local function to_format_7(db)
   return ok, m, c
 end
 
--- Format 8 -> 9: the layers' default styles as `replica create` writes them now
--- (the service's symbols and labels from the stored layer resource, beside the
--- aliases; a style geoservices wrote before is updated, a user's own default
--- style is kept), then the QGIS project in the file (issue 37). A store that has
--- them already is left as it is.
-local function to_format_9(db, path)
+-- The layers' default styles as `replica create` writes them now (the
+-- service's symbols, labels, aliases and read-only fields from the stored
+-- layer resource): a style geoservices wrote before is updated, a user's own
+-- default style is kept.
+local function restyle(db)
   local rows, m, c = db:rows("SELECT layer_id, table_name, metadata FROM gpkgext_geoservices_layers ORDER BY layer_id")
   if not rows then return nil, m, c end
   local have
@@ -262,7 +263,16 @@ local function to_format_9(db, path)
       if not ok then return nil, m, c end
     end
   end
+  return true
+end
+
+-- Format 8 -> 9: the layers' default styles (@{restyle}), then the QGIS
+-- project in the file (issue 37). A store that has one already is left as it is.
+local function to_format_9(db, path)
+  local ok, m, c = restyle(db)
+  if not ok then return nil, m, c end
   -- a project already in the file (a store made by this version) is left as it is
+  local have
   have, m, c = db:rows("SELECT 1 AS x FROM sqlite_master WHERE name = 'qgis_projects'")
   if not have then return nil, m, c end
   if have[1] then
@@ -284,6 +294,7 @@ local STEPS = {
   [8] = schema.EDIT_VIEWS_SQL,
   [9] = to_format_9,
   [10] = extension.register,
+  [11] = restyle,
 }
 
 --- Migrates an open store's file.

@@ -64,8 +64,10 @@ local schema = {}
 -- in the file and the layers' default styles from the service's drawingInfo
 -- (geoservices.store.qgis.project, geoservices.store.qgis.layer_styles); 10
 -- the library's own tables named and registered as a GeoPackage extension's
--- (gpkgext_geoservices_*, geoservices.store.file.extension), not offered as layers.
-schema.FORMAT = 10
+-- (gpkgext_geoservices_*, geoservices.store.file.extension), not offered as layers;
+-- 11 the default styles with the fields the service fills in read-only in
+-- QGIS's forms (geoservices.store.qgis.layer_styles).
+schema.FORMAT = 11
 
 --- The local edits waiting (geoservices_pending) and those the server
 -- refused (geoservices_rejected) as views registered as attributes, so that

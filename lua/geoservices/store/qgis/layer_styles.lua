@@ -9,8 +9,9 @@
 -- (where the store keeps the aliases as name and title: GDAL from 3.7 on
 -- reads the name as the field's alternative name). The style holds the
 -- "Fields" category (aliases; QGIS keeps the forms' widgets it reads from
--- gpkg_data_columns) and, where the layer resource has a drawingInfo, the
--- service's symbols and labels (store.symbology).
+-- gpkg_data_columns), the "Forms" category (the fields the service fills in
+-- itself read-only in the feature's form: @{read_only}) and, where the layer
+-- resource has a drawingInfo, the service's symbols and labels (store.symbology).
 --
 -- The table is registered in gpkg_contents as attributes, as QGIS registers
 -- it (QGIS 3.22 reads no style from a table GDAL does not list: measured);
@@ -37,8 +38,37 @@ local function xml(s)
                                          ["'"] = "&apos;" }))
 end
 
---- The QML of a layer's default style: its fields' aliases and the service's
--- symbols and labels (issue 37), or nil when it has neither.
+-- the editor tracking fields of a layer resource's editFieldsInfo
+local EDIT_FIELDS = { "creationDateField", "creatorField", "editDateField", "editorField" }
+
+--- The fields a user cannot edit: those the service fills in itself (its
+-- OBJECTID and GlobalID, a field whose `editable` is false, the editor
+-- tracking fields `editFieldsInfo` names), as a set of column names.
+-- @tparam table spec the layer's spec
+-- @tparam[opt] table meta the layer resource
+-- @treturn table name -> true
+function layer_styles.read_only(spec, meta)
+  local set = {}
+  if spec.oid then set[spec.oid] = true end
+  if spec.globalid then set[spec.globalid] = true end
+  meta = type(meta) == "table" and meta or {}
+  for _, f in ipairs(type(meta.fields) == "table" and meta.fields or {}) do
+    if type(f) == "table" and f.editable == false and type(f.name) == "string" then set[f.name] = true end
+  end
+  local info = type(meta.editFieldsInfo) == "table" and meta.editFieldsInfo or {}
+  for _, k in ipairs(EDIT_FIELDS) do
+    if type(info[k]) == "string" and info[k] ~= "" then set[info[k]] = true end
+  end
+  local out = {}
+  for _, c in ipairs(spec.columns) do -- the table's own spelling of each
+    if set[c.name] then out[c.name] = true end
+  end
+  return out
+end
+
+--- The QML of a layer's default style: its fields' aliases, the fields the
+-- service fills in read-only in its forms, the service's symbols and labels
+-- (issue 37), or nil when it has none of them.
 -- @tparam table spec the layer's spec (schema.layer_spec: columns, data_columns, fid_column, geometry_kind)
 -- @tparam[opt] table meta the layer resource (its `drawingInfo`)
 -- @treturn ?string
@@ -48,18 +78,27 @@ function layer_styles.qml(spec, meta)
     if d.alias then alias_of[d.column] = d.alias end
   end
   local drawing, labels = symbology.qml(spec, type(meta) == "table" and meta.drawingInfo or nil)
-  if next(alias_of) == nil and not drawing then return nil end
+  local read_only = layer_styles.read_only(spec, meta)
+  if next(alias_of) == nil and not drawing and next(read_only) == nil then return nil end
   -- QGIS's field index: the fid first, then the columns in the table's order
   local lines = { ('  <alias field="%s" index="0" name=""/>'):format(xml(spec.fid_column or "fid")) }
   for i, c in ipairs(spec.columns) do
     lines[#lines + 1] = ('  <alias field="%s" index="%d" name="%s"/>'):format(xml(c.name), i,
       xml(alias_of[c.name] or ""))
   end
-  local categories = drawing and ("Symbology|%sFields"):format(labels and "Labeling|" or "") or "Fields"
+  -- QGIS 3.22 reads a field's editable state in the "Forms" category
+  local editable = {}
+  for _, c in ipairs(spec.columns) do
+    if read_only[c.name] then editable[#editable + 1] = ('  <field name="%s" editable="0"/>'):format(xml(c.name)) end
+  end
+  local categories = (drawing and ("Symbology|%sFields"):format(labels and "Labeling|" or "") or "Fields")
+    .. (#editable > 0 and "|Forms" or "")
   return "<!DOCTYPE qgis PUBLIC 'http://mrcc.com/qgis.dtd' 'SYSTEM'>\n"
     .. ('<qgis version="3.22.16" styleCategories="%s" labelsEnabled="%d">\n'):format(categories, labels and 1 or 0)
     .. (drawing and drawing .. "\n" or "")
-    .. " <aliases>\n" .. table.concat(lines, "\n") .. "\n </aliases>\n</qgis>\n"
+    .. " <aliases>\n" .. table.concat(lines, "\n") .. "\n </aliases>\n"
+    .. (#editable > 0 and " <editable>\n" .. table.concat(editable, "\n") .. "\n </editable>\n" or "")
+    .. "</qgis>\n"
 end
 
 --- The SQL that gives a layer its default style (none when it has no alias and no drawing).
