@@ -5,6 +5,7 @@ would. Run with the system's python3 and QT_QPA_PLATFORM=offscreen.
     qgis_schema.py addfield STORE LAYER FIELD FID VALUE   add a text field (Layer Properties > Fields >
                                                          New field), fill it in for one feature, commit
     qgis_schema.py rename STORE LAYER OLD NEW             rename a field (the field's rename in the table)
+    qgis_schema.py deletefield STORE LAYER FIELD          delete a field (Layer Properties > Fields > Delete field)
     qgis_schema.py layers STORE                           the layers QGIS offers for the file, and whether
                                                          each loads, with its feature count
 Prints one JSON line: {"ok": true, ...}.
@@ -45,6 +46,12 @@ def main():
         layer = layer_of(path, name)
         provider = layer.dataProvider()
         out["committed"] = provider.renameAttributes({layer.fields().indexOf(old): new})
+        out["errors"] = provider.errors()
+    elif mode == "deletefield":
+        path, name, field = sys.argv[2:5]
+        layer = layer_of(path, name)
+        provider = layer.dataProvider()
+        out["committed"] = provider.deleteAttributes([layer.fields().indexOf(field)])
         out["errors"] = provider.errors()
     elif mode == "layers":
         path = sys.argv[2]

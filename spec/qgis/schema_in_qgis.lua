@@ -72,4 +72,18 @@ describe("schema edits made in QGIS", function()
     assert.equal("0", value(pa, "SELECT count(*) FROM gpkgext_geoservices_edits"))
     assert.equal("", helper.validate_gpkg(pa))
   end)
+
+  it("a field of the service deleted in QGIS is refused in words that say what to do", function()
+    local st = world.create("deleted")
+    local path = st.path
+    st:close()
+    local answer = qgis("deletefield", path, "Poles", "HEIGHT")
+    io.stderr:write("\n[QGIS deleting HEIGHT] " .. json.encode(answer.errors) .. "\n")
+    assert.is_false(answer.committed)
+    local words = table.concat(answer.errors, "\n")
+    assert.truthy(words:find("Poles: a field of the service cannot be deleted in its replica store; hide it in QGIS "
+      .. "(Attributes Form: Hidden) or delete it on the server (lua-geoservices) after drop column: no such column: "
+      .. "OLD.HEIGHT", 1, true), words)
+    assert.equal("1", value(path, "SELECT count(*) FROM pragma_table_info('Poles') WHERE name = 'HEIGHT'"))
+  end)
 end)

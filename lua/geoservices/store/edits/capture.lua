@@ -112,6 +112,27 @@ local function trigger_name(spec, what)
   return q(("geoservices_%s_%s"):format(spec.table, what))
 end
 
+-- The guard's name: SQLite names the trigger in the message of an ALTER
+-- TABLE DROP COLUMN it refuses (as QGIS, GDAL and the sqlite3 shell delete
+-- a field), so that it says what happened and what to do.
+local function guard_name(spec)
+  return ("%s: a field of the service cannot be deleted in its replica store; hide it in QGIS (Attributes Form: "
+    .. "Hidden) or delete it on the server (lua-geoservices)"):format(spec.table)
+end
+
+-- The guard of a layer's fields: a trigger that never runs (WHEN 0) but reads
+-- each field of the service, made first so that SQLite, checking the schema
+-- after a DROP COLUMN, stops at it before the capture triggers (which read
+-- each field too: their name alone said nothing). A field the user added is
+-- not in it: theirs to delete.
+local function guard_sql(spec)
+  local terms = {}
+  for _, c in ipairs(spec.columns) do terms[#terms + 1] = ("OLD.%s IS NULL"):format(q(c.name)) end
+  if #terms == 0 then terms[1] = "1" end
+  return ("CREATE TRIGGER %s BEFORE DELETE ON %s WHEN 0 AND (%s) BEGIN SELECT 1; END"):format(q(guard_name(spec)),
+    q(spec.table), table.concat(terms, " OR "))
+end
+
 -- The queue's rows of a GlobalID not sent yet.
 local function unsent(layer, gid_sql)
   return ("layer_id = %d AND attempt_id IS NULL AND global_id = %s"):format(layer, gid_sql)
@@ -187,6 +208,7 @@ function capture.layer_sql(spec, others)
   local regid = delete_steps(spec)
   for _, s in ipairs(add_steps(spec, "NEW." .. g)) do regid[#regid + 1] = s end
   return {
+    guard_sql(spec),
     ("CREATE TRIGGER %s AFTER INSERT ON %s WHEN %s BEGIN %s END"):format(trigger_name(spec, "insert"), qt,
       CAPTURING, table.concat(insert, " ")),
     ("CREATE TRIGGER %s AFTER UPDATE ON %s WHEN %s AND %s AND OLD.%s IS NEW.%s AND %s BEGIN "
@@ -206,11 +228,11 @@ function capture.layer_sql(spec, others)
   }
 end
 
---- The names of a layer's capture triggers.
+--- The names of a layer's capture triggers (the guard of its fields first), in @{layer_sql}'s order.
 function capture.trigger_names(spec)
-  local names = {}
-  for i, what in ipairs{ "insert", "update", "regid", "delete" } do
-    names[i] = ("geoservices_%s_%s"):format(spec.table, what)
+  local names = { guard_name(spec) }
+  for _, what in ipairs{ "insert", "update", "regid", "delete" } do
+    names[#names + 1] = ("geoservices_%s_%s"):format(spec.table, what)
   end
   return names
 end

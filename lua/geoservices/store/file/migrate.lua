@@ -352,11 +352,13 @@ function migrate.refresh(db, specs)
   for _, spec in ipairs(list) do
     for _, sql in ipairs(gid_index(have, spec)) do todo[#todo + 1] = sql end
     local names, sqls = capture.trigger_names(spec), capture.layer_sql(spec, list)
-    for i, name in ipairs(names) do
-      if have[name] ~= sqls[i] then
-        todo[#todo + 1] = "DROP TRIGGER IF EXISTS " .. q(name)
-        todo[#todo + 1] = sqls[i]
-      end
+    local differs = false
+    for i, name in ipairs(names) do differs = differs or have[name] ~= sqls[i] end
+    if differs then
+      -- made again together, in their order: the guard of the fields (its
+      -- words in a refused DROP COLUMN) before the triggers that read each field
+      for _, name in ipairs(names) do todo[#todo + 1] = "DROP TRIGGER IF EXISTS " .. q(name) end
+      for _, sql in ipairs(sqls) do todo[#todo + 1] = sql end
     end
   end
   if #todo == 0 then return true end
