@@ -78,4 +78,29 @@ describe("an attachment added with plain SQL", function()
     assert.equal("1", sqlite(path, "SELECT count(*) FROM gpkgext_geoservices_attachment_edits WHERE op = 'add'"))
     assert.equal("ok", sqlite(path, "PRAGMA integrity_check"))
   end)
+
+  it("named by its feature's GlobalID alone, as QGIS's relation editor adds it, is queued and reaches the server",
+    function()
+      local st = world.create("by-parent")
+      local path = st.path
+      st:close()
+      local valve = sqlite(path, "SELECT GlobalID FROM Valves WHERE fid = 2")
+      -- the project's relation is on parent_global_id: QGIS writes the media row alone
+      sqlite(path, "INSERT INTO geoservices_attachments (name, content_type, parent_global_id, data) VALUES "
+        .. "('form.jpg', 'image/jpeg', '" .. valve .. "', X'" .. JPEG .. "')")
+      local env = { GEOSERVICES_URL = world.emu.url, GEOSERVICES_TOKEN = "alice-token" }
+      local r = helper.run_cli({ "pending", path }, env)
+      assert.equal(0, r.code, r.err)
+      assert.truthy(r.out:find("form.jpg", 1, true), r.out)
+      assert.equal("2|" .. valve, sqlite(path, "SELECT layer_id, parent_global_id FROM geoservices_attachments "
+        .. "WHERE name = 'form.jpg'"))
+      r = helper.run_cli({ "sync", path }, env)
+      assert.equal(0, r.code, r.err .. r.out)
+      local other = world.create("by-parent-other", { returnAttachments = true })
+      local opath = other.path
+      other:close()
+      assert.equal(JPEG .. "|" .. valve, sqlite(opath, "SELECT hex(data), parent_global_id "
+        .. "FROM geoservices_attachments WHERE name = 'form.jpg'"))
+      assert.equal("0", sqlite(path, "SELECT count(*) FROM gpkgext_geoservices_attachment_edits WHERE sent_at IS NULL"))
+    end)
 end)

@@ -247,6 +247,9 @@ function store.open(path, opts)
   end
   local st = new_store(db, path, layers, format)
   st.copy, st.read_note = copy, note
+  -- a photo QGIS's form added by its parent's GlobalID alone, queued (best
+  -- effort here: another writer may hold the file; each sync does it again)
+  if not (opts and opts.readonly) then attachments.link_orphans(st) end
   return st
 end
 

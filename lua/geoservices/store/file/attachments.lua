@@ -96,6 +96,36 @@ function attachments.relink(st)
   return true
 end
 
+--- Links to its feature each attachment added through its parent's GlobalID
+-- alone, as QGIS's relation editor adds a photo in the project's form (the
+-- relation is on parent_global_id: QGIS 3.22 follows no mapping table), so
+-- that the mapping table's capture queues it like any other: a row of the
+-- media table the server never gave (no attachment_id), naming a feature of
+-- a layer with attachments, and linked to none. Runs when the store is
+-- opened for writing and before each sync; only reads when there is none.
+-- @param st the store
+-- @return the number linked, or nil, err
+function attachments.link_orphans(st)
+  local n = 0
+  for _, l in ipairs(links(st)) do
+    local from = (" FROM %s AS a JOIN %s AS f ON %s WHERE a.attachment_id IS NULL AND a.parent_global_id IS NOT NULL "
+      .. "AND (a.layer_id IS NULL OR a.layer_id = ?) AND NOT EXISTS (SELECT 1 FROM %s AS m WHERE m.related_id = a.id)")
+      :format(q(attachments.MEDIA), q(l.table), schema.gid_match("f." .. q(l.globalid), "a.parent_global_id"), q(l.map))
+    local rows, msg, code = st.db:rows("SELECT count(*) AS n" .. from, l.layer)
+    if rows and rows[1].n > 0 then
+      rows, msg, code = st:transaction(function()
+        return st.db:run(("INSERT INTO %s (base_id, related_id) SELECT f.%s, a.id"):format(q(l.map), q(l.fid)) .. from,
+          l.layer)
+      end)
+      if rows then n = n + rows end
+    end
+    if not rows then
+      return nil, type(msg) == "table" and msg or errors.new("io", ("%s: %s"):format(st.path, msg), { code = code })
+    end
+  end
+  return n
+end
+
 --- Downloads the bytes of every attachment given by URL and not fetched
 -- yet, each into its blob (one small transaction each).
 -- @param st the store

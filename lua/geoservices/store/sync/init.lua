@@ -94,6 +94,9 @@ function sync_locked(st, client, opts)
   integrity.remove_leftovers(st)
   local sound, bad = integrity.check_file(st)
   if not sound then return nil, bad end
+  -- a photo added in QGIS's form since the store was opened, queued before anything is read to send
+  local linked, lerr = attachments.link_orphans(st)
+  if not linked then return nil, lerr end
   local rep, err = st:replica()
   if not rep then return nil, err end
   if type(rep.info) == "table" and rep.info.unregistered then
