@@ -115,6 +115,7 @@ describe("a store seen in QGIS", function()
     local c = client()
     for _, a in ipairs(media.attachments) do
       assert.equal(VALVE_1, a.GlobalID)
+      assert.is_true(a.mapped, a.name) -- the link QGIS follows is a row of the extension's mapping table
       local url = run(("sqlite3 %s %s"):format(q(path),
         q(("SELECT url FROM geoservices_attachments WHERE name = '%s'"):format(a.name)))):gsub("\n$", "")
       local served = assert(c:download(url))

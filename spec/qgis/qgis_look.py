@@ -30,12 +30,10 @@ from qgis.PyQt.QtCore import QSize
 from qgis.PyQt.QtGui import QColor, QImage
 
 SIZE = 400
-# the extension's tables are not in gpkg_contents: GDAL lists them on request
-ALL_TABLES = "|option:LIST_ALL_TABLES=YES"
 
 
-def open_layer(path, name, extra=""):
-    layer = QgsVectorLayer("%s|layername=%s%s" % (path, name, extra), name, "ogr")
+def open_layer(path, name):
+    layer = QgsVectorLayer("%s|layername=%s" % (path, name), name, "ogr")
     if not layer.isValid():
         raise SystemExit("QGIS cannot open %s of %s" % (name, path))
     return layer
@@ -56,40 +54,42 @@ def widgets(layer):
 
 
 def media_relations(path, layers):
-    """QGIS 3.22 finds no GeoPackage relation itself (asked below); a user
-    makes the many-to-many from gpkgext_relations: feature <- mapping -> media."""
+    """QGIS 3.22 finds no GeoPackage relation itself (asked below); the store's
+    project relates a feature to its attachments by parent_global_id, a
+    QgsRelation made here as the project defines it. The Related Tables
+    Extension's mapping table is an extension's table that GDAL does not offer
+    as a layer: it is read as SQL, as gpkgext_relations is, and each link QGIS
+    follows must be one of its rows (feature fid, attachment id)."""
     discovered = []
     for layer in layers.values():
         discovered += [r.name() for r in layer.dataProvider().discoverRelations(layer, list(layers.values()))]
     project = QgsProject.instance()
     project.addMapLayers(list(layers.values()))
     found = []
-    # GDAL keeps gpkgext_relations to itself (no layer, even listing all tables): read as SQL
+    # GDAL keeps gpkgext_relations and the mapping tables to itself (no layer, even listing all tables): SQL
     with sqlite3.connect("file:%s?mode=ro" % path, uri=True) as db:
         db.row_factory = sqlite3.Row
         rows = db.execute("SELECT * FROM gpkgext_relations WHERE relation_name = 'media'").fetchall()
+        links = {row["mapping_table_name"]: {(r[0], r[1]) for r in db.execute(
+            'SELECT base_id, related_id FROM "%s"' % row["mapping_table_name"].replace('"', '""'))} for row in rows}
     for row in rows:
         base, media = layers[row["base_table_name"]], layers[row["related_table_name"]]
-        mapping = open_layer(path, row["mapping_table_name"], ALL_TABLES)
-        project.addMapLayer(mapping)
-        to_base, to_media = QgsRelation(), QgsRelation()
-        for rel, target, column, key in ((to_base, base, "base_id", row["base_primary_column"]),
-                                         (to_media, media, "related_id", row["related_primary_column"])):
-            rel.setId("%s_%s" % (mapping.name(), column))
-            rel.setName(rel.id())
-            rel.setReferencingLayer(mapping.id())
-            rel.setReferencedLayer(target.id())
-            rel.addFieldPair(column, key)
-        valid = to_base.isValid() and to_media.isValid()
+        rel = QgsRelation()
+        rel.setId("attachments_%s" % base.name())
+        rel.setName(rel.id())
+        rel.setReferencingLayer(media.id())
+        rel.setReferencedLayer(base.id())
+        rel.addFieldPair("parent_global_id", "GlobalID")
+        valid = rel.isValid()
         seen = []
         for feature in base.getFeatures() if valid else []:
-            for link in to_base.getRelatedFeatures(feature):
-                attachment = to_media.getReferencedFeature(link)
+            for attachment in rel.getRelatedFeatures(feature):
                 data = bytes(attachment["data"] or b"")
                 seen.append({"GlobalID": feature["GlobalID"], "name": attachment["name"], "size": len(data),
-                             "sha256": hashlib.sha256(data).hexdigest()})
+                             "sha256": hashlib.sha256(data).hexdigest(),
+                             "mapped": (feature.id(), attachment.id()) in links[row["mapping_table_name"]]})
         found.append({"base": base.name(), "valid": valid, "attachments": seen,
-                      "error": "" if valid else to_base.validationError() + to_media.validationError()})
+                      "error": "" if valid else rel.validationError()})
     return {"discovered": discovered, "media": found}
 
 
