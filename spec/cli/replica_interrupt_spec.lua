@@ -58,6 +58,38 @@ describe("Ctrl-C during replica create OUT.gpkg (issue 38)", function()
     end)
   end
 
+  -- the Lua API takes the same path: its store is being built while the result downloads, in a
+  -- temporary file beside the path, which a Ctrl-C (lua.c's "interrupted!", raised through
+  -- store.create) removes; the create's journal stays for a rerun (geoservices.store.sync.create)
+  it("the Lua API: Ctrl-C while the result downloads into the store leaves no store nor its temporary file", function()
+    local out = dir .. "/lua-api.gpkg"
+    local script = dir .. "/lua_api.lua"
+    helper.write_file(script, [[
+local geoservices = require "geoservices"
+local shown = false
+local st, err = geoservices.store.create(geoservices.client{ url = arg[1] }, arg[2], { service = "Bench",
+  layers = { 0 } }, { on_progress = function(received)
+    if received > 0 and not shown then
+      shown = true
+      io.write("downloading\n")
+      io.stdout:flush()
+    end
+  end })
+print("returned", st, err)
+]])
+    local p = io.popen(("cd %s && env LUA_PATH=%s LUA_CPATH=%s python3 spec/support/pty_ctrl_c.py downloading 60 "
+      .. "lua5.4 %s %s %s"):format(q(helper.ROOT), q(package.path), q(package.cpath), q(script), q(url), q(out)))
+    local r = json.decode(p:read("a"))
+    p:close()
+    assert(r.matched, "never showed the download: " .. r.output)
+    assert.equal(1, r.exit, r.output) -- lua.c: an error, "interrupted!"
+    assert.truthy(r.output:find("interrupted!", 1, true), r.output)
+    assert.falsy(r.output:find("returned", 1, true), r.output)
+    assert.is_nil(helper.read_all(out))
+    local left = helper.run_shell("ls -A " .. q(dir))
+    assert.falsy(left:find("lua-api.gpkg.creating", 1, true), left)
+  end)
+
   -- the last phase, with --attachments: the store is complete (committed) before their bytes are
   -- fetched one by one; a Ctrl-C then says so, and the store stays, each attachment either fetched
   -- whole or left for the next sync (spec/store/attachments_spec)
