@@ -1,7 +1,7 @@
 -- Shared by the specs: starting and stopping the emulator as a real process,
 -- and talking to its control routes. Loaded by busted through .busted.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 
 local helper = {}

@@ -16,16 +16,17 @@ local client = require "geoservices.net.client"
 local configure = require "geoservices.configure"
 local create = require "geoservices.sync.create"
 local edits = require "geoservices.sync.edits"
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
-local loop = require "geoservices.loop"
-local pp = require "geoservices.pp"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
+local loop = require "geoservices.base.loop"
+local pp = require "geoservices.base.pp"
+local redact = require "geoservices.base.redact"
 local replica = require "geoservices.sync.replica"
 local replicas = require "geoservices.sync.replicas"
 local services = require "geoservices.services"
 local service_meta = require "geoservices.sync.service"
 local sync = require "geoservices.sync"
-local token = require "geoservices.token"
+local token = require "geoservices.net.token"
 local volumes = require "geoservices.configure.volumes"
 
 --- Values of the module.
@@ -36,6 +37,10 @@ local volumes = require "geoservices.configure.volumes"
 -- @field errors the geoservices.errors module
 -- @field SECURITY_QUESTIONS the 14 security questions of configure, securityQuestionIdx = position
 -- @field pp the pretty-printer: `geoservices.pp(value)` (see geoservices.pp)
+-- @field loop the geoservices.loop module (tasks, deadlines, a host loop's scheduler); its common
+--   functions are also fields of their own below (run, spawn, sleep...)
+-- @field redact the geoservices.redact module: `geoservices.redact.register(value)` makes a secret of
+--   the caller's scrubbed from every error, log, dry run and printout
 local geoservices = {
   VERSION = core.VERSION,
   null = json.null,
@@ -44,6 +49,10 @@ local geoservices = {
   SECURITY_QUESTIONS = configure.SECURITY_QUESTIONS,
   volumes = volumes.build,
   pp = pp, -- geoservices.pp(value): pretty-prints any result (see geoservices.pp)
+  -- The shared base lives in lua/geoservices/base/ (required as geoservices.base.*); the
+  -- modules a user reaches are these fields, under the names the reference gives them.
+  loop = loop,
+  redact = redact,
 }
 
 -- The client users get: the connection (geoservices.net.client) plus one

@@ -1,7 +1,7 @@
 --- The administrative read operations: getServicesById,
 -- notebooks/snapshots/list and the services listing. They validate their
 -- input before sending.
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 
 local services = {}
 

@@ -2,7 +2,7 @@
 -- coroutines, then every operation concurrently against the emulator.
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
-local loop = require "geoservices.loop"
+local loop = require "geoservices.base.loop"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 local fleet = require "spec.support.fleet"

@@ -13,7 +13,7 @@
 --   attachments points with 5 attachments of 1 MiB each, given by URL (@ROOT@/Bench/FeatureServer/0/
 --               OID/attachments/K: spec/bench/serve_replica.lua puts its address there and serves
 --               BASE.blob, the 1 MiB written here, for each)
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local shape, n, base = arg[1], tonumber(arg[2]), arg[3]
 assert(shape and n and base, "usage: generate_shape.lua points_seq|polygons|wide|texts|attachments N BASE")

@@ -24,7 +24,7 @@ package.path = "lua/?.lua;lua/?/init.lua;./?.lua;" .. package.path
 package.cpath = build .. "/?.so;" .. package.cpath
 
 local common = require "spec.bench.common"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
 local transport = require "geoservices.net.transport"

@@ -10,7 +10,7 @@
 -- every attachment URL of the result (written @ROOT@/Bench/FeatureServer/0/OID/attachments/K)
 -- gets this server's address and answers BLOB's bytes.
 local httpd = require "geoservices.httpd"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local fields = require "spec.bench.fields"
 
 local path = assert(arg[1], "usage: serve_replica.lua RESULT_FILE [LAYER_FILE [BLOB]]")

@@ -49,7 +49,7 @@ local function data(shape, n)
   if shape == "points_seq" then
     run(("%s spec/bench/generate_replica.lua %d first %s.json 1 seq16"):format(lua, n, base))
     run(("%s spec/bench/store_one.lua featureset %s.json %s.featureset.json"):format(lua, base, base))
-    local json = require "geoservices.json"
+    local json = require "geoservices.base.json"
     local f = assert(io.open(base .. ".layer.json", "wb"))
     f:write(json.encode{ id = 0, name = "parcels_0", type = "Feature Layer", geometryType = "esriGeometryPoint",
       spatialReference = { wkid = 4326, latestWkid = 4326 }, objectIdField = "OBJECTID", globalIdField = "GlobalID",

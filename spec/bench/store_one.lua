@@ -9,7 +9,7 @@
 -- Prints: method seconds records peak_rss_kib
 local common = require "spec.bench.common"
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local method, source, target = arg[1], arg[2], arg[3]
 

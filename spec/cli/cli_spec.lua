@@ -2,7 +2,7 @@
 -- every subcommand, --json output parsed back, --dry-run sends nothing and
 -- shows no secret, exit codes, the terminal displays and the emulator
 -- subcommand.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 local cli = require "geoservices.cli"
 

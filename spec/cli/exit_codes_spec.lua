@@ -4,7 +4,7 @@
 -- with --json (whose last line is the result event with exit 2), and the
 -- emulator must have received nothing: input errors are refused before
 -- anything is sent.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

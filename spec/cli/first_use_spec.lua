@@ -5,7 +5,7 @@
 -- token with 0600, a dry run that shows generateToken without the password,
 -- `status` and `services` exit codes, and Ctrl-C under a real
 -- pseudo-terminal (exit 130, one line naming what still runs on the server).
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

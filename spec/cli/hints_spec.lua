@@ -5,7 +5,7 @@
 -- is taken as printed (no template word such as STORE, GLOBALID, NAME or
 -- a|b choice) and run.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

@@ -4,7 +4,7 @@
 -- process substitution, - for standard input); it says which secret to give
 -- again instead, quotes what the shell would split, and, pasted into a
 -- shell with that secret given again, it runs and finishes the work.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

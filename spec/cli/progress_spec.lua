@@ -4,7 +4,7 @@
 -- moving while no byte arrives, the store's filling shows a bar and records
 -- per second; with --json, progress events come at a bounded rate; without
 -- a terminal the output stays quiet (no redrawn line, no ticks).
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

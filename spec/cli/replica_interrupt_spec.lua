@@ -9,7 +9,7 @@
 -- points takes a few tenths of a second: Ctrl-C comes as soon as the phase
 -- shows, and the output proves it came inside it (no later phase shown).
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 local RECORDS = 200000

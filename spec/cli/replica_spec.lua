@@ -3,7 +3,7 @@
 -- then synchronizes, its data saved beside it; what the service cannot do is
 -- refused before anything is sent; progress and --json events as sync's.
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

@@ -1,6 +1,6 @@
 -- `geoservices sync` never throws downloaded changes away and refuses what
 -- cannot work before anything is sent: a real process against the emulator.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

@@ -8,7 +8,7 @@
 -- terminal.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

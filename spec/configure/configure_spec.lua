@@ -4,7 +4,7 @@
 -- secrets that never show up in an error or a print.
 local geoservices = require "geoservices"
 local configure = require "geoservices.configure"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 local transport = require "geoservices.net.transport"
 

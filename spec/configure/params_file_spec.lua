@@ -4,7 +4,7 @@
 -- runs as written, and every member the page's table names is one the
 -- interface knows, every required one among them.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local validate = require "geoservices.configure.validate"
 
 describe("the configure parameters file", function()

@@ -5,10 +5,10 @@
 -- error bodies with HTTP 200 in both dialects, bodies that are not JSON, too
 -- deep, too large or not UTF-8.
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local response = require "geoservices.net.response"
 local transport = require "geoservices.net.transport"
 
@@ -164,7 +164,7 @@ describe("the json request option", function()
     helper.write_file(path, nested(1100000))
     local script = [[
       local core = require "geoservices.core"
-      local json = require "geoservices.json"
+      local json = require "geoservices.base.json"
       local transport = require "geoservices.net.transport"
       local deep, object, text = ...
       local driver = core.driver()

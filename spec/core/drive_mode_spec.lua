@@ -9,7 +9,7 @@
 -- the task itself (which cannot yield), and between two waits of a stream.
 local core = require "geoservices.core"
 local geoservices = require "geoservices"
-local loop = require "geoservices.loop"
+local loop = require "geoservices.base.loop"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 

@@ -2,7 +2,7 @@
 -- extractor), on_change, and exactness on the wire.
 local core = require "geoservices.core"
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local DOC = [[{"transportType":"svcTransportTypeEmbedded","replicaServerGen":12,

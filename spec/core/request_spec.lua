@@ -287,14 +287,14 @@ describe("driver and request", function()
                                 headers = { "X-Only-First: yes" } }
       local first = assert(run(driver, req))
       req:close() -- its easy handle goes back to the state's pool, reset
-      local got = require("geoservices.json").decode(first.body)
+      local got = require("geoservices.base.json").decode(first.body)
       assert.equal("first/1", got.headers["user-agent"])
       assert.equal("yes", got.headers["x-only-first"])
       for _ = 1, 3 do
         req = core.request{ url = echo, form = { { "a", "b" } } }
         local res = assert(run(driver, req))
         req:close()
-        got = require("geoservices.json").decode(res.body)
+        got = require("geoservices.base.json").decode(res.body)
         assert.is_nil(got.headers["x-only-first"])
         assert.matches("^lua%-geoservices/", got.headers["user-agent"])
       end
@@ -338,7 +338,7 @@ describe("driver and request", function()
     it("keeps a finished plain request's handle for the next without its method, body, type or timeout", function()
       emu:reset()
       local echo = emu.root .. "/_emulator/echo"
-      local json = require "geoservices.json"
+      local json = require "geoservices.base.json"
       local function echoed(spec)
         local req = core.request(spec)
         local res = assert(run(driver, req))
@@ -371,7 +371,7 @@ describe("driver and request", function()
 
     it("sends a User-Agent naming the library and offers gzip", function()
       local res = assert(run(driver, core.request{ url = emu.root .. "/_emulator/echo", form = { { "a", "b" } } }))
-      local got = require("geoservices.json").decode(res.body)
+      local got = require("geoservices.base.json").decode(res.body)
       assert.matches("^lua%-geoservices/" .. core.VERSION:gsub("%.", "%%.") .. " libcurl/", got.headers["user-agent"])
       assert.matches("gzip", got.headers["accept-encoding"])
     end)

@@ -8,7 +8,7 @@
 -- connection, while the server applies the request later. Everything talks
 -- to an emulator process over HTTP, as a client would.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local main = require "geoservices.emulator.main"
 local helper = require "spec.helper"

@@ -8,7 +8,7 @@
 -- operation and the change log of every attempted edit. Everything here
 -- talks to a real emulator process over HTTP, as a client would.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 

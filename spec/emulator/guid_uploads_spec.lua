@@ -8,7 +8,7 @@
 -- SQLITE, a missing format, an unknown item, or edits sent both ways are
 -- refused with nothing applied, naming the parameter.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 

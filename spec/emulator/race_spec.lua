@@ -3,7 +3,7 @@
 -- between what a client read and what it sends. Runs once; a race naming
 -- an unknown service or without edits is refused.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 

@@ -7,7 +7,7 @@
 -- client would refuse to send what is tested.
 local core = require "geoservices.core"
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local saved_states = require "geoservices.emulator.state_file"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"

@@ -4,7 +4,7 @@
 -- poles (the world silent) and Z/M lines (declared).
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

@@ -10,7 +10,7 @@
 -- spec, spec/sync/edits_upload_spec, uses a scripted double).
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local world = require "spec.support.engine_world"
 

@@ -5,9 +5,9 @@
 -- kind "auth" with the server's message, and the password nowhere; tokens
 -- the right way round for configure.
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
-local pp = require "geoservices.pp"
+local pp = require "geoservices.base.pp"
 
 local PASSWORD = { admin = "admin-pass1", alice = "alice-pass1" }
 local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"
@@ -100,7 +100,7 @@ describe("tokens from generateToken", function()
     assert.equal(1, emu:count("generateToken"))
     -- geoservices.token hands the provider its connection; the module alone
     -- (below the client) makes none, and says so before anything is sent
-    local bare = require("geoservices.token").new{ url = emu.url, username = "alice", password = PASSWORD.alice }
+    local bare = require("geoservices.net.token").new{ url = emu.url, username = "alice", password = PASSWORD.alice }
     local ok, err = pcall(bare.get, bare)
     assert.is_false(ok)
     assert.matches("no connection of its own.*give get%(%) a client", err)

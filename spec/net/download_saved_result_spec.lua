@@ -7,7 +7,7 @@
 -- `download_chunk = false` is one plain GET, as documented.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local REPLICA = "{5E1A0C2B-1111-4A5B-9C8D-0000000000AA}"
 local SIZE = 65536

@@ -4,7 +4,7 @@
 -- password stays "auth": spec/net/auth_spec.lua); an error concatenates and
 -- formats as its one line (`"sync failed: " .. err`).
 local geoservices = require "geoservices"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local helper = require "spec.helper"
 
 -- A port on 127.0.0.1 where nothing listens (bound by the kernel, then let go).

@@ -8,7 +8,7 @@
 -- build/fault_matrix.md).
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 

@@ -1,8 +1,8 @@
 -- Form encoding: the C percent-encoder, field conversion, and the bodies the
 -- emulator actually receives (urlencoded and multipart, one large value).
 local core = require "geoservices.core"
-local params = require "geoservices.form"
-local json = require "geoservices.json"
+local params = require "geoservices.base.form"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 describe("form encoding", function()

@@ -5,7 +5,7 @@
 -- test: the replica's generation never moves past data the user does not
 -- have, and no secret leaves for another origin or shows in an error.
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local REPLICA = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"

@@ -7,7 +7,7 @@
 -- server once at most), and the client says where the redirect pointed.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local TOKEN = "redirect-secret-token-7f3a"
 local REPLICA = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"

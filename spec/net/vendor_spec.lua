@@ -6,7 +6,7 @@
 -- `configured`, the ready document without a state, `failed`, a state the
 -- client does not know.
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local A = "4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c"

@@ -10,7 +10,7 @@
 -- (run by `make test-qgis` alone: its name keeps it out of busted's default pattern)
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

@@ -7,7 +7,7 @@
 -- luacheck: std +busted
 -- (run by `make test-qgis` alone: its name keeps it out of busted's default pattern)
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 local run = helper.run_shell

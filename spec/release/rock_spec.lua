@@ -6,7 +6,7 @@
 -- the installed commands and an example run against an emulator started from
 -- the installed tree, from a directory outside the sources. The emulator has
 -- one command line, whichever way it is started.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

@@ -13,8 +13,8 @@
 -- through sqlite3) is searched for every form of every secret
 -- (spec/support/secret_forms.lua).
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
-local redact = require "geoservices.redact"
+local json = require "geoservices.base.json"
+local redact = require "geoservices.base.redact"
 local helper = require "spec.helper"
 local secret_forms = require "spec.support.secret_forms"
 

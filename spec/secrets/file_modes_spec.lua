@@ -7,7 +7,7 @@
 -- after its first save).
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

@@ -3,7 +3,7 @@
 -- the wire and in output: raw, percent-encoded (%20 or + for a space, upper
 -- or lower hex, twice), JSON-escaped (\/ \" \uXXXX), HTML entities, and
 -- base64 (alone, or inside a Basic or Bearer credential).
-local redact = require "geoservices.redact"
+local redact = require "geoservices.base.redact"
 local secret_forms = require "spec.support.secret_forms"
 
 local PASSWORD = "Tr0ub4dor&3 !x"
@@ -85,6 +85,18 @@ describe("the one scrubber", function()
     end
   end)
 
+  it("is the façade's geoservices.redact: a caller's secret registered there leaves every error", function()
+    local geoservices = require "geoservices"
+    local own = "caller-Own-Secret-9"
+    geoservices.redact.register(own)
+    finally(function() geoservices.redact.forget(own) end)
+    local err = geoservices.errors.new("server", "echoed: " .. own)
+    assert.is_nil(tostring(err):find(own, 1, true), tostring(err))
+    assert.truthy(tostring(err):find(redact.MARK, 1, true), tostring(err))
+    assert.equal(redact, geoservices.redact)
+    assert.equal(require "geoservices.base.loop", geoservices.loop)
+  end)
+
   it("registers the secret members of parameters, at any depth, and a caller's own secret names", function()
     local fields = { username = "siteadmin", password = "p4ss-Word-1", securityQuestionAns = "my answer",
                      cloudConfig = { { credential = { secret = { secretKey = "SK-12345", accessKey = "AK-12345" } } } },
@@ -105,7 +117,7 @@ describe("the one scrubber", function()
   it("copies tables with secret members redacted; printing the copy scrubs the rest", function()
     local copy = redact.copy{ note = "see " .. TOKEN, password = "anything", list = { "x" .. PASSWORD } }
     assert.same({ note = "see " .. TOKEN, password = redact.MARK, list = { "x" .. PASSWORD } }, copy)
-    local printed = require("geoservices.pp").format(copy)
+    local printed = require("geoservices.base.pp").format(copy)
     assert.is_nil(printed:find(TOKEN, 1, true), printed)
     assert.is_nil(printed:find(PASSWORD, 1, true), printed)
   end)

@@ -5,7 +5,7 @@
 -- told so. Before, the 200 body was appended to the partial stream and the
 -- sync failed with "trailing garbage" / "expected ','".
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local REPLICA = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"

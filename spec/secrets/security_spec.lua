@@ -4,7 +4,7 @@
 -- section 5 as the emulator enforces them.
 local geoservices = require "geoservices"
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 

@@ -4,7 +4,7 @@
 -- client clock hours off the server's changes nothing. At most one token per
 -- expiry period; once more on 498, never in a loop.
 local geoservices = require "geoservices"
-local token = require "geoservices.token"
+local token = require "geoservices.net.token"
 local helper = require "spec.helper"
 
 local SERVICE = "4d6f1a2b9c8e4f0a8b7c6d5e4f3a2b1c"

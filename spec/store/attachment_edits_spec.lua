@@ -8,7 +8,7 @@
 -- is tried again by the next sync.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 local run = helper.run_shell

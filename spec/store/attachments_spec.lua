@@ -5,7 +5,7 @@
 -- vendor documents, with flat memory for a large one.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

@@ -7,7 +7,7 @@
 -- triggers gets them when it is opened.
 local data = require "spec.support.store_data"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local result_file = require "geoservices.store.sync.result_file"
 local store = require "geoservices.store"
 

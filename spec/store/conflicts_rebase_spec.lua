@@ -7,7 +7,7 @@
 -- told, the conflict listed with its values and resolvable both ways; the
 -- disjoint case merges with no conflict.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local P1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
 local P2 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E02}"

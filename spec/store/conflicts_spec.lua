@@ -6,7 +6,7 @@
 -- names it; the edit is never sent over the newer value. A queued edit the
 -- download did not touch stays queued.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

@@ -2,7 +2,7 @@
 -- core.esri_geometry): lifecycle as liolib's, the statement helpers, the
 -- fast path's rules (a transaction, no re-entry, errors of the receiver).
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local function tmpfile()

@@ -4,7 +4,7 @@
 -- service ends with exactly one replica for the store, never two.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

@@ -5,7 +5,7 @@
 -- an unedited feature is never uploaded degraded and an edited one is
 -- uploaded as what the user drew.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local scripted = require "spec.support.scripted_store"
 local store = require "geoservices.store"
 

@@ -4,7 +4,7 @@
 -- the edit stays queued and is listed by `pending` and `status`; nothing
 -- else is held back, and once fixed it goes with the next sync.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local MAIN_1 = "{3C5E7A90-1B2D-4F60-8A1C-000000000101}"
 local MAIN_2 = "{3C5E7A90-1B2D-4F60-8A1C-000000000102}"

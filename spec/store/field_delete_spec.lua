@@ -43,7 +43,7 @@ describe("a field of the service deleted in the store", function()
     st = assert(geoservices.store.open(path))
     assert.equal(1, #assert(st:pending()))
     local r = assert(st:sync(world.client()))
-    assert.equal(1, r.summary.sent, require("geoservices.json").encode(r.summary))
+    assert.equal(1, r.summary.sent, require("geoservices.base.json").encode(r.summary))
     st:close()
   end)
 

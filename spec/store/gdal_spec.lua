@@ -7,7 +7,7 @@
 -- clean and the R-tree finds the moved feature where it went.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

@@ -142,7 +142,7 @@ st:close()
     -- the fill inserts without looking each GlobalID up (the index is built after it): a repeat is
     -- settled before the commit, the later record kept
     local data = require "spec.support.store_data"
-    local json = require "geoservices.json"
+    local json = require "geoservices.base.json"
     local features = {}
     for i = 1, 50 do features[#features + 1] = data.feature(0, i) end
     local again = data.feature(0, 7)

@@ -4,7 +4,7 @@
 local core = require "geoservices.core"
 local data = require "spec.support.store_data"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local store = require "geoservices.store"
 
 local q = helper.shell_quote

@@ -6,7 +6,7 @@
 -- status|pending|discard|conflicts STORE.gpkg`, which need no server.
 local data = require "spec.support.store_data"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local store = require "geoservices.store"
 
 local q = helper.shell_quote

@@ -7,7 +7,7 @@
 -- made instead of making a second replica.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local store = require "geoservices.store"
 
 local q = helper.shell_quote

@@ -7,7 +7,7 @@
 -- statement as soon as a Ctrl-C waits, and the error is the Ctrl-C's.
 -- Under a real pseudo-terminal (spec/support/pty_ctrl_c.py types Ctrl-C).
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

@@ -142,7 +142,7 @@ describe("a store made from the emulator with a layer's id first or last (issue 
         stored[position] = rows_of(st)
         st:close()
       end
-      emu:control("settings", { layer_id_position = require("geoservices.json").null })
+      emu:control("settings", { layer_id_position = require("geoservices.base.json").null })
       assert.is_true(#stored.first >= 3, tostring(#stored.first))
       assert.same(stored.first, stored.last)
     end)

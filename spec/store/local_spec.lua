@@ -3,9 +3,9 @@
 -- edits, attempts in flight, generations, and every refusal.
 local core = require "geoservices.core"
 local data = require "spec.support.store_data"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local store = require "geoservices.store"
 
 local tmpdir = helper.tmp_dir

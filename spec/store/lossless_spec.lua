@@ -3,7 +3,7 @@
 -- that GDAL's GeoPackage validator accepts for every geometry type.
 local data = require "spec.support.store_data"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local scripted = require "spec.support.scripted_store"
 local store = require "geoservices.store"
 

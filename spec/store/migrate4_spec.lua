@@ -8,7 +8,7 @@
 -- become related-table relations. Opening it again changes nothing.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
 
 local q = helper.shell_quote

@@ -7,7 +7,7 @@
 local data = require "spec.support.store_data"
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local store = require "geoservices.store"
 
 local REPLICA = { service = "Parcels", replicaID = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}",

@@ -10,7 +10,7 @@
 --     deleted locally: the delete is what the next sync sends.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 

@@ -4,7 +4,7 @@
 -- leaves every command working, says what changed and what to do, and the
 -- queued edits of the rest still reach the server.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 local run = helper.run_shell

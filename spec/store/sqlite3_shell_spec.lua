@@ -4,7 +4,7 @@
 -- functions, which the GeoPackage R-tree triggers call: the shell refuses
 -- them whole (nothing half-written, nothing queued), and ogrinfo -sql does them.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 local run = helper.run_shell

@@ -6,7 +6,7 @@
 -- is the store's.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 local run = helper.run_shell

@@ -8,7 +8,7 @@
 local core = require "geoservices.core"
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 
 local q = helper.shell_quote

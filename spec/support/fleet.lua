@@ -2,7 +2,7 @@
 -- ("fleet-1" ... "fleet-n"), for the concurrency specs, the luv example's
 -- test and the benchmark. Returns the data file's path and the replica IDs.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local fleet = {}
 

@@ -6,7 +6,7 @@
 -- queries with the server's features and the synchronizeReplica with nothing.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local M = {}
 

@@ -11,7 +11,7 @@
 -- sync's late_window; TORTURE_ADOPT_COPY=1
 -- syncs with adopt_copy (that check's store runs its full count).
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local forgetful = require "spec.torture.forgetful"
 local markers = require "spec.torture.markers"
 local reported = require "spec.torture.reported"

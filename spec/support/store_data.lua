@@ -89,7 +89,7 @@ end
 -- layer (features 1..n), optional deletes (GlobalIDs) per layer, and
 -- `replicaServerGen`. Streams to the file; returns the number of records.
 function data.write_result(path, counts, opts)
-  local json = require "geoservices.json"
+  local json = require "geoservices.base.json"
   opts = opts or {}
   local out = assert(io.open(path, "wb"))
   out:write(('{"transportType":"svcTransportTypeUrl","responseType":"svcReplicaResponseTypeEdits",'

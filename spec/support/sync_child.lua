@@ -9,7 +9,7 @@
 -- gives the sync a journal that
 -- forgets (spec/torture/forgetful.lua: the mutation check).
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local forgetful = require "spec.torture.forgetful"
 local markers = require "spec.torture.markers"
 local reported = require "spec.torture.reported"

@@ -7,7 +7,7 @@
 local attempt = require "geoservices.sync.attempt"
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
 
 local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"

@@ -5,7 +5,7 @@
 -- everything surviving a restart with --state-file.
 local core = require "geoservices.core"
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"

@@ -6,7 +6,7 @@
 -- generations that are epoch milliseconds, layerServerGens as a JSON text,
 -- results without generations, HTTP 500 to synchronous requests.
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local REPLICA = "{A2B4C6D8-1234-4ABC-9DEF-0123456789AB}"

@@ -1,7 +1,7 @@
 -- The edits builder and the validation of synchronizeReplica's parameters
 -- (no server needed: everything here is refused or built before sending).
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local sync_params = require "geoservices.sync.params"
 
 describe("edits builder", function()

@@ -119,7 +119,7 @@ describe("a synchronizeReplica with editsUploadId", function()
       local gid = geoservices.new_global_id()
       local client = world.client()
       local item = assert(client:post(client:url_for("Parcels/FeatureServer/uploads/upload"), {}, {
-        multipart = true, files = { { name = "file", filename = "edits.json", data = require("geoservices.json")
+        multipart = true, files = { { name = "file", filename = "edits.json", data = require("geoservices.base.json")
           .encode{ { id = 0, features = { adds = { { attributes = { GlobalID = gid, APN = "up-1" },
                                                      geometry = { x = -117.2, y = 34.1 } } } } } } } } }))
       emu:control("settings", { gateway = "504", gateway_delay_ms = 300 })

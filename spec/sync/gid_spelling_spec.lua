@@ -6,7 +6,7 @@
 -- back after a lost answer) and never sent again.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local world = require "spec.support.engine_world"
 

@@ -4,7 +4,7 @@
 -- every edit applied exactly once; two processes on one state file never
 -- interleave.
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

@@ -3,7 +3,7 @@
 -- `<state>.journal` and the state file. The engine itself: spec/sync/attempt_spec.lua.
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
 local replica_mod = require "geoservices.sync.replica"
 local state_journal = require "geoservices.sync.state_journal"

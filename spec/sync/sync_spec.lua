@@ -1,7 +1,7 @@
 -- synchronizeReplica end to end against the emulator: directions, models,
 -- transports, async jobs, rollback, replica state that never loses data.
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"

@@ -1,7 +1,7 @@
 -- A torture child process (spec/support/sync_child.lua or store_child.lua)
 -- with phase markers on (spec/torture/markers.lua): started in the
 -- background, watched through its output file, killed with SIGKILL.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local q = helper.shell_quote

@@ -3,7 +3,7 @@
 -- A's interrupted sync and A's next one, and downloads after every run;
 -- every change it receives goes to the ledger.
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 
 local M = {}

@@ -3,7 +3,7 @@
 -- port with its --state-file: the replicas, jobs, result files and change
 -- log survive, the faults (not part of the state) do not.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 

@@ -8,7 +8,7 @@
 -- on must come from its journal, nowhere else. B downloads after every run.
 local forgetful = require "spec.torture.forgetful"
 local geoservices = require "geoservices"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local helper = require "spec.helper"
 local reported = require "spec.torture.reported"
 local scenario = require "spec.torture.scenario"

@@ -1,7 +1,7 @@
 -- Turning an operation's parameters into form fields (geoservices.form),
 -- beyond the encodings spec/form_spec.lua checks on the wire.
-local form = require "geoservices.form"
-local json = require "geoservices.json"
+local form = require "geoservices.base.form"
+local json = require "geoservices.base.json"
 
 local function names(fields)
   local out = {}

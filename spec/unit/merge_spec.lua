@@ -1,7 +1,7 @@
 -- The three-way merge of a feature (geoservices.sync.merge): what is sent,
 -- what is kept from the server, what conflicts, and what each policy makes
 -- of a conflict. Pure: no store, no server.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local merge = require "geoservices.sync.merge"
 
 local FIELDS = {

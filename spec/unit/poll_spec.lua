@@ -1,7 +1,7 @@
 -- The polling engine with a fake clock: sleeping only moves the clock and
 -- records the pause, and every poll's outcome is scripted.
-local errors = require "geoservices.errors"
-local poll = require "geoservices.poll"
+local errors = require "geoservices.base.errors"
+local poll = require "geoservices.base.poll"
 
 -- Runs poll.run over `script` (a list of {outcome, value, err}); returns the
 -- call's results and a log of the pauses, the times each poll ran and the

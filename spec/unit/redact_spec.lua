@@ -1,6 +1,6 @@
 -- The one list of secrets and the redacting copy every printing path uses.
-local json = require "geoservices.json"
-local redact = require "geoservices.redact"
+local json = require "geoservices.base.json"
+local redact = require "geoservices.base.redact"
 
 describe("redact", function()
   it("knows the secret member names, exactly", function()

@@ -2,7 +2,7 @@
 -- exactly as usual; an observer of the client (Client:observe) captures each
 -- request as it is about to go out, with every secret redacted, and refuses
 -- it, so nothing reaches the network. The captured requests are printed.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local output = require "geoservices.cli.output"
 
 local dry_run = {}

@@ -1,5 +1,5 @@
 --- Local files the command reads, and path pieces.
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 
 local files = {}
 

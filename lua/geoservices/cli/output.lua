@@ -4,9 +4,9 @@
 -- error pass every write through the one scrubber (geoservices.redact):
 -- no registered secret, in any encoding, reaches a line, a `--json` event,
 -- a dry run or a log line, whatever a server reflected.
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
-local redact = require "geoservices.redact"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
+local redact = require "geoservices.base.redact"
 
 local output = {}
 

@@ -32,7 +32,7 @@
 -- the directory 0700), used until it expires by later commands of that
 -- profile and address.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local profile = {}
 

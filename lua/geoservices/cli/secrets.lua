@@ -4,7 +4,7 @@
 -- echo). A secret that cannot be had is an input error found before
 -- anything is sent (exit 2): a file that cannot be read, nothing on
 -- standard input, no password anywhere and no terminal to ask on.
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
 local profile = require "geoservices.cli.profile"

@@ -60,13 +60,13 @@
 -- token endpoint does not answer counts as a failed poll. No secret appears in an error, a printout or a
 -- dry run; the operation keeps no copy of the parameters.
 -- @module geoservices.configure
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local organization = require "geoservices.configure.organization"
-local params = require "geoservices.form"
-local poll = require "geoservices.poll"
-local redact = require "geoservices.redact"
+local params = require "geoservices.base.form"
+local poll = require "geoservices.base.poll"
+local redact = require "geoservices.base.redact"
 local retry = require "geoservices.net.retry"
-local token = require "geoservices.token"
+local token = require "geoservices.net.token"
 local transport = require "geoservices.net.transport"
 local validate = require "geoservices.configure.validate"
 

@@ -2,7 +2,7 @@
 -- organization takes long and fails late, so every mistake we can see here is
 -- refused at once with `kind = "invalid"`, naming the parameter and the rule.
 -- Messages describe the rule, never the value: several values are secrets.
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 
 local validate = {}
 

@@ -6,7 +6,7 @@
 --     geoservices.volumes{ storage_class = "gp3", sizes = { BLOB = "128Gi" },
 --                          components = { QUEUE = { storageClass = "fast" } } }
 -- @module geoservices.configure.volumes
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local validate = require "geoservices.configure.validate"
 
 local volumes = {}

@@ -2,7 +2,7 @@
 -- (4.4). A handler receives (emulator, request) where request.form holds the
 -- decoded form fields, and returns a JSON-able table (errors as error bodies).
 local auth = require "geoservices.emulator.auth"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local world_mod = require "geoservices.emulator.world"
 
 local admin = {}

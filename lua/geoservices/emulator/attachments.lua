@@ -12,7 +12,7 @@
 -- ask for a large attachment without a large data file.
 -- @module geoservices.emulator.attachments
 -- @local
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
 local uploads = require "geoservices.emulator.uploads"
 

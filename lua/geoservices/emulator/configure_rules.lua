@@ -5,7 +5,7 @@
 -- strings; returns nil or a "<parameter>: <rule>" text that never quotes a
 -- value (several are secrets). File parts are either in memory (`data`) or
 -- spooled to disk (`path`, `size`).
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local rules = {}
 

@@ -10,7 +10,7 @@
 --   race (another replica's edits synchronized right before the next
 --   request of a route: emulator.race);
 -- * echo (what a request carried, summarised).
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local jobs = require "geoservices.emulator.jobs"
 local race = require "geoservices.emulator.race"
 local settings = require "geoservices.emulator.settings"

@@ -34,7 +34,7 @@
 local attachment_content = require "geoservices.emulator.attachments"
 local core = require "geoservices.core"
 local jobs = require "geoservices.emulator.jobs"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
 local replicas = require "geoservices.emulator.replicas"
 local settings = require "geoservices.emulator.settings"

@@ -15,7 +15,7 @@
 --   file returned", https://developers.arcgis.com/rest/services-reference/
 --   enterprise/response-type-for-sync-operations.htm).
 local attachments = require "geoservices.emulator.attachments"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local settings = require "geoservices.emulator.settings"
 local world = require "geoservices.emulator.world"
 local jobs = require "geoservices.emulator.jobs"

@@ -8,7 +8,7 @@
 -- logged too, flagged `refused` with its code, so a test can count attempted
 -- duplicates; with rollback every edit of the request is logged refused
 -- (`rolled_back` for those that had been applied) and nothing changes.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local world = require "geoservices.emulator.world"
 
 local import = {}

@@ -11,7 +11,7 @@
 --     emu:run()
 local core = require "geoservices.core"
 local httpd = require "geoservices.httpd"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local attachments = require "geoservices.emulator.attachments"
 local admin = require "geoservices.emulator.admin"
 local auth = require "geoservices.emulator.auth"

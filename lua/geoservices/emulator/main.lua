@@ -15,7 +15,7 @@ local argparse = require "argparse"
 local core = require "geoservices.core"
 local emulator = require "geoservices.emulator"
 local httpd = require "geoservices.httpd"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local settings = require "geoservices.emulator.settings"
 
 local M = {}

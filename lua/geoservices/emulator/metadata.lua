@@ -16,7 +16,7 @@
 -- geometry; one without `hasZ` / `hasM` from what its geometries hold
 -- (metadata.zm).
 local auth = require "geoservices.emulator.auth"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local world = require "geoservices.emulator.world"
 
 local metadata = {}

@@ -20,7 +20,7 @@
 -- the root resource and configure need one. Errors of these administrative
 -- resources use the `{"status": "error", "messages": [...], "code": N}` dialect.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local auth = require "geoservices.emulator.auth"
 local rules = require "geoservices.emulator.configure_rules"
 

@@ -9,7 +9,7 @@
 -- `externals` (a table -> name map) leaves tables out: each is written as
 -- X(name), which the loader's `X` resolves (emulator.state_file: the large
 -- maps of features, written once and then changed by journal records).
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local persist = {}
 

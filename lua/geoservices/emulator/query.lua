@@ -20,7 +20,7 @@
 -- features in OBJECTID order; deleted features are absent. A token is
 -- optional, but one that is sent must be valid (as for synchronizeReplica).
 local create = require "geoservices.emulator.create"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
 local world = require "geoservices.emulator.world"
 

@@ -12,7 +12,7 @@
 -- the state file (a restarted emulator still runs it).
 -- @module geoservices.emulator.race
 -- @local
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local race = {}
 

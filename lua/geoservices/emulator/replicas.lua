@@ -8,7 +8,7 @@
 -- job can run them in its ImportChanges and ExportChanges phases.
 local import = require "geoservices.emulator.import"
 local jobs = require "geoservices.emulator.jobs"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
 local settings = require "geoservices.emulator.settings"
 local world = require "geoservices.emulator.world"

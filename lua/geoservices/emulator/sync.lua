@@ -5,7 +5,7 @@ local auth = require "geoservices.emulator.auth"
 local export = require "geoservices.emulator.export"
 local import = require "geoservices.emulator.import"
 local jobs = require "geoservices.emulator.jobs"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local replicas = require "geoservices.emulator.replicas"
 local uploads = require "geoservices.emulator.uploads"
 

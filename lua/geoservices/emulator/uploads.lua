@@ -21,7 +21,7 @@
 -- @module geoservices.emulator.uploads
 -- @local
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
 
 local uploads = {}

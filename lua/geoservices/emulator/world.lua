@@ -1,7 +1,7 @@
 --- The emulator's world: users and tokens, service definitions and notebook
 -- items, loaded from a JSON (or Lua) data file and completed with realistic
 -- defaults so that every field of the interface is present.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local world = {}
 

@@ -11,13 +11,13 @@
 -- @module geoservices.net.client
 local client_options = require "geoservices.net.client_options"
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local download = require "geoservices.net.download"
 local origin = require "geoservices.net.origin"
 local post_attempt_mod = require "geoservices.net.post_attempt"
-local redact = require "geoservices.redact"
+local redact = require "geoservices.base.redact"
 local retry = require "geoservices.net.retry"
-local token_mod = require "geoservices.token"
+local token_mod = require "geoservices.net.token"
 local transport = require "geoservices.net.transport"
 
 local client = {}

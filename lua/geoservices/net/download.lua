@@ -10,7 +10,7 @@
 -- bounded), to a file, or are returned whole. No token is sent:
 -- result addresses are self-contained, and a token never goes in a URL.
 -- Failures are retried as reads, through the one retry driver.
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local response = require "geoservices.net.response"
 local retry = require "geoservices.net.retry"
 local transport = require "geoservices.net.transport"

@@ -5,7 +5,7 @@
 -- from https to http; an address a server hands back (a job's status, a
 -- result file) must be http(s), and file:// only when the client itself is
 -- a file:// fixture. Pure.
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 
 local origin = {}
 

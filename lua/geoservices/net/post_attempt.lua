@@ -5,8 +5,8 @@
 -- (most) allocates none of them. Internal.
 -- @module geoservices.net.post_attempt
 -- @local
-local form = require "geoservices.form"
-local redact = require "geoservices.redact"
+local form = require "geoservices.base.form"
+local redact = require "geoservices.base.redact"
 local response = require "geoservices.net.response"
 local retry = require "geoservices.net.retry"
 local transport = require "geoservices.net.transport"

@@ -6,8 +6,8 @@
 -- redirects are not followed, so a 3xx is an error too (a POST must not
 -- silently become a GET, and the token must not follow): it names where it
 -- pointed (@{redirect_error}).
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 
 local response = {}
 

@@ -10,8 +10,8 @@
 -- calls back into Lua. The current deadline (loop.with_deadline, an
 -- operation's opts.timeout) caps every request's timeout and every sleep.
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
-local loop = require "geoservices.loop"
+local errors = require "geoservices.base.errors"
+local loop = require "geoservices.base.loop"
 
 local transport = {}
 

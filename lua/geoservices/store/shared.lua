@@ -3,7 +3,7 @@
 -- GlobalID, a layer's spec. Internal.
 -- @module geoservices.store.shared
 -- @local
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 
 local shared = {}
 

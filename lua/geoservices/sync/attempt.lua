@@ -115,7 +115,7 @@
 -- one that forgets (spec/torture/forgetful.lua).
 -- @module geoservices.sync.attempt
 -- @local
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local jobs = require "geoservices.sync.job"
 local outcome = require "geoservices.sync.outcome"
 local synchronize = require "geoservices.sync.synchronize"

@@ -27,7 +27,7 @@
 -- Pure: tables in, booleans out.
 -- @module geoservices.sync.compare
 -- @local
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local compare = {}
 

@@ -6,8 +6,8 @@
 -- Enumerated values follow synchronizeReplica's rule (geoservices.sync.params):
 -- a bare value ("url", "envelope") or the interface's neutral "svc..." form
 -- takes the client's vendor prefix; a vendor's own spelling is sent verbatim.
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 local sync_params = require "geoservices.sync.params"
 
 local create_params = {}

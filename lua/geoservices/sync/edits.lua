@@ -12,7 +12,7 @@
 -- not a table, an update or delete without a GlobalID) raises at once.
 -- @module geoservices.sync.edits
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local edits = {}
 

@@ -9,9 +9,9 @@
 --     save(op:to_json())                     -- to re-attach after a restart
 --     local result, err = op:wait{ on_status = function(s) print(s.status) end }
 -- @module geoservices.sync.job
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
-local poll = require "geoservices.poll"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
+local poll = require "geoservices.base.poll"
 local transport = require "geoservices.net.transport"
 
 local jobs = {}

@@ -28,7 +28,7 @@
 -- @module geoservices.sync.merge
 -- @local
 local compare = require "geoservices.sync.compare"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local merge = {}
 

@@ -2,7 +2,7 @@
 -- createReplica), checked before anything is sent: a wrong type raises
 -- (misuse), a bad value is refused naming the option. Internal.
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 
 local options = {}
 

@@ -18,7 +18,7 @@
 -- An unknown outcome is resolved by reading the server (geoservices.sync.verify),
 -- never by sending the edit again blindly and never by error codes whose
 -- meaning no source documents.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local sink_mod = require "geoservices.sync.sink"
 
 local outcome = {}

@@ -3,8 +3,8 @@
 -- Unknown parameters pass through unchanged, so a newer server parameter
 -- never needs a new release of this library.
 local edits_mod = require "geoservices.sync.edits"
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 
 local sync_params = {}
 

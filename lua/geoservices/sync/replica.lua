@@ -13,8 +13,8 @@
 -- or a state file path.
 -- @module geoservices.sync.replica
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 
 local replica = {}
 

@@ -12,8 +12,8 @@
 -- another: they are opaque 64-bit integers here (never floats, never
 -- compared with a clock).
 -- @module geoservices.sync.replicas
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 local service = require "geoservices.sync.service"
 
 local replicas = {}

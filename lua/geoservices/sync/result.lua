@@ -9,7 +9,7 @@
 -- Pure: it builds the result from what the record sink (geoservices.sync.sink)
 -- kept; the downloads happen in geoservices.sync.
 -- @module geoservices.sync.result
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local outcome = require "geoservices.sync.outcome"
 local sync_params = require "geoservices.sync.params"
 

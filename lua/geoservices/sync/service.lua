@@ -14,8 +14,8 @@
 -- "cancelled", "http", "server" (e.g. a service or layer that does not exist),
 -- "auth", "protocol".
 -- @module geoservices.sync.service
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 
 local service = {}
 

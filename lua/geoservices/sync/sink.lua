@@ -4,8 +4,8 @@
 -- either hands each downloaded record to `on_change(layer_id, kind, record)`
 -- or builds the edits array. It does no I/O. Internal.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
-local redact = require "geoservices.redact"
+local json = require "geoservices.base.json"
+local redact = require "geoservices.base.redact"
 
 local sink_mod = {}
 

@@ -18,9 +18,9 @@
 -- @module geoservices.sync.state
 -- @local
 local attempt = require "geoservices.sync.attempt"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local jobs = require "geoservices.sync.job"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local replica_mod = require "geoservices.sync.replica"
 local state_journal = require "geoservices.sync.state_journal"
 local synchronize = require "geoservices.sync.synchronize"

@@ -19,7 +19,7 @@
 -- @module geoservices.sync.state_journal
 -- @local
 local edits_mod = require "geoservices.sync.edits"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
 local verify = require "geoservices.sync.verify"
 

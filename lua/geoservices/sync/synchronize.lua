@@ -9,11 +9,11 @@
 -- @module geoservices.sync.synchronize
 -- @local
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local edits_mod = require "geoservices.sync.edits"
 local jobs = require "geoservices.sync.job"
-local json = require "geoservices.json"
-local loop = require "geoservices.loop"
+local json = require "geoservices.base.json"
+local loop = require "geoservices.base.loop"
 local outcome = require "geoservices.sync.outcome"
 local options = require "geoservices.sync.options"
 local origin = require "geoservices.net.origin"

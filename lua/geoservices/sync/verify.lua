@@ -20,8 +20,8 @@
 -- lost answer it is a conflict: never sent again over the delete).
 -- Internal: geoservices.sync and geoservices.store.sync call it.
 local compare = require "geoservices.sync.compare"
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
 
 local verify = {}

@@ -1,7 +1,7 @@
 -- Classification of finished HTTP responses: response tables as the C core
 -- returns them, built by hand (and one real record extractor); nothing is sent.
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local response = require "geoservices.net.response"
 
 local URL = "https://example.test/server/rest/services/Parcels/FeatureServer/synchronizeReplica"

@@ -1,6 +1,6 @@
 -- The retry policy and the one retry driver, with fake attempts, a fake
 -- clock and a fake sleep: no request is sent and nothing really waits.
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local retry = require "geoservices.net.retry"
 local transport = require "geoservices.net.transport"
 

@@ -1,7 +1,7 @@
 -- The pure part of the transport: the request options of a connection and
 -- the error of a failed send. Nothing is sent.
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local transport = require "geoservices.net.transport"
 
 local URL = "https://example.test/server/rest/services/Parcels/FeatureServer"

@@ -1,7 +1,7 @@
 -- geoservices.sync.compare: a value the server gives back against the
 -- value sent, at the precision its field keeps (issue 34).
 local compare = require "geoservices.sync.compare"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local FIELDS = {
   { name = "W", type = "esriFieldTypeSingle" }, { name = "L", type = "esriFieldTypeDouble" },

@@ -1,8 +1,8 @@
 -- createReplica's parameters: what encode sends, what it understands, and
 -- what it refuses (naming the parameter) before anything is sent.
 local create_params = require "geoservices.sync.create_params"
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 
 local function refused(params, parameter, rule, prefix)
   local fields, err = create_params.encode(params, prefix or "svc")

@@ -3,7 +3,7 @@
 -- a time, and one result comes out of any answer, file and job status.
 local core = require "geoservices.core"
 local create = require "geoservices.sync.create"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local R = "{5E1A0C2B-AAAA-4A5B-9C8D-00000000000A}"
 

@@ -1,7 +1,7 @@
 -- The fate of each uploaded edit as the vendor documents synchronizeReplica
 -- (geoservices.sync.outcome), and reading unknown ones back from the server
 -- (geoservices.sync.verify) with a scripted client: every open point both ways.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
 local verify = require "geoservices.sync.verify"
 

@@ -1,8 +1,8 @@
 -- synchronizeReplica's parameters: what encode sends and what it refuses,
 -- beyond the refusals spec/edits_spec.lua already lists.
 local edits_mod = require "geoservices.sync.edits"
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 local sync_params = require "geoservices.sync.params"
 
 local R = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"

@@ -1,8 +1,8 @@
 -- Replica state files in a temporary directory: creation, loading, the
 -- request parameters they imply, and atomic generation updates.
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local replica = require "geoservices.sync.replica"
 
 local R = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"

@@ -1,7 +1,7 @@
 -- A replica's resource in every shape real servers send, normalized:
 -- layerServerGens as an array or its JSON text, serverSibGen 0 or -1, both
 -- spellings of returnAttachments, generations as opaque 64-bit integers.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local replicas = require "geoservices.sync.replicas"
 
 local R = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"

@@ -1,6 +1,6 @@
 -- Building the normalized result of a synchronization from what a sink kept
 -- and what the response, the job status and the result file said.
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local sink_mod = require "geoservices.sync.sink"
 local sync_result = require "geoservices.sync.result"
 

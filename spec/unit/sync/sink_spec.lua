@@ -1,6 +1,6 @@
 -- The record sink of a synchronization result, fed by hand, by a real record
 -- extractor and by absorb(); nothing is downloaded.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local sink_mod = require "geoservices.sync.sink"
 
 local DUPLICATE = -2147217395

@@ -3,11 +3,11 @@
 -- security answer come from the file, the environment or a prompt without
 -- echo; never from the command line.
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
 local hints = require "geoservices.cli.hints"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local organization = require "geoservices.configure.organization"
 local output = require "geoservices.cli.output"
 

@@ -5,7 +5,7 @@
 -- local|server|base`. Both run without a server, each with --json.
 -- Returns the two command modules (see geoservices.cli).
 local hints = require "geoservices.cli.hints"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local output = require "geoservices.cli.output"
 local store = require "geoservices.store"
 

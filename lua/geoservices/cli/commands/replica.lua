@@ -15,7 +15,7 @@ local core = require "geoservices.core"
 local files = require "geoservices.cli.files"
 local geoservices = require "geoservices"
 local hints = require "geoservices.cli.hints"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local output = require "geoservices.cli.output"
 local watch = require "geoservices.cli.watch"
 

@@ -2,7 +2,7 @@
 -- (client:list_replicas with details: its replicas resource, then each
 -- replica's), one row each: name, id, owner, model, last sync, generation.
 -- An administrator sees every replica, another user their own.
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local output = require "geoservices.cli.output"
 
 local EXIT = output.EXIT

@@ -3,7 +3,7 @@
 -- services whose name holds TEXT, from the administrator directory (exit 0
 -- with none: an empty list is an answer).
 local output = require "geoservices.cli.output"
-local pp = require "geoservices.pp"
+local pp = require "geoservices.base.pp"
 
 local EXIT = output.EXIT
 

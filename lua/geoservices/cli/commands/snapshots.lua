@@ -1,6 +1,6 @@
 --- `geoservices snapshots ITEM_ID`: notebooks/snapshots/list.
 local output = require "geoservices.cli.output"
-local pp = require "geoservices.pp"
+local pp = require "geoservices.base.pp"
 
 local EXIT = output.EXIT
 

@@ -10,7 +10,7 @@
 -- examples, define, run, client = false); `status` is the store half of
 -- `geoservices status`.
 local hints = require "geoservices.cli.hints"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local output = require "geoservices.cli.output"
 local store = require "geoservices.store"
 

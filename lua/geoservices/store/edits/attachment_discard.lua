@@ -14,8 +14,8 @@
 -- Runs inside the caller's uncaptured transaction. Internal.
 -- @module geoservices.store.edits.attachment_discard
 -- @local
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 local shared = require "geoservices.store.shared"
 
 local M = {}

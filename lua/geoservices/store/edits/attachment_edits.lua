@@ -34,8 +34,8 @@
 --   sent, its outcome unknown, and is read back by the next sync.
 -- @module geoservices.store.edits.attachment_edits
 -- @local
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 local paths = require "geoservices.store.paths"
 local schema = require "geoservices.store.file.schema"
 local shared = require "geoservices.store.shared"

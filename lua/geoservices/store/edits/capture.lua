@@ -37,7 +37,7 @@
 -- @module geoservices.store.edits.capture
 -- @local
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
 
 local capture = {}

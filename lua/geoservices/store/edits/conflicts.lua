@@ -29,7 +29,7 @@
 -- @module geoservices.store.edits.conflicts
 -- @local
 local core = require "geoservices.core"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local merge = require "geoservices.sync.merge"
 local outgoing = require "geoservices.store.edits.outgoing"
 local shared = require "geoservices.store.shared"

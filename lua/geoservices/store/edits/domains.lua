@@ -9,7 +9,7 @@
 -- Internal (geoservices.store.edits.outgoing).
 -- @module geoservices.store.edits.domains
 -- @local
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local domains = {}
 

@@ -6,8 +6,8 @@
 -- (its METHODS): call them on a store, `st:add(0, feature)`.
 -- @module geoservices.store.edits.features
 local edits = require "geoservices.sync.edits"
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
 local shared = require "geoservices.store.shared"
 

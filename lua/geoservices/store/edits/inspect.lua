@@ -9,8 +9,8 @@
 -- @module geoservices.store.edits.inspect
 local attachment_discard = require "geoservices.store.edits.attachment_discard"
 local attachment_edits = require "geoservices.store.edits.attachment_edits"
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 local outgoing = require "geoservices.store.edits.outgoing"
 local shared = require "geoservices.store.shared"
 local srs = require "geoservices.store.file.srs"

@@ -19,7 +19,7 @@
 -- @local
 local capture = require "geoservices.store.edits.capture"
 local domains = require "geoservices.store.edits.domains"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local shared = require "geoservices.store.shared"
 local schema = require "geoservices.store.file.schema"
 

@@ -18,7 +18,7 @@
 -- again by the next sync.
 -- @module geoservices.store.file.attachments
 -- @local
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local paths = require "geoservices.store.paths"
 local relations = require "geoservices.store.file.relations"
 local schema = require "geoservices.store.file.schema"

@@ -37,7 +37,7 @@
 local capture = require "geoservices.store.edits.capture"
 local conflicts = require "geoservices.store.edits.conflicts"
 local extension = require "geoservices.store.file.extension"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local layer_styles = require "geoservices.store.qgis.layer_styles"
 local migrate4 = require "geoservices.store.file.migrate4"
 local project = require "geoservices.store.qgis.project"

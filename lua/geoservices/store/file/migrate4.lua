@@ -26,7 +26,7 @@
 -- @module geoservices.store.file.migrate4
 -- @local
 local attachment_edits = require "geoservices.store.edits.attachment_edits"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local relations = require "geoservices.store.file.relations"
 local schema = require "geoservices.store.file.schema"
 local srs = require "geoservices.store.file.srs"

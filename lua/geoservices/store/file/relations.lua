@@ -28,8 +28,8 @@
 -- (gpkgext_geoservices_layers): capture never queues its rows as edits to upload.
 -- @module geoservices.store.file.relations
 -- @local
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
 
 local relations = {}

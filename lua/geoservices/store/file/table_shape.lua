@@ -23,7 +23,7 @@
 -- @module geoservices.store.file.table_shape
 -- @local
 local capture = require "geoservices.store.edits.capture"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
 
 local shape = {}

@@ -16,7 +16,7 @@
 -- and `geoservices status`.
 -- @module geoservices.store.file.unrepresentable
 -- @local
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
 
 local unrepresentable = {}

@@ -9,7 +9,7 @@
 -- @module geoservices.store.file.wal_copy
 -- @local
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 
 local wal_copy = {}
 

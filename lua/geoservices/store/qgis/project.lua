@@ -14,7 +14,7 @@
 -- @module geoservices.store.qgis.project
 -- @local
 local attachments = require "geoservices.store.file.attachments"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local symbology = require "geoservices.store.qgis.symbology"
 
 local project = {}

@@ -6,7 +6,7 @@
 local attachments = require "geoservices.store.file.attachments"
 local download_conflicts = require "geoservices.store.edits.conflicts"
 local integrity = require "geoservices.store.sync.integrity"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
 local relations = require "geoservices.store.file.relations"
 local result_file = require "geoservices.store.sync.result_file"

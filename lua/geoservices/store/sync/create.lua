@@ -24,7 +24,7 @@
 -- @local
 local attachments = require "geoservices.store.file.attachments"
 local create_params = require "geoservices.sync.create_params"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local journal = require "geoservices.store.sync.create_journal"
 local paths = require "geoservices.store.paths"
 local sync_create = require "geoservices.sync.create"

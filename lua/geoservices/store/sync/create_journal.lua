@@ -18,8 +18,8 @@
 -- the server. Internal: geoservices.store.sync.create.
 -- @module geoservices.store.sync.create_journal
 -- @local
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 
 local journal = {}
 

@@ -24,8 +24,8 @@
 -- Internal: geoservices.store.sync.
 -- @module geoservices.store.sync.integrity
 -- @local
-local errors = require "geoservices.errors"
-local json = require "geoservices.json"
+local errors = require "geoservices.base.errors"
+local json = require "geoservices.base.json"
 
 local integrity = {}
 

@@ -13,9 +13,9 @@
 -- @local
 local attachment_edits = require "geoservices.store.edits.attachment_edits"
 local commit = require "geoservices.store.sync.commit"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 local integrity = require "geoservices.store.sync.integrity"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
 local paths = require "geoservices.store.paths"
 local rebase = require "geoservices.store.sync.rebase"

@@ -33,7 +33,7 @@
 -- @local
 local attachment_edits = require "geoservices.store.edits.attachment_edits"
 local commit = require "geoservices.store.sync.commit"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local merge = require "geoservices.sync.merge"
 local outcome = require "geoservices.sync.outcome"
 local outgoing = require "geoservices.store.edits.outgoing"

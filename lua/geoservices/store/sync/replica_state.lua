@@ -3,7 +3,7 @@
 -- its synchronizations (`st:log()`). These are methods of the Store
 -- (geoservices.store), which attaches them (its METHODS): call them on a store.
 -- @module geoservices.store.sync.replica_state
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 local shared = require "geoservices.store.shared"
 
 local db_error, now = shared.db_error, shared.now

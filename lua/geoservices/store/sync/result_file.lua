@@ -4,7 +4,7 @@
 -- @module geoservices.store.sync.result_file
 -- @local
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 
 local result_file = {}
 

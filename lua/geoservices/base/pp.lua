@@ -11,8 +11,8 @@
 --         { created = 1700000000000, ...
 --
 -- @module geoservices.pp
-local json = require "geoservices.json"
-local redact = require "geoservices.redact"
+local json = require "geoservices.base.json"
+local redact = require "geoservices.base.redact"
 
 local pp = {}
 

@@ -78,7 +78,7 @@
 -- csrc/net/driver.c (one driver) and drive.c (many in one poll).
 -- @module geoservices.loop
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
+local errors = require "geoservices.base.errors"
 
 local loop = {}
 

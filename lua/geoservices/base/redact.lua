@@ -25,8 +25,9 @@
 -- Errors are scrubbed where they are made (geoservices.errors), and so are
 -- the command's output (every line, `--json` event and dry run), the
 -- pretty-printer's text and the store's sync log, which is written from
--- errors. It sits at the top level rather than in configure/ because the
--- client registers its own secrets and must not depend on an operation.
+-- errors. It sits in the shared base rather than in configure/ because the
+-- client registers its own secrets and must not depend on an operation;
+-- users reach it as the façade's field `geoservices.redact`.
 -- @module geoservices.redact
 local redact = {}
 

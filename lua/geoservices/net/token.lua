@@ -31,10 +31,10 @@
 -- "cancelled") when it was not reached.
 -- @module geoservices.token
 local core = require "geoservices.core"
-local errors = require "geoservices.errors"
-local form = require "geoservices.form"
+local errors = require "geoservices.base.errors"
+local form = require "geoservices.base.form"
 local origin = require "geoservices.net.origin"
-local redact = require "geoservices.redact"
+local redact = require "geoservices.base.redact"
 
 local token = {}
 

@@ -2,8 +2,8 @@
 -- Booleans go as true/false, integers as integers, floats with 17
 -- significant digits, tables as JSON (all three in C); strings unchanged.
 local core = require "geoservices.core"
-local json = require "geoservices.json"
-local redact = require "geoservices.redact"
+local json = require "geoservices.base.json"
+local redact = require "geoservices.base.redact"
 
 local params = {}
 

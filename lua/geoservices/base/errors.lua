@@ -5,7 +5,7 @@
 -- "server", "auth", "protocol", "cancelled" (the task was cancelled), "task"
 -- (a task raised an error; see geoservices.loop).
 -- @module geoservices.errors
-local redact = require "geoservices.redact"
+local redact = require "geoservices.base.redact"
 
 local errors = {}
 
