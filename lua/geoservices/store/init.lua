@@ -161,6 +161,9 @@ local function read_layers(db)
   return layers
 end
 
+-- the failures of a read-write open that a read-only open may get past (store.open's "where_needed")
+local CANNOT_WRITE = { cantopen = true, readonly = true, full = true, io = true }
+
 --- Opens an existing store. A store written by an earlier version of this
 -- library (an older format) is brought up to date first, in one
 -- transaction; opened read-only it is read as it is (its queued edits
@@ -176,8 +179,6 @@ end
 -- @return[2] nil
 -- @treturn[2] table err: kind "io" (no such file, not a store), "busy"
 -- @raise when path is not a string
-local CANNOT_WRITE = { cantopen = true, readonly = true, full = true, io = true }
-
 function store.open(path, opts)
   if type(path) ~= "string" then error("store.open: path must be a string", 2) end
   if opts and opts.readonly == "where_needed" then
