@@ -40,6 +40,7 @@ local outgoing = require "geoservices.store.edits.outgoing"
 local queue = require "geoservices.store.edits.queue"
 local shared = require "geoservices.store.shared"
 local sync_result = require "geoservices.sync.result"
+local unrepresentable = require "geoservices.store.file.unrepresentable"
 local verify = require "geoservices.sync.verify"
 
 local rebase = {}
@@ -51,7 +52,6 @@ local db_error = shared.db_error
 -- A geometry the store cannot represent that the merge leaves as the
 -- server's stays the blob it was, with its kept JSON (put_unchanged).
 local function put_keeping(st, spec, f)
-  local unrepresentable = require "geoservices.store.file.unrepresentable"
   return unrepresentable.put_unchanged(st, spec, f, outgoing.same, function()
     return unrepresentable.kept_across(st, spec, f.attributes[spec.globalid],
       function() return st.db:put(spec.id, f) end)
@@ -261,6 +261,120 @@ local function without(edits, gone, specs)
   return #list > 0 and list or nil
 end
 
+-- The steps of the rebase of one queue row (rebase_row), in their order.
+
+-- Our version of an update's feature (nil for a delete, or a feature no
+-- longer in its table) and the base to merge it against; or nil, nil, err.
+local function mine_and_base(st, spec, r)
+  local mine
+  if r.op == "update" then
+    local m, c
+    mine, m, c = st.db:get(r.layer, r.globalId)
+    if mine == nil and m then return nil, nil, db_error(st.path, m, c) end
+    if mine then mine = as_base(spec, mine) end -- the layer's fields (not the local fid)
+  end
+  -- a geometry the store keeps as the server's JSON (a curve, one it cannot represent): that JSON
+  -- is the base's geometry, and ours too while the blob, its stand-in, is untouched here
+  local base = r.base
+  local kept = mine and unrepresentable.kept_geometry(st, spec, r.globalId)
+  if kept then
+    base = { attributes = r.base.attributes, geometry = kept }
+    if unrepresentable.unchanged(st, spec, r.globalId) then mine.geometry = kept end
+  end
+  return mine, base
+end
+
+-- A row that still goes after the merge `d`: the merged feature in its
+-- table, what it sends now (ours against the server's version) and its new
+-- base. Returns true when nothing of it goes after all (what it changed is
+-- what the server holds), false when it goes; or nil, err.
+local function send_merged(st, spec, r, mine, theirs, res, d)
+  local done, m, c = true, nil, nil
+  local leaves = false
+  if mine and theirs then done, m, c = put_keeping(st, spec, merged_feature(spec, mine, theirs, res, d)) end
+  local feature = r.feature
+  if done and r.op == "update" and theirs then
+    -- what it sends now: ours against the server's version
+    local f, changed, ferr = outgoing.feature(st, spec, "update", r.globalId, theirs)
+    if not f and ferr then return nil, ferr end
+    if not f or changed == false then leaves = true else feature = f end
+  end
+  if done and not leaves and theirs then
+    done, m, c = st.db:run("UPDATE gpkgext_geoservices_edits SET base = ?, feature = ? WHERE seq = ?",
+      json.encode(theirs), feature and json.encode(feature) or nil, r.seq)
+    if done and feature and r.feature then
+      -- the 2.1 list holds the row's feature table: it sends the new one
+      r.feature.attributes, r.feature.geometry = feature.attributes, feature.geometry
+    end
+    r.base = theirs
+  end
+  if not done then return nil, db_error(st.path, m, c) end
+  return leaves
+end
+
+-- A row of which nothing goes: the table holds the server's version, the
+-- row leaves the queue (and the attempt: `report.left`, `gone`).
+local function leave_row(st, spec, r, mine, theirs, report, gone)
+  local done, m, c = true, nil, nil
+  if theirs then
+    done, m, c = put_keeping(st, spec, theirs)
+  elseif mine then
+    done, m, c = st.db:remove(r.layer, r.globalId)
+  end
+  if done then done, m, c = st.db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", r.seq) end
+  report.left[r.seq] = true
+  gone[r.layer] = gone[r.layer] or {}
+  gone[r.layer][outcome.normalize_gid(r.globalId)] = true
+  if not done then return nil, db_error(st.path, m, c) end
+  return true
+end
+
+-- The merge's conflict kept (geoservices.store.edits.queue.keep_conflict) and reported.
+local function keep_row_conflict(st, r, d, mine, theirs, policy, report)
+  local k = d.conflicts[1]
+  for _, other in ipairs(d.conflicts) do
+    if other.kind ~= "field" then k = other end -- a whole-feature conflict or a move names it
+  end
+  local done, m, c = queue.keep_conflict(st, { seq = r.seq, layer = r.layer, op = r.op, gid = r.globalId,
+    feature = mine and json.encode(mine) or nil, base = json.encode(r.base),
+    server = json.encode(theirs or json.null), description = DESCRIPTIONS[d.outcome]:format(policy),
+    outcome = d.outcome, kind = k.kind, policy = policy, attempt = r.attempt })
+  report.conflicts[#report.conflicts + 1] = conflict_entry(r, d, k, policy)
+  if not done then return nil, db_error(st.path, m, c) end
+  return true
+end
+
+-- One queued update or delete merged with the server's version of its
+-- feature (`found`): what is ours still goes, what the server holds stays,
+-- a conflict is kept. Returns true, or nil, err.
+local function rebase_row(st, r, found, policy, report, gone)
+  local spec = st.layers[r.layer]
+  local server = found[r.layer][outcome.normalize_gid(r.globalId)]
+  local theirs = server and as_base(spec, server) or nil
+  local mine, base, merr = mine_and_base(st, spec, r)
+  if merr then return nil, merr end
+  if not (r.op == "delete" or mine) then return true end
+  local res = merge.feature{ base = base, mine = mine, theirs = theirs, fields = spec.columns,
+    skip = { [spec.oid or ""] = true, [spec.globalid] = true }, geometry = spec.geometry_column ~= nil }
+  local d = merge.decide(res, policy)
+  report.outcomes[r.seq] = d.outcome
+  local leaves = d.op == "none"
+  if not leaves then
+    local err
+    leaves, err = send_merged(st, spec, r, mine, theirs, res, d)
+    if leaves == nil then return nil, err end
+  end
+  if leaves then
+    local ok, err = leave_row(st, spec, r, mine, theirs, report, gone)
+    if not ok then return nil, err end
+  end
+  if #d.conflicts > 0 then
+    local ok, err = keep_row_conflict(st, r, d, mine, theirs, policy, report)
+    if not ok then return nil, err end
+  end
+  return true
+end
+
 --- THE REBASE HOOK of the store's journal (geoservices.sync.attempt,
 -- geoservices.store.sync.journal): the queued updates and deletes of the attempt
 -- about to be sent are merged with the server's versions of their features.
@@ -297,79 +411,9 @@ function rebase.hook(j, client, taken, opts)
   report.read = #todo
   local gone = {}
   local ok, werr = st:_uncaptured(function()
-    local db = st.db
     for _, r in ipairs(todo) do
-      local spec = st.layers[r.layer]
-      local server = found[r.layer][outcome.normalize_gid(r.globalId)]
-      local theirs = server and as_base(spec, server) or nil
-      local mine
-      if r.op == "update" then
-        local m, c
-        mine, m, c = db:get(r.layer, r.globalId)
-        if mine == nil and m then return nil, db_error(st.path, m, c) end
-        if mine then mine = as_base(spec, mine) end -- the layer's fields (not the local fid)
-      end
-      -- a geometry the store keeps as the server's JSON (a curve, one it cannot represent): that JSON
-      -- is the base's geometry, and ours too while the blob, its stand-in, is untouched here
-      local base = r.base
-      local unrepresentable = require "geoservices.store.file.unrepresentable"
-      local kept = mine and unrepresentable.kept_geometry(st, spec, r.globalId)
-      if kept then
-        base = { attributes = r.base.attributes, geometry = kept }
-        if unrepresentable.unchanged(st, spec, r.globalId) then mine.geometry = kept end
-      end
-      if r.op == "delete" or mine then
-        local res = merge.feature{ base = base, mine = mine, theirs = theirs, fields = spec.columns,
-          skip = { [spec.oid or ""] = true, [spec.globalid] = true }, geometry = spec.geometry_column ~= nil }
-        local d = merge.decide(res, policy)
-        report.outcomes[r.seq] = d.outcome
-        local m, c
-        local done = true
-        local leaves = d.op == "none"
-        if not leaves then
-          if mine and theirs then done, m, c = put_keeping(st, spec, merged_feature(spec, mine, theirs, res, d)) end
-          local feature = r.feature
-          if done and r.op == "update" and theirs then
-            -- what it sends now: ours against the server's version
-            local f, changed, ferr = outgoing.feature(st, spec, "update", r.globalId, theirs)
-            if not f and ferr then return nil, ferr end
-            if not f or changed == false then leaves = true else feature = f end
-          end
-          if done and not leaves and theirs then
-            done, m, c = db:run("UPDATE gpkgext_geoservices_edits SET base = ?, feature = ? WHERE seq = ?",
-              json.encode(theirs), feature and json.encode(feature) or nil, r.seq)
-            if done and feature and r.feature then
-              -- the 2.1 list holds the row's feature table: it sends the new one
-              r.feature.attributes, r.feature.geometry = feature.attributes, feature.geometry
-            end
-            r.base = theirs
-          end
-        end
-        if done and leaves then
-          -- nothing of it goes: the table holds the server's version
-          if theirs then
-            done, m, c = put_keeping(st, spec, theirs)
-          elseif mine then
-            done, m, c = db:remove(r.layer, r.globalId)
-          end
-          if done then done, m, c = db:run("DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", r.seq) end
-          report.left[r.seq] = true
-          gone[r.layer] = gone[r.layer] or {}
-          gone[r.layer][outcome.normalize_gid(r.globalId)] = true
-        end
-        if done and #d.conflicts > 0 then
-          local k = d.conflicts[1]
-          for _, other in ipairs(d.conflicts) do
-            if other.kind ~= "field" then k = other end -- a whole-feature conflict or a move names it
-          end
-          done, m, c = queue.keep_conflict(st, { seq = r.seq, layer = r.layer, op = r.op, gid = r.globalId,
-            feature = mine and json.encode(mine) or nil, base = json.encode(r.base),
-            server = json.encode(theirs or json.null), description = DESCRIPTIONS[d.outcome]:format(policy),
-            outcome = d.outcome, kind = k.kind, policy = policy, attempt = r.attempt })
-          report.conflicts[#report.conflicts + 1] = conflict_entry(r, d, k, policy)
-        end
-        if not done then return nil, db_error(st.path, m, c) end
-      end
+      local done, rerr = rebase_row(st, r, found, policy, report, gone)
+      if not done then return nil, rerr end
     end
     return true
   end)
