@@ -328,12 +328,21 @@ for _, w in ipairs(WAYS) do
     end)
 
     it("a job purged before the next sync: verified by query, downloaded from the generation held", function()
-      begin("job-purged", { job_seconds = 0.3, job_lifetime_s = 0.6 })
+      -- the first sync's wait ends while the job runs, the job ends, then is purged before the next
+      -- sync: in seconds a loaded machine keeps apart, as for the expired result file (a 0.15 s wait
+      -- timed out before the kick-off's answer at load 13). The job's age at sync 2 is at least the
+      -- wait, a second over its lifetime; at the first wait's end it is under 0.6 s, over a second short of it.
+      begin("job-purged", { job_seconds = 1.2, job_lifetime_s = 2.0 })
       local day = crew_day(server, client, way, {
-        first = { params = { async = true }, timeout = 0.15 }, first_fails = true, one_post = true,
-        wait = 1.0, conflict_ok = true, reattach = true, check_first = flagged("pending"),
+        first = { params = { async = true }, timeout = 0.6 }, first_fails = true, one_post = true,
+        wait = 3.0, conflict_ok = true, reattach = true, check_first = flagged("pending"),
       })
       day.check(#requests_to("/0/query$") > 0, "the outcomes were not verified by a query")
+      local purged = false
+      for _, r in ipairs(requests_to("/jobs/")) do
+        if r.answer == 404 then purged = true end
+      end
+      day.check(purged, "the job was never found purged (its status never answered 404)")
       day.done()
     end)
 
