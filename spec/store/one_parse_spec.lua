@@ -112,6 +112,23 @@ describe("createReplica -> store parses the result once (issue 38)", function()
       ("%d bytes parsed for a result of %d (%.2fx)"):format(parsed, size, parsed / size))
   end)
 
+  it("the Lua API's on_fill follows the store filling as the result downloads, the last call with every record",
+    function()
+    local s = server(result)
+    local calls = {}
+    local st, err = geoservices.store.create(geoservices.client{ url = s.url }, dir .. "/fill.gpkg", {
+      service = "Parcels", layers = { 0 }, async = false }, {
+      on_fill = function(bytes, total, records) calls[#calls + 1] = { bytes, total, records } end })
+    assert.is_not_nil(st, err and tostring(err))
+    st:close()
+    assert.is_true(#calls >= 2, #calls .. " calls")
+    assert.same({ size, size, RECORDS }, calls[#calls])
+    for i = 2, #calls do
+      assert.is_true(calls[i][1] >= calls[i - 1][1] and calls[i][3] >= calls[i - 1][3], "never back")
+    end
+    assert.is_true(calls[1][1] < size and calls[1][3] > 0, "one before the end, with records")
+  end)
+
   it("the CLI feeds the result's bytes to a parser once, through the same path", function()
     local s = server(result)
     local out = dir .. "/cli.gpkg"

@@ -125,6 +125,26 @@ local function settle_left(client, path, service, request, opts, fill)
   return settled
 end
 
+-- The store filling as the result downloads, followed by opts.on_fill as a
+-- fill from a file is (bytes of the file, records read so far): the
+-- download's progress with the records the store has read (`on_applied`,
+-- store.building's), then `ended(result)` once, with every record.
+local function fill_progress(opts)
+  local records, bytes, total = 0, 0, nil
+  local p = {}
+  function p.on_applied(n) records = n end
+  function p.on_progress(received, size)
+    if opts.on_progress then opts.on_progress(received, size) end
+    bytes, total = received, size
+    if opts.on_fill and size and received < size and records > 0 then opts.on_fill(received, size, records) end
+  end
+  function p.ended(result)
+    local size = total or bytes
+    if opts.on_fill and result and result.filled and size > 0 then opts.on_fill(size, size, result.downloaded) end
+  end
+  return p
+end
+
 -- createReplica, its result filling the store as it downloads (and saved to
 -- `into.tmp`), each step journaled (sending, the job, created) so that a
 -- rerun after a kill finds it. Returns the result, or nil, err (the journal
@@ -145,7 +165,7 @@ local function create_replica(client, path, service, params, request, into, opts
   if not base.generated then base.known = journal.named(client, service, request.replicaName, opts) end
   local result, cerr = client:create_replica(service, request, {
     output = tmp, fill = into.fill, service_info = into.info, on_status = opts.on_status,
-    on_progress = opts.on_progress,
+    on_progress = into.on_progress,
     timeout = opts.timeout, poll_interval = opts.poll_interval, request_timeout = opts.request_timeout,
     on_send = function() return step("sending") end,
     on_job = function(op) return step("job", { op = op:to_json() }) end,
@@ -201,9 +221,10 @@ end
 --   and the createReplica parameters (replicaName, syncModel, syncDirection, geometry, layerQueries,
 --   returnAttachments, async...), passed through
 -- @tparam[opt] table opts `on_status`, `on_progress` (the download, which fills the store as it
---   arrives), `on_fill(bytes, total, records)` (a result filled from the file it was saved to: an
---   embedded one, or the one a rerun resumes), `on_phase(text)` and `on_tick()` (the store then
---   built: see store.create_from),
+--   arrives), `on_fill(bytes, total, records)` (the store filling: bytes of the result and records
+--   read, as the download goes, the last call with every record; or from the file it was saved
+--   to: an embedded result, or the one a rerun resumes), `on_phase(text)` and `on_tick()` (the
+--   store then built: see store.create_from),
 --   `timeout`, `poll_interval`, `busy_timeout`
 -- @tparam function building geoservices.store's `building`, the store being built (filled while
 --   the result downloads, then finished): handed in by geoservices.store, which stands above this module
@@ -237,16 +258,19 @@ function M.create(client, path, params, opts, building)
   local tmp = journal.download(path)
   local result, replica_info
   -- the store, filled while the result downloads; abandoned (nothing left) on any way out but its finish
+  local progress = fill_progress(opts)
   local fill <close>, ferr = building(path, layer_infos, { busy_timeout = opts.busy_timeout,
-    on_fill = opts.on_fill, on_phase = opts.on_phase, on_tick = opts.on_tick })
+    on_fill = opts.on_fill, on_phase = opts.on_phase, on_tick = opts.on_tick, on_applied = progress.on_applied })
   if not fill then return nil, ferr end
   local settled, serr = settle_left(client, path, service, request, opts, fill)
   if settled == nil then return nil, serr end
   if type(settled) == "table" then result, replica_info = settled.result, settled.replica_info end
   if not result and not replica_info then
-    result, err = create_replica(client, path, service, params, request, { info = info, tmp = tmp, fill = fill }, opts)
+    result, err = create_replica(client, path, service, params, request, { info = info, tmp = tmp, fill = fill,
+                                                                            on_progress = progress.on_progress }, opts)
     if not result then return nil, err end
   end
+  progress.ended(result)
   replica_info = replica_info or M.replica_info(result, request)
   local st, berr = finish(client, path, service, replica_info, result, { tmp = tmp, fill = fill }, opts)
   if not st then return nil, berr end
