@@ -72,6 +72,8 @@ typedef struct geoservices_store_column {
   int type; /* geoservices_store_col_type */
 } geoservices_store_column;
 
+#define GEOSERVICES_STORE_UNKNOWN 512
+
 typedef struct geoservices_store_layer {
   int64_t id;
   char *table;
@@ -107,6 +109,11 @@ typedef struct geoservices_store_layer {
   double env[4];        /* extent of what was written since the last flush (NaN: none) */
   int touched;          /* written since the last flush */
   uint64_t adds, attachment_adds; /* records applied since the store was opened: add, add_attachment */
+  /* the attribute names a record carried that the table has no column for
+   * (a field added on the server since the store was made, or one the user
+   * renamed), each once, '\n'-separated, as many as fit */
+  char unknown[GEOSERVICES_STORE_UNKNOWN];
+  size_t unknown_len;
 } geoservices_store_layer;
 
 /* Where the record extractor is: which layer entry has which id. Kept by

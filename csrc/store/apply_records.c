@@ -36,6 +36,23 @@ static int bind_tape_value(geoservices_store *s, geoservices_store_layer *l, siz
   }
 }
 
+
+/* Notes an attribute name the layer's table has no column for, once (as
+ * many names as fit in l->unknown): the store tells the user what it drops. */
+static void note_unknown(geoservices_store_layer *l, const char *name, size_t len) {
+  const char *at = l->unknown, *end = l->unknown + l->unknown_len;
+  if (len == 0 || l->unknown_len + len + 1 > sizeof l->unknown) return;
+  while (at < end) {
+    const char *nl = memchr(at, '\n', (size_t)(end - at));
+    size_t n = nl ? (size_t)(nl - at) : (size_t)(end - at);
+    if (n == len && memcmp(at, name, len) == 0) return;
+    at += n + 1;
+  }
+  memcpy(l->unknown + l->unknown_len, name, len);
+  l->unknown_len += len;
+  l->unknown[l->unknown_len++] = '\n';
+}
+
 static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const char **p) {
   uint32_t n, i, len, m, j;
   const char *geometry = NULL; /* where its geometry is on the tape */
@@ -56,8 +73,10 @@ static int apply_feature(geoservices_store *s, geoservices_store_layer *l, const
         const char *name = geoservices_tape_key(p, &name_len);
         size_t col;
         col = geoservices_store_find_column(l, name, name_len, j);
-        if (col == GEOSERVICES_STORE_NONE) *p = geoservices_tape_skip(*p); /* not a column: dropped */
-        else if (bind_tape_value(s, l, col, p)) return -1;
+        if (col == GEOSERVICES_STORE_NONE) { /* not a column: dropped, its name noted */
+          note_unknown(l, name, name_len);
+          *p = geoservices_tape_skip(*p);
+        } else if (bind_tape_value(s, l, col, p)) return -1;
       }
     } else if (op == TAPE_OBJECT && geoservices_store_key_is(key, len, "geometry") && l->geom_col) {
       geometry = *p;

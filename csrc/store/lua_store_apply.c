@@ -92,8 +92,10 @@ static int l_store_applied(lua_State *L) {
   return 1;
 }
 
-/* applied_layers() -> {[layer_id] = {add = n, add_attachment = n}, ...}: the
- * features and attachments added to each layer since the Store was opened */
+/* applied_layers() -> {[layer_id] = {add = n, add_attachment = n, unknown = {name, ...}}, ...}:
+ * the features and attachments added to each layer since the Store was
+ * opened, and the attribute names its records carried that its table has
+ * no column for (apply.h: unknown) */
 static int l_store_applied_layers(lua_State *L) {
   store_ud *u = geoservices_check_store(L, 1);
   size_t i;
@@ -105,6 +107,19 @@ static int l_store_applied_layers(lua_State *L) {
     lua_setfield(L, -2, "add");
     lua_pushinteger(L, (lua_Integer)l->attachment_adds);
     lua_setfield(L, -2, "add_attachment");
+    {
+      const char *at = l->unknown, *end = l->unknown + l->unknown_len;
+      lua_Integer k = 0;
+      lua_newtable(L);
+      while (at < end) {
+        const char *nl = memchr(at, '\n', (size_t)(end - at));
+        size_t n = nl ? (size_t)(nl - at) : (size_t)(end - at);
+        lua_pushlstring(L, at, n);
+        lua_rawseti(L, -2, ++k);
+        at += n + 1;
+      }
+      lua_setfield(L, -2, "unknown");
+    }
     lua_rawseti(L, -2, (lua_Integer)l->id);
   }
   return 1;

@@ -69,6 +69,27 @@ local function notes(st, result, refused)
       k.outcome == "held" and ("; `geoservices resolve %s %s --with local` sends yours (or --with server, --with base)")
         :format(shell_word(st.path), tostring(k.globalId)) or "")
   end
+  -- fields the service sends that the store was not made with (added on the
+  -- server since; issue 37): their values are dropped by the download, said here
+  local applied = st.db:applied_layers()
+  local ids = {}
+  for id in pairs(applied) do ids[#ids + 1] = id end
+  table.sort(ids)
+  for _, id in ipairs(ids) do
+    local spec = st.layers[id]
+    local known = {}
+    for _, c in ipairs(spec and (spec.server_columns or spec.columns) or {}) do known[c.name:lower()] = true end
+    local new = {}
+    for _, name in ipairs(applied[id].unknown or {}) do
+      if not known[name:lower()] then new[#new + 1] = name end
+    end
+    if spec and #new > 0 then
+      lines[#lines + 1] = ("layer %s: the service sends field%s %s, which this store was not made with (added on the "
+        .. "server since): %s values are not kept here (the server keeps them); a new replica has %s (geoservices "
+        .. "replica create)"):format(spec.table, #new == 1 and "" or "s", table.concat(new, ", "),
+        #new == 1 and "its" or "their", #new == 1 and "it" or "them")
+    end
+  end
   result.store_notes = lines
   if #result.refused > 0 then result.partial = true end
 end
