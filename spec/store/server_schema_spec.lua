@@ -5,7 +5,7 @@
 -- silently. Here the world's Valves layer declares no TURNS while its
 -- features carry it, as a layer resource read before the field was added.
 local helper = require "spec.helper"
-local json = require "geoservices.json"
+local json = require "geoservices.base.json"
 
 local q = helper.shell_quote
 local run = helper.run_shell
