@@ -114,7 +114,7 @@ describe("schema edits in a store", function()
   end)
 
   it("a deleted layer blocks nothing: made again empty, the other layers' edits sent, its own discardable", function()
-    local a = world.create("dropped")
+    local a = world.create("dropped one") -- (a space: the command it advises quotes the path)
     local pa = a.path
     a:close()
     local pole = value(pa, "SELECT GlobalID FROM Poles WHERE fid = 1")
@@ -129,6 +129,12 @@ describe("schema edits in a store", function()
       .. "empty", 1, true), r.out)
     assert.truthy(r.out:find("1 queued edit of it lost its values with the table: not sent, listed by "
       .. "geoservices replica failed", 1, true), r.out)
+    -- that command, as printed, lists it
+    local advised = assert(r.out:match("listed by geoservices (replica failed [^\n]+)"), r.out)
+    local quoted_path = assert(advised:match("^replica failed '(.*)'$"), advised)
+    local listed = cli{ "replica", "failed", quoted_path }
+    assert.equal(0, listed.code, listed.err)
+    assert.truthy(listed.out:find("1 rejected local edit", 1, true), listed.out)
     assert.equal(line .. "|not sent: table Lines was deleted with the feature's values (in QGIS or with DROP TABLE)",
       value(pa, "SELECT global_id, description FROM gpkgext_geoservices_failed_edits"))
     r = cli{ "pending", pa }

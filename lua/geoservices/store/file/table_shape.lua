@@ -25,6 +25,7 @@
 local capture = require "geoservices.store.edits.capture"
 local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
+local shared = require "geoservices.store.shared"
 
 local shape = {}
 
@@ -229,7 +230,8 @@ function shape.notes(st)
         .. "empty, so that the store keeps working; its features come back as the server changes them, all of "
         .. "them with a new replica (geoservices replica create)%s"):format(spec.table, lost > 0
         and ("; %d queued edit%s of it lost %s values with the table: not sent, listed by geoservices replica "
-          .. "failed %s"):format(lost, lost == 1 and "" or "s", lost == 1 and "its" or "their", st.path) or "")
+          .. "failed %s"):format(lost, lost == 1 and "" or "s", lost == 1 and "its" or "their",
+          shared.shell_word(st.path)) or "")
     end
     if #(spec.local_only or {}) > 0 then
       lines[#lines + 1] = ("layer %s: local-only field%s %s: kept in this file, not synchronized"):format(spec.table,
