@@ -34,7 +34,8 @@ describe("status and pending on a read-only medium and a full disk (issue 39)", 
   end)
   teardown(function()
     run("mount -o remount,rw " .. q(mnt))
-    run("umount " .. q(mnt))
+    -- (lazily when a failed test left a connection open there: no mount outlives the spec)
+    run(("umount %s || umount -l %s"):format(q(mnt), q(mnt)))
     world.stop()
   end)
 
