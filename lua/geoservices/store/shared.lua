@@ -1,6 +1,7 @@
---- What the replica store's modules (init, features, queue) share: the
--- error of a SQLite failure, the time stamp of a row, the one spelling of a
--- GlobalID, a layer's spec. Internal.
+--- What the replica store's modules (init, building, features, queue...)
+-- share: the error of a SQLite failure, the time stamp of a row, the one
+-- spelling of a GlobalID, a layer's spec, the wait for another connection's
+-- lock, a layer registered with the C core. Internal.
 -- @module geoservices.store.shared
 -- @local
 local errors = require "geoservices.base.errors"
@@ -57,6 +58,30 @@ function shared.layer_of(st, layer_id)
   local spec = st.layers[layer_id]
   if not spec then return nil, errors.invalid("layer", ("layer %d is not in this store"):format(layer_id)) end
   return spec
+end
+
+local DEFAULT_BUSY_TIMEOUT = 5 -- seconds
+
+--- The milliseconds a store waits for another connection's lock:
+-- `opts.busy_timeout` seconds (default 5). Raises at the public function's
+-- caller when it is not a number of seconds, 0 or more.
+function shared.busy_ms(opts)
+  local s = opts and opts.busy_timeout or DEFAULT_BUSY_TIMEOUT
+  if type(s) ~= "number" or not (s >= 0 and s < math.huge) then -- NaN too
+    error("store: busy_timeout must be a number of seconds, 0 or more", 3)
+  end
+  return math.floor(s * 1000 + 0.5)
+end
+
+--- Registers a layer spec with the C core (apply, put, get, remove): true, or nil, msg, code.
+function shared.register_layer(db, spec)
+  local ok, msg, code = db:layer{
+    id = spec.id, table = spec.table, geometry_column = spec.geometry_column,
+    geometry_kind = spec.geometry_kind, srs_id = spec.srs_id, columns = spec.columns,
+    globalid = spec.globalid, oid = spec.oid,
+  }
+  if not ok then return nil, msg, code end
+  return true
 end
 
 return shared
