@@ -57,6 +57,12 @@ describe("torture ledger", function()
       assert.same({ lost = 0, folded = 1, wrong = 0 }, { lost = t.lost, folded = t.folded, wrong = t.wrong })
     end)
 
+  it("two updates made while their feature's add was held both go in that add: folded, not lost", function()
+    local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
+      { entry("add", "u2", 5) }, "u2")
+    assert.same({ lost = 0, folded = 2, wrong = 0 }, { lost = t.lost, folded = t.folded, wrong = t.wrong })
+  end)
+
   it("an update the server never saw is lost when its user's later edit of the feature came runs later, or "
     .. "when the server saw it", function()
       local later = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2", 4 } },

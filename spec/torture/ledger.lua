@@ -157,18 +157,23 @@ end
 -- of A's user (see "folded" above), or nil.
 function Ledger:folded(e, by_gid, applied_of)
   local entries = by_gid[e.gid] or {}
-  if e.op == "update" then
-    local seen = false
+  -- whether an applied add of A carries `value`
+  local function in_add(value)
     for _, entry in ipairs(entries) do
-      if entry.op == "add" and not entry.refused and value_of(entry) == e.value
+      if entry.op == "add" and not entry.refused and value_of(entry) == value
         and (entry.origin == nil or norm(entry.origin) == self.a_origin) then
-        return "in its feature's add"
+        return true
       end
-      seen = seen or value_of(entry) == e.value
     end
+    return false
+  end
+  if e.op == "update" then
+    if in_add(e.value) then return "in its feature's add" end
+    local seen = false
+    for _, entry in ipairs(entries) do seen = seen or value_of(entry) == e.value end
     for _, other in ipairs(seen and {} or self.edits) do
       if other.who == "a" and other.gid == e.gid and other.run == e.run + 1 and other.op ~= "add"
-        and applied_of[other] and #applied_of[other] > 0 then
+        and ((applied_of[other] and #applied_of[other] > 0) or (other.op == "update" and in_add(other.value))) then
         return ("in the %s of its feature made the next run (%s)"):format(other.op, tostring(other.value or ""))
       end
     end
