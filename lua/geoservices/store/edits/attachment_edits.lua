@@ -34,7 +34,9 @@
 --   sent, its outcome unknown, and is read back by the next sync.
 -- @module geoservices.store.edits.attachment_edits
 -- @local
+local core = require "geoservices.core"
 local errors = require "geoservices.base.errors"
+local integrity = require "geoservices.store.sync.integrity"
 local json = require "geoservices.base.json"
 local paths = require "geoservices.store.paths"
 local schema = require "geoservices.store.file.schema"
@@ -171,7 +173,7 @@ local function mapping_of(st, layer_id)
 end
 
 local function new_gid()
-  local hex = require("geoservices.core").random_bytes(16):gsub(".", function(c) return ("%02X"):format(c:byte()) end)
+  local hex = core.random_bytes(16):gsub(".", function(c) return ("%02X"):format(c:byte()) end)
   return ("{%s-%s-4%s-%s%s-%s}"):format(hex:sub(1, 8), hex:sub(9, 12), hex:sub(14, 16),
     ("89AB"):sub(hex:byte(17) % 4 + 1, hex:byte(17) % 4 + 1), hex:sub(18, 20), hex:sub(21, 32))
 end
@@ -496,7 +498,7 @@ function M.settle(st, client, rep, succeeded, failed_edits)
     if not succeeded and #rows > 0 then
       -- the request's answer did not come: the server's generation may have
       -- moved without the store learning it (not another copy's doing)
-      local ok, msg, code = require("geoservices.store.sync.integrity").record_generation(st, rep, { unknown = true })
+      local ok, msg, code = integrity.record_generation(st, rep, { unknown = true })
       if not ok then return nil, db_fail(st, msg, code) end
     end
     for _, r in ipairs(rows) do

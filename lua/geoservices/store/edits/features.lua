@@ -10,6 +10,7 @@ local errors = require "geoservices.base.errors"
 local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
 local shared = require "geoservices.store.shared"
+local unrepresentable = require "geoservices.store.file.unrepresentable"
 
 local db_error, layer_of, normalize_gid = shared.db_error, shared.layer_of, shared.normalize_gid
 
@@ -39,7 +40,7 @@ function Store:get(layer_id, global_id)
     end
   end
   if f and spec.geometry_column then -- the server's Z and M a 2D column cannot hold (issue 41)
-    f.geometry = require("geoservices.store.file.unrepresentable").with_server_ordinates(self, spec, global_id,
+    f.geometry = unrepresentable.with_server_ordinates(self, spec, global_id,
       f.geometry)
   end
   return f
@@ -123,7 +124,7 @@ local function copy_attributes(attributes)
 end
 
 local function put(self, spec, attributes, geometry)
-  local ok, msg, code = require("geoservices.store.file.unrepresentable").kept_across(self, spec,
+  local ok, msg, code = unrepresentable.kept_across(self, spec,
     attributes[spec.globalid],
     function() return self.db:put(spec.id, { attributes = attributes, geometry = geometry }) end)
   if not ok then return nil, db_error(self.path, msg, code) end

@@ -14,6 +14,7 @@ local json = require "geoservices.base.json"
 local outgoing = require "geoservices.store.edits.outgoing"
 local shared = require "geoservices.store.shared"
 local srs = require "geoservices.store.file.srs"
+local unrepresentable = require "geoservices.store.file.unrepresentable"
 
 local db_error, normalize_gid = shared.db_error, shared.normalize_gid
 
@@ -51,7 +52,7 @@ local function generation_text(s)
   return "generations " .. (#parts > 0 and table.concat(parts, " ") or "none")
 end
 
-local unrepresentable_summary = require("geoservices.store.file.unrepresentable").summary
+local unrepresentable_summary = unrepresentable.summary
 
 function Status:__tostring()
   local layers = {}
@@ -133,7 +134,7 @@ function Store:status()
   end
   s.unknownCrs, msg = srs.unknown(db, self.path) -- layers whose CRS the file cannot define
   if not s.unknownCrs then return nil, msg end
-  s.unrepresentable, msg, code = require("geoservices.store.file.unrepresentable").list(self) -- kept as the server sent
+  s.unrepresentable, msg, code = unrepresentable.list(self) -- kept as the server sent
   if not s.unrepresentable then return nil, db_error(self.path, msg, code) end
   return s
 end

@@ -20,8 +20,9 @@
 local capture = require "geoservices.store.edits.capture"
 local domains = require "geoservices.store.edits.domains"
 local json = require "geoservices.base.json"
-local shared = require "geoservices.store.shared"
 local schema = require "geoservices.store.file.schema"
+local shared = require "geoservices.store.shared"
+local unrepresentable = require "geoservices.store.file.unrepresentable"
 
 local outgoing = {}
 
@@ -203,7 +204,7 @@ function outgoing.feature(st, spec, op, gid, base)
   if op == "add" then
     f.geometry = current.geometry
   elseif spec.geometry_column and (not base or not outgoing.same(current.geometry, base.geometry))
-      and not (base and require("geoservices.store.file.unrepresentable").unchanged(st, spec, gid)) then
+      and not (base and unrepresentable.unchanged(st, spec, gid)) then
     f.geometry = current.geometry or json.null
     changed = true
   end
@@ -217,7 +218,7 @@ end
 -- (geoservices.store.file.unrepresentable.with_server_ordinates). Changes f.geometry.
 -- @treturn ?string the rule the edit breaks
 function outgoing.server_ordinates(st, spec, gid, f)
-  local geometry, rule = require("geoservices.store.file.unrepresentable").with_server_ordinates(st, spec, gid,
+  local geometry, rule = unrepresentable.with_server_ordinates(st, spec, gid,
     f.geometry)
   f.geometry = geometry
   return rule

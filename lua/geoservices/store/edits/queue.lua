@@ -14,8 +14,9 @@ local edit_list = require "geoservices.store.edits.edit_list"
 local errors = require "geoservices.base.errors"
 local json = require "geoservices.base.json"
 local outgoing = require "geoservices.store.edits.outgoing"
-local shared = require "geoservices.store.shared"
 local schema = require "geoservices.store.file.schema"
+local shared = require "geoservices.store.shared"
+local unrepresentable = require "geoservices.store.file.unrepresentable"
 
 local db_error, normalize_gid, now = shared.db_error, shared.normalize_gid, shared.now
 
@@ -63,7 +64,7 @@ local function edit_row(st, r, what, tbl)
   if base == false then why = ("its base is %s"):format(bad_base) end
   out.base = base or nil
   if base and spec and spec.geometry_column then -- the server's Z and M a 2D column cannot hold (issue 41)
-    base.geometry = require("geoservices.store.file.unrepresentable").with_server_ordinates(st, spec, r.global_id,
+    base.geometry = unrepresentable.with_server_ordinates(st, spec, r.global_id,
       base.geometry)
   end
   local server, bad_server = decode_column(r.server)

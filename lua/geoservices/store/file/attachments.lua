@@ -18,6 +18,7 @@
 -- again by the next sync.
 -- @module geoservices.store.file.attachments
 -- @local
+local attachment_edits = require "geoservices.store.edits.attachment_edits"
 local errors = require "geoservices.base.errors"
 local paths = require "geoservices.store.paths"
 local relations = require "geoservices.store.file.relations"
@@ -57,7 +58,7 @@ function attachments.layer_sql(spec, meta)
     ("INSERT INTO gpkgext_relations (base_table_name, base_primary_column, related_table_name, "
       .. "related_primary_column, relation_name, mapping_table_name) VALUES (%s, %s, %s, 'id', 'media', %s)")
       :format(lit(spec.table), lit(spec.fid_column or "fid"), lit(attachments.MEDIA), lit(map)),
-    table.unpack(require("geoservices.store.edits.attachment_edits").layer_sql(spec, map)),
+    table.unpack(attachment_edits.layer_sql(spec, map)),
   }
 end
 

@@ -22,8 +22,10 @@
 -- column to rename back.
 -- @module geoservices.store.file.table_shape
 -- @local
+local attachments = require "geoservices.store.file.attachments"
 local capture = require "geoservices.store.edits.capture"
 local json = require "geoservices.base.json"
+local relations = require "geoservices.store.file.relations"
 local schema = require "geoservices.store.file.schema"
 local shared = require "geoservices.store.shared"
 
@@ -141,8 +143,8 @@ function shape.remake(db, spec, layers)
   for _, l in pairs(layers) do
     specs[#specs + 1] = setmetatable({ fid_column = l.fid_column or "fid" }, { __index = l })
   end
-  local on_it = require("geoservices.store.file.relations").store_sql(specs, metas)
-  for _, sql in ipairs(require("geoservices.store.file.attachments").layer_sql(full, meta)) do
+  local on_it = relations.store_sql(specs, metas)
+  for _, sql in ipairs(attachments.layer_sql(full, meta)) do
     on_it[#on_it + 1] = sql
   end
   for _, sql in ipairs(on_it) do
