@@ -123,7 +123,7 @@ describe("status and pending on a read-only medium and a full disk (issue 39)", 
 
   it("a store on a full disk", function()
     local path = place("full")
-    run(("dd if=/dev/zero of=%s bs=1k count=4000"):format(q(mnt .. "/filler")))
+    helper.fill_disk(mnt .. "/filler")
     local ok, err = pcall(assert_lists, path, { "RO-1" })
     os.remove(mnt .. "/filler")
     assert(ok, err)

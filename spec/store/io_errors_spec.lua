@@ -26,7 +26,7 @@ describe("local file failures are io errors with the path and the cause (issue 3
   end)
 
   local function fill()
-    run(("dd if=/dev/zero of=%s bs=1k count=1000"):format(q(mnt .. "/filler")))
+    helper.fill_disk(mnt .. "/filler")
   end
   local function unfill() os.remove(mnt .. "/filler") end
 
