@@ -111,15 +111,22 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     c.done()
   end)
 
-  -- The store after a sync with uploaded edits whose answer was lost (gateway `mode`): the server
-  -- applies them `delay_ms` later, after the next sync (late) or before it (`applied_first`).
+  -- No attempt left: the store's attempt table, the state file's journal.
+  local function no_attempt(way)
+    if way.st then return way.st:attempt() == false end
+    return way.pending() == 0
+  end
+
+  -- A store or a state file (`make_way`: world.store_way or world.state_way, one engine) after a
+  -- sync with uploaded edits whose answer was lost (gateway `mode`): the server applies them
+  -- `delay_ms` later, after the next sync (late) or before it (`applied_first`).
   -- The next sync holds the attempt (it sends nothing of it again, and takes a move of the
   -- generation for its own), the one after settles it unknown; no sync is refused as another copy,
   -- and a later crew's change downloads.
-  local function store_case(mode, delay_ms, applied_first)
+  local function lost_answer_case(make_way, mode, delay_ms, applied_first)
     local c = world.checker()
     local cl = client()
-    local way = world.store_way(server, cl, dir, "perReplica")
+    local way = make_way(server, cl, dir, "perReplica")
     local id = upload_edits(server, "uploaded")
     server:gateway(mode, delay_ms)
     local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
@@ -142,7 +149,7 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
       "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
     c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded")
-    c.check(way.st:attempt() == false, "an attempt is still recorded after sync 3")
+    c.check(no_attempt(way), "an attempt is still recorded after sync 3")
     server:crew_update(E03, { OWNER = "crew C" })
     local r4, e4 = way.sync()
     c.check(r4, "sync 4 failed: " .. world.message_of(e4))
@@ -153,22 +160,11 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     c.done()
   end
 
-  it("the store (st:sync with the parameters), a 504 applied late: sent once, never taken for a copy", function()
-    store_case("504", 2000, false)
-  end)
-
-  it("the store, a 504 the server applies before the next sync: sent once, never taken for a copy", function()
-    store_case("504", 200, true)
-  end)
-
-  it("the store, an answer dropped and applied late: sent once, never taken for a copy", function()
-    store_case("drop", 2000, false)
-  end)
-
-  it("the store refuses to send the held uploaded item again, sending nothing", function()
+  -- The held uploaded item passed again: refused naming editsUploadId, nothing sent.
+  local function passed_again_case(make_way)
     local c = world.checker()
     local cl = client()
-    local way = world.store_way(server, cl, dir, "perReplica")
+    local way = make_way(server, cl, dir, "perReplica")
     local id = upload_edits(server, "uploaded")
     server:gateway("504", 2000)
     local r1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
@@ -183,13 +179,36 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     wait_applied(server)
     local r3, e3 = way.sync()
     c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+    local held = r3 and r3.resolved and r3.resolved.uploaded
+    c.check(held and held.id == id and held.kept, "the refused sync took the hold: sync 3 does not hold the "
+      .. "uploaded item: " .. tostring(r3 and r3.resolved))
     local r4, e4 = way.sync()
     c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+    c.check(no_attempt(way), "an attempt is still recorded after sync 4")
     way.close()
     cl:close()
     check_once(c, server, way.origin)
     c.done()
-  end)
+  end
+
+  for _, w in ipairs(world.WAYS) do
+    local name, make_way = w[1], w[2]
+    it(name .. " (sync with the parameters), a 504 applied late: sent once, never taken for a copy", function()
+      lost_answer_case(make_way, "504", 2000, false)
+    end)
+
+    it(name .. ", a 504 the server applies before the next sync: sent once, never taken for a copy", function()
+      lost_answer_case(make_way, "504", 200, true)
+    end)
+
+    it(name .. ", an answer dropped and applied late: sent once, never taken for a copy", function()
+      lost_answer_case(make_way, "drop", 2000, false)
+    end)
+
+    it(name .. ": the held uploaded item passed again is refused, nothing sent", function()
+      passed_again_case(make_way)
+    end)
+  end
 
   it("the store, a sync with uploaded edits answered at once: applied once, the generation moves", function()
     local c = world.checker()
@@ -222,6 +241,7 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     c.check(r, "the sync failed: " .. world.message_of(e))
     local after = json.decode(helper.read_all(way.path)).replicaServerGen
     c.check(after > before, ("the state's generation did not move: %s -> %s"):format(before, after))
+    c.check(way.pending() == 0, "the journal is still there")
     cl:close()
     check_once(c, server, way.origin)
     c.done()

@@ -9,6 +9,7 @@ local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
+local transport = require "geoservices.net.transport"
 
 local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"
 local PARCEL1 = "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}"
@@ -52,8 +53,11 @@ local function fake_journal(emu)
     if not self.attempt then return false end
     self.current = self.attempt.items
     return { status_url = self.attempt.status_url, params = self.attempt.params, edits = edits_of(self.current),
-             provisional = self.attempt.provisional, held_once = self.attempt.held_once }
+             provisional = self.attempt.provisional, held_once = self.attempt.held_once,
+             uploaded = self.attempt.uploaded }
   end
+  -- the uploaded edits file (editsUploadId) the attempt carries: kept, not judged
+  function j:uploaded() return self.attempt and self.attempt.uploaded end
   function j:entries()
     local list = {}
     for _, it in ipairs(self.current or {}) do
@@ -98,7 +102,8 @@ local function fake_journal(emu)
   function j:begin(fields)
     log("begin", { fields = fields })
     if not self.held then
-      self.attempt = { items = self.current, params = { rollbackOnFailure = fields.rollbackOnFailure } }
+      self.attempt = { items = self.current, params = { rollbackOnFailure = fields.rollbackOnFailure },
+                       uploaded = fields.editsUploadId and tostring(fields.editsUploadId) }
     end
     return true
   end
@@ -127,11 +132,13 @@ local function fake_journal(emu)
     return true
   end
   function j:settle_read(verdicts, _, how)
-    log("settle_read", { provisional = how.provisional == true, hold = how.hold == true, verdicts = verdicts })
+    log("settle_read", { provisional = how.provisional == true, hold = how.hold == true, verdicts = verdicts,
+                         uploaded = how.uploaded })
     local keep = how.provisional or how.hold
     local left = settle(verdicts, keep)
-    self.attempt = #left > 0 and { items = left, params = self.attempt and self.attempt.params,
-                                   provisional = true, held_once = how.hold or nil } or nil
+    local item = how.uploaded and how.uploaded.kept and how.uploaded.id or nil
+    self.attempt = (#left > 0 or item) and { items = left, params = self.attempt and self.attempt.params,
+                                   provisional = true, held_once = how.hold or nil, uploaded = item } or nil
     self.current = left
     return { unsettled = how.hold and 0 or #left, held = how.hold and #left or 0, resent = {} }
   end
@@ -267,6 +274,56 @@ describe("the attempt engine, with a journal in memory", function()
     assert.same({ item }, j.applied)
     assert.is_nil(j.attempt)
     assert.equal(1, applied_on_server("add", item.gid))
+  end)
+
+  -- An edits file uploaded to the emulator (an add of `gid`, layer 0); its itemID.
+  local function upload_add(gid)
+    local text = json.encode{ { id = 0, features = { adds = { { attributes = { GlobalID = gid, APN = "UPLOADED" },
+      geometry = { x = -117.2, y = 34.1 } } } } } }
+    local boundary = "----attempt-spec"
+    local body = table.concat{ "--", boundary, '\r\nContent-Disposition: form-data; name="f"\r\n\r\njson\r\n',
+      "--", boundary, '\r\nContent-Disposition: form-data; name="file"; filename="edits.json"\r\n',
+      "Content-Type: application/json\r\n\r\n", text, "\r\n--", boundary, "--\r\n" }
+    local resp = assert(transport.perform(emu.driver, { url = emu.url .. "/Parcels/FeatureServer/uploads/upload",
+      method = "POST", body = body, content_type = "multipart/form-data; boundary=" .. boundary,
+      timeout_ms = 10000 }))
+    return assert(json.decode(resp.body).item.itemID)
+  end
+
+  it("keeps an uploaded edits file whose answer is lost, holds it one sync (refusing it again), then settles it "
+    .. "unknown, never sending it again (F4)", function()
+    local j = fake_journal(emu)
+    local gid = add_item("unused").gid
+    local id = upload_add(gid)
+    local with_file = { params = { editsUploadId = id, editsUploadFormat = "json" } }
+    emu:fault{ route = "synchronizeReplica", kind = "reset", phase = "before", attempts = { 1 } }
+    local r1, e1 = attempt.run(c, j, with_file)
+    assert.is_nil(r1)
+    assert.is_true(e1.outcome_unknown)
+    assert.truthy(e1.message:find(id, 1, true), "the error names the uploaded item")
+    assert.same({ id = id, kept = true }, { id = j.call("settle_read").uploaded.id,
+                                            kept = j.call("settle_read").uploaded.kept })
+    assert.equal(id, j.attempt.uploaded, "provisional: the item stays in the attempt")
+    -- the next sync holds it: the same file passed again is refused before anything is sent
+    local sent = emu:count("synchronizeReplica")
+    local r2, e2 = attempt.run(c, j, with_file)
+    assert.is_nil(r2)
+    assert.equal("invalid", e2.kind)
+    assert.equal("editsUploadId", e2.parameter)
+    assert.equal(sent, emu:count("synchronizeReplica"), "nothing sent with the refusal")
+    assert.equal(id, j.attempt.uploaded)
+    -- without it the held sync goes through (it downloads), the item still kept
+    j.calls = {}
+    local r3 = assert(attempt.run(c, j, {}))
+    assert.is_true(r3.resolved.uploaded.kept)
+    assert.equal(id, j.attempt.uploaded)
+    -- the one after settles it unknown: reported, forgotten, never sent again
+    j.calls = {}
+    local r4 = assert(attempt.run(c, j, {}))
+    assert.same({ id = id, outcome = "unknown", kept = false }, { id = r4.resolved.uploaded.id,
+      outcome = r4.resolved.uploaded.outcome, kept = r4.resolved.uploaded.kept })
+    assert.is_nil(j.attempt)
+    assert.equal(0, applied_on_server("add", gid), "the uploaded edits were sent again")
   end)
 
   it("reads back an answer that leaves an edit unknown, and commits the server's verdict", function()

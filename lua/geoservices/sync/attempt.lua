@@ -53,7 +53,10 @@
 --   j:pending()           the attempt an earlier sync left: `{status_url =, params =, edits =,
 --                         provisional =, held_once =, late_until =, uploaded =}` (params: syncDirection,
 --                         rollbackOnFailure... as journaled; edits: the 2.1 list it carries;
---                         uploaded: the editsUploadId it carries, if the journal keeps one), or false
+--                         uploaded: the editsUploadId it carries), or false
+--   j:uploaded()          the editsUploadId the attempt in hand carries (journaled by j:begin from the
+--                         request's field, given back by pending()), or nil
+--   j.holding             true while this sync holds an earlier attempt (optional)
 --   j:entries()           the feature edits of the attempt in hand, as verify entries
 --                         `{key =, layer =, op =, globalId =, feature =, base =}`
 --   j:job_fields(a, opts) the fields of a job operation re-attached to (output, on_change,
@@ -71,7 +74,9 @@
 --                         sync's own failure, `how.late_until`: the end of its late window, kept
 --                         with the attempt and given back by pending(),
 --                         `how.hold`: a provisional attempt read again: edits not
---                         applied stay in the attempt, not sent by this sync); returns a summary
+--                         applied stay in the attempt, not sent by this sync; `how.uploaded`: the
+--                         uploaded edits file's outcome (outcome.uploaded_item), kept in the
+--                         attempt when `kept`, else forgotten); returns a summary
 --                         with `unsettled` (edits left to send), `held`, `resent` (set of keys sent again)
 --   j:abandon()           nothing of the attempt was applied: its edits go back where they came from
 --   j:note_read(err, summary), j:fold_read(result, summary)  what reading back found, told
@@ -98,9 +103,15 @@
 -- by the engine. When its answer is lost it is kept in the attempt as an
 -- edit not shown is (a journal's `pending().uploaded`, its settle_read's
 -- summary `uploaded`, geoservices.sync.outcome.uploaded_item): provisional,
--- held one sync, then settled with its outcome unknown and reported. While
--- it is kept the store takes a move of the replica's generation for its
--- own late request, and refuses to send an uploaded file during the hold.
+-- held one sync, then settled with its outcome unknown and reported in
+-- `result.resolved.uploaded`. While it is kept the store takes a move of
+-- the replica's generation for its own late request. While a sync holds an
+-- earlier attempt (its edits or its uploaded file) a request with
+-- `editsUploadId` (`opts.params`) is refused, naming it, before anything
+-- is read or sent (the hold is still to come): the held file
+-- passed again would be applied twice, another could reach the server
+-- before the held edits. One rule for both journals (@{run}, read_back);
+-- the journals only keep the item.
 --
 -- THE REBASE HOOK: when the journal has `j:rebase`, the engine calls it with
 -- the rows about to be sent, after `j:take` and before anything is journaled
@@ -145,7 +156,17 @@ local function read_back(client, j, how, opts)
       .. "is sent again until it is known): %s"):format(#entries, j.what, j.kept_in, err.message)
     return nil, err
   end
-  return j:settle_read(verdicts, object_ids, how)
+  -- an uploaded edits file (UPLOADED EDITS FILES): kept while the attempt's edits would be
+  -- (a lost answer's, or held), else settled with its outcome unknown; never sent again
+  local item = j:uploaded()
+  how.uploaded = item and outcome.uploaded_item(item, how.provisional or how.hold or j.holding) or nil
+  local summary, serr = j:settle_read(verdicts, object_ids, how)
+  if not summary then return nil, serr end
+  if how.uploaded then
+    summary.uploaded = how.uploaded
+    if how.hold then summary.held = (summary.held or 0) + 1 end
+  end
+  return summary
 end
 
 -- Every sent edit's verdict: the answer's where it tells, the server's
@@ -246,6 +267,14 @@ local function resolve(client, j, opts)
   local a, err = j:pending()
   if a == nil then return nil, err end
   if not a then return {} end
+  if M.holds(a) and type(opts.params) == "table" and opts.params.editsUploadId ~= nil then
+    -- UPLOADED EDITS FILES: none is sent while an earlier attempt is held; refused before anything
+    -- is read or sent, so the hold still comes
+    return nil, errors.invalid("editsUploadId", ("the outcome of an earlier synchronization of %s is not "
+      .. "known yet (its answer was lost; the server may still apply it): the next synchronization sends no "
+      .. "uploaded edits and reads it again; synchronize once without editsUploadId first, then send it if the "
+      .. "server does not hold its edits"):format(j.what))
+  end
   local failed_job = false
   if a.status_url then
     local result, werr = reattach(client, j, a, opts)
@@ -344,7 +373,10 @@ local function after_failure(client, j, err, sent, opts, resent)
   local summary, verr = read_back(client, j, { completed = false, provisional = late,
     late_until = late and os.time() + (opts.late_window or 0) or nil }, opts)
   if not summary then return nil, err, verr end
-  if not nothing_applied then j:note_read(err, summary) end
+  if not nothing_applied then
+    j:note_read(err, summary)
+    if summary.uploaded then err.message = err.message .. "; " .. summary.uploaded.message end
+  end
   if summary.unsettled > 0 and err.kind == "job" and err.status_resource and not opts.after_failed_job then
     -- an all-or-nothing job failed on one edit and applied none: the edits
     -- go again at once in a synchronous request whose per-edit results name

@@ -15,7 +15,9 @@
 -- held (a lost answer's, geoservices.sync.attempt), the caller's edits of a
 -- feature they touch wait with them, journaled (`params.waiting`), and go
 -- with the first sync after: an update never reaches the server before
--- its feature's add.
+-- its feature's add. A request with an uploaded edits file (`editsUploadId`)
+-- is journaled too (`params.uploaded`), and kept, provisional then held, as
+-- the engine decides (geoservices.sync.attempt: UPLOADED EDITS FILES).
 -- @module geoservices.sync.state_journal
 -- @local
 local edits_mod = require "geoservices.sync.edits"
@@ -224,9 +226,16 @@ function Journal:pending()
   -- a request sent while edits were held and interrupted before its answer (a process killed):
   -- the held edits are still a lost answer's, their late window goes on
   local held = type(params.held) == "table" and params.held or nil
+  self.item = params.uploaded or (held and held.uploaded) or nil
   return { status_url = a.status_url, params = params, edits = a.edits,
            provisional = params.provisional == true or held ~= nil, held_once = params.held_once == true or held ~= nil,
-           late_until = math.tointeger(params.late_until) or (held and math.tointeger(held.late_until)) }
+           late_until = math.tointeger(params.late_until) or (held and math.tointeger(held.late_until)),
+           uploaded = self.item }
+end
+
+-- The uploaded edits file (editsUploadId) the attempt in hand carries, or nil.
+function Journal:uploaded()
+  return self.item
 end
 
 function Journal:entries()
@@ -304,7 +313,8 @@ function Journal:take(params, resolution, opts)
   self.resent = read and read.resend or nil
   local edits = merged_edits(self.resent, mine)
   self.pool = type(edits) == "table" and edits or nil
-  self.journaling = type(edits) == "table" or params.async == true
+  -- an uploaded edits file carries edits too: journaled before it leaves
+  self.journaling = type(edits) == "table" or params.async == true or params.editsUploadId ~= nil
   self.current = { edits = type(edits) == "table" and edits or nil }
   if not self.journaling and self.r.attempt and not self.held then
     self.r:clear_attempt() -- settled, and nothing of it is sent again
@@ -331,18 +341,21 @@ function Journal:begin(fields)
   local edits = type(fields.edits) == "table" and fields.edits or json.array()
   local bases = type(fields.edits) == "table" and read_bases(self.client, self.r, fields.edits) or nil
   self.current = { edits = type(fields.edits) == "table" and fields.edits or nil, bases = bases }
+  if fields.editsUploadId ~= nil then self.item = tostring(fields.editsUploadId) end
   return self.r:begin_attempt(edits, {
     syncDirection = fields.syncDirection, transportType = fields.transportType,
     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
-    async = fields.async == true, bases = bases, held = self.held, waiting = self.waiting })
+    async = fields.async == true, bases = bases, held = self.held, waiting = self.waiting,
+    uploaded = fields.editsUploadId ~= nil and self.item or nil })
 end
 
 -- The journal of edits held one sync (geoservices.sync.attempt): provisional,
 -- read again by the next sync, which sends them when the server still does
 -- not show them.
 function Journal:write_held()
-  return self.r:begin_attempt(self.held.edits, { provisional = true, held_once = true, bases = self.held.bases,
-                                                  late_until = self.held.late_until, waiting = self.waiting })
+  return self.r:begin_attempt(self.held.edits or json.array(), { provisional = true, held_once = true,
+    bases = self.held.bases, late_until = self.held.late_until, waiting = self.waiting,
+    uploaded = self.held.uploaded })
 end
 
 function Journal:record_job(status_url)
@@ -394,11 +407,21 @@ function Journal:settle_read(verdicts, _, how)
   if resolution.resend and resolution.unsettled == 0 then resolution.unsettled = 1 end
   resolution.held = 0
   local attempt = self.r.attempt
-  if how.hold and resolution.resend then
+  -- an uploaded edits file the engine keeps stays journaled with the edits not shown
+  local item = how.uploaded and how.uploaded.kept and how.uploaded.id or nil
+  self.item = item
+  if how.hold and (resolution.resend or item) then
     -- still not shown after a lost answer: held one sync more, not sent now
-    self.held = { edits = resolution.resend, bases = c.bases, late_until = how.late_until }
+    self.held = { edits = resolution.resend, bases = c.bases, late_until = how.late_until, uploaded = item }
     resolution.held, resolution.unsettled, resolution.resend = resolution.unsettled, 0, nil
     local ok, err = self:write_held()
+    if not ok then return nil, err end
+  elseif how.provisional and attempt and item and not resolution.resend then
+    -- only the uploaded file is left: journaled, the next sync reads the server again first
+    local params = {}
+    for k, v in pairs(type(attempt.params) == "table" and attempt.params or {}) do params[k] = v end
+    params.provisional, params.late_until, params.uploaded = true, how.late_until, item
+    local ok, err = self.r:begin_attempt(json.array(), params)
     if not ok then return nil, err end
   elseif not resolution.resend and self.waiting then
     -- settled; the edits that waited for it stay journaled until they are sent
@@ -410,7 +433,7 @@ function Journal:settle_read(verdicts, _, how)
     -- what is left stays journaled: the next sync reads it again before sending it
     local params = {}
     for k, v in pairs(type(attempt.params) == "table" and attempt.params or {}) do params[k] = v end
-    params.provisional, params.bases, params.late_until = true, c.bases, how.late_until
+    params.provisional, params.bases, params.late_until, params.uploaded = true, c.bases, how.late_until, item
     local ok, err = self.r:begin_attempt(resolution.resend, params)
     if not ok then return nil, err end
   end

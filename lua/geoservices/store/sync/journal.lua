@@ -13,7 +13,6 @@
 -- @local
 local attachment_edits = require "geoservices.store.edits.attachment_edits"
 local commit = require "geoservices.store.sync.commit"
-local errors = require "geoservices.base.errors"
 local integrity = require "geoservices.store.sync.integrity"
 local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
@@ -222,13 +221,8 @@ function Journal:take(params, resolution, opts)
   local only = opts and opts.only
   if resolution.summary and (resolution.summary.held or 0) > 0 then
     -- edits held one sync (geoservices.sync.attempt): this sync sends none, its
-    -- download goes under the attempt that holds them; an uploaded edits file neither
-    if params.editsUploadId ~= nil then
-      return nil, errors.invalid("editsUploadId", ("the outcome of an earlier synchronization of %s is not "
-        .. "known yet (its answer was lost; the server may still apply it): this synchronization sends no "
-        .. "edits and reads it again; synchronize once without editsUploadId first, then send it if the "
-        .. "server does not hold its edits"):format(st.path))
-    end
+    -- download goes under the attempt that holds them (an uploaded edits file neither: the engine
+    -- refused it before)
     self.holding, self.rows = true, {}
     local queue, qerr = st:pending()
     if not queue then return nil, qerr end
@@ -337,13 +331,11 @@ function Journal:settle_read(verdicts, object_ids, how)
   local rows = self.rows
   local keep = how.provisional or how.hold or self.holding
   local by_seq, summary = commit.outcomes(rows, verdicts)
-  -- an uploaded edits file: its edits cannot be read back one by one (they are no queue rows and
-  -- the server does not give the file back), so it stays in the attempt as rows not shown do
-  -- (geoservices.sync.attempt: UPLOADED EDITS FILES), then is settled unknown, never sent again
-  local item = self:uploaded()
-  summary.uploaded = item and outcome.uploaded_item(item, keep) or nil
+  -- an uploaded edits file stays in the attempt while the engine keeps it (geoservices.sync.attempt:
+  -- UPLOADED EDITS FILES), as rows not shown do
+  local item = how.uploaded and how.uploaded.kept
   local ok, err = commit.verified(self.st, self.id, by_seq, object_ids, rows, summary, { keep_unsettled = keep,
-    keep_attempt = keep and item ~= nil })
+    keep_attempt = item })
   if not ok then return nil, err end
   local left, resent = {}, {}
   for _, r in ipairs(rows) do
@@ -353,7 +345,7 @@ function Journal:settle_read(verdicts, object_ids, how)
   end
   summary.requeued = #rows - summary.applied - #summary.rejected - #summary.conflicts
   summary.unsettled = keep and summary.requeued or 0
-  summary.held = how.hold and (#left + (item and 1 or 0)) or 0
+  summary.held = how.hold and #left or 0
   summary.resent = resent
   if how.hold then summary.unsettled = 0 end
   self.rows = left
@@ -374,7 +366,6 @@ function Journal.note_read(_, err, summary)
   err.message = err.message .. ("; read back from the server: %d applied, %d rejected, %d conflict(s), %d not "
     .. "shown applied yet (read again by the next sync before they are sent)"):format(summary.applied,
     #summary.rejected, #summary.conflicts, summary.requeued)
-  if summary.uploaded then err.message = err.message .. "; " .. summary.uploaded.message end
 end
 
 function Journal.fold_read(_, result, summary)
