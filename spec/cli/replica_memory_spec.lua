@@ -41,7 +41,7 @@ describe("geoservices replica create OUT.gpkg (issue 38)", function()
     os.execute("rm -rf " .. q(dir))
   end)
 
-  it("stays under 64 MiB with 200k points whose layer id comes last, and stores them all", function()
+  it("stays under 64 MiB with 200k points whose layer id comes last, and stores them all #rss", function()
     local out, ok = lua("spec/bench/cli_create_one.lua", url, dir .. "/cli.gpkg")
     assert(ok, out)
     local secs, n, kib, code = out:match("cli_create (%S+) (%d+) (%d+) (%d+)%s*$")

@@ -46,7 +46,8 @@ describe("the replica store's memory whatever a layer's key order (issue 28)", f
 
   teardown(function() os.execute("rm -rf " .. q(dir)) end)
 
-  it("stays under 64 MiB with a layer's id after its 200k features, as before them, and stores the same", function()
+  it("stays under 64 MiB with a layer's id after its 200k features, as before them, and stores the same"
+    .. " #rss", function()
     local peak, rows = {}, {}
     for _, order in ipairs{ "first", "last" } do
       local out, ok = lua("spec/bench/store_create_one.lua", ("%s/%s.json"):format(dir, order),
@@ -69,7 +70,7 @@ describe("the replica store's memory whatever a layer's key order (issue 28)", f
     assert.equal("first.gpkg\nfirst.json\nlast.gpkg\nlast.json\n", listing)
   end)
 
-  it("stays under 64 MiB through createReplica, the download and the fill, with the id last", function()
+  it("stays under 64 MiB through createReplica, the download and the fill, with the id last #rss", function()
     -- a server answering createReplica with the file (spec/bench/serve_replica.lua); the
     -- download counts the records it saves: an id-last layer waits as a count there
     local log = dir .. "/serve.log"
