@@ -56,6 +56,35 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       c.done()
     end)
 
+    -- The add's request never reached the server, and neither did the next sync's own request (it
+    -- holds the add): the add stays in the attempt, read again and sent by a later sync, applied once.
+    it(way_name .. ": the held sync's own request lost, the held add is not forgotten", function()
+      local c = world.checker()
+      local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
+                                     retry = { attempts = 3, base_delay = 0.01 } }
+      local way = make_way(server, cl, dir, "perReplica")
+      local added = way.add{ APN = "HELD-LOST", OWNER = "first" }
+      -- sync 1's request and sync 2's (a download, which the client tries again) reset before the
+      -- server reads them
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                            attempts = { 1, 2, 3, 4, 5, 6 } }))
+      c.check(not way.sync(), "sync 1 succeeded through a reset")
+      c.check(not way.sync(), "sync 2 succeeded through its resets")
+      c.check(way.pending() == 1, "the held add is no longer queued or journaled after sync 2")
+      for i = 3, 4 do
+        local r, e = way.sync()
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+      end
+      local attempts, applied = world.tally(server, way.origin)
+      local key = "add|" .. world.norm(added)
+      c.check((applied[key] or 0) == 1, ("the add applied %d times"):format(applied[key] or 0))
+      c.check((attempts[key] or 0) == 1, ("the add sent %d times"):format(attempts[key] or 0))
+      c.check(way.pending() == 0, "edits still queued or journaled")
+      way.close()
+      cl:close()
+      c.done()
+    end)
+
     it(way_name .. ": the update waits for its add, then goes once", function()
       local c = world.checker()
       local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,

@@ -191,8 +191,41 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     c.done()
   end
 
+  -- The uploaded item's request lost before the server read it, and the next sync's own request
+  -- (it holds the item) lost too: the item is not forgotten, the sync after reports it unknown, and
+  -- it is never sent again (the server never applies it).
+  local function held_sync_lost_case(make_way)
+    local c = world.checker()
+    local cl = client()
+    local way = make_way(server, cl, dir, "perReplica")
+    local id = upload_edits(server, "uploaded")
+    -- sync 1's request and sync 2's (a download, which the client tries again) reset before the server reads them
+    assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                          attempts = { 1, 2, 3, 4, 5, 6 } }))
+    c.check(not way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } },
+      "sync 1 succeeded through a reset")
+    c.check(not way.sync(), "sync 2 succeeded through its resets")
+    local r3, e3 = way.sync()
+    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+    local settled = r3 and r3.resolved and r3.resolved.uploaded
+    c.check(settled and settled.id == id and settled.outcome == "unknown",
+      "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
+    local r4, e4 = way.sync()
+    c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+    c.check(no_attempt(way), "an attempt is still recorded after sync 4")
+    local attempts = world.tally(server, way.origin)
+    c.check((attempts["add|" .. NEW] or 0) == 0, "the uploaded edits were sent again")
+    way.close()
+    cl:close()
+    c.done()
+  end
+
   for _, w in ipairs(world.WAYS) do
     local name, make_way = w[1], w[2]
+    it(name .. ": the held sync's own request lost, the uploaded item is not forgotten", function()
+      held_sync_lost_case(make_way)
+    end)
+
     it(name .. " (sync with the parameters), a 504 applied late: sent once, never taken for a copy", function()
       lost_answer_case(make_way, "504", 2000, false)
     end)

@@ -413,7 +413,13 @@ function Journal:settle_read(verdicts, _, how)
   if how.hold and (resolution.resend or item) then
     -- still not shown after a lost answer: held one sync more, not sent now
     self.held = { edits = resolution.resend, bases = c.bases, late_until = how.late_until, uploaded = item }
+    self.holding = true -- the engine keeps the uploaded file while this sync holds it
     resolution.held, resolution.unsettled, resolution.resend = resolution.unsettled, 0, nil
+    local ok, err = self:write_held()
+    if not ok then return nil, err end
+  elseif self.held and not resolution.resend then
+    -- this sync's own request, read back after it failed, left nothing: the edits it holds stay
+    -- journaled (read again by the next sync), with the caller's that wait for them
     local ok, err = self:write_held()
     if not ok then return nil, err end
   elseif how.provisional and attempt and item and not resolution.resend then
