@@ -21,7 +21,6 @@
 -- the server refuses the whole request for one failed edit): the refused
 -- update must be found and reported, while the good add uploads and the
 -- other crew's change downloads in the same sync; a second sync is clean.
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
@@ -98,7 +97,7 @@ for _, s in ipairs(SERVERS) do
       local function begin(set)
         server = start(set)
         dir = helper.tmp_dir()
-        local client = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT }
+        local client = world.client(server)
         way = make_way(server, client, dir, set.model)
         return way
       end

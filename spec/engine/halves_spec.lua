@@ -14,7 +14,6 @@
 -- the sync itself a success; and the requests bounded by the halving: the
 -- whole request, one without edits, then two per level of halving
 -- (2 + 2 * log2(16) = 10), not one per edit. A second sync sends nothing again.
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
@@ -40,8 +39,7 @@ describe("engine, F3 by halves (rollback forced, the refusal names no edit), the
     it(way_name .. ": the good edits upload, the refused one is reported with the server's words, "
       .. "in log2 requests", function()
       local c = world.checker()
-      local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
-                                     retry = { attempts = 3, base_delay = 0.01 } }
+      local cl = world.client(server, true)
       local way = make_way(server, cl, dir, "perReplica")
       local good, bad = {}, nil
       local store = way.name == "store"

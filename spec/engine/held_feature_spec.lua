@@ -8,7 +8,6 @@
 -- sends the update. Both engines (the store, st:sync; client:sync with a
 -- state file), against the emulator: the add and the update each applied
 -- once and sent once, nothing in failed(), the server holding the update.
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
@@ -33,8 +32,7 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
     -- applied then deleted, and no edit may be reported rejected.
     it(way_name .. ": an add sent again with its feature's delete is not reported rejected", function()
       local c = world.checker()
-      local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
-                                     retry = { attempts = 3, base_delay = 0.01 } }
+      local cl = world.client(server, true)
       local way = make_way(server, cl, dir, "perReplica")
       local opts = { params = { transportType = "esriTransportTypeUrl" } }
       local added = way.add{ APN = "HELD-DELETED", OWNER = "first" }
@@ -60,8 +58,7 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
     -- holds the add): the add stays in the attempt, read again and sent by a later sync, applied once.
     it(way_name .. ": the held sync's own request lost, the held add is not forgotten", function()
       local c = world.checker()
-      local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
-                                     retry = { attempts = 3, base_delay = 0.01 } }
+      local cl = world.client(server, true)
       local way = make_way(server, cl, dir, "perReplica")
       local added = way.add{ APN = "HELD-LOST", OWNER = "first" }
       -- sync 1's request and sync 2's (a download, which the client tries again) reset before the
@@ -87,8 +84,7 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
 
     it(way_name .. ": the update waits for its add, then goes once", function()
       local c = world.checker()
-      local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
-                                     retry = { attempts = 3, base_delay = 0.01 } }
+      local cl = world.client(server, true)
       local way = make_way(server, cl, dir, "perReplica")
       local opts = { late_window = 60 }
       local added = way.add{ APN = "HELD-ADD", OWNER = "first" }

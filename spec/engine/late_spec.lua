@@ -13,7 +13,6 @@
 -- edit applied exactly once (never re-applied, never sent blindly), no
 -- false rejection, nothing left queued. For the store, --adopt-copy after
 -- the late application never re-sends an edit of unknown outcome.
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
@@ -101,7 +100,7 @@ for _, s in ipairs(SERVERS) do
       local function begin()
         server = start()
         dir = helper.tmp_dir()
-        local client = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT }
+        local client = world.client(server)
         way = make_way(server, client, dir, "perReplica")
       end
 

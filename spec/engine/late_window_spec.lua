@@ -9,7 +9,6 @@
 -- client:sync with a state file), sync and async: each edit applied once
 -- and sent once (the server's change log), nothing left queued, no sync
 -- refused as another copy.
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
@@ -36,8 +35,7 @@ describe("engine, the late window (a gateway's lost answer, the server 3 s behin
       it(("%s, gateway %s%s: nothing sent again within the window, each edit applied once"):format(way_name,
         gateway, async and ", async" or ""), function()
         local c = world.checker()
-        local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
-                                       retry = { attempts = 3, base_delay = 0.01 } }
+        local cl = world.client(server, true)
         local way = make_way(server, cl, dir, "perReplica")
         local opts = { late_window = 60, params = { async = async or nil } }
         local added = way.add{ APN = "WINDOW-NEW", OWNER = "crew A" }

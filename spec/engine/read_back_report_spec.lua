@@ -9,7 +9,6 @@
 -- failed sync's error is the only report there is (the journal forgets a
 -- settled edit): err.conflicts lists the update, and the error's message
 -- (what the CLI prints) names it. The store keeps it in st:conflicts().
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
@@ -32,8 +31,7 @@ describe("engine, an answer lost after the server refused an edit of it:", funct
     local way_name, make_way = w[1], w[2]
     it(way_name .. ": the update read back in conflict is reported, its GlobalID in the error's message", function()
       local c = world.checker()
-      local cl = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
-                                     retry = { attempts = 3, base_delay = 0.01 } }
+      local cl = world.client(server, true)
       local way = make_way(server, cl, dir, "perReplica")
       local added = way.add{ APN = "LOST-ANSWER", OWNER = "crew A" }
       way.update(E03, { OWNER = "crew A" })

@@ -6,7 +6,6 @@
 -- answer's generation and missed the other crew's change: the two engines
 -- disagreed. Both are driven here, against the emulator and the documented
 -- double.
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
@@ -34,7 +33,7 @@ for _, s in ipairs(SERVERS) do
       it("a two-way sync after an upload-only one downloads what other crews changed before it", function()
         server = start()
         dir = helper.tmp_dir()
-        local client = geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT }
+        local client = world.client(server)
         way = make_way(server, client, dir, "perReplica")
         local c = world.checker()
         server:crew_update(E01, { OWNER = "crew B before" })

@@ -8,7 +8,6 @@
 -- with a state file and the store (st:sync with the parameters), against
 -- the emulator (the documented double has no uploads; the client side's own
 -- spec, spec/sync/edits_upload_spec, uses a scripted double).
-local geoservices = require "geoservices"
 local helper = require "spec.helper"
 local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
@@ -64,8 +63,7 @@ describe("engine, uploaded edits (F4), the emulator:", function()
   end)
 
   local function client()
-    return geoservices.client{ url = server.url, token = server.token, timeout = world.SYNC_TIMEOUT,
-                               retry = { attempts = 3, base_delay = 0.01 } }
+    return world.client(server, true)
   end
 
   for _, format in ipairs{ "JSON", "json" } do

@@ -50,6 +50,14 @@ Emu.__index = Emu
 local CREW2 = "{5E1A0C2B-2222-4A5B-9C8D-000000000002}" -- perReplica
 local OFFICE = "{5E1A0C2B-3333-4A5B-9C8D-000000000003}" -- perLayer, layers 0 and 1
 
+--- A client of `server` for the crew's syncs: the server's token and the
+-- sync's timeout; `quick_retry`: three attempts 10 ms apart where a request
+-- may be repeated (the specs that reset or drop a request).
+function M.client(server, quick_retry)
+  return geoservices.client{ url = server.url, token = server.token, timeout = M.SYNC_TIMEOUT,
+                             retry = quick_retry and { attempts = 3, base_delay = 0.01 } or nil }
+end
+
 --- An emulator in the capability set `settings` (emulator.settings names).
 function M.emulator(settings)
   local emu = helper.start_emulator()
