@@ -31,6 +31,7 @@
 -- "cancelled") when it was not reached.
 -- @module geoservices.token
 local core = require "geoservices.core"
+local calendar = require "geoservices.base.calendar"
 local errors = require "geoservices.base.errors"
 local form = require "geoservices.base.form"
 local origin = require "geoservices.net.origin"
@@ -229,17 +230,6 @@ end
 local MONTHS = { jan = 1, feb = 2, mar = 3, apr = 4, may = 5, jun = 6, jul = 7, aug = 8, sep = 9, oct = 10,
                  nov = 11, dec = 12 }
 
--- Days from 1970-01-01 to a date of the proleptic Gregorian calendar (H.
--- Hinnant's days_from_civil): UTC arithmetic, no time zone, no os.time.
-local function days_from_civil(y, m, d)
-  if m <= 2 then y = y - 1 end
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (m > 2 and m - 3 or m + 9) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return era * 146097 + doe - 719468
-end
-
 --- Seconds since the epoch of an HTTP date (RFC 9110: IMF-fixdate, and the
 -- obsolete RFC 850 and asctime forms), or nil.
 -- @string text the Date header
@@ -255,7 +245,7 @@ function token.http_date(text)
   if not d then mon, d, h, mi, sec, y = text:match("^%a+ (%a%a%a) +(%d%d?) (%d%d):(%d%d):(%d%d) (%d%d%d%d)") end
   local month = mon and MONTHS[mon:lower()]
   if not month then return nil end
-  return days_from_civil(tonumber(y), month, tonumber(d)) * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60
+  return calendar.days_from_civil(tonumber(y), month, tonumber(d)) * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60
     + tonumber(sec)
 end
 

@@ -36,6 +36,7 @@
 -- applies a download (other connections never see it off).
 -- @module geoservices.store.edits.capture
 -- @local
+local calendar = require "geoservices.base.calendar"
 local core = require "geoservices.core"
 local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
@@ -251,16 +252,6 @@ local function unhex(s)
   return (s:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end))
 end
 
--- Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm, as csrc/store/isotime.c).
-local function days_from_civil(y, m, d)
-  if m <= 2 then y = y - 1 end
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (m > 2 and m - 3 or m + 9) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return era * 146097 + doe - 719468
-end
-
 --- Epoch milliseconds of the DATETIME text the store and GDAL write
 -- (`2023-11-14T22:13:20.000Z`, a space for the T, seconds' fraction and Z
 -- optional, or a date alone); nil for anything else.
@@ -271,7 +262,7 @@ function capture.ms_of_iso(text)
   if not y then return nil end
   y, mo, d = math.tointeger(tonumber(y)), math.tointeger(tonumber(mo)), math.tointeger(tonumber(d))
   if mo < 1 or mo > 12 or d < 1 or d > 31 then return nil end
-  local ms = days_from_civil(y, mo, d) * 86400000
+  local ms = calendar.days_from_civil(y, mo, d) * 86400000
   if rest == "" or rest == "Z" then return ms end
   local h, mi, s, frac = rest:match("^[T ](%d%d):(%d%d):(%d%d)(%.?%d*)Z?$")
   if not h then return nil end
