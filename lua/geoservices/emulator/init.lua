@@ -17,6 +17,7 @@ local admin = require "geoservices.emulator.admin"
 local auth = require "geoservices.emulator.auth"
 local control = require "geoservices.emulator.control"
 local create = require "geoservices.emulator.create"
+local definition = require "geoservices.emulator.definition"
 local faults = require "geoservices.emulator.faults"
 local forms = require "geoservices.emulator.forms"
 local gateway = require "geoservices.emulator.gateway"
@@ -49,6 +50,14 @@ local ADMIN_ROUTES = {
 -- A folder of the administrator directory's services: {admin}/services/<folder>.
 local FOLDER_ROUTE = { name = "services/folder", handler = admin.list_folder }
 
+-- A layer's schema changed: {admin}/services/<service>.FeatureServer/<layer>/<operation>
+-- (ArcGIS Server) or {admin}/services/<service>/FeatureServer/<layer>/<operation>
+-- (hosted), by the operation's name (emulator.definition).
+local DEFINITION_ROUTES = {}
+for name in pairs(definition.OPERATIONS) do
+  DEFINITION_ROUTES[name] = { name = name, handler = definition.handler }
+end
+
 -- Routes of feature services under {base_path}/<service>/FeatureServer/...;
 -- the captures are passed to the handler after (emulator, request).
 local SERVICE_ROUTES = {
@@ -64,6 +73,7 @@ local SERVICE_ROUTES = {
   { pattern = "^/([%w_%-]+)/FeatureServer/unRegisterReplica$", name = "unRegisterReplica",
     handler = create.unregister },
   { pattern = "^/([%w_%-]+)/FeatureServer$", name = "serviceInfo", handler = metadata.service_resource },
+  { pattern = "^/([%w_%-]+)/FeatureServer/layers$", name = "layersInfo", handler = metadata.layers_resource },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)$", name = "layerInfo", handler = metadata.layer_resource },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/query$", name = "query", handler = query.handler },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/(%d+)/attachments/(%d+)$", name = "attachment",
@@ -393,6 +403,9 @@ function Emulator:route(path)
   if path == admin_root or path == admin_root .. "/" then return ADMIN_ROUTES[""], {} end
   if path:sub(1, #admin_root + 1) == admin_root .. "/" then
     local rest = path:sub(#admin_root + 2)
+    local svc, layer, op = rest:match("^services/([%w_%-]+)%.FeatureServer/(%d+)/(%w+)$")
+    if not svc then svc, layer, op = rest:match("^services/([%w_%-]+)/FeatureServer/(%d+)/(%w+)$") end
+    if svc and DEFINITION_ROUTES[op] then return DEFINITION_ROUTES[op], { svc, layer, op } end
     local folder = rest:match("^services/([%w_%-]+)$")
     if folder and not ADMIN_ROUTES[rest] then return FOLDER_ROUTE, { folder } end
     return ADMIN_ROUTES[rest], {}

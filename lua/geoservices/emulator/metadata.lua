@@ -398,4 +398,22 @@ function metadata.layer_resource(emu, request, service_name, id_text)
   return doc
 end
 
+--- The service's `layers` resource ("All Layers and Tables",
+-- `{service}/FeatureServer/layers`: every layer's and table's resource in
+-- one answer, `{layers = [...], tables = [...]}`, as the vendor documents
+-- it, https://developers.arcgis.com/rest/services-reference/enterprise/all-layers-and-tables/
+-- and as ArcGIS REST JS's getAllLayersAndTables reads it).
+function metadata.layers_resource(emu, request, service_name)
+  local denied = metadata.check_token(emu, request)
+  if denied then return denied end
+  local svc = emu.world.feature_services[service_name]
+  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local layers, tables = json.array(), json.array()
+  for _, layer in ipairs(sorted_layers(svc)) do
+    local doc = metadata.layer_resource(emu, request, service_name, tostring(layer.id))
+    if is_table(layer) then tables[#tables + 1] = doc else layers[#layers + 1] = doc end
+  end
+  return { layers = layers, tables = tables }
+end
+
 return metadata
