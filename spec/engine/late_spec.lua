@@ -38,8 +38,12 @@ local function day(server, way, opts, mode, after, adopt)
   way.update(E01, { OWNER = "crew A" })
   way.delete(E02)
   server:gateway(mode, DELAY_MS)
-  local r1 = way.sync(opts)
+  local r1, e1 = way.sync(opts)
   c.check(not r1, "sync 1 reported success through the gateway's " .. mode)
+  -- what is unknown, named as it is: the three edits, no uploaded edits file
+  local said = world.message_of(e1)
+  c.check(said:find("the outcome of the 3 edit(s) it carried is unknown", 1, true) and not said:find("uploaded edits",
+    1, true), "sync 1's error does not say the outcome of its 3 edits is unknown: " .. said)
   server:gateway(nil)
   local errs = {}
   local function sync(n, o)

@@ -130,8 +130,9 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
     c.check(not r1, "sync 1 reported success through a lost answer")
     c.check(e1 and e1.outcome_unknown, "sync 1's outcome is not flagged unknown: " .. world.message_of(e1))
-    c.check(world.message_of(e1):find(id, 1, true), "sync 1's error does not name the uploaded item: "
-      .. world.message_of(e1))
+    local unknown = ("the outcome of the uploaded edits file (editsUploadId %s) is unknown"):format(id)
+    c.check(world.message_of(e1):find(unknown, 1, true), "sync 1's error does not say the uploaded item's outcome "
+      .. "is unknown: " .. world.message_of(e1))
     server:gateway(nil)
     if applied_first then wait_applied(server) end
     local r2, e2 = way.sync()

@@ -73,6 +73,18 @@ describe("an edit-carrying synchronizeReplica", function()
     assert.is_nil(err.message:find("resend", 1, true)) -- never told to send again what may be applied
   end)
 
+  it("says the outcome of the edits it carried is unknown, and names no uploaded edits file", function()
+    local s = serve{ { method = "POST", path = SYNC, responses = { { hang_up = true } } } }
+    local c = geoservices.client{ url = s.url, token = "t0k", retry = false }
+    local e = edits()
+    e:delete(0, "{0B7B2D2A-5C1E-4F6A-9D3B-1A2B3C4D5E01}")
+    local _, err = c:synchronize_replica("Parcels", { replicaID = REPLICA, replicaServerGen = 3, edits = e })
+    c:close()
+    assert.truthy(err.message:find("the outcome of the 2 edit(s) it carried is unknown: client:sync and store:sync "
+      .. "resolve it by reading the server (never by sending them again blindly)", 1, true), err.message)
+    assert.is_nil(err.message:find("upload", 1, true), err.message) -- no uploaded file was involved
+  end)
+
   it("states transportType and rollbackOnFailure itself, in the vendor's esri prefix", function()
     local s = serve{
       { method = "POST", path = SYNC, responses = { { json = { transportType = "esriTransportTypeEmbedded",

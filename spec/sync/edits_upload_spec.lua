@@ -79,8 +79,18 @@ describe("a synchronizeReplica with editsUploadId", function()
     assert.is_nil(result)
     assert.is_true(err.outcome_unknown)
     assert.is_true(err.ambiguous)
-    assert.truthy(err.message:find("outcome is unknown", 1, true), err.message)
+    assert.truthy(err.message:find(") is unknown", 1, true), err.message)
     assert.equal(1, #syncs(s))
+  end)
+
+  it("says it is the uploaded edits file's outcome that is unknown, naming the item", function()
+    local s = server{ { status = 504, body = "<html>Gateway Timeout</html>" }, ANSWER }
+    local client = geoservices.client{ url = s.url, token = "t", retry = { attempts = 4, base_delay = 0.01 } }
+    local _, err = client:synchronize_replica("Parcels", params("SQLITE"))
+    client:close()
+    assert.truthy(err.message:find("the outcome of the uploaded edits file (editsUploadId a1b2c3) is unknown: "
+      .. "the server may still apply it; client:sync and store:sync never send it again", 1, true), err.message)
+    assert.is_nil(err.message:find("by reading the server", 1, true), err.message) -- a file is not read back
   end)
 
   it("is sent once when its answer is lost: its outcome is unknown, never repeated", function()

@@ -125,13 +125,22 @@ local function missing_result(doc, status)
 end
 
 -- An answer that did not come, or came unreadable, after edits left: their
--- outcome is unknown until the server is read.
-local function unknown_outcome(err)
+-- outcome is unknown until the server is read. The message names what is
+-- unknown (`sent`, outcome.sent_edits): the edits the request carried, or
+-- the uploaded edits file (editsUploadId), which cannot be read back.
+local function unknown_outcome(err, sent)
+  if err.outcome_unknown then return err end -- told once
   err.ambiguous = true
   err.outcome_unknown = true
-  if not err.message:find("outcome is unknown", 1, true) then
-    err.message = err.message .. "; the uploaded edits' outcome is unknown: client:sync and store:sync resolve "
-      .. "it by reading the server (never by sending them again blindly)"
+  if type(sent) == "table" and sent.uploaded ~= nil then
+    err.message = err.message .. ("; the outcome of the uploaded edits file (editsUploadId %s) is unknown: the "
+      .. "server may still apply it; client:sync and store:sync never send it again (they hold it one "
+      .. "synchronization, then report its outcome unknown)"):format(tostring(sent.uploaded))
+  else
+    local n = type(sent) == "table" and math.tointeger(sent.count)
+    err.message = err.message .. ("; the outcome of the %s it carried is unknown: client:sync and store:sync "
+      .. "resolve it by reading the server (never by sending them again blindly)"):format(
+        n and ("%d edit(s)"):format(n) or "edits")
   end
   return err
 end
@@ -163,7 +172,7 @@ local function finish(client, doc, status, sink, ctx)
   local function fail(err)
     -- the server answered: it ran the sync, its generation of the replica may have moved
     err.generation_unknown = true
-    if ctx.carried_edits then return nil, unknown_outcome(err) end
+    if ctx.carried_edits then return nil, unknown_outcome(err, ctx.sent) end
     return nil, err
   end
   local url = sync_result.result_url(doc) or (status and sync_result.result_url(status))
@@ -309,7 +318,7 @@ function synchronize.synchronize_replica(self, service, params, opts)
   if not doc then
     if info.ambiguous or retry.ambiguous(post_err) then
       post_err.generation_unknown = true -- its answer lost: the server may have run it all the same
-      if sent then return nil, unknown_outcome(post_err) end
+      if sent then return nil, unknown_outcome(post_err, sent) end
     end
     return nil, post_err
   end
@@ -323,7 +332,7 @@ function synchronize.synchronize_replica(self, service, params, opts)
   if status_url then
     local refused = origin.check_followable(status_url, self.url, "status URL")
     if refused then
-      if sent then return nil, unknown_outcome(refused) end
+      if sent then return nil, unknown_outcome(refused, sent) end
       return nil, refused
     end
     local op = jobs.operation(self, {
@@ -333,7 +342,7 @@ function synchronize.synchronize_replica(self, service, params, opts)
     for k, v in pairs(ctx) do op[k] = v end
     if opts.on_job then
       local journaled, journal_err = opts.on_job(op)
-      if not journaled then return nil, unknown_outcome(journal_err) end
+      if not journaled then return nil, unknown_outcome(journal_err, sent) end
     end
     if opts.wait == false then return op end
     return op:wait{ poll_interval = opts.poll_interval, on_status = opts.on_status,
