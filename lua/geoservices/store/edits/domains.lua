@@ -70,6 +70,12 @@ function domains.of(st, spec)
   return found
 end
 
+--- Forgets the domains read of a store (its layers' definitions changed:
+-- geoservices.store.sync.server_schema); the next check reads them again.
+function domains.forget(st)
+  cache[st] = nil
+end
+
 --- The rule a value of a field breaks, or nil.
 -- @tparam table d the field's domain (from @{of})
 -- @string field the field's name

@@ -235,31 +235,13 @@ end
 local function restyle(db)
   local rows, m, c = db:rows("SELECT layer_id, table_name, metadata FROM gpkgext_geoservices_layers ORDER BY layer_id")
   if not rows then return nil, m, c end
-  local have
-  have, m, c = db:rows("SELECT 1 AS x FROM sqlite_master WHERE name = 'layer_styles'")
-  if not have then return nil, m, c end
-  local has_styles = have[1] ~= nil
-  local ok = true
   for _, r in ipairs(rows) do
     local meta = json.decode(r.metadata or "null")
     local spec = type(meta) == "table" and schema.layer_spec(meta, {})
     if spec then
       spec.table = r.table_name
-      local qml = layer_styles.qml(spec, meta)
-      local styles = {}
-      if has_styles then
-        styles, m, c = db:rows("SELECT id, styleQML, description LIKE '%(written by geoservices)' AS ours "
-          .. "FROM layer_styles WHERE f_table_name = ? AND useAsDefault ORDER BY id", r.table_name)
-        if not styles then return nil, m, c end
-      end
-      local ours = styles[1] and styles[1].ours == 1 and styles[1]
-      if ours and qml and ours.styleQML ~= qml then
-        -- the same row (its id kept): the style written before, now with the service's drawing
-        ok, m, c = db:run("UPDATE layer_styles SET styleQML = ?, description = ? WHERE id = ?", qml,
-          layer_styles.DESCRIPTION, ours.id)
-      elseif not styles[1] and qml then
-        ok, m, c = exec_all(db, layer_styles.layer_sql(spec, meta))
-      end
+      local ok
+      ok, m, c = layer_styles.rewrite(db, spec, meta)
       if not ok then return nil, m, c end
     end
   end

@@ -309,6 +309,7 @@ local function data_column_sql(spec)
   end
   return sql
 end
+schema.data_column_sql = data_column_sql
 
 local function find_field(fields, pred)
   for _, f in ipairs(fields) do

@@ -235,9 +235,25 @@ function shape.notes(st)
           .. "failed %s"):format(lost, lost == 1 and "" or "s", lost == 1 and "its" or "their",
           shared.shell_word(st.path)) or "")
     end
-    if #(spec.local_only or {}) > 0 then
+    -- the fields the server deleted, kept as local-only columns (geoservices.store.sync.server_schema)
+    local rows = st.db:rows("SELECT json_extract(metadata, '$.geoservices_deleted_fields') AS d FROM "
+      .. "gpkgext_geoservices_layers WHERE layer_id = ? AND json_valid(metadata)", id)
+    local deleted = {}
+    for _, n in ipairs(rows and rows[1] and rows[1].d and json.decode(rows[1].d) or {}) do
+      if type(n) == "string" then deleted[n:lower()] = true end
+    end
+    local mine, gone = {}, {}
+    for _, name in ipairs(spec.local_only or {}) do
+      if deleted[name:lower()] then gone[#gone + 1] = name else mine[#mine + 1] = name end
+    end
+    if #gone > 0 then
+      lines[#lines + 1] = ("layer %s: field%s %s deleted on the server: kept in this file with %s values, a local-only "
+        .. "field%s (not synchronized)"):format(spec.table, #gone == 1 and "" or "s", table.concat(gone, ", "),
+        #gone == 1 and "its" or "their", #gone == 1 and "" or "s")
+    end
+    if #mine > 0 then
       lines[#lines + 1] = ("layer %s: local-only field%s %s: kept in this file, not synchronized"):format(spec.table,
-        #spec.local_only == 1 and "" or "s", table.concat(spec.local_only, ", "))
+        #mine == 1 and "" or "s", table.concat(mine, ", "))
     end
   end
   return lines

@@ -119,4 +119,35 @@ function layer_styles.layer_sql(spec, meta)
       lit(layer_styles.DESCRIPTION)) }
 end
 
+--- Writes a layer's default style again as @{qml} makes it now: the style
+-- geoservices wrote before is updated in place (its id kept), a layer
+-- without one gets it, a user's own default style is kept.
+-- @param db the store's database (in the caller's transaction)
+-- @tparam table spec the layer's spec (its table: the store's)
+-- @tparam table meta the layer resource
+-- @return true, or nil, msg, code
+function layer_styles.rewrite(db, spec, meta)
+  local qml = layer_styles.qml(spec, meta)
+  local have, m, c = db:rows("SELECT 1 AS x FROM sqlite_master WHERE name = 'layer_styles'")
+  if not have then return nil, m, c end
+  local styles = {}
+  if have[1] then
+    styles, m, c = db:rows("SELECT id, styleQML, description LIKE '%(written by geoservices)' AS ours "
+      .. "FROM layer_styles WHERE f_table_name = ? AND useAsDefault ORDER BY id", spec.table)
+    if not styles then return nil, m, c end
+  end
+  local ours = styles[1] and styles[1].ours == 1 and styles[1]
+  if ours and qml and ours.styleQML ~= qml then
+    return db:run("UPDATE layer_styles SET styleQML = ?, description = ? WHERE id = ?", qml, layer_styles.DESCRIPTION,
+      ours.id)
+  elseif not styles[1] and qml then
+    for _, sql in ipairs(layer_styles.layer_sql(spec, meta)) do
+      local ok
+      ok, m, c = db:exec(sql)
+      if not ok then return nil, m, c end
+    end
+  end
+  return true
+end
+
 return layer_styles

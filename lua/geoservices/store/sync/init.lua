@@ -55,10 +55,11 @@ end
 -- before sending (`refused`, a list printing as one line; the result is
 -- then partial), and `store_notes`, lines for a reader (refused, conflicts;
 -- an edit held back names the command that resolves it, as it runs).
-local function notes(st, result, refused)
+local function notes(st, result, refused, schema_notes)
   result.refused = setmetatable(refused or {}, Refused)
   result.refused.path = st.path
   local lines = {}
+  for _, line in ipairs(schema_notes or {}) do lines[#lines + 1] = line end
   for _, r in ipairs(result.refused) do
     lines[#lines + 1] = ("refused, not sent: %s %s of %s: %s"):format(tostring(r.layer_name or r.layer), r.op,
       r.globalId, r.rule)
@@ -130,7 +131,11 @@ function sync_locked(st, client, opts)
   result, err = attempt.run(client, j, opts)
   -- each edit counted once, the rebase's conflicts with the others (geoservices.store.sync.rebase)
   if result then rebase.summarize(result, j.rebased, j.rows, j.by_seq or {}, j.refused) end
-  if result then notes(st, result, j.refused) end
+  if result then
+    notes(st, result, j.refused, j.schema_notes)
+    -- the server's schema changes taken in place (geoservices.store.sync.server_schema)
+    result.schema_changes = j.schema_changes or {}
+  end
   return result, err
 end
 

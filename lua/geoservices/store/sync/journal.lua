@@ -18,6 +18,7 @@ local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
 local paths = require "geoservices.store.paths"
 local rebase = require "geoservices.store.sync.rebase"
+local server_schema = require "geoservices.store.sync.server_schema"
 
 local M = {}
 
@@ -187,6 +188,12 @@ function Journal:request(opts)
   if not queue then return nil, qerr end
   local ok, copied = integrity.check_copy(self.st, self.client, rep, opts)
   if not ok then return nil, copied end
+  -- a schema change on the server taken in place before the edits are taken (once a sync)
+  if not self.schema_notes then
+    local notes, changes = server_schema.take(self.st, self.client, rep, opts)
+    if not notes then return nil, changes end
+    self.schema_notes, self.schema_changes = notes, changes
+  end
   return params
 end
 

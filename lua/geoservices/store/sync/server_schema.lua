@@ -1,0 +1,423 @@
+--- A schema change on the server taken in place by the next sync (issue
+-- 37): a field the service added, deleted or changed (its alias, domain,
+-- length, nullable, editable, default), a domain changed.
+--
+-- Each sync reads the layers' definitions (the service's `layers`
+-- resource, all of them in one request; each layer's resource where the
+-- server has none) and compares them with the layer resources the store
+-- keeps (gpkgext_geoservices_layers.metadata). A difference is taken in ONE
+-- transaction, before any edit is sent (the queued edits then send what the
+-- new definition takes):
+--
+-- * a field added: `ALTER TABLE ADD COLUMN` (its type, length, default),
+--   its alias and domain in gpkg_data_columns, the capture triggers made
+--   again with it, the layer's default style and the QGIS project written
+--   again (QGIS shows it with its alias and a value map or range); its
+--   values come from the layer's `query` (`where=1=1`, that field and the
+--   GlobalID, page by page), read just before: a sync's download carries
+--   only the features changed since the store's generation (a schema change
+--   is no data change: emulator.definition), and it comes after, so a
+--   feature changed meanwhile gets its newer value from it. The queued
+--   updates' bases take the field's value too, so that none sends it as a
+--   change of its own. A column the user had added under the same name (a
+--   local-only field) is renamed NAME_local first (its values kept, never
+--   mixed with the server's), and the sync says so.
+-- * a field deleted: the column stays with its values, as a local-only
+--   field (status lists it, saying the server deleted it); a queued edit
+--   that changed it (an add holding a value, an update whose value differs
+--   from its base) sends its other fields, and what it cannot send is
+--   reported with the failed edits (`geoservices replica failed`: the
+--   GlobalID, the field, the value, why) and in the sync's notes.
+-- * a field or domain changed: the column's rules (the length and
+--   required checks, the domain check of geoservices.store.edits.domains),
+--   gpkg_data_columns and its constraints, the style and the project
+--   follow the new definition; a queued value the new domain does not take
+--   is refused before sending, naming the rule, and stays queued. A
+--   field's type is not changed in place (SQLite keeps a column's declared
+--   type): the sync says so, and a new replica has the new type.
+--
+-- A definition the server does not give (an error, a server without the
+-- resources) changes nothing: the sync goes on and says so.
+-- @module geoservices.store.sync.server_schema
+-- @local
+local capture = require "geoservices.store.edits.capture"
+local domains = require "geoservices.store.edits.domains"
+local json = require "geoservices.base.json"
+local layer_styles = require "geoservices.store.qgis.layer_styles"
+local outgoing = require "geoservices.store.edits.outgoing"
+local project = require "geoservices.store.qgis.project"
+local schema = require "geoservices.store.file.schema"
+local service = require "geoservices.sync.service"
+local shared = require "geoservices.store.shared"
+local table_shape = require "geoservices.store.file.table_shape"
+
+local M = {}
+
+local q, lit = schema.ident, schema.literal
+
+-- the members of a field whose change is taken in place
+local FIELD_MEMBERS = { "alias", "domain", "length", "nullable", "editable", "defaultValue" }
+-- the metadata member naming the fields the server deleted (kept as local-only columns)
+M.DROPPED = "geoservices_deleted_fields"
+
+local function by_name(fields)
+  local out = {}
+  for _, f in ipairs(type(fields) == "table" and fields or {}) do
+    if type(f) == "table" and type(f.name) == "string" then out[f.name:lower()] = f end
+  end
+  return out
+end
+
+--- The layers' definitions as the server gives them now, by layer id: the
+-- service's `layers` resource ("All Layers and Tables"), else each layer's.
+-- @return `[id] = LayerInfo`, or nil, err
+function M.read(client, service_name, ids, opts)
+  local timeout = opts and opts.timeout
+  local out = {}
+  local doc = client:post(service.url(client, service_name, "layers"), {}, { timeout = timeout, retry = "read" })
+  if type(doc) == "table" then
+    for _, list in ipairs{ doc.layers, doc.tables } do
+      for _, l in ipairs(type(list) == "table" and list or {}) do
+        local info = type(l) == "table" and service.build_layer_info(service_name, l)
+        if info and math.type(info.id) == "integer" then out[info.id] = info end
+      end
+    end
+  end
+  for _, id in ipairs(ids) do
+    if not out[id] then
+      local info, err = client:layer_info(service_name, id, { timeout = timeout })
+      if not info then return nil, err end
+      out[id] = info
+    end
+  end
+  return out
+end
+
+--- What changed in a layer's fields: `{added = {field...}, dropped = {name...}, changed = {field...},
+-- retyped = {{name, from, to}...}}`, or nil when nothing did.
+function M.diff(old_meta, new_meta)
+  local old, new = by_name(old_meta.fields), by_name(new_meta.fields)
+  local d = { added = {}, dropped = {}, changed = {}, retyped = {} }
+  for _, f in ipairs(new_meta.fields or {}) do
+    local o = type(f) == "table" and type(f.name) == "string" and old[f.name:lower()]
+    if type(f) == "table" and type(f.name) == "string" and f.type ~= "esriFieldTypeGeometry" then
+      if not o then
+        d.added[#d.added + 1] = f
+      elseif o.type ~= f.type then
+        d.retyped[#d.retyped + 1] = { name = f.name, from = tostring(o.type), to = tostring(f.type) }
+      else
+        for _, k in ipairs(FIELD_MEMBERS) do
+          if not outgoing.same(o[k], f[k]) then
+            d.changed[#d.changed + 1] = f
+            break
+          end
+        end
+      end
+    end
+  end
+  for _, f in ipairs(old_meta.fields or {}) do
+    if type(f) == "table" and type(f.name) == "string" and not new[f.name:lower()] then
+      d.dropped[#d.dropped + 1] = f.name
+    end
+  end
+  if #d.added + #d.dropped + #d.changed + #d.retyped == 0 then return nil end
+  return d
+end
+
+-- The added fields' values on the server, `[normalized GlobalID] = {field = value}`,
+-- page by page (`resultOffset`; a server that answers all at once is read once).
+local function added_values(client, service_name, spec, info, names, opts)
+  local url = service.url(client, service_name, ("%d/query"):format(spec.id))
+  local page = math.tointeger(info.maxRecordCount) or 1000
+  local out, offset = {}, 0
+  while true do
+    local doc, err = client:post(url, { where = "1=1", outFields = spec.globalid .. "," .. table.concat(names, ","),
+      returnGeometry = false, resultOffset = offset, resultRecordCount = page,
+      orderByFields = info.objectIdField }, { retry = "read", timeout = opts and opts.timeout })
+    if not doc then return nil, err end
+    if type(doc.features) ~= "table" then
+      return nil, ("the query of layer %d answered without features"):format(spec.id)
+    end
+    for _, f in ipairs(doc.features) do
+      local a = type(f) == "table" and type(f.attributes) == "table" and f.attributes or {}
+      local lower = {}
+      for k, v in pairs(a) do if type(k) == "string" then lower[k:lower()] = v end end
+      local gid = lower[spec.globalid:lower()]
+      if type(gid) == "string" then
+        local values = {}
+        for _, n in ipairs(names) do values[n] = lower[n:lower()] end
+        out[shared.normalize_gid(gid)] = values
+      end
+    end
+    if doc.exceededTransferLimit ~= true or #doc.features == 0 then break end
+    offset = offset + #doc.features
+  end
+  return out
+end
+
+-- A value of the server as the column keeps it (a date: DATETIME text).
+local function stored(column, v)
+  if v == nil or v == json.null then return nil end
+  if column.type == "date" and math.type(v) == "integer" then
+    local ok, text = pcall(os.date, "!%Y-%m-%dT%H:%M:%S", v // 1000)
+    if ok then return ("%s.%03dZ"):format(text, v % 1000) end
+  end
+  if type(v) == "table" then return json.encode(v) end
+  return v
+end
+
+local function exec(db, sql, ...)
+  local ok, m, c
+  if select("#", ...) > 0 then ok, m, c = db:run(sql, ...) else ok, m, c = db:exec(sql) end
+  if not ok then error({ db = { m, c } }) end
+  return ok
+end
+
+local function column_names(db, t)
+  local names = {}
+  for _, col in ipairs(db:rows(("PRAGMA table_info(%s)"):format(q(t))) or {}) do names[col.name:lower()] = col.name end
+  return names
+end
+
+-- A seq for a failed edit drawn from the queue's own sequence
+-- (AUTOINCREMENT): no queue row ever takes it, so a later failure of that
+-- row (INSERT OR REPLACE by seq) never replaces this report.
+local function new_seq(db)
+  exec(db, "INSERT INTO gpkgext_geoservices_edits (layer_id, op, global_id, created_at) VALUES (-1, 'delete', '', '')")
+  local rows = db:rows("SELECT last_insert_rowid() AS seq")
+  local seq = rows[1].seq
+  exec(db, "DELETE FROM gpkgext_geoservices_edits WHERE seq = ?", seq)
+  return seq
+end
+
+-- The queued edits (not yet sent) that changed a field the server deleted:
+-- each reported with the failed edits; they send their other fields.
+local function report_dropped(st, spec, name, lines)
+  local db = st.db
+  local t, g = q(spec.table), q(spec.globalid)
+  local rows = db:rows(("SELECT e.seq, e.op, e.global_id, e.base, r.%s AS value FROM gpkgext_geoservices_edits AS e "
+    .. "JOIN %s AS r ON %s WHERE e.layer_id = ? AND e.attempt_id IS NULL AND e.op IN ('add', 'update') ORDER BY e.seq")
+    :format(q(name), t, schema.gid_match("r." .. g, "e.global_id")), spec.id) or {}
+  for _, r in ipairs(rows) do
+    local base = r.base and json.decode(r.base)
+    local before = type(base) == "table" and type(base.row) == "table" and base.row[name]
+    local lost = r.value ~= nil and (r.op == "add" or not outgoing.same(r.value, before))
+      or r.value == nil and r.op == "update" and before ~= nil and before ~= json.null
+    if lost then
+      local why = ("not sent: field %s was deleted on the server (the layer's definition changed); the %s's other "
+        .. "fields are sent; the value stays in the table's column %s (a local-only field now)"):format(name, r.op,
+        name)
+      exec(db, "INSERT INTO gpkgext_geoservices_failed_edits (seq, layer_id, op, global_id, feature, description, "
+        .. "failed_at, base) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", new_seq(db), spec.id, r.op, r.global_id,
+        json.encode{ attributes = { [spec.globalid] = r.global_id, [name] = r.value == nil and json.null or r.value } },
+        why, shared.now(), r.base)
+      lines[#lines + 1] = ("layer %s: the queued %s of %s changed field %s, which the server deleted: that change is "
+        .. "not sent (listed by geoservices replica failed %s), its other fields are"):format(spec.table, r.op,
+        r.global_id, name, shared.shell_word(st.path))
+    end
+  end
+end
+
+-- The capture triggers of a layer made again for its columns now.
+local function recapture(db, spec, layers)
+  local list = {}
+  for _, l in pairs(layers) do list[#list + 1] = l end
+  table.sort(list, function(a, b) return a.id < b.id end)
+  for _, name in ipairs(capture.trigger_names(spec)) do exec(db, "DROP TRIGGER IF EXISTS " .. q(name)) end
+  for _, sql in ipairs(capture.layer_sql(spec, list)) do exec(db, sql) end
+end
+
+-- gpkg_data_columns and its constraints for the server's fields, as the new definition says.
+local function rewrite_data_columns(db, spec, full)
+  for _, c in ipairs(full.columns) do
+    exec(db, "DELETE FROM gpkg_data_columns WHERE table_name = ? AND lower(column_name) = lower(?)", spec.table, c.name)
+  end
+  for _, d in ipairs(full.data_columns or {}) do
+    if d.constraint then
+      exec(db, "DELETE FROM gpkg_data_column_constraints WHERE constraint_name IN (?, ?)", d.constraint,
+        "_" .. d.constraint .. "_domain_description")
+    end
+    if d.alias then -- an alias a local-only column holds as its name gives way
+      exec(db, "UPDATE gpkg_data_columns SET name = NULL WHERE table_name = ? AND name = ?", spec.table, d.alias)
+    end
+  end
+  for _, sql in ipairs(schema.data_column_sql(full)) do exec(db, sql) end
+end
+
+-- The layer's default style written again (a user's own default style is kept).
+local function restyle(db, spec, full, meta)
+  full.table = spec.table
+  local ok, m, c = layer_styles.rewrite(db, full, meta)
+  if not ok then error({ db = { m, c } }) end
+end
+
+-- Takes one layer's change (inside the transaction, capture off).
+local function take_layer(st, spec, info, d, values, lines)
+  local db = st.db
+  local meta = json.decode(json.encode(info)) -- a plain copy of the resource
+  local full = assert(schema.layer_spec(meta, {}))
+  local have = column_names(db, spec.table)
+  local stored_meta = db:rows("SELECT metadata FROM gpkgext_geoservices_layers WHERE layer_id = ?", spec.id)
+  local old_meta = json.decode(stored_meta and stored_meta[1] and stored_meta[1].metadata or "null")
+  local dropped = {}
+  local was = type(old_meta) == "table" and type(old_meta[M.DROPPED]) == "table" and old_meta[M.DROPPED] or {}
+  for _, n in ipairs(was) do dropped[#dropped + 1] = n end
+  local full_columns = {}
+  for _, c in ipairs(full.columns) do full_columns[c.name:lower()] = c end
+  -- deleted: reported edits, the column kept (local-only)
+  for _, name in ipairs(d.dropped) do
+    if have[name:lower()] then
+      report_dropped(st, spec, have[name:lower()], lines)
+      dropped[#dropped + 1] = have[name:lower()]
+    end
+    lines[#lines + 1] = ("layer %s: field %s was deleted on the server: its column stays here with its values, a "
+      .. "local-only field (not synchronized)"):format(spec.table, name)
+  end
+  -- added: the column (a local-only one of that name renamed first), its values
+  for _, f in ipairs(d.added) do
+    local c = full_columns[f.name:lower()]
+    local mine = have[f.name:lower()]
+    if mine then
+      local new, n = mine .. "_local", 2
+      while have[new:lower()] do
+        new = ("%s_local%d"):format(mine, n)
+        n = n + 1
+      end
+      exec(db, ("ALTER TABLE %s RENAME COLUMN %s TO %s"):format(q(spec.table), q(mine), q(new)))
+      have[new:lower()], have[mine:lower()] = new, nil
+      for i, n2 in ipairs(dropped) do if n2:lower() == mine:lower() then dropped[i] = new end end
+      lines[#lines + 1] = ("layer %s: the server added field %s, and this store had a local-only field of that name: "
+        .. "yours is renamed %s (its values kept, not synchronized), the server's is %s"):format(spec.table, f.name,
+        new, f.name)
+    end
+    exec(db, ("ALTER TABLE %s ADD COLUMN %s %s%s"):format(q(spec.table), q(c.name), c.sql,
+      c.default and (" DEFAULT " .. c.default) or ""))
+    have[c.name:lower()] = c.name
+    local n = 0
+    for gid, v in pairs(values or {}) do
+      local value = stored(c, v[f.name])
+      if value ~= nil then
+        exec(db, ("UPDATE %s SET %s = ? WHERE %s"):format(q(spec.table), q(c.name),
+          schema.gid_match(q(spec.globalid), "?")), value, gid)
+        n = n + 1
+      end
+    end
+    -- the queued updates' bases hold the value now in the table: none sends it as its own change
+    exec(db, ("UPDATE gpkgext_geoservices_edits SET base = json_set(base, %s, (SELECT %s FROM %s AS r WHERE %s)) "
+      .. "WHERE layer_id = ? AND base IS NOT NULL AND json_valid(base)"):format(lit('$.row."' .. c.name .. '"'),
+      q(c.name), q(spec.table), schema.gid_match("r." .. q(spec.globalid), "gpkgext_geoservices_edits.global_id")),
+      spec.id)
+    lines[#lines + 1] = ("layer %s: the server added field %s: taken in place (%d value%s downloaded)"):format(
+      spec.table, f.name, n, n == 1 and "" or "s")
+  end
+  for _, f in ipairs(d.changed) do
+    lines[#lines + 1] = ("layer %s: the server changed field %s (its alias, domain, length, nullable or editable): "
+      .. "taken in place; a queued value the new definition refuses stays queued, named by the sync"):format(
+      spec.table, f.name)
+  end
+  for _, r in ipairs(d.retyped) do
+    lines[#lines + 1] = ("layer %s: the server changed the type of field %s from %s to %s: the column keeps its "
+      .. "type here (edits of it may be refused by the server); a new replica has the new type (geoservices replica "
+      .. "create)"):format(spec.table, r.name, r.from, r.to)
+    -- the column's rules stay the old type's
+    for _, c in ipairs(spec.server_columns or spec.columns) do
+      if c.name:lower() == r.name:lower() then full_columns[r.name:lower()] = c end
+    end
+  end
+  local columns = json.array()
+  for _, c in ipairs(full.columns) do columns[#columns + 1] = full_columns[c.name:lower()] end
+  full.columns = columns
+  -- a name dropped and since added again is the server's again
+  local still = json.array()
+  for _, n in ipairs(dropped) do if not full_columns[n:lower()] then still[#still + 1] = n end end
+  if #still > 0 then meta[M.DROPPED] = still end
+  exec(db, "UPDATE gpkgext_geoservices_layers SET columns = ?, metadata = ? WHERE layer_id = ?", json.encode(columns),
+    json.encode(meta), spec.id)
+  rewrite_data_columns(db, spec, full)
+  -- the spec as the store opens it: the server's columns the table has, the local-only ones
+  spec.columns = columns
+  local one = { [spec.id] = spec }
+  local ok, m, c = table_shape.fit(db, one)
+  if not ok then error({ db = { m, c } }) end
+  ok, m, c = shared.register_layer(db, spec)
+  if not ok then error({ db = { m, c } }) end
+  recapture(db, spec, st.layers)
+  restyle(db, spec, full, meta)
+end
+
+--- Reads the definitions and takes what changed, in one transaction.
+-- @param st the store (under its sync lock)
+-- @param client the client
+-- @tparam table rep the store's replica
+-- @tparam table opts the sync's options (`timeout`)
+-- @treturn table lines for the sync's notes (none when nothing changed), and the changes by layer
+function M.take(st, client, rep, opts)
+  local ids = {}
+  for id in pairs(st.layers) do ids[#ids + 1] = id end
+  table.sort(ids)
+  local infos, rerr = M.read(client, rep.service, ids, opts)
+  if not infos then
+    return { ("the layers' definitions could not be read (%s): a schema change on the server is taken by a later "
+      .. "sync"):format(tostring(rerr and rerr.message or rerr)) }, {}
+  end
+  local rows = st.db:rows("SELECT layer_id, metadata FROM gpkgext_geoservices_layers") or {}
+  local kept = {}
+  for _, r in ipairs(rows) do kept[r.layer_id] = json.decode(r.metadata or "null") end
+  local todo = {}
+  for _, id in ipairs(ids) do
+    local old, info = kept[id], infos[id]
+    local d = type(old) == "table" and info and not st.layers[id].gone and M.diff(old, info)
+    if d then todo[#todo + 1] = { spec = st.layers[id], info = info, diff = d } end
+  end
+  if #todo == 0 then return {}, {} end
+  -- the added fields' values, read before the transaction
+  for _, t in ipairs(todo) do
+    if #t.diff.added > 0 then
+      local names = {}
+      for _, f in ipairs(t.diff.added) do names[#names + 1] = f.name end
+      local values, verr = added_values(client, rep.service, t.spec, t.info, names, opts)
+      if not values then
+        return { ("layer %s: the server changed its fields, but the new fields' values could not be read (%s): "
+          .. "taken by a later sync"):format(t.spec.table, tostring(type(verr) == "table" and verr.message or verr)) },
+          {}
+      end
+      t.values = values
+    end
+  end
+  local lines, changes = {}, {}
+  local saved = {}
+  for _, t in ipairs(todo) do
+    local spec = t.spec
+    saved[spec] = { columns = spec.columns, server_columns = spec.server_columns, missing = spec.missing,
+                    local_only = spec.local_only }
+  end
+  local ok, err = st:_uncaptured(function()
+    local done, e = pcall(function()
+      for _, t in ipairs(todo) do
+        take_layer(st, t.spec, t.info, t.diff, t.values, lines)
+        local added, changed = {}, {}
+        for _, f in ipairs(t.diff.added) do added[#added + 1] = f.name end
+        for _, f in ipairs(t.diff.changed) do changed[#changed + 1] = f.name end
+        changes[#changes + 1] = { layer = t.spec.id, table = t.spec.table, added = added, dropped = t.diff.dropped,
+                                  changed = changed }
+      end
+      local wrote, m, c = project.write(st.db, st.path)
+      if not wrote then error({ db = { m, c } }) end
+    end)
+    if done then return true end
+    if type(e) == "table" and e.db then return nil, shared.db_error(st.path, e.db[1], e.db[2]) end
+    error(e, 0)
+  end)
+  domains.forget(st)
+  if not ok then
+    -- rolled back: the specs as they were, registered again
+    for spec, was in pairs(saved) do
+      for k, v in pairs(was) do spec[k] = v end
+      shared.register_layer(st.db, spec)
+    end
+    return nil, err
+  end
+  return lines, changes
+end
+
+return M

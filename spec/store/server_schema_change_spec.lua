@@ -1,0 +1,225 @@
+-- The service's schema changed on the server (issue 37): the next sync
+-- takes it in place, queued edits kept (geoservices.store.sync.server_schema).
+-- Driven as a user and an administrator do it: the administrator's
+-- addToDefinition / deleteFromDefinition / updateDefinition on the
+-- emulator, edits made with GDAL (ogrinfo -sql) and the store's API,
+-- `geoservices sync` and `geoservices status`.
+local helper = require "spec.helper"
+local json = require "geoservices.base.json"
+local geoservices = require "geoservices"
+
+local q = helper.shell_quote
+local run = helper.run_shell
+
+local VALVE1 = "{3C5E7A90-1B2D-4F60-8A1C-000000000301}"
+local VALVE2 = "{3C5E7A90-1B2D-4F60-8A1C-000000000302}"
+
+local STATUS = { name = "STATUS", type = "esriFieldTypeString", length = 10, alias = "Valve status",
+                 defaultValue = "open", domain = { type = "codedValue", name = "ValveStatus",
+                 codedValues = { { name = "Open", code = "open" }, { name = "Shut", code = "shut" } } } }
+
+describe("a schema change on the server, taken by the next sync", function()
+  local emu, dir, n = nil, nil, 0
+  setup(function()
+    dir = helper.tmp_dir()
+    emu = helper.start_emulator()
+  end)
+  teardown(function()
+    emu:stop()
+    os.execute("rm -rf " .. q(dir))
+  end)
+  before_each(function() emu:reset() end)
+
+  local function client(token)
+    return geoservices.client{ url = emu.url, token = token or "alice-token", timeout = 30 }
+  end
+  local function admin(op, body)
+    local c = client("admin-token")
+    local doc = assert(c:post(c:url_for("admin/services/Utilities.FeatureServer/2/" .. op),
+      { [op] = json.encode(body), f = "json" }))
+    c:close()
+    return doc
+  end
+  local function create()
+    n = n + 1
+    local c = client()
+    local st = assert(geoservices.store.create(c, ("%s/s%d.gpkg"):format(dir, n), { service = "Utilities",
+      layers = { 2 }, replicaName = "s" .. n, syncModel = "perLayer" }, { timeout = 30, poll_interval = 0.05 }))
+    c:close()
+    local path = st.path
+    st:close()
+    return path
+  end
+  local function sql(path, text)
+    local out, ok = run(("ogrinfo -q -sql %s %s"):format(q(text), q(path)))
+    assert(ok, out)
+  end
+  local function rows(path, text)
+    local st = assert(geoservices.store.open(path))
+    local r = assert(st.db:rows(text))
+    st:close()
+    return r
+  end
+  local function cli_sync(path)
+    local r = helper.run_cli({ "sync", path }, { GEOSERVICES_URL = emu.url, GEOSERVICES_TOKEN = "alice-token" })
+    assert.equal(0, r.code, r.err .. r.out)
+    return r.out .. r.err
+  end
+  local function clean(path)
+    assert.equal("", helper.validate_gpkg(path))
+    local out, ok = run("ogrinfo -q " .. q(path))
+    assert(ok, out)
+    assert.falsy(out:find("ERROR", 1, true), out)
+  end
+  local function changelog()
+    return emu:control("changelog?service=Utilities").entries
+  end
+
+  describe("a field added", function()
+    it("becomes a column with the server's values, alias and domain; queued edits go once, without it", function()
+      local a, b = create(), create()
+      sql(a, "UPDATE Valves SET VALVEID = 'V-1a' WHERE GlobalID = '" .. VALVE1 .. "'")
+      admin("addToDefinition", { fields = { STATUS } })
+      -- another crew takes the field and shuts valve 2
+      cli_sync(b)
+      sql(b, "UPDATE Valves SET STATUS = 'shut' WHERE GlobalID = '" .. VALVE2 .. "'")
+      cli_sync(b)
+      local before = #changelog()
+      local out = cli_sync(a)
+      assert.truthy(out:find("layer Valves: the server added field STATUS: taken in place (2 values downloaded)", 1,
+        true), out)
+      assert.falsy(out:find("not made with", 1, true), out)
+      local values = {}
+      for _, r in ipairs(rows(a, "SELECT GlobalID, VALVEID, STATUS FROM Valves")) do values[r.GlobalID] = r end
+      assert.same({ GlobalID = VALVE1, VALVEID = "V-1a", STATUS = "open" }, values[VALVE1])
+      assert.equal("shut", values[VALVE2].STATUS)
+      -- the queued update went once, and sent VALVEID alone
+      local sent = {}
+      for i, e in ipairs(changelog()) do if i > before then sent[#sent + 1] = e end end
+      assert.equal(1, #sent)
+      assert.equal(VALVE1, sent[1].globalId)
+      assert.is_nil(sent[1].attributes.STATUS)
+      assert.equal("V-1a", sent[1].attributes.VALVEID)
+      -- its alias and domain where GDAL and QGIS read them
+      assert.same({ { title = "Valve status", constraint_name = "ValveStatus" } },
+        rows(a, "SELECT title, constraint_name FROM gpkg_data_columns WHERE table_name = 'Valves' "
+          .. "AND column_name = 'STATUS'"))
+      assert.same({ { value = "open" }, { value = "shut" } }, rows(a, "SELECT value FROM gpkg_data_column_constraints "
+        .. "WHERE constraint_name = 'ValveStatus' AND value <> '' ORDER BY value"))
+      local style = rows(a, "SELECT styleQML FROM layer_styles WHERE f_table_name = 'Valves'")[1].styleQML
+      assert.truthy(style:find('field="STATUS"', 1, true), style)
+      assert.truthy(style:find('name="Valve status"', 1, true), style)
+      -- the field is captured now: an edit of it is queued and sent, within its domain
+      sql(a, "UPDATE Valves SET STATUS = 'shut' WHERE GlobalID = '" .. VALVE1 .. "'")
+      local st = assert(geoservices.store.open(a))
+      local pending = assert(st:pending())
+      assert.equal(1, #pending)
+      assert.equal("shut", pending[1].feature.attributes.STATUS)
+      st:close()
+      cli_sync(a)
+      assert.equal("shut", helper.served_features(client(), "Utilities", 2)[VALVE1].attributes.STATUS)
+      clean(a)
+    end)
+
+    it("never takes a user's local-only field of the same name: it is renamed, its values kept", function()
+      local a = create()
+      sql(a, "ALTER TABLE Valves ADD COLUMN STATUS TEXT")
+      sql(a, "UPDATE Valves SET STATUS = 'mine' WHERE GlobalID = '" .. VALVE1 .. "'")
+      admin("addToDefinition", { fields = { STATUS } })
+      local out = cli_sync(a)
+      assert.truthy(out:find("yours is renamed STATUS_local (its values kept, not synchronized), the server's is "
+        .. "STATUS", 1, true), out)
+      local r = rows(a, "SELECT STATUS, STATUS_local FROM Valves WHERE GlobalID = '" .. VALVE1 .. "'")
+      assert.same({ { STATUS = "open", STATUS_local = "mine" } }, r)
+      -- nothing of it was sent
+      for _, e in ipairs(changelog()) do assert.is_nil(e.attributes and e.attributes.STATUS_local) end
+      local s = helper.run_cli({ "status", a }, {})
+      assert.truthy((s.out .. s.err):find("local-only field STATUS_local", 1, true), s.out .. s.err)
+      clean(a)
+    end)
+  end)
+
+  describe("a field deleted", function()
+    it("stays a local-only column with its values; queued edits of it are reported, their other fields sent", function()
+      local a = create()
+      sql(a, "UPDATE Valves SET VALVEID = 'V-1d', TURNS = 9 WHERE GlobalID = '" .. VALVE1 .. "'")
+      local st = assert(geoservices.store.open(a))
+      local added = assert(st:add(2, { attributes = { VALVEID = "V-new", TURNS = 3 },
+        geometry = { x = -122.41, y = 37.77 } }))
+      st:close()
+      admin("deleteFromDefinition", { fields = { { name = "TURNS" } } })
+      local before = #changelog()
+      local r = helper.run_cli({ "sync", a }, { GEOSERVICES_URL = emu.url, GEOSERVICES_TOKEN = "alice-token" })
+      local out = r.out .. r.err
+      assert.truthy(out:find("layer Valves: field TURNS was deleted on the server: its column stays here with its "
+        .. "values, a local-only field (not synchronized)", 1, true), out)
+      assert.truthy(out:find("the queued update of " .. VALVE1 .. " changed field TURNS, which the server deleted: "
+        .. "that change is not sent", 1, true), out)
+      assert.truthy(out:find("the queued add of " .. added .. " changed field TURNS", 1, true), out)
+      -- both edits went once, without TURNS
+      local sent = {}
+      for i, e in ipairs(changelog()) do if i > before then sent[e.globalId] = e end end
+      assert.equal("V-1d", sent[VALVE1].attributes.VALVEID)
+      assert.is_nil(sent[VALVE1].attributes.TURNS)
+      assert.equal("V-new", sent[added].attributes.VALVEID)
+      assert.is_nil(sent[added].attributes.TURNS)
+      local served = helper.served_features(client(), "Utilities", 2)
+      assert.equal("V-1d", served[VALVE1].attributes.VALVEID)
+      assert.truthy(served[added])
+      -- the values stay here
+      local kept = {}
+      for _, row in ipairs(rows(a, "SELECT GlobalID, TURNS FROM Valves")) do kept[row.GlobalID] = row.TURNS end
+      assert.equal(9, kept[VALVE1])
+      assert.equal(3, kept[added])
+      -- what was not sent is reported with the failed edits, and status says so
+      st = assert(geoservices.store.open(a))
+      local failed = assert(st:failed())
+      assert.equal(0, #assert(st:pending()))
+      st:close()
+      assert.equal(2, #failed)
+      for _, f in ipairs(failed) do
+        assert.truthy(f.description:find("field TURNS was deleted on the server", 1, true), f.description)
+      end
+      local s = helper.run_cli({ "status", a }, {})
+      assert.truthy((s.out .. s.err):find("layer Valves: field TURNS deleted on the server: kept in this file with its "
+        .. "values, a local-only field (not synchronized)", 1, true), s.out .. s.err)
+      assert.truthy((s.out .. s.err):find("2 failed", 1, true), s.out .. s.err)
+      -- an edit of it is not queued any more
+      sql(a, "UPDATE Valves SET TURNS = 1 WHERE GlobalID = '" .. VALVE1 .. "'")
+      st = assert(geoservices.store.open(a))
+      assert.equal(0, #assert(st:pending()))
+      st:close()
+      clean(a)
+    end)
+  end)
+
+  describe("a field's domain and alias changed", function()
+    it("are the store's rules: a queued value outside the new domain is refused naming it, and stays", function()
+      local a = create()
+      sql(a, "UPDATE Valves SET TURNS = 30 WHERE GlobalID = '" .. VALVE1 .. "'")
+      admin("updateDefinition", { fields = { { name = "TURNS", alias = "Turns to close",
+        domain = { type = "range", name = "TurnsRange", range = { 0, 25 } } } } })
+      local before = #changelog()
+      local r = helper.run_cli({ "sync", a }, { GEOSERVICES_URL = emu.url, GEOSERVICES_TOKEN = "alice-token" })
+      local out = r.out .. r.err
+      assert.truthy(out:find("layer Valves: the server changed field TURNS", 1, true), out)
+      assert.truthy(out:find("field TURNS holds 30, outside the range 0 to 25 of its domain TurnsRange", 1, true), out)
+      assert.equal(before, #changelog())
+      assert.same({ { title = "Turns to close", constraint_name = "TurnsRange" } },
+        rows(a, "SELECT title, constraint_name FROM gpkg_data_columns WHERE table_name = 'Valves' "
+          .. "AND column_name = 'TURNS'"))
+      assert.same({ { constraint_type = "range", min = 0, max = 25 } }, rows(a, "SELECT constraint_type, min, max "
+        .. "FROM gpkg_data_column_constraints WHERE constraint_name = 'TurnsRange'"))
+      local style = rows(a, "SELECT styleQML FROM layer_styles WHERE f_table_name = 'Valves'")[1].styleQML
+      assert.truthy(style:find('name="Turns to close"', 1, true), style)
+      local st = assert(geoservices.store.open(a))
+      assert.equal(1, #assert(st:pending()))
+      st:close()
+      -- fixed within the new range, it goes
+      sql(a, "UPDATE Valves SET TURNS = 20 WHERE GlobalID = '" .. VALVE1 .. "'")
+      cli_sync(a)
+      assert.equal(20, helper.served_features(client(), "Utilities", 2)[VALVE1].attributes.TURNS)
+      clean(a)
+    end)
+  end)
+end)
