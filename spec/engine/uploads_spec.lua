@@ -17,10 +17,11 @@ local E01, E03 = world.E01, world.E03
 local CREW1 = "{5E1A0C2B-1111-4A5B-9C8D-000000000001}"
 local NEW = "{D0C0DE00-0000-4000-8000-00000000F400}"
 
--- Uploads the edits (an add of NEW, an update of E01) as a JSON item; returns its itemID.
-local function upload_edits(server, owner)
+-- Uploads the edits (an add of NEW, its APN `apn` or "UPLOADED", an update of E01) as a JSON item;
+-- returns its itemID.
+local function upload_edits(server, owner, apn)
   local edits = json.encode{ { id = 0, features = {
-    adds = { { attributes = { GlobalID = NEW, APN = "UPLOADED", OWNER = owner },
+    adds = { { attributes = { GlobalID = NEW, APN = apn or "UPLOADED", OWNER = owner },
                geometry = { x = -117.2, y = 34.1 } } },
     updates = { { attributes = { GlobalID = E01, OWNER = owner } } } } } }
   local boundary = "----engine-uploads-spec"
@@ -219,6 +220,69 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     c.done()
   end
 
+  -- An earlier sync's job (async, the uploaded item) not finished when that sync ended (its first
+  -- status poll answered 404: the job stays pending, err.pending, the next sync re-attaches), and the
+  -- same item passed again: refused naming editsUploadId, nothing sent (before, the re-attached job
+  -- applied it and the same sync sent it again: sent twice). The next sync without it finishes the
+  -- job: each uploaded edit applied once, sent once.
+  local function job_pending_case(make_way)
+    local c = world.checker()
+    server:set{ job_step_ms = 50 }
+    local cl = client()
+    local way = make_way(server, cl, dir, "perReplica")
+    local id = upload_edits(server, "uploaded")
+    local params = { editsUploadId = id, editsUploadFormat = "JSON", async = true }
+    assert(server.emu:control("faults", { route = "jobs", kind = "status", status = 404,
+                                          attempts = { server.emu:count("jobs") + 1 } }))
+    local r1, e1 = way.sync{ params = params }
+    c.check(not r1 and e1 and e1.pending, "sync 1's job is not pending: " .. world.message_of(e1))
+    local before = server:sync_requests()
+    local r2, e2 = way.sync{ params = params }
+    c.check(not r2, "the uploaded item was sent again while the job that carries it was pending")
+    c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
+      "the refusal does not name editsUploadId: " .. world.message_of(e2))
+    c.check(world.message_of(e2):find(id, 1, true), "the refusal does not name the pending item: "
+      .. world.message_of(e2))
+    c.check(server:sync_requests() == before, "a synchronizeReplica left with the refusal")
+    local r3, e3 = way.sync()
+    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+    c.check(no_attempt(way), "an attempt is still recorded after sync 3")
+    wait_applied(server)
+    way.close()
+    cl:close()
+    check_once(c, server, way.origin)
+    c.done()
+  end
+
+  -- Rollback forced (a perReplica-only service without supportsRollbackOnFailure) and an uploaded
+  -- file with an edit the server refuses: the request is refused as a whole. The engine's split
+  -- (F3) and its retry after a failed job need journaled edits, and the form refuses edits beside
+  -- editsUploadId, so the item goes once: one request, nothing applied, the server's words told.
+  local function refused_whole_case(make_way, async, names)
+    local c = world.checker()
+    server:set{ supports_rollback_on_failure = false, supports_per_layer_sync = false,
+                rollback_names_edits = names, field_lengths = true, job_step_ms = 50 }
+    local cl = client()
+    local way = make_way(server, cl, dir, "perReplica")
+    local id = upload_edits(server, "uploaded", "APN-LONGER-THAN-20-CHARS")
+    local before = server:sync_requests()
+    local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON", async = async or nil } }
+    c.check(not r1, "a sync whose uploaded file the server refused reported success")
+    c.check(world.message_of(e1):find("rolled back", 1, true), "the server's words are not told: "
+      .. world.message_of(e1))
+    c.check(server:sync_requests() - before == 1, ("%d synchronizeReplica requests for one uploaded file"):format(
+      server:sync_requests() - before))
+    local r2, e2 = way.sync()
+    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+    c.check(no_attempt(way), "an attempt is still recorded after sync 2")
+    local attempts, applied = world.tally(server, way.origin)
+    c.check(next(applied) == nil, "an edit of the refused file was applied")
+    c.check((attempts["add|" .. NEW] or 0) <= 1, ("the uploaded add sent %d times"):format(attempts["add|" .. NEW]))
+    way.close()
+    cl:close()
+    c.done()
+  end
+
   for _, w in ipairs(world.WAYS) do
     local name, make_way = w[1], w[2]
     it(name .. ": the held sync's own request lost, the uploaded item is not forgotten", function()
@@ -240,6 +304,19 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     it(name .. ": the held uploaded item passed again is refused, nothing sent", function()
       passed_again_case(make_way)
     end)
+
+    it(name .. ": the item passed again while the job that carries it is pending is refused, sent once", function()
+      job_pending_case(make_way)
+    end)
+
+    for _, async in ipairs{ false, true } do
+      for _, names in ipairs{ true, false } do
+        it(("%s: rollback forced, the uploaded file refused whole (%s, the refusal %s): sent once, never split")
+          :format(name, async and "a job" or "synchronous", names and "names the edit" or "names none"), function()
+          refused_whole_case(make_way, async, names)
+        end)
+      end
+    end
   end
 
   it("the store, a sync with uploaded edits answered at once: applied once, the generation moves", function()

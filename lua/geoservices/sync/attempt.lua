@@ -105,12 +105,13 @@
 -- summary `uploaded`, geoservices.sync.outcome.uploaded_item): provisional,
 -- held one sync, then settled with its outcome unknown and reported in
 -- `result.resolved.uploaded`. While it is kept the store takes a move of
--- the replica's generation for its own late request. While a sync holds an
--- earlier attempt (its edits or its uploaded file) a request with
+-- the replica's generation for its own late request. While an earlier
+-- attempt is unresolved (held: its edits or its uploaded file; or a job
+-- still to re-attach to, which may carry the same file) a request with
 -- `editsUploadId` (`opts.params`) is refused, naming it, before anything
--- is read or sent (the hold is still to come): the held file
--- passed again would be applied twice, another could reach the server
--- before the held edits. One rule for both journals (@{run}, read_back);
+-- is read or sent (the hold is still to come): the same file passed again
+-- would be applied twice, another could reach the server before the held
+-- edits. One rule for both journals (@{run}, read_back);
 -- the journals only keep the item.
 --
 -- THE REBASE HOOK: when the journal has `j:rebase`, the engine calls it with
@@ -267,13 +268,18 @@ local function resolve(client, j, opts)
   local a, err = j:pending()
   if a == nil then return nil, err end
   if not a then return {} end
-  if M.holds(a) and type(opts.params) == "table" and opts.params.editsUploadId ~= nil then
-    -- UPLOADED EDITS FILES: none is sent while an earlier attempt is held; refused before anything
-    -- is read or sent, so the hold still comes
-    return nil, errors.invalid("editsUploadId", ("the outcome of an earlier synchronization of %s is not "
-      .. "known yet (its answer was lost; the server may still apply it): the next synchronization sends no "
-      .. "uploaded edits and reads it again; synchronize once without editsUploadId first, then send it if the "
-      .. "server does not hold its edits"):format(j.what))
+  if type(opts.params) == "table" and opts.params.editsUploadId ~= nil then
+    -- UPLOADED EDITS FILES: none is sent while an earlier attempt is unresolved (held, or its job
+    -- to re-attach to: that job may carry this very file); refused before anything is read or sent,
+    -- so the hold still comes
+    local why = a.status_url and ("its job %s is still to be finished"):format(a.status_url)
+      or a.provisional and "its answer was lost; the server may still apply it"
+      or "edits journaled with it are still to be sent"
+    local item = a.uploaded and (", with the uploaded edits file %s"):format(a.uploaded) or ""
+    return nil, errors.invalid("editsUploadId", ("the outcome of an earlier synchronization of %s%s is not "
+      .. "known yet (%s): synchronize once without editsUploadId first (it resolves that synchronization and "
+      .. "never sends its uploaded edits again), then send this file if the server does not hold its "
+      .. "edits"):format(j.what, item, why))
   end
   local failed_job = false
   if a.status_url then
