@@ -1,0 +1,73 @@
+-- What a QGIS 3.22 user sees after the service's administrator added a
+-- field with a coded-value domain and the store synchronized (issue 37,
+-- `make test-qgis`, not in `make test`): the project in the store shows the
+-- field, with its alias, its values and a value map of its domain's codes.
+-- luacheck: std +busted
+-- (run by `make test-qgis` alone: its name keeps it out of busted's default pattern)
+local helper = require "spec.helper"
+local json = require "geoservices.base.json"
+local geoservices = require "geoservices"
+
+local q = helper.shell_quote
+local run = helper.run_shell
+
+local QGIS_FIELD = [==[
+import json, sys
+from qgis.core import QgsApplication, QgsProject
+app = QgsApplication([], False)
+app.initQgis()
+p = QgsProject.instance()
+ok = p.read("geopackage:%s?projectName=%s" % (sys.argv[1], sys.argv[2]))
+layer = p.mapLayersByName(sys.argv[3])[0]
+i = layer.fields().indexOf(sys.argv[4])
+out = {"read": ok, "valid": layer.isValid(), "index": i}
+if i >= 0:
+    w = layer.editorWidgetSetup(i)
+    out.update({"alias": layer.fields()[i].alias(), "widget": w.type(), "config": w.config(),
+                "values": sorted(str(f[sys.argv[4]]) for f in layer.getFeatures())})
+print("FIELD " + json.dumps(out))
+]==]
+
+describe("QGIS 3.22 after the server added a field (issue 37)", function()
+  local emu, dir
+  setup(function()
+    dir = helper.tmp_dir()
+    emu = helper.start_emulator()
+  end)
+  teardown(function()
+    emu:stop()
+    os.execute("rm -rf " .. q(dir))
+  end)
+
+  it("shows the field in the project with its alias, values and a value map", function()
+    local c = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
+    local st = assert(geoservices.store.create(c, dir .. "/valves.gpkg", { service = "Utilities", layers = { 2 },
+      replicaName = "valves", syncModel = "perLayer" }, { timeout = 30, poll_interval = 0.05 }))
+    local a = geoservices.client{ url = emu.url, token = "admin-token", timeout = 30 }
+    assert(a:post(a:url_for("admin/services/Utilities.FeatureServer/2/addToDefinition"), { f = "json",
+      addToDefinition = json.encode{ fields = { { name = "STATUS", type = "esriFieldTypeString", length = 10,
+        alias = "Valve status", defaultValue = "open", domain = { type = "codedValue", name = "ValveStatus",
+        codedValues = { { name = "Open", code = "open" }, { name = "Shut", code = "shut" } } } } } } }))
+    a:close()
+    assert(st:sync(c, { timeout = 30, poll_interval = 0.05 }))
+    st:close()
+    c:close()
+    local out, ok = run(("QT_QPA_PLATFORM=offscreen /usr/bin/python3 -c %s %s valves Valves STATUS"):format(
+      q(QGIS_FIELD), q(dir .. "/valves.gpkg")))
+    assert(ok, out)
+    local f = json.decode((assert(out:match("FIELD (%b{})"), out)))
+    io.stderr:write("\n[QGIS project, Valves.STATUS after the server added it] " .. json.encode(f) .. "\n")
+    assert.is_true(f.read)
+    assert.is_true(f.valid)
+    assert.is_true(f.index >= 0)
+    assert.equal("Valve status", f.alias)
+    assert.equal("ValueMap", f.widget)
+    local codes = {}
+    for _, entry in ipairs(f.config.map or {}) do
+      for name, code in pairs(entry) do codes[#codes + 1] = name .. "=" .. code end
+    end
+    table.sort(codes)
+    assert.same({ "Open=open", "Shut=shut" }, codes)
+    assert.same({ "open", "open" }, f.values)
+  end)
+end)
