@@ -110,6 +110,45 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     c.done()
   end)
 
+  -- client:resume_sync of an older sync's job (async, wait = false: its op saved; a later
+  -- client:sync re-attached and finished it) after a sync whose uploaded edits file's answer was lost:
+  -- the resumed result is not the state's to keep; the journal keeps the uploaded item, the next sync
+  -- holds it, the one after reports its outcome unknown; never sent again. Before, the resumed job's
+  -- result cleared the journal: the item was never held nor reported.
+  it("client:resume_sync of an older job keeps the uploaded item a later sync journaled", function()
+    local c = world.checker()
+    server:set{ job_step_ms = 50 }
+    local cl = client()
+    local way = world.state_way(server, cl, dir, "perReplica")
+    local op = assert(way.sync{ params = { async = true }, wait = false })
+    local rb, eb = cl:sync(way.path, nil, { poll_interval = 0.05, timeout = world.SYNC_TIMEOUT })
+    c.check(rb and rb.reattached, "the next sync did not finish the job: " .. world.message_of(eb))
+    local id = upload_edits(server, "uploaded")
+    server:gateway("504", 1000)
+    c.check(not way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } },
+      "the sync with the uploaded file reported success through a 504")
+    server:gateway(nil)
+    local resumed = assert(cl:resume_sync(op:to_json()))
+    local rr, er = resumed:wait{ poll_interval = 0.05 }
+    c.check(rr, "the resumed job gave no result: " .. world.message_of(er))
+    c.check(way.pending() == 1, "the resumed job's result cleared the journal of the uploaded item")
+    wait_applied(server)
+    local r2, e2 = way.sync()
+    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+    local held = r2 and r2.resolved and r2.resolved.uploaded
+    c.check(held and held.id == id and held.kept, "sync 2 does not say the uploaded item is held: "
+      .. tostring(r2 and r2.resolved))
+    local r3, e3 = way.sync()
+    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+    local settled = r3 and r3.resolved and r3.resolved.uploaded
+    c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
+      "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
+    c.check(way.pending() == 0, "the journal is still there after sync 3")
+    cl:close()
+    check_once(c, server, way.origin)
+    c.done()
+  end)
+
   -- No attempt left: the store's attempt table, the state file's journal.
   local function no_attempt(way)
     if way.st then return way.st:attempt() == false end

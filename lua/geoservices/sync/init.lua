@@ -127,7 +127,10 @@ sync.sync = state.sync
 -- `op:to_json()` (`client:resume_sync(json_text)`), for example after a
 -- restart or from another client. Its `wait` downloads the result and, when
 -- the job came from @{sync}, settles its edits and advances the replica
--- state file.
+-- state file; when the state file journals another attempt instead (a later
+-- sync's edits or uploaded edits file whose answer was lost), the result is
+-- given as it is and the state is left to the next @{sync}, which resolves
+-- that attempt.
 -- @param self the client
 -- @string text the JSON text of `op:to_json()`
 -- @treturn[1] geoservices.sync.job.Operation the operation (call `:wait()` or `:poll()`)

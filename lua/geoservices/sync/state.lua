@@ -97,8 +97,13 @@ function state_sync.resume_sync(self, text)
     if not r then return nil, err end
     fields.expect = state_journal.expectation(r)
     local j = state_journal.new(self, r, nil)
-    j:pending()
-    fields.on_done = attempt.on_done(self, j)
+    local a, perr = j:pending()
+    if a == nil then return nil, perr end
+    -- the state is this job's to advance unless the journal holds another attempt (a later sync's:
+    -- edits or an uploaded edits file whose answer was lost): then the result is given as it is and
+    -- the state and its journal stay for the next client:sync, which resolves that attempt (holds
+    -- it, reports it; geoservices.sync.attempt)
+    if not a or a.status_url == saved.status_url then fields.on_done = attempt.on_done(self, j) end
   end
   return jobs.operation(self, fields, synchronize.finish_job)
 end
