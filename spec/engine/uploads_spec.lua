@@ -149,6 +149,44 @@ describe("engine, uploaded edits (F4), the emulator:", function()
     c.done()
   end)
 
+  -- client:resume_sync of the uploaded file's own job (async, wait = false), a job that will never
+  -- give its result: it failed (nothing applied) or its result file is gone (applied). The resumed
+  -- wait reads the attempt back as a sync re-attaching does: the item settled with its outcome
+  -- unknown (err.resolved.uploaded, the error naming it), the journal cleared, never sent again.
+  -- Before, the resumed wait failed with the journal untouched and the item not named.
+  for _, case in ipairs{ { "its job failed", { job_outcome = "Failed" }, 0 },
+                         { "its result file gone", { result_lifetime_s = 0 }, 1 } } do
+    it("client:resume_sync of the uploaded file's own job, " .. case[1] .. ": reported unknown, never sent again",
+      function()
+        local c = world.checker()
+        server:set{ job_step_ms = 50 }
+        local cl = client()
+        local way = world.state_way(server, cl, dir, "perReplica")
+        local id = upload_edits(server, "uploaded")
+        server:set(case[2])
+        local op = assert(way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON", async = true },
+                                    wait = false })
+        local resumed = assert(cl:resume_sync(op:to_json()))
+        local rr, er = resumed:wait{ poll_interval = 0.05 }
+        c.check(not rr, "the resumed wait reported success")
+        local settled = er and er.resolved and er.resolved.uploaded
+        c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
+          "the resumed wait does not report the uploaded item's outcome unknown: " .. world.message_of(er))
+        c.check(world.message_of(er):find("outcome of the uploaded edits (item " .. id, 1, true),
+          "the resumed wait's error does not name the uploaded item: " .. world.message_of(er))
+        c.check(way.pending() == 0, "the journal is still there after the resumed wait")
+        server:set{ job_outcome = "Completed", result_lifetime_s = 600 }
+        local r2, e2 = way.sync()
+        c.check(r2, "the next sync failed: " .. world.message_of(e2))
+        local attempts, applied = world.tally(server, way.origin)
+        c.check((attempts["add|" .. NEW] or 0) <= 1, "the uploaded add was sent again")
+        c.check((applied["add|" .. NEW] or 0) == case[3], ("the uploaded add applied %d times (%d expected)"):format(
+          applied["add|" .. NEW] or 0, case[3]))
+        cl:close()
+        c.done()
+      end)
+  end
+
   -- No attempt left: the store's attempt table, the state file's journal.
   local function no_attempt(way)
     if way.st then return way.st:attempt() == false end

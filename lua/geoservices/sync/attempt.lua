@@ -216,6 +216,23 @@ function M.on_done(client, j, opts, resent)
   end
 end
 
+--- The on_over of a job client:resume_sync re-attached to, when it will never
+-- give its result (failed, its result file or the job gone): reads its
+-- attempt back as a sync re-attaching does (its edits settle; an uploaded
+-- edits file is settled with its outcome unknown: `err.resolved.uploaded`,
+-- never sent again), and tells it in the error.
+-- @return function(err) -> nil, err
+function M.on_over(client, j, opts)
+  return function(err)
+    local summary, verr = read_back(client, j, { completed = false }, opts or {})
+    if not summary then return nil, err, verr end
+    j:note_read(err, summary)
+    if summary.uploaded then err.message = err.message .. "; " .. summary.uploaded.message end
+    err.resolved = summary
+    return nil, err
+  end
+end
+
 -- The service's syncCapabilities, kept with the replica: read once from
 -- the service's resource. nil when it cannot be read (outcomes then go by
 -- what was sent; the next sync reads them again).

@@ -130,7 +130,10 @@ sync.sync = state.sync
 -- state file; when the state file journals another attempt instead (a later
 -- sync's edits or uploaded edits file whose answer was lost), the result is
 -- given as it is and the state is left to the next @{sync}, which resolves
--- that attempt.
+-- that attempt. When the job will never give its result (it failed, or its
+-- result file or the job is gone), the wait reads its edits back as a sync
+-- would: `err.resolved` (an uploaded edits file settled with its outcome
+-- unknown, `err.resolved.uploaded`, never sent again).
 -- @param self the client
 -- @string text the JSON text of `op:to_json()`
 -- @treturn[1] geoservices.sync.job.Operation the operation (call `:wait()` or `:poll()`)

@@ -121,14 +121,15 @@ end
 -- @treturn[2] table err: kind "job" (the job ended Failed: `err.status_resource`; or it is gone),
 --   "timeout" (still running at the deadline: `err.operation`, resume with
 --   `client:resume_sync(op:to_json())`), "edits" (strict), "io", "protocol", or the requests' errors;
---   `err.edits_applied` when the job applied uploaded edits but the result was lost
+--   `err.edits_applied` when the job applied uploaded edits but the result was lost; `err.resolved`
+--   when an operation of client:resume_sync read its edits back (the job failed or is gone)
 -- @raise never
 function Operation:wait(opts)
   opts = opts or {}
   local interval = opts.poll_interval or self.poll_interval or DEFAULT_INTERVAL
   local on_status = opts.on_status or self.on_status
   local last
-  return poll.run{
+  local result, err = poll.run{
     interval = interval, backoff = BACKOFF, max_interval = math.max(MAX_INTERVAL, opts.poll_interval or 0),
     deadline = opts.timeout and (transport.now() + opts.timeout) or self.deadline
       or (transport.now() + jobs.DEFAULT_WAIT),
@@ -165,6 +166,10 @@ function Operation:wait(opts)
         { url = self.status_url, operation = self })
     end,
   }
+  -- a job that will never give its result: the edits it carried are read back (op.on_over,
+  -- client:resume_sync's: geoservices.sync.attempt.on_over)
+  if result == nil and err and self.on_over and jobs.over(err, true) then return self.on_over(err) end
+  return result, err
 end
 
 --- Whether a wait's error means the job will never give its result: it

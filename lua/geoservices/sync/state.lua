@@ -103,7 +103,10 @@ function state_sync.resume_sync(self, text)
     -- edits or an uploaded edits file whose answer was lost): then the result is given as it is and
     -- the state and its journal stay for the next client:sync, which resolves that attempt (holds
     -- it, reports it; geoservices.sync.attempt)
-    if not a or a.status_url == saved.status_url then fields.on_done = attempt.on_done(self, j) end
+    if not a or a.status_url == saved.status_url then
+      fields.on_done = attempt.on_done(self, j)
+      if a then fields.on_over = attempt.on_over(self, j) end
+    end
   end
   return jobs.operation(self, fields, synchronize.finish_job)
 end
