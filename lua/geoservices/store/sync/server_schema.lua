@@ -28,6 +28,8 @@
 --   from its base) sends its other fields, and what it cannot send is
 --   reported with the failed edits (`geoservices replica failed`: the
 --   GlobalID, the field, the value, why) and in the sync's notes.
+-- * the QGIS project in the file is written again, unless a user saved
+--   their own there in QGIS (its metadata names them): that one is kept.
 -- * a field or domain changed: the column's rules (the length and
 --   required checks, the domain check of geoservices.store.edits.domains),
 --   gpkg_data_columns and its constraints, the style and the project
@@ -401,8 +403,19 @@ function M.take(st, client, rep, opts)
         changes[#changes + 1] = { layer = t.spec.id, table = t.spec.table, added = added, dropped = t.diff.dropped,
                                   changed = changed }
       end
-      local wrote, m, c = project.write(st.db, st.path)
-      if not wrote then error({ db = { m, c } }) end
+      -- the project written again, unless a user saved their own in QGIS (kept: QGIS
+      -- then shows the new fields with the widgets of their domains, without aliases)
+      local name = (st.path:match("([^/\\]+)$") or st.path):gsub("%.[gG][pP][kK][gG]$", "")
+      local kept_project = st.db:rows("SELECT json_extract(metadata, '$.last_modified_user') AS who FROM qgis_projects "
+        .. "WHERE name = ? AND json_valid(metadata)", name)
+      local who = kept_project and kept_project[1] and kept_project[1].who
+      if who == nil or who == "geoservices" then
+        local wrote, m, c = project.write(st.db, st.path)
+        if not wrote then error({ db = { m, c } }) end
+      else
+        lines[#lines + 1] = ("the QGIS project %s in the file was saved by %s: kept as it is (the changed fields show "
+          .. "with their domains' widgets; their aliases in the layers' default styles)"):format(name, tostring(who))
+      end
     end)
     if done then return true end
     if type(e) == "table" and e.db then return nil, shared.db_error(st.path, e.db[1], e.db[2]) end
