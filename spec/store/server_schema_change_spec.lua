@@ -142,8 +142,8 @@ describe("a schema change on the server, taken by the next sync", function()
   it("keeps a project the user saved in QGIS, and says so", function()
     local a = create()
     local name = a:match("([^/]+)%.gpkg$")
-    sql(a, "UPDATE qgis_projects SET metadata = '{\"last_modified_time\":\"2026-01-01T00:00:00\",\"last_modified_user\":"
-      .. "\"ann\"}', content = '00' WHERE name = '" .. name .. "'")
+    sql(a, "UPDATE qgis_projects SET metadata = '" .. json.encode{ last_modified_time = "2026-01-01T00:00:00",
+      last_modified_user = "ann" } .. "', content = '00' WHERE name = '" .. name .. "'")
     admin("addToDefinition", { fields = { STATUS } })
     local out = cli_sync(a)
     assert.truthy(out:find("the QGIS project " .. name .. " in the file was saved by ann: kept as it is", 1, true), out)
