@@ -139,6 +139,22 @@ describe("a schema change on the server, taken by the next sync", function()
     end)
   end)
 
+  it("is listed by the sync's result, layer by layer", function()
+    local path = create()
+    admin("addToDefinition", { fields = { STATUS } })
+    admin("deleteFromDefinition", { fields = { { name = "TURNS" } } })
+    local c = client()
+    local st = assert(geoservices.store.open(path))
+    local result = assert(st:sync(c, { timeout = 30, poll_interval = 0.05 }))
+    assert.same({ { layer = 2, table = "Valves", added = { "STATUS" }, dropped = { "TURNS" }, changed = {} } },
+      result.schema_changes)
+    -- the next sync finds nothing more to take
+    result = assert(st:sync(c, { timeout = 30, poll_interval = 0.05 }))
+    assert.same({}, result.schema_changes)
+    st:close()
+    c:close()
+  end)
+
   it("keeps a project the user saved in QGIS, and says so", function()
     local a = create()
     local name = a:match("([^/]+)%.gpkg$")

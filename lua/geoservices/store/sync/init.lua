@@ -160,7 +160,9 @@ end
 --   `feature` the local version, `server`, `outcome`; now in store:conflicts()), `overwritten`
 --   (`{seq, layer, op, globalId, sent}` of the local edits whose feature the server's state
 --   replaced), `applied` (records written),
---   `resolved` (an interrupted attempt resolved first); or nil, err (`err.pending` when a job's
+--   `resolved` (an interrupted attempt resolved first), `schema_changes` (`{layer, table, added, dropped,
+--   changed}` per layer whose fields the server changed, taken in place before the edits were sent:
+--   geoservices.store.sync.server_schema), `store_notes` (lines for a reader); or nil, err (`err.pending` when a job's
 --   outcome is not known yet: the next sync re-attaches)
 -- @raise on misuse
 function M.sync(st, client, opts)
