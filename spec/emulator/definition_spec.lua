@@ -105,6 +105,31 @@ describe("the emulator's layer definition operations", function()
     assert.truthy(field("GlobalID"))
   end)
 
+  it("takes later edits by the new definition: a deleted field is not brought back, an add gets the default",
+    function()
+    local dir = helper.tmp_dir()
+    local c = client("alice-token")
+    local st = assert(geoservices.store.create(c, dir .. "/r.gpkg", { service = "Utilities", layers = { 2 },
+      replicaName = "racer", syncModel = "perLayer" }, { timeout = 30, poll_interval = 0.05 }))
+    local rid = st:replica().replicaID
+    assert(admin("deleteFromDefinition", { fields = { { name = "TURNS" } } }))
+    assert(admin("addToDefinition", { fields = { STATUS } }))
+    local NEW = "{3C5E7A90-1B2D-4F60-8A1C-0000000009A1}"
+    -- an edit made before the change (it names TURNS, not STATUS) synchronized by another replica
+    emu:control("race", { service = "Utilities", replicaID = rid, edits = { { id = 2, features = {
+      adds = { { attributes = { GlobalID = NEW, VALVEID = "V-9", TURNS = 4 }, geometry = { x = -122.4, y = 37.7 } } },
+      updates = { { attributes = { GlobalID = VALVE1, VALVEID = "V-1r", TURNS = 7 } } } } } } })
+    assert(st:sync(c, { timeout = 30, poll_interval = 0.05 }))
+    local features = served()
+    assert.equal("V-1r", features[VALVE1].attributes.VALVEID)
+    assert.is_nil(features[VALVE1].attributes.TURNS)
+    assert.is_nil(features[NEW].attributes.TURNS)
+    assert.equal("open", features[NEW].attributes.STATUS)
+    st:close()
+    c:close()
+    os.execute("rm -rf " .. helper.shell_quote(dir))
+  end)
+
   it("keeps a replica made before synchronizing; the schema change is no data change to download", function()
     local dir = helper.tmp_dir()
     local c = client("alice-token")

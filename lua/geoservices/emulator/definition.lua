@@ -18,7 +18,9 @@
 -- Effects: the layer resource (`<service>/FeatureServer/<layer>`, and the
 -- service's `layers` resource) describes the new fields; each feature gets
 -- an added field (its defaultValue, else null) or loses a deleted one;
--- query, sync and edits use the new definition from then on.
+-- query, sync and edits use the new definition from then on (an edit
+-- carrying a deleted field does not bring it back; an add without an added
+-- field gets its default: emulator.import).
 --
 -- Existing replicas: the vendor's pages on these operations and on sync
 -- (sync overview, createReplica, synchronizeReplica) say nothing of
@@ -180,6 +182,8 @@ function definition.handler(emu, request, service_name, id_text, operation)
     if not ok then error(err, 0) end
     return err
   end
+  -- edits follow the new definition from now on (emulator.import)
+  layer.meta.definition_changed = true
   return { success = true }
 end
 

@@ -206,6 +206,33 @@ local function too_long(layer, attrs)
   return nil
 end
 
+-- The attributes of an edit as a layer whose definition an administrator
+-- changed (emulator.definition: `meta.definition_changed`) keeps them: a
+-- field it no longer has is left out (an edit made before a field was
+-- deleted does not bring it back); an add gets each field it leaves out
+-- with that field's default, else null. Other layers keep what is sent.
+local function as_defined(layer, attrs, is_add)
+  local meta = type(layer.meta) == "table" and layer.meta or {}
+  if not meta.definition_changed or type(meta.fields) ~= "table" then return attrs end
+  local declared = {}
+  for _, f in ipairs(meta.fields) do
+    if type(f.name) == "string" then declared[f.name:lower()] = f end
+  end
+  local out = {}
+  for k, v in pairs(attrs) do
+    if type(k) == "string" and declared[k:lower()] then out[k] = v end
+  end
+  if is_add then
+    for _, f in ipairs(meta.fields) do
+      if out[f.name] == nil and f.type ~= "esriFieldTypeOID" and f.type ~= "esriFieldTypeGlobalID" then
+        local d = f.defaultValue
+        out[f.name] = (d == nil or type(d) == "string" and d:find("^GetDate%(")) and json.null or world.deep_copy(d)
+      end
+    end
+  end
+  return out
+end
+
 -- Applies one target's (features' or attachments') edits of a layer to
 -- `layer`, recording undo steps, attempts and the per-edit results in `res`.
 local function apply_target(layer, target, edits, res, ctx)
@@ -245,7 +272,7 @@ local function apply_target(layer, target, edits, res, ctx)
       ctx.undo[#ctx.undo + 1] = function() layer.next_oid = old_next end
       layer.next_oid = layer.next_oid + 1
       if target == "features" then
-        local attrs = world.deep_copy(item.attributes)
+        local attrs = as_defined(layer, world.deep_copy(item.attributes), true)
         attrs.OBJECTID, attrs.GlobalID = oid, gid
         store[gid] = { attributes = attrs, geometry = world.deep_copy(item.geometry), created_gen = ctx.gen,
                        created_by = ctx.replica_id }
@@ -271,7 +298,7 @@ local function apply_target(layer, target, edits, res, ctx)
       change(gid)
       local updated = world.deep_copy(current)
       if target == "features" then
-        for k, v in pairs(item.attributes) do
+        for k, v in pairs(as_defined(layer, item.attributes, false)) do
           if k ~= "OBJECTID" and k ~= "GlobalID" then updated.attributes[k] = v end
         end
         if item.geometry then updated.geometry = world.deep_copy(item.geometry) end
