@@ -249,5 +249,28 @@ describe("a schema change on the server, taken by the next sync", function()
       assert.equal(20, helper.served_features(client(), "Utilities", 2)[VALVE1].attributes.TURNS)
       clean(a)
     end)
+
+    it("a shorter length, a field made read-only: the length refuses, the form shows it read-only", function()
+      local a = create()
+      sql(a, "UPDATE Valves SET VALVEID = 'V-123456' WHERE GlobalID = '" .. VALVE2 .. "'")
+      admin("updateDefinition", { fields = { { name = "VALVEID", length = 5 }, { name = "TURNS", editable = false } } })
+      local r = helper.run_cli({ "sync", a }, { GEOSERVICES_URL = emu.url, GEOSERVICES_TOKEN = "alice-token" })
+      local out = r.out .. r.err
+      assert.truthy(out:find("field VALVEID holds 8 characters, more than its 5", 1, true), out)
+      local style = rows(a, "SELECT styleQML FROM layer_styles WHERE f_table_name = 'Valves'")[1].styleQML
+      assert.truthy(style:find('<field name="TURNS" editable="0"/>', 1, true), style)
+      assert.falsy(style:find('<field name="VALVEID" editable="0"/>', 1, true), style)
+      clean(a)
+    end)
+
+    it("a field's type: not changed in place, said in words", function()
+      local a = create()
+      admin("deleteFromDefinition", { fields = { { name = "TURNS" } } })
+      admin("addToDefinition", { fields = { { name = "TURNS", type = "esriFieldTypeString", length = 8 } } })
+      local out = cli_sync(a)
+      assert.truthy(out:find("layer Valves: the server changed the type of field TURNS from esriFieldTypeSmallInteger "
+        .. "to esriFieldTypeString: the column keeps its type here", 1, true), out)
+      clean(a)
+    end)
   end)
 end)
