@@ -2,15 +2,17 @@
 -- editsUploadFormat, any case of the vendor's SQLITE and JSON) carries
 -- edits: sent once, never retried blindly, its outcome read back, and the
 -- generation it moves is not taken for another copy's. The edits are
--- uploaded to the emulator's uploads (POST <service>/FeatureServer/
+-- uploaded to the server's uploads (POST <service>/FeatureServer/
 -- uploads/upload) as JSON; a gateway answers 504 while the server applies
 -- the sync 2 s later. Driven through client:synchronize_replica, client:sync
 -- with a state file and the store (st:sync with the parameters), against
--- the emulator (the documented double has no uploads; the client side's own
--- spec, spec/sync/edits_upload_spec, uses a scripted double).
+-- the emulator and the documented double (spec/support/documented_server.py:
+-- its uploads and editsUploadId as the vendor documents them); the cases
+-- that need the emulator's faults, job outcomes or capability settings run
+-- against it only. The client side's own spec, spec/sync/edits_upload_spec,
+-- uses a scripted double.
 local helper = require "spec.helper"
 local json = require "geoservices.base.json"
-local transport = require "geoservices.net.transport"
 local world = require "spec.support.engine_world"
 
 local E01, E03 = world.E01, world.E03
@@ -20,18 +22,10 @@ local NEW = "{D0C0DE00-0000-4000-8000-00000000F400}"
 -- Uploads the edits (an add of NEW, its APN `apn` or "UPLOADED", an update of E01) as a JSON item;
 -- returns its itemID.
 local function upload_edits(server, owner, apn)
-  local edits = json.encode{ { id = 0, features = {
+  return world.upload(server, { { id = 0, features = {
     adds = { { attributes = { GlobalID = NEW, APN = apn or "UPLOADED", OWNER = owner },
                geometry = { x = -117.2, y = 34.1 } } },
-    updates = { { attributes = { GlobalID = E01, OWNER = owner } } } } } }
-  local boundary = "----engine-uploads-spec"
-  local body = table.concat{ "--", boundary, '\r\nContent-Disposition: form-data; name="f"\r\n\r\njson\r\n',
-    "--", boundary, '\r\nContent-Disposition: form-data; name="file"; filename="edits.json"\r\n',
-    "Content-Type: application/json\r\n\r\n", edits, "\r\n--", boundary, "--\r\n" }
-  local url = server.url .. "/Parcels/FeatureServer/uploads/upload"
-  local resp = assert(transport.perform(server.emu.driver, { url = url, method = "POST", body = body,
-    content_type = "multipart/form-data; boundary=" .. boundary, timeout_ms = 10000 }))
-  return assert(json.decode(resp.body).item.itemID)
+    updates = { { attributes = { GlobalID = E01, OWNER = owner } } } } } })
 end
 
 local function wait_applied(server)
@@ -50,387 +44,401 @@ local function check_once(c, server, origin)
   end
 end
 
-describe("engine, uploaded edits (F4), the emulator:", function()
-  local server, dir
+local SERVERS = {
+  { "the emulator", function() return world.emulator() end, true },
+  { "the documented double", function() return world.documented{ job_seconds = 0.3 } end, false },
+}
 
-  before_each(function()
-    server = world.emulator()
-    dir = helper.tmp_dir()
-  end)
+for _, srv in ipairs(SERVERS) do
+  local server_name, start_server, emulator = srv[1], srv[2], srv[3]
+  -- the emulator's faults, job settings and capability settings: its tests only
+  local emu_it = emulator and it or function() end
 
-  after_each(function()
-    server:stop()
-    os.execute("rm -rf " .. helper.shell_quote(dir))
-  end)
+  describe("engine, uploaded edits (F4), " .. server_name .. ":", function()
+    local server, dir
 
-  local function client()
-    return world.client(server, true)
-  end
-
-  for _, format in ipairs{ "JSON", "json" } do
-    it("synchronize_replica, editsUploadFormat " .. format .. ", a 504: outcome unknown, sent once, applied once",
-      function()
-        local c = world.checker()
-        local id = upload_edits(server, "uploaded")
-        server:gateway("504", 1000)
-        local cl = client()
-        local r, err = cl:synchronize_replica("Parcels", { replicaID = CREW1, replicaServerGen = 1,
-          syncDirection = "bidirectional", editsUploadId = id, editsUploadFormat = format,
-          transportType = "esriTransportTypeEmbedded" })
-        c.check(not r, "the sync reported success through a 504")
-        c.check(err and err.outcome_unknown, "the 504's outcome is not flagged unknown: " .. world.message_of(err))
-        server:gateway(nil)
-        wait_applied(server)
-        cl:close()
-        check_once(c, server, CREW1)
-        c.done()
-      end)
-  end
-
-  it("client:sync with a state file: sent once, the late application not taken for a copy", function()
-    local c = world.checker()
-    local cl = client()
-    local way = world.state_way(server, cl, dir, "perReplica")
-    local id = upload_edits(server, "uploaded")
-    server:gateway("504", 2000)
-    local r1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
-    c.check(not r1, "sync 1 reported success through a 504")
-    server:gateway(nil)
-    local r2, e2 = way.sync() -- at once, before the server applied sync 1
-    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
-    wait_applied(server)
-    server:crew_update(E03, { OWNER = "crew B" })
-    local r3, e3 = way.sync()
-    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-    c.check(way.pending() == 0, "the journal is still there")
-    c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded: OWNER "
-      .. tostring(way.value(E03, "OWNER")))
-    cl:close()
-    check_once(c, server, way.origin)
-    c.done()
-  end)
-
-  -- client:resume_sync of an older sync's job (async, wait = false: its op saved; a later
-  -- client:sync re-attached and finished it) after a sync whose uploaded edits file's answer was lost:
-  -- the resumed result is not the state's to keep; the journal keeps the uploaded item, the next sync
-  -- holds it, the one after reports its outcome unknown; never sent again. Before, the resumed job's
-  -- result cleared the journal: the item was never held nor reported.
-  it("client:resume_sync of an older job keeps the uploaded item a later sync journaled", function()
-    local c = world.checker()
-    server:set{ job_step_ms = 50 }
-    local cl = client()
-    local way = world.state_way(server, cl, dir, "perReplica")
-    local op = assert(way.sync{ params = { async = true }, wait = false })
-    local rb, eb = cl:sync(way.path, nil, { poll_interval = 0.05, timeout = world.SYNC_TIMEOUT })
-    c.check(rb and rb.reattached, "the next sync did not finish the job: " .. world.message_of(eb))
-    local id = upload_edits(server, "uploaded")
-    server:gateway("504", 1000)
-    c.check(not way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } },
-      "the sync with the uploaded file reported success through a 504")
-    server:gateway(nil)
-    local resumed = assert(cl:resume_sync(op:to_json()))
-    local rr, er = resumed:wait{ poll_interval = 0.05 }
-    c.check(rr, "the resumed job gave no result: " .. world.message_of(er))
-    c.check(way.pending() == 1, "the resumed job's result cleared the journal of the uploaded item")
-    wait_applied(server)
-    local r2, e2 = way.sync()
-    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
-    local held = r2 and r2.resolved and r2.resolved.uploaded
-    c.check(held and held.id == id and held.kept, "sync 2 does not say the uploaded item is held: "
-      .. tostring(r2 and r2.resolved))
-    local r3, e3 = way.sync()
-    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-    local settled = r3 and r3.resolved and r3.resolved.uploaded
-    c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
-      "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
-    c.check(way.pending() == 0, "the journal is still there after sync 3")
-    cl:close()
-    check_once(c, server, way.origin)
-    c.done()
-  end)
-
-  -- client:resume_sync of the uploaded file's own job (async, wait = false), a job that will never
-  -- give its result: it failed (nothing applied) or its result file is gone (applied). The resumed
-  -- wait reads the attempt back as a sync re-attaching does: the item settled with its outcome
-  -- unknown (err.resolved.uploaded, the error naming it), the journal cleared, never sent again.
-  -- Before, the resumed wait failed with the journal untouched and the item not named.
-  for _, case in ipairs{ { "its job failed", { job_outcome = "Failed" }, 0 },
-                         { "its result file gone", { result_lifetime_s = 0 }, 1 } } do
-    it("client:resume_sync of the uploaded file's own job, " .. case[1] .. ": reported unknown, never sent again",
-      function()
-        local c = world.checker()
-        server:set{ job_step_ms = 50 }
-        local cl = client()
-        local way = world.state_way(server, cl, dir, "perReplica")
-        local id = upload_edits(server, "uploaded")
-        server:set(case[2])
-        local op = assert(way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON", async = true },
-                                    wait = false })
-        local resumed = assert(cl:resume_sync(op:to_json()))
-        local rr, er = resumed:wait{ poll_interval = 0.05 }
-        c.check(not rr, "the resumed wait reported success")
-        local settled = er and er.resolved and er.resolved.uploaded
-        c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
-          "the resumed wait does not report the uploaded item's outcome unknown: " .. world.message_of(er))
-        c.check(world.message_of(er):find("outcome of the uploaded edits (item " .. id, 1, true),
-          "the resumed wait's error does not name the uploaded item: " .. world.message_of(er))
-        c.check(way.pending() == 0, "the journal is still there after the resumed wait")
-        server:set{ job_outcome = "Completed", result_lifetime_s = 600 }
-        local r2, e2 = way.sync()
-        c.check(r2, "the next sync failed: " .. world.message_of(e2))
-        local attempts, applied = world.tally(server, way.origin)
-        c.check((attempts["add|" .. NEW] or 0) <= 1, "the uploaded add was sent again")
-        c.check((applied["add|" .. NEW] or 0) == case[3], ("the uploaded add applied %d times (%d expected)"):format(
-          applied["add|" .. NEW] or 0, case[3]))
-        cl:close()
-        c.done()
-      end)
-  end
-
-  -- No attempt left: the store's attempt table, the state file's journal.
-  local function no_attempt(way)
-    if way.st then return way.st:attempt() == false end
-    return way.pending() == 0
-  end
-
-  -- A store or a state file (`make_way`: world.store_way or world.state_way, one engine) after a
-  -- sync with uploaded edits whose answer was lost (gateway `mode`): the server applies them
-  -- `delay_ms` later, after the next sync (late) or before it (`applied_first`).
-  -- The next sync holds the attempt (it sends nothing of it again, and takes a move of the
-  -- generation for its own), the one after settles it unknown; no sync is refused as another copy,
-  -- and a later crew's change downloads.
-  local function lost_answer_case(make_way, mode, delay_ms, applied_first)
-    local c = world.checker()
-    local cl = client()
-    local way = make_way(server, cl, dir, "perReplica")
-    local id = upload_edits(server, "uploaded")
-    server:gateway(mode, delay_ms)
-    local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
-    c.check(not r1, "sync 1 reported success through a lost answer")
-    c.check(e1 and e1.outcome_unknown, "sync 1's outcome is not flagged unknown: " .. world.message_of(e1))
-    local unknown = ("the outcome of the uploaded edits file (editsUploadId %s) is unknown"):format(id)
-    c.check(world.message_of(e1):find(unknown, 1, true), "sync 1's error does not say the uploaded item's outcome "
-      .. "is unknown: " .. world.message_of(e1))
-    server:gateway(nil)
-    if applied_first then wait_applied(server) end
-    local r2, e2 = way.sync()
-    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
-    local held = r2 and r2.resolved and r2.resolved.uploaded
-    c.check(held and held.id == id and held.kept, "sync 2 does not say the uploaded item is held: "
-      .. tostring(r2 and r2.resolved))
-    wait_applied(server)
-    server:crew_update(E03, { OWNER = "crew B" })
-    local r3, e3 = way.sync()
-    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-    local settled = r3 and r3.resolved and r3.resolved.uploaded
-    c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
-      "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
-    c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded")
-    c.check(no_attempt(way), "an attempt is still recorded after sync 3")
-    server:crew_update(E03, { OWNER = "crew C" })
-    local r4, e4 = way.sync()
-    c.check(r4, "sync 4 failed: " .. world.message_of(e4))
-    c.check(way.value(E03, "OWNER") == "crew C", "sync 4 did not download the other crew's change")
-    way.close()
-    cl:close()
-    check_once(c, server, way.origin)
-    c.done()
-  end
-
-  -- The held uploaded item passed again: refused naming editsUploadId, nothing sent.
-  local function passed_again_case(make_way)
-    local c = world.checker()
-    local cl = client()
-    local way = make_way(server, cl, dir, "perReplica")
-    local id = upload_edits(server, "uploaded")
-    server:gateway("504", 2000)
-    local r1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
-    c.check(not r1, "sync 1 reported success through a 504")
-    server:gateway(nil)
-    local before = server:sync_requests()
-    local r2, e2 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
-    c.check(not r2, "the held item was sent again")
-    c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
-      "the refusal does not name editsUploadId: " .. world.message_of(e2))
-    c.check(server:sync_requests() == before, "a synchronizeReplica left with the refusal")
-    wait_applied(server)
-    local r3, e3 = way.sync()
-    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-    local held = r3 and r3.resolved and r3.resolved.uploaded
-    c.check(held and held.id == id and held.kept, "the refused sync took the hold: sync 3 does not hold the "
-      .. "uploaded item: " .. tostring(r3 and r3.resolved))
-    local r4, e4 = way.sync()
-    c.check(r4, "sync 4 failed: " .. world.message_of(e4))
-    c.check(no_attempt(way), "an attempt is still recorded after sync 4")
-    way.close()
-    cl:close()
-    check_once(c, server, way.origin)
-    c.done()
-  end
-
-  -- The uploaded item's request lost before the server read it, and the next sync's own request
-  -- (it holds the item) lost too: the item is not forgotten, the sync after reports it unknown, and
-  -- it is never sent again (the server never applies it).
-  local function held_sync_lost_case(make_way)
-    local c = world.checker()
-    local cl = client()
-    local way = make_way(server, cl, dir, "perReplica")
-    local id = upload_edits(server, "uploaded")
-    -- sync 1's request and sync 2's (a download, which the client tries again) reset before the server reads them
-    assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                          attempts = { 1, 2, 3, 4, 5, 6 } }))
-    c.check(not way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } },
-      "sync 1 succeeded through a reset")
-    c.check(not way.sync(), "sync 2 succeeded through its resets")
-    local r3, e3 = way.sync()
-    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-    local settled = r3 and r3.resolved and r3.resolved.uploaded
-    c.check(settled and settled.id == id and settled.outcome == "unknown",
-      "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
-    local r4, e4 = way.sync()
-    c.check(r4, "sync 4 failed: " .. world.message_of(e4))
-    c.check(no_attempt(way), "an attempt is still recorded after sync 4")
-    local attempts = world.tally(server, way.origin)
-    c.check((attempts["add|" .. NEW] or 0) == 0, "the uploaded edits were sent again")
-    way.close()
-    cl:close()
-    c.done()
-  end
-
-  -- An earlier sync's job (async, the uploaded item) not finished when that sync ended (its first
-  -- status poll answered 404: the job stays pending, err.pending, the next sync re-attaches), and the
-  -- same item passed again: refused naming editsUploadId, nothing sent (before, the re-attached job
-  -- applied it and the same sync sent it again: sent twice). The next sync without it finishes the
-  -- job: each uploaded edit applied once, sent once.
-  local function job_pending_case(make_way)
-    local c = world.checker()
-    server:set{ job_step_ms = 50 }
-    local cl = client()
-    local way = make_way(server, cl, dir, "perReplica")
-    local id = upload_edits(server, "uploaded")
-    local params = { editsUploadId = id, editsUploadFormat = "JSON", async = true }
-    assert(server.emu:control("faults", { route = "jobs", kind = "status", status = 404,
-                                          attempts = { server.emu:count("jobs") + 1 } }))
-    local r1, e1 = way.sync{ params = params }
-    c.check(not r1 and e1 and e1.pending, "sync 1's job is not pending: " .. world.message_of(e1))
-    local before = server:sync_requests()
-    local r2, e2 = way.sync{ params = params }
-    c.check(not r2, "the uploaded item was sent again while the job that carries it was pending")
-    c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
-      "the refusal does not name editsUploadId: " .. world.message_of(e2))
-    c.check(world.message_of(e2):find(id, 1, true), "the refusal does not name the pending item: "
-      .. world.message_of(e2))
-    c.check(server:sync_requests() == before, "a synchronizeReplica left with the refusal")
-    local r3, e3 = way.sync()
-    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-    c.check(no_attempt(way), "an attempt is still recorded after sync 3")
-    wait_applied(server)
-    way.close()
-    cl:close()
-    check_once(c, server, way.origin)
-    c.done()
-  end
-
-  -- Rollback forced (a perReplica-only service without supportsRollbackOnFailure) and an uploaded
-  -- file with an edit the server refuses: the request is refused as a whole. The engine's split
-  -- (F3) and its retry after a failed job need journaled edits, and the form refuses edits beside
-  -- editsUploadId, so the item goes once: one request, nothing applied, the server's words told.
-  local function refused_whole_case(make_way, async, names)
-    local c = world.checker()
-    server:set{ supports_rollback_on_failure = false, supports_per_layer_sync = false,
-                rollback_names_edits = names, field_lengths = true, job_step_ms = 50 }
-    local cl = client()
-    local way = make_way(server, cl, dir, "perReplica")
-    local id = upload_edits(server, "uploaded", "APN-LONGER-THAN-20-CHARS")
-    local before = server:sync_requests()
-    local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON", async = async or nil } }
-    c.check(not r1, "a sync whose uploaded file the server refused reported success")
-    c.check(world.message_of(e1):find("rolled back", 1, true), "the server's words are not told: "
-      .. world.message_of(e1))
-    c.check(server:sync_requests() - before == 1, ("%d synchronizeReplica requests for one uploaded file"):format(
-      server:sync_requests() - before))
-    local r2, e2 = way.sync()
-    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
-    c.check(no_attempt(way), "an attempt is still recorded after sync 2")
-    local attempts, applied = world.tally(server, way.origin)
-    c.check(next(applied) == nil, "an edit of the refused file was applied")
-    c.check((attempts["add|" .. NEW] or 0) <= 1, ("the uploaded add sent %d times"):format(attempts["add|" .. NEW]))
-    way.close()
-    cl:close()
-    c.done()
-  end
-
-  for _, w in ipairs(world.WAYS) do
-    local name, make_way = w[1], w[2]
-    it(name .. ": the held sync's own request lost, the uploaded item is not forgotten", function()
-      held_sync_lost_case(make_way)
+    before_each(function()
+      server = start_server()
+      dir = helper.tmp_dir()
     end)
 
-    it(name .. " (sync with the parameters), a 504 applied late: sent once, never taken for a copy", function()
-      lost_answer_case(make_way, "504", 2000, false)
+    after_each(function()
+      server:stop()
+      os.execute("rm -rf " .. helper.shell_quote(dir))
     end)
 
-    it(name .. ", a 504 the server applies before the next sync: sent once, never taken for a copy", function()
-      lost_answer_case(make_way, "504", 200, true)
-    end)
+    local function client()
+      return world.client(server, true)
+    end
 
-    it(name .. ", an answer dropped and applied late: sent once, never taken for a copy", function()
-      lost_answer_case(make_way, "drop", 2000, false)
-    end)
-
-    it(name .. ": the held uploaded item passed again is refused, nothing sent", function()
-      passed_again_case(make_way)
-    end)
-
-    it(name .. ": the item passed again while the job that carries it is pending is refused, sent once", function()
-      job_pending_case(make_way)
-    end)
-
-    for _, async in ipairs{ false, true } do
-      for _, names in ipairs{ true, false } do
-        it(("%s: rollback forced, the uploaded file refused whole (%s, the refusal %s): sent once, never split")
-          :format(name, async and "a job" or "synchronous", names and "names the edit" or "names none"), function()
-          refused_whole_case(make_way, async, names)
+    for _, format in ipairs{ "JSON", "json" } do
+      it("synchronize_replica, editsUploadFormat " .. format .. ", a 504: outcome unknown, sent once, applied once",
+        function()
+          local c = world.checker()
+          -- the emulator's world has crew 1's replica; the double registers one
+          local crew = emulator and { replicaID = CREW1, gen = 1 } or server:control("replica", { name = "crew-1" })
+          local id = upload_edits(server, "uploaded")
+          server:gateway("504", 1000)
+          local cl = client()
+          local r, err = cl:synchronize_replica("Parcels", { replicaID = crew.replicaID, replicaServerGen = crew.gen,
+            syncDirection = "bidirectional", editsUploadId = id, editsUploadFormat = format,
+            transportType = "esriTransportTypeEmbedded" })
+          c.check(not r, "the sync reported success through a 504")
+          c.check(err and err.outcome_unknown, "the 504's outcome is not flagged unknown: " .. world.message_of(err))
+          server:gateway(nil)
+          wait_applied(server)
+          cl:close()
+          check_once(c, server, crew.replicaID)
+          c.done()
         end)
+    end
+
+    it("client:sync with a state file: sent once, the late application not taken for a copy", function()
+      local c = world.checker()
+      local cl = client()
+      local way = world.state_way(server, cl, dir, "perReplica")
+      local id = upload_edits(server, "uploaded")
+      server:gateway("504", 2000)
+      local r1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
+      c.check(not r1, "sync 1 reported success through a 504")
+      server:gateway(nil)
+      local r2, e2 = way.sync() -- at once, before the server applied sync 1
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      wait_applied(server)
+      server:crew_update(E03, { OWNER = "crew B" })
+      local r3, e3 = way.sync()
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      c.check(way.pending() == 0, "the journal is still there")
+      c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded: OWNER "
+        .. tostring(way.value(E03, "OWNER")))
+      cl:close()
+      check_once(c, server, way.origin)
+      c.done()
+    end)
+
+    -- client:resume_sync of an older sync's job (async, wait = false: its op saved; a later
+    -- client:sync re-attached and finished it) after a sync whose uploaded edits file's answer was lost:
+    -- the resumed result is not the state's to keep; the journal keeps the uploaded item, the next sync
+    -- holds it, the one after reports its outcome unknown; never sent again. Before, the resumed job's
+    -- result cleared the journal: the item was never held nor reported.
+    emu_it("client:resume_sync of an older job keeps the uploaded item a later sync journaled", function()
+      local c = world.checker()
+      server:set{ job_step_ms = 50 }
+      local cl = client()
+      local way = world.state_way(server, cl, dir, "perReplica")
+      local op = assert(way.sync{ params = { async = true }, wait = false })
+      local rb, eb = cl:sync(way.path, nil, { poll_interval = 0.05, timeout = world.SYNC_TIMEOUT })
+      c.check(rb and rb.reattached, "the next sync did not finish the job: " .. world.message_of(eb))
+      local id = upload_edits(server, "uploaded")
+      server:gateway("504", 1000)
+      c.check(not way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } },
+        "the sync with the uploaded file reported success through a 504")
+      server:gateway(nil)
+      local resumed = assert(cl:resume_sync(op:to_json()))
+      local rr, er = resumed:wait{ poll_interval = 0.05 }
+      c.check(rr, "the resumed job gave no result: " .. world.message_of(er))
+      c.check(way.pending() == 1, "the resumed job's result cleared the journal of the uploaded item")
+      wait_applied(server)
+      local r2, e2 = way.sync()
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      local held = r2 and r2.resolved and r2.resolved.uploaded
+      c.check(held and held.id == id and held.kept, "sync 2 does not say the uploaded item is held: "
+        .. tostring(r2 and r2.resolved))
+      local r3, e3 = way.sync()
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      local settled = r3 and r3.resolved and r3.resolved.uploaded
+      c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
+        "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
+      c.check(way.pending() == 0, "the journal is still there after sync 3")
+      cl:close()
+      check_once(c, server, way.origin)
+      c.done()
+    end)
+
+    -- client:resume_sync of the uploaded file's own job (async, wait = false), a job that will never
+    -- give its result: it failed (nothing applied) or its result file is gone (applied). The resumed
+    -- wait reads the attempt back as a sync re-attaching does: the item settled with its outcome
+    -- unknown (err.resolved.uploaded, the error naming it), the journal cleared, never sent again.
+    -- Before, the resumed wait failed with the journal untouched and the item not named.
+    for _, case in ipairs{ { "its job failed", { job_outcome = "Failed" }, 0 },
+                           { "its result file gone", { result_lifetime_s = 0 }, 1 } } do
+      emu_it("client:resume_sync of the uploaded file's own job, " .. case[1] .. ": reported unknown, never sent again",
+        function()
+          local c = world.checker()
+          server:set{ job_step_ms = 50 }
+          local cl = client()
+          local way = world.state_way(server, cl, dir, "perReplica")
+          local id = upload_edits(server, "uploaded")
+          server:set(case[2])
+          local op = assert(way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON", async = true },
+                                      wait = false })
+          local resumed = assert(cl:resume_sync(op:to_json()))
+          local rr, er = resumed:wait{ poll_interval = 0.05 }
+          c.check(not rr, "the resumed wait reported success")
+          local settled = er and er.resolved and er.resolved.uploaded
+          c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
+            "the resumed wait does not report the uploaded item's outcome unknown: " .. world.message_of(er))
+          c.check(world.message_of(er):find("outcome of the uploaded edits (item " .. id, 1, true),
+            "the resumed wait's error does not name the uploaded item: " .. world.message_of(er))
+          c.check(way.pending() == 0, "the journal is still there after the resumed wait")
+          server:set{ job_outcome = "Completed", result_lifetime_s = 600 }
+          local r2, e2 = way.sync()
+          c.check(r2, "the next sync failed: " .. world.message_of(e2))
+          local attempts, applied = world.tally(server, way.origin)
+          c.check((attempts["add|" .. NEW] or 0) <= 1, "the uploaded add was sent again")
+          c.check((applied["add|" .. NEW] or 0) == case[3], ("the uploaded add applied %d times (%d expected)"):format(
+            applied["add|" .. NEW] or 0, case[3]))
+          cl:close()
+          c.done()
+        end)
+    end
+
+    -- No attempt left: the store's attempt table, the state file's journal.
+    local function no_attempt(way)
+      if way.st then return way.st:attempt() == false end
+      return way.pending() == 0
+    end
+
+    -- A store or a state file (`make_way`: world.store_way or world.state_way, one engine) after a
+    -- sync with uploaded edits whose answer was lost (gateway `mode`): the server applies them
+    -- `delay_ms` later, after the next sync (late) or before it (`applied_first`).
+    -- The next sync holds the attempt (it sends nothing of it again, and takes a move of the
+    -- generation for its own), the one after settles it unknown; no sync is refused as another copy,
+    -- and a later crew's change downloads.
+    local function lost_answer_case(make_way, mode, delay_ms, applied_first)
+      local c = world.checker()
+      local cl = client()
+      local way = make_way(server, cl, dir, "perReplica")
+      local id = upload_edits(server, "uploaded")
+      server:gateway(mode, delay_ms)
+      local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
+      c.check(not r1, "sync 1 reported success through a lost answer")
+      c.check(e1 and e1.outcome_unknown, "sync 1's outcome is not flagged unknown: " .. world.message_of(e1))
+      local unknown = ("the outcome of the uploaded edits file (editsUploadId %s) is unknown"):format(id)
+      c.check(world.message_of(e1):find(unknown, 1, true), "sync 1's error does not say the uploaded item's outcome "
+        .. "is unknown: " .. world.message_of(e1))
+      server:gateway(nil)
+      if applied_first then wait_applied(server) end
+      local r2, e2 = way.sync()
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      local held = r2 and r2.resolved and r2.resolved.uploaded
+      c.check(held and held.id == id and held.kept, "sync 2 does not say the uploaded item is held: "
+        .. tostring(r2 and r2.resolved))
+      wait_applied(server)
+      server:crew_update(E03, { OWNER = "crew B" })
+      local r3, e3 = way.sync()
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      local settled = r3 and r3.resolved and r3.resolved.uploaded
+      c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
+        "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
+      c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded")
+      c.check(no_attempt(way), "an attempt is still recorded after sync 3")
+      server:crew_update(E03, { OWNER = "crew C" })
+      local r4, e4 = way.sync()
+      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      c.check(way.value(E03, "OWNER") == "crew C", "sync 4 did not download the other crew's change")
+      way.close()
+      cl:close()
+      check_once(c, server, way.origin)
+      c.done()
+    end
+
+    -- The held uploaded item passed again: refused naming editsUploadId, nothing sent.
+    local function passed_again_case(make_way)
+      local c = world.checker()
+      local cl = client()
+      local way = make_way(server, cl, dir, "perReplica")
+      local id = upload_edits(server, "uploaded")
+      server:gateway("504", 2000)
+      local r1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
+      c.check(not r1, "sync 1 reported success through a 504")
+      server:gateway(nil)
+      local before = server:sync_requests()
+      local r2, e2 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
+      c.check(not r2, "the held item was sent again")
+      c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
+        "the refusal does not name editsUploadId: " .. world.message_of(e2))
+      c.check(server:sync_requests() == before, "a synchronizeReplica left with the refusal")
+      wait_applied(server)
+      local r3, e3 = way.sync()
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      local held = r3 and r3.resolved and r3.resolved.uploaded
+      c.check(held and held.id == id and held.kept, "the refused sync took the hold: sync 3 does not hold the "
+        .. "uploaded item: " .. tostring(r3 and r3.resolved))
+      local r4, e4 = way.sync()
+      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      c.check(no_attempt(way), "an attempt is still recorded after sync 4")
+      way.close()
+      cl:close()
+      check_once(c, server, way.origin)
+      c.done()
+    end
+
+    -- The uploaded item's request lost before the server read it, and the next sync's own request
+    -- (it holds the item) lost too: the item is not forgotten, the sync after reports it unknown, and
+    -- it is never sent again (the server never applies it).
+    local function held_sync_lost_case(make_way)
+      local c = world.checker()
+      local cl = client()
+      local way = make_way(server, cl, dir, "perReplica")
+      local id = upload_edits(server, "uploaded")
+      -- sync 1's request and sync 2's (a download, which the client tries again) reset before the server reads them
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                            attempts = { 1, 2, 3, 4, 5, 6 } }))
+      c.check(not way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } },
+        "sync 1 succeeded through a reset")
+      c.check(not way.sync(), "sync 2 succeeded through its resets")
+      local r3, e3 = way.sync()
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      local settled = r3 and r3.resolved and r3.resolved.uploaded
+      c.check(settled and settled.id == id and settled.outcome == "unknown",
+        "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
+      local r4, e4 = way.sync()
+      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      c.check(no_attempt(way), "an attempt is still recorded after sync 4")
+      local attempts = world.tally(server, way.origin)
+      c.check((attempts["add|" .. NEW] or 0) == 0, "the uploaded edits were sent again")
+      way.close()
+      cl:close()
+      c.done()
+    end
+
+    -- An earlier sync's job (async, the uploaded item) not finished when that sync ended (its first
+    -- status poll answered 404: the job stays pending, err.pending, the next sync re-attaches), and the
+    -- same item passed again: refused naming editsUploadId, nothing sent (before, the re-attached job
+    -- applied it and the same sync sent it again: sent twice). The next sync without it finishes the
+    -- job: each uploaded edit applied once, sent once.
+    local function job_pending_case(make_way)
+      local c = world.checker()
+      server:set{ job_step_ms = 50 }
+      local cl = client()
+      local way = make_way(server, cl, dir, "perReplica")
+      local id = upload_edits(server, "uploaded")
+      local params = { editsUploadId = id, editsUploadFormat = "JSON", async = true }
+      assert(server.emu:control("faults", { route = "jobs", kind = "status", status = 404,
+                                            attempts = { server.emu:count("jobs") + 1 } }))
+      local r1, e1 = way.sync{ params = params }
+      c.check(not r1 and e1 and e1.pending, "sync 1's job is not pending: " .. world.message_of(e1))
+      local before = server:sync_requests()
+      local r2, e2 = way.sync{ params = params }
+      c.check(not r2, "the uploaded item was sent again while the job that carries it was pending")
+      c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
+        "the refusal does not name editsUploadId: " .. world.message_of(e2))
+      c.check(world.message_of(e2):find(id, 1, true), "the refusal does not name the pending item: "
+        .. world.message_of(e2))
+      c.check(server:sync_requests() == before, "a synchronizeReplica left with the refusal")
+      local r3, e3 = way.sync()
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      c.check(no_attempt(way), "an attempt is still recorded after sync 3")
+      wait_applied(server)
+      way.close()
+      cl:close()
+      check_once(c, server, way.origin)
+      c.done()
+    end
+
+    -- Rollback forced (a perReplica-only service without supportsRollbackOnFailure) and an uploaded
+    -- file with an edit the server refuses: the request is refused as a whole. The engine's split
+    -- (F3) and its retry after a failed job need journaled edits, and the form refuses edits beside
+    -- editsUploadId, so the item goes once: one request, nothing applied, the server's words told.
+    local function refused_whole_case(make_way, async, names)
+      local c = world.checker()
+      server:set{ supports_rollback_on_failure = false, supports_per_layer_sync = false,
+                  rollback_names_edits = names, field_lengths = true, job_step_ms = 50 }
+      local cl = client()
+      local way = make_way(server, cl, dir, "perReplica")
+      local id = upload_edits(server, "uploaded", "APN-LONGER-THAN-20-CHARS")
+      local before = server:sync_requests()
+      local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON", async = async or nil } }
+      c.check(not r1, "a sync whose uploaded file the server refused reported success")
+      c.check(world.message_of(e1):find("rolled back", 1, true), "the server's words are not told: "
+        .. world.message_of(e1))
+      c.check(server:sync_requests() - before == 1, ("%d synchronizeReplica requests for one uploaded file"):format(
+        server:sync_requests() - before))
+      local r2, e2 = way.sync()
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      c.check(no_attempt(way), "an attempt is still recorded after sync 2")
+      local attempts, applied = world.tally(server, way.origin)
+      c.check(next(applied) == nil, "an edit of the refused file was applied")
+      c.check((attempts["add|" .. NEW] or 0) <= 1, ("the uploaded add sent %d times"):format(attempts["add|" .. NEW]))
+      way.close()
+      cl:close()
+      c.done()
+    end
+
+    for _, w in ipairs(world.WAYS) do
+      local name, make_way = w[1], w[2]
+      emu_it(name .. ": the held sync's own request lost, the uploaded item is not forgotten", function()
+        held_sync_lost_case(make_way)
+      end)
+
+      it(name .. " (sync with the parameters), a 504 applied late: sent once, never taken for a copy", function()
+        lost_answer_case(make_way, "504", 2000, false)
+      end)
+
+      it(name .. ", a 504 the server applies before the next sync: sent once, never taken for a copy", function()
+        lost_answer_case(make_way, "504", 200, true)
+      end)
+
+      it(name .. ", an answer dropped and applied late: sent once, never taken for a copy", function()
+        lost_answer_case(make_way, "drop", 2000, false)
+      end)
+
+      it(name .. ": the held uploaded item passed again is refused, nothing sent", function()
+        passed_again_case(make_way)
+      end)
+
+      emu_it(name .. ": the item passed again while the job that carries it is pending is refused, sent once",
+        function()
+          job_pending_case(make_way)
+        end)
+
+      for _, async in ipairs{ false, true } do
+        for _, names in ipairs{ true, false } do
+          emu_it(("%s: rollback forced, the uploaded file refused whole (%s, the refusal %s): sent once, never split")
+            :format(name, async and "a job" or "synchronous", names and "names the edit" or "names none"), function()
+            refused_whole_case(make_way, async, names)
+          end)
+        end
       end
     end
-  end
 
-  it("the store, a sync with uploaded edits answered at once: applied once, the generation moves", function()
-    local c = world.checker()
-    local cl = client()
-    local way = world.store_way(server, cl, dir, "perReplica")
-    local id = upload_edits(server, "uploaded")
-    local before = way.st:replica().replicaServerGen
-    local r, e = way.sync{ params = { editsUploadId = id, editsUploadFormat = "Json" } }
-    c.check(r, "the sync failed: " .. world.message_of(e))
-    local after = way.st:replica().replicaServerGen
-    c.check(after > before, ("the store's generation did not move: %s -> %s"):format(before, after))
-    c.check(way.st:attempt() == false, "an attempt is still recorded")
-    server:crew_update(E03, { OWNER = "crew B" })
-    local r2, e2 = way.sync()
-    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
-    c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded")
-    way.close()
-    cl:close()
-    check_once(c, server, way.origin)
-    c.done()
-  end)
+    it("the store, a sync with uploaded edits answered at once: applied once, the generation moves", function()
+      local c = world.checker()
+      local cl = client()
+      local way = world.store_way(server, cl, dir, "perReplica")
+      local id = upload_edits(server, "uploaded")
+      local before = way.st:replica().replicaServerGen
+      local r, e = way.sync{ params = { editsUploadId = id, editsUploadFormat = "Json" } }
+      c.check(r, "the sync failed: " .. world.message_of(e))
+      local after = way.st:replica().replicaServerGen
+      c.check(after > before, ("the store's generation did not move: %s -> %s"):format(before, after))
+      c.check(way.st:attempt() == false, "an attempt is still recorded")
+      server:crew_update(E03, { OWNER = "crew B" })
+      local r2, e2 = way.sync()
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded")
+      way.close()
+      cl:close()
+      check_once(c, server, way.origin)
+      c.done()
+    end)
 
-  it("a sync with uploaded edits and no gateway: applied once, the state's generation moves", function()
-    local c = world.checker()
-    local cl = client()
-    local way = world.state_way(server, cl, dir, "perReplica")
-    local id = upload_edits(server, "uploaded")
-    local before = json.decode(helper.read_all(way.path)).replicaServerGen
-    local r, e = way.sync{ params = { editsUploadId = id, editsUploadFormat = "Json" } }
-    c.check(r, "the sync failed: " .. world.message_of(e))
-    local after = json.decode(helper.read_all(way.path)).replicaServerGen
-    c.check(after > before, ("the state's generation did not move: %s -> %s"):format(before, after))
-    c.check(way.pending() == 0, "the journal is still there")
-    cl:close()
-    check_once(c, server, way.origin)
-    c.done()
+    it("a sync with uploaded edits and no gateway: applied once, the state's generation moves", function()
+      local c = world.checker()
+      local cl = client()
+      local way = world.state_way(server, cl, dir, "perReplica")
+      local id = upload_edits(server, "uploaded")
+      local before = json.decode(helper.read_all(way.path)).replicaServerGen
+      local r, e = way.sync{ params = { editsUploadId = id, editsUploadFormat = "Json" } }
+      c.check(r, "the sync failed: " .. world.message_of(e))
+      local after = json.decode(helper.read_all(way.path)).replicaServerGen
+      c.check(after > before, ("the state's generation did not move: %s -> %s"):format(before, after))
+      c.check(way.pending() == 0, "the journal is still there")
+      cl:close()
+      check_once(c, server, way.origin)
+      c.done()
+    end)
   end)
-end)
+end
 

@@ -61,6 +61,15 @@ vendor's REST API pages the issue cites):
   the false rollbackOnFailure behavior"; perReplica only: the true one;
   rollbackOnFailure page; both models: the replica's own model, our reading).
 * GlobalIDs compare as a GUID column does (norm_gid: any case, braces or none).
+* uploaded edits: POST <service>/FeatureServer/uploads/upload (multipart, its
+  "file" part) keeps the file as an item and answers {"success": true, "item":
+  {itemID, itemName, description, date, committed}} (the Upload Item and Item
+  pages); synchronizeReplica's editsUploadId with editsUploadFormat reads it in
+  place of the edits parameter ("Edits can be supplied in the edits parameter,
+  or, alternatively, by using the editsUploadId and editsUploadFormat to
+  identify a file containing the edits that were previously uploaded",
+  synchronizeReplica page). This double reads JSON items only (the 2.1 edits
+  array); SQLITE, an unknown item, or edits beside editsUploadId are refused.
 
 Faults (settings):
 * edit_results: "all" | "failures" (only the skipped edits listed, as the
@@ -182,6 +191,7 @@ replicas = {}   # replicaID -> {name, model, layers, gen, layer_gens, direction}
 jobs = {}       # id -> job
 results = {}    # file name -> {"bytes", "created"}
 busy = {}       # replicaID -> job id of a running sync job
+uploads = {}    # itemID -> {"bytes", "name", "date"}: uploaded items
 held = []       # synchronizeReplica forms the gateway answered, still to run
 
 
@@ -453,6 +463,13 @@ def plan_sync(form):
             p.rollback = r["model"] != "perLayer"
     else:
         p.rollback = parse_bool(form.get("rollbackOnFailure"), settings["rollback_default"])
+    if form.get("editsUploadId"):
+        edits, err = uploaded_edits(form)
+        if err:
+            return None, err
+        p.edits = edits
+        p.downloads = any(d in ("bidirectional", "download") for d in p.directions.values())
+        return p, None
     try:
         p.edits = json.loads(form["edits"]) if form.get("edits") else []
     except ValueError:
@@ -461,7 +478,46 @@ def plan_sync(form):
     return p, None
 
 
+def uploaded_edits(form):
+    """The 2.1 edits array of the item editsUploadId names: (edits, None) or (None, error body)."""
+    item = uploads.get(form.get("editsUploadId"))
+    fmt = (form.get("editsUploadFormat") or "").lower()
+    if form.get("edits"):
+        return None, error_body(400, "Unable to synchronize replica.",
+                                ["Supply the edits in the edits parameter or by editsUploadId, not both."])
+    if item is None:
+        return None, error_body(400, "Unable to synchronize replica.",
+                                ["Item %s was not found." % form.get("editsUploadId")])
+    if fmt != "json":
+        return None, error_body(400, "Unable to synchronize replica.",
+                                ["editsUploadFormat %s is not read by this server." % form.get("editsUploadFormat")])
+    try:
+        edits = json.loads(item["bytes"])
+    except ValueError:
+        return None, error_body(400, "Unable to synchronize replica.", ["The uploaded item is not JSON."])
+    return edits if isinstance(edits, list) else [], None
+
+
+def multipart_file(body, ctype):
+    """The "file" part of a multipart/form-data body: (bytes, filename) or (None, None)."""
+    m = re.search(r'boundary="?([^";]+)"?', ctype)
+    if not m:
+        return None, None
+    for part in body.split(b"--" + m.group(1).encode()):
+        head, sep, data = part.partition(b"\r\n\r\n")
+        if not sep:
+            continue
+        disposition = re.search(rb'name="([^"]*)"(?:; filename="([^"]*)")?', head)
+        if disposition and disposition.group(1) == b"file":
+            if data.endswith(b"\r\n"):
+                data = data[:-2]
+            return data, (disposition.group(2) or b"upload").decode("utf-8", "replace")
+    return None, None
+
+
 def carries_edits(form):
+    if form.get("editsUploadId"):
+        return True
     try:
         edits = json.loads(form.get("edits") or "[]")
     except ValueError:
@@ -782,6 +838,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 form.update(json.loads(body))
             except ValueError:
                 pass
+        elif body and "multipart/form-data" in ctype:
+            self.upload = multipart_file(body, ctype)  # the uploads/upload route reads it
         elif body:
             for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items():
                 form[k] = v[0]
@@ -869,6 +927,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return ("json", 200, service_resource())
         if rest == "synchronizeReplica" and method == "POST":
             return self.synchronize(form, nth)
+        if rest == "uploads/upload" and method == "POST":
+            data, name = getattr(self, "upload", (None, None))
+            self.upload = (None, None)
+            if data is None:
+                return ("json", 200, error_body(400, "Unable to upload item.", ["No file part."]))
+            item_id = "i" + str(uuid.uuid4())
+            uploads[item_id] = {"bytes": data, "name": name, "date": int(time.time() * 1000)}
+            return ("json", 200, {"success": True, "item": {"itemID": item_id, "itemName": name, "description": None,
+                                                            "date": uploads[item_id]["date"], "committed": True}})
         if rest == "createReplica" and method == "POST":
             return ("json", 200, create_replica(form))
         if rest == "unRegisterReplica" and method == "POST":

@@ -407,6 +407,19 @@ end
 
 M.WAYS = { { "store", M.store_way }, { "state file", M.state_way } }
 
+--- Uploads a 2.1 edits array as a JSON item (POST <service>/FeatureServer/uploads/upload, its
+-- `file` part), to the emulator or the documented double; returns the item's itemID.
+function M.upload(server, edits)
+  local boundary = "----engine-world-upload"
+  local body = table.concat{ "--", boundary, '\r\nContent-Disposition: form-data; name="f"\r\n\r\njson\r\n',
+    "--", boundary, '\r\nContent-Disposition: form-data; name="file"; filename="edits.json"\r\n',
+    "Content-Type: application/json\r\n\r\n", json.encode(edits), "\r\n--", boundary, "--\r\n" }
+  local url = server.url .. "/Parcels/FeatureServer/uploads/upload"
+  local _, doc = perform(server.driver or server.emu.driver, { url = url, method = "POST", body = body,
+    content_type = "multipart/form-data; boundary=" .. boundary })
+  return assert(doc and doc.item and doc.item.itemID, "the upload failed: " .. json.encode(doc))
+end
+
 -- ------------------------------------------------------------------ checks
 
 --- A list of problems: check(cond, message) records each failed one; done() fails with them all.
