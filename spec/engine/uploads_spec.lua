@@ -259,6 +259,9 @@ for _, srv in ipairs(SERVERS) do
       c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
         "the refusal does not name editsUploadId: " .. world.message_of(e2))
       c.check(server:sync_requests() == before, "a synchronizeReplica left with the refusal")
+      c.check(world.message_of(e2):find(id, 1, true) and world.message_of(e2):find("synchronize without "
+        .. "editsUploadId until a synchronization reports it resolved", 1, true),
+        "the refusal does not name the held item and what to do: " .. world.message_of(e2))
       wait_applied(server)
       local r3, e3 = way.sync()
       c.check(r3, "sync 3 failed: " .. world.message_of(e3))

@@ -294,8 +294,9 @@ local function resolve(client, j, opts)
       or "edits journaled with it are still to be sent"
     local item = a.uploaded and (", with the uploaded edits file %s"):format(a.uploaded) or ""
     return nil, errors.invalid("editsUploadId", ("the outcome of an earlier synchronization of %s%s is not "
-      .. "known yet (%s): synchronize once without editsUploadId first (it resolves that synchronization and "
-      .. "never sends its uploaded edits again), then send this file if the server does not hold its "
+      .. "known yet (%s): synchronize without editsUploadId until a synchronization reports it resolved "
+      .. "(result.resolved: while the server may still apply it, a synchronization holds it and reads it again; "
+      .. "its uploaded edits are never sent again), then send this file if the server does not hold its "
       .. "edits"):format(j.what, item, why))
   end
   local failed_job = false
