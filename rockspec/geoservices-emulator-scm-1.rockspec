@@ -35,7 +35,13 @@ build = {
     MHD_LIBDIR = "$(MICROHTTPD_LIBDIR)",
   },
   install_target = "install-emulator",
+  -- the build_variables too: with the same flags the install step compiles nothing again
   install_variables = {
+    CFLAGS = "$(CFLAGS)",
+    LIBFLAG = "$(LIBFLAG)",
+    LUA_INCDIR = "$(LUA_INCDIR)",
+    MHD_INCDIR = "$(MICROHTTPD_INCDIR)",
+    MHD_LIBDIR = "$(MICROHTTPD_LIBDIR)",
     LIBDIR = "$(LIBDIR)",
     LUADIR = "$(LUADIR)",
     BINDIR = "$(BINDIR)", -- the geoservices-emulator command

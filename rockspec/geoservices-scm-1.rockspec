@@ -26,6 +26,10 @@ external_dependencies = {
   SQLITE = { header = "sqlite3.h" }, -- the replica store (GeoPackage)
   PROJ = { header = "proj.h" }, -- the store's CRS definitions (PROJ's database, proj.db)
 }
+-- `make install` gets the compiler's variables too: with the same flags the
+-- install step finds core.so built and compiles nothing (with the Makefile's
+-- defaults it compiled every C file again and installed a core.so built
+-- without LuaRocks' CFLAGS).
 build = {
   type = "make",
   build_target = "core", -- geoservices/core.so only (httpd.so is the emulator rock's)
@@ -42,6 +46,15 @@ build = {
   },
   install_target = "install", -- core.so, the modules but geoservices.emulator.*, the command
   install_variables = {
+    CFLAGS = "$(CFLAGS)", -- the build_variables, as they are
+    LIBFLAG = "$(LIBFLAG)",
+    LUA_INCDIR = "$(LUA_INCDIR)",
+    CURL_INCDIR = "$(CURL_INCDIR)",
+    CURL_LIBDIR = "$(CURL_LIBDIR)",
+    SQLITE_INCDIR = "$(SQLITE_INCDIR)",
+    SQLITE_LIBDIR = "$(SQLITE_LIBDIR)",
+    PROJ_INCDIR = "$(PROJ_INCDIR)",
+    PROJ_LIBDIR = "$(PROJ_LIBDIR)",
     LIBDIR = "$(LIBDIR)",
     LUADIR = "$(LUADIR)",
     BINDIR = "$(BINDIR)", -- the geoservices command (a launcher of geoservices.cli)

@@ -180,6 +180,24 @@ describe("#rock packaging", function()
     return os.execute("test -e " .. q(path)) == true
   end
 
+  -- How many lines of a build log are exactly `line`.
+  local function lines_equal(log, line)
+    local n = 0
+    for l in log:gmatch("[^\n]+") do
+      if l == line then n = n + 1 end
+    end
+    return n
+  end
+
+  -- How many lines of a build log link `so` (a gcc line with -o `so`).
+  local function links_of(log, so)
+    local n = 0
+    for l in log:gmatch("[^\n]+") do
+      if l:find("-o " .. so .. " ", 1, true) then n = n + 1 end
+    end
+    return n
+  end
+
   it("ldoc builds the API reference of the Lua layer", function()
     if not sh("command -v ldoc") then
       pending("lua-ldoc is not installed (make deps installs it)")
@@ -211,6 +229,14 @@ describe("#rock packaging", function()
     local ok, text = make_client_rock()
     assert(ok, text)
     assert.truthy(text:find("csrc/core.c", 1, true), text) -- the log shows the compiler's command lines
+    -- LuaRocks' install step (make install) rebuilds nothing: each C file compiled once and the core
+    -- linked once, with LuaRocks' own flags; the core.so installed is the one it built
+    assert.equal(1, lines_equal(text, "cc csrc/core.c"), text)
+    assert.equal(1, lines_equal(text, "cc csrc/store/apply.c"), text)
+    assert.equal(1, links_of(text, "build/geoservices/core.so"), text)
+    local _, luarocks_cflags = sh("luarocks --lua-version=5.4 config variables.CFLAGS")
+    local link = text:match("[^\n]*%-o build/geoservices/core%.so [^\n]*")
+    assert.truthy(link:find(" " .. luarocks_cflags:match("^%s*(.-)%s*$") .. " ", 1, true), link)
     assert.falsy(text:find("httpd", 1, true), text)
     assert.falsy(text:find("microhttpd", 1, true), text)
     for _, f in ipairs{ "/lib/lua/5.4/geoservices/core.so", "/share/lua/5.4/geoservices/init.lua",
@@ -247,6 +273,9 @@ describe("#rock packaging", function()
     local ok, text = make_emulator_rock()
     assert(ok, text)
     assert.falsy(text:find("csrc/core.c", 1, true), text) -- the client's core is not rebuilt
+    -- nor its own C files at install: each compiled once, httpd.so linked once
+    assert.equal(1, lines_equal(text, "cc csrc/emulator/httpd.c"), text)
+    assert.equal(1, links_of(text, "build/geoservices/httpd.so"), text)
     for _, f in ipairs{ "/lib/lua/5.4/geoservices/httpd.so", "/share/lua/5.4/geoservices/emulator/init.lua",
                         "/share/lua/5.4/geoservices/emulator/main.lua",
                         "/share/lua/5.4/geoservices/emulator/data/world.json", "/bin/geoservices-emulator" } do
