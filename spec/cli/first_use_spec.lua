@@ -353,7 +353,8 @@ password_file = %s
       for k, v in pairs(vars) do assigns[#assigns + 1] = k .. "=" .. q(v) end
       local quoted = {}
       for i, a in ipairs(args) do quoted[i] = q(a) end
-      local p = io.popen(("cd %s && env -u GEOSERVICES_TTY %s python3 spec/support/pty_ctrl_c.py %s 10 lua5.4 -e %s "
+      local p = io.popen(("cd %s && env -u GEOSERVICES_TTY %s "
+        .. helper.PYTHON .. " spec/support/pty_ctrl_c.py %s 10 lua5.4 -e %s "
         .. "/dev/null %s"):format(q(helper.ROOT), table.concat(assigns, " "), q(pattern), q(CLI),
           table.concat(quoted, " ")))
       local result = json.decode(p:read("a"))

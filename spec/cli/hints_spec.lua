@@ -60,7 +60,7 @@ local function on_terminal(dir, args, prompt, answer, env)
   for i, a in ipairs(args) do quoted[i] = q(a) end
   for k, v in pairs(env or {}) do assigns[#assigns + 1] = k .. "=" .. q(v) end
   local p = io.popen(("cd %s && env -u GEOSERVICES_TTY -u GEOSERVICES_TOKEN -u GEOSERVICES_PASSWORD LUA_PATH=%s "
-    .. "LUA_CPATH=%s XDG_CONFIG_HOME=%s %s python3 %s 30 %s %s lua5.4 -e %s /dev/null %s"):format(
+    .. "LUA_CPATH=%s XDG_CONFIG_HOME=%s %s " .. helper.PYTHON .. " %s 30 %s %s lua5.4 -e %s /dev/null %s"):format(
       q(dir), q(absolute(package.path)), q(absolute(package.cpath)), q(dir .. "/config"), table.concat(assigns, " "),
       q(helper.ROOT .. "/spec/support/pty_answer.py"), q(prompt), q(answer),
       q('os.exit(require("geoservices.cli").main(arg))'), table.concat(quoted, " ")))

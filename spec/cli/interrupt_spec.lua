@@ -38,7 +38,8 @@ describe("Ctrl-C hints that can be pasted", function()
 
   -- Runs `script` (bash) under a pty and types Ctrl-C once `pattern` shows.
   local function ctrl_c(pattern, script)
-    local p = io.popen(("cd %s && python3 spec/support/pty_ctrl_c.py %s 10 bash -c %s"):format(q(helper.ROOT),
+    local p = io.popen(("cd %s && "
+      .. helper.PYTHON .. " spec/support/pty_ctrl_c.py %s 10 bash -c %s"):format(q(helper.ROOT),
       q(pattern), q(shell_prelude() .. script)))
     local result = json.decode(p:read("a"))
     p:close()

@@ -24,7 +24,8 @@ local function pty(dir, args)
   local quoted = {}
   for i, a in ipairs(args) do quoted[i] = q(a) end
   local p = io.popen(("cd %s && env -u GEOSERVICES_TTY -u GEOSERVICES_TOKEN LUA_PATH=%s LUA_CPATH=%s "
-    .. "XDG_CONFIG_HOME=%s python3 %s/spec/support/pty_run.py 60 lua5.4 -e %s /dev/null %s"):format(q(dir),
+    .. "XDG_CONFIG_HOME=%s "
+    .. helper.PYTHON .. " %s/spec/support/pty_run.py 60 lua5.4 -e %s /dev/null %s"):format(q(dir),
       q(absolute(package.path)), q(absolute(package.cpath)), q(dir .. "/config"), q(helper.ROOT), q(CLI),
       table.concat(quoted, " ")))
   local result = json.decode(p:read("a"))

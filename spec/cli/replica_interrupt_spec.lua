@@ -43,7 +43,8 @@ describe("Ctrl-C during replica create OUT.gpkg (issue 38)", function()
   for _, phase in ipairs(PHASES) do
     it("ends at once with 130 and leaves nothing when " .. phase.name, function()
       local out = ("%s/%s.gpkg"):format(dir, phase.name:gsub(" ", "_"))
-      local p = io.popen(("cd %s && env -u GEOSERVICES_TTY PTY_CTRL_C_DELAY=%s LUA_PATH=%s LUA_CPATH=%s python3 "
+      local p = io.popen(("cd %s && env -u GEOSERVICES_TTY PTY_CTRL_C_DELAY=%s LUA_PATH=%s LUA_CPATH=%s "
+        .. helper.PYTHON .. " "
         .. "spec/support/pty_ctrl_c.py %s 60 lua5.4 -e %s /dev/null --url %s replica create Bench --layers 0 %s")
         :format(q(helper.ROOT), phase.delay, q(package.path), q(package.cpath), q(phase.name), q(CLI), q(url), q(out)))
       local r = json.decode(p:read("a"))
@@ -77,7 +78,8 @@ local st, err = geoservices.store.create(geoservices.client{ url = arg[1] }, arg
   end })
 print("returned", st, err)
 ]])
-    local p = io.popen(("cd %s && env LUA_PATH=%s LUA_CPATH=%s python3 spec/support/pty_ctrl_c.py downloading 60 "
+    local p = io.popen(("cd %s && env LUA_PATH=%s LUA_CPATH=%s "
+      .. helper.PYTHON .. " spec/support/pty_ctrl_c.py downloading 60 "
       .. "lua5.4 %s %s %s"):format(q(helper.ROOT), q(package.path), q(package.cpath), q(script), q(url), q(out)))
     local r = json.decode(p:read("a"))
     p:close()
@@ -108,7 +110,8 @@ print("returned", st, err)
         return text and text:match("serving on (%S+)")
       end, 10)
       local gpkg = dir .. "/att.gpkg"
-      local p = io.popen(("cd %s && env -u GEOSERVICES_TTY PTY_CTRL_C_DELAY=0.5 LUA_PATH=%s LUA_CPATH=%s python3 "
+      local p = io.popen(("cd %s && env -u GEOSERVICES_TTY PTY_CTRL_C_DELAY=0.5 LUA_PATH=%s LUA_CPATH=%s "
+        .. helper.PYTHON .. " "
         .. "spec/support/pty_ctrl_c.py %s 60 lua5.4 -e %s /dev/null --url %s replica create Bench --layers 0 "
         .. "--attachments %s"):format(q(helper.ROOT), q(package.path), q(package.cpath), q("fetching the attachments"),
         q(CLI), q(att_url), q(gpkg)))

@@ -125,7 +125,7 @@ describe("unregistering every replica of a service ('*')", function()
       local quoted = {}
       for i, a in ipairs(args) do quoted[i] = q(a) end
       local p = io.popen(("cd %s && env -u GEOSERVICES_TTY -u GEOSERVICES_TOKEN -u GEOSERVICES_URL LUA_PATH=%s "
-        .. "LUA_CPATH=%s python3 spec/support/pty_answer.py 30 %s %s lua5.4 -e %s /dev/null %s"):format(
+        .. "LUA_CPATH=%s " .. helper.PYTHON .. " spec/support/pty_answer.py 30 %s %s lua5.4 -e %s /dev/null %s"):format(
           q(helper.ROOT), q(absolute(package.path)), q(absolute(package.cpath)), q("Type yes to go on: "), q(answer),
           q('os.exit(require("geoservices.cli").main(arg))'), table.concat(quoted, " ")))
       local result = json.decode(p:read("a"))

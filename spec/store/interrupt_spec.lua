@@ -20,7 +20,8 @@ describe("Ctrl-C during a long statement of the store (issue 38)", function()
   local function ctrl_c(pattern, script)
     local path = dir .. "/script.lua"
     helper.write_file(path, script)
-    local p = io.popen(("cd %s && python3 spec/support/pty_ctrl_c.py %s 20 env LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s")
+    local p = io.popen(("cd %s && "
+      .. helper.PYTHON .. " spec/support/pty_ctrl_c.py %s 20 env LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s")
       :format(q(helper.ROOT), q(pattern), q(package.path), q(package.cpath), q(path), q(dir .. "/s.db")))
     local result = json.decode(p:read("a"))
     p:close()

@@ -164,7 +164,8 @@ function M.documented(settings)
   local token = "crew-a-token"
   helper.write_file(dir .. "/config.json", json.encode{ data = "examples/data/world.json", service = "Parcels",
     token = token, settings = settings or json.object() })
-  local cmd = ("python3 spec/support/documented_server.py %s %s --exit-with %d > %s 2>&1 & echo $! > %s"):format(
+  local cmd = (helper.PYTHON .. " spec/support/documented_server.py %s %s --exit-with %d"
+    .. " > %s 2>&1 & echo $! > %s"):format(
     q(dir .. "/config.json"), q(dir .. "/log.jsonl"), helper.own_pid(), q(dir .. "/out"), q(dir .. "/pid"))
   assert(os.execute(cmd))
   local pid = helper.wait_for("documented server pid", function()
