@@ -70,13 +70,18 @@ local function by_name(fields)
   return out
 end
 
+local FALLBACK = { server = true, http = true, protocol = true }
+
 --- The layers' definitions as the server gives them now, by layer id: the
 -- service's `layers` resource ("All Layers and Tables"), else each layer's.
 -- @return `[id] = LayerInfo`, or nil, err
 function M.read(client, service_name, ids, opts)
   local timeout = opts and opts.timeout
   local out = {}
-  local doc = client:post(service.url(client, service_name, "layers"), {}, { timeout = timeout, retry = "read" })
+  local doc, err = client:post(service.url(client, service_name, "layers"), {}, { timeout = timeout, retry = "read" })
+  -- each layer's resource only where the server answered without that resource (not when it
+  -- could not be reached, nor in a dry run: nothing more is asked then)
+  if not doc and not (type(err) == "table" and FALLBACK[err.kind]) then return nil, err end
   if type(doc) == "table" then
     for _, list in ipairs{ doc.layers, doc.tables } do
       for _, l in ipairs(type(list) == "table" and list or {}) do
@@ -87,8 +92,8 @@ function M.read(client, service_name, ids, opts)
   end
   for _, id in ipairs(ids) do
     if not out[id] then
-      local info, err = client:layer_info(service_name, id, { timeout = timeout })
-      if not info then return nil, err end
+      local info, lerr = client:layer_info(service_name, id, { timeout = timeout })
+      if not info then return nil, lerr end
       out[id] = info
     end
   end
