@@ -82,6 +82,49 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       c.done()
     end)
 
+    -- The add's request never reached the server; the crew updates the feature while the add is
+    -- held, and syncs twice within the late window, the second time with no new edit (a verifying
+    -- sync, a batch run): the update still waits for its add (sent alone, the server refuses it,
+    -- "Object is missing."), then both go in one request once the window is over.
+    it(way_name .. ": the update waits for its add through a sync with no edit of its own", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      local opts = { late_window = 2 } -- seconds: syncs 2 and 3 come within it, 4 and 5 after
+      local added = way.add{ APN = "HELD-WAIT", OWNER = "first" }
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                            attempts = { 1 } }))
+      c.check(not way.sync(opts), "sync 1 succeeded through a reset")
+      way.update(added, { OWNER = "second" })
+      for i = 2, 3 do
+        local r, e = way.sync(opts)
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+        local attempts = world.tally(server, way.origin)
+        c.check((attempts["update|" .. world.norm(added)] or 0) == 0,
+          ("sync %d sent the update before its add"):format(i))
+      end
+      helper.sleep(3) -- the window over: the server shows no add, so the add goes again
+      for i = 4, 5 do
+        local r, e = way.sync{ late_window = 0 }
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+      end
+      local attempts, applied = world.tally(server, way.origin)
+      local add, upd = "add|" .. world.norm(added), "update|" .. world.norm(added)
+      c.check((applied[add] or 0) == 1, ("the add applied %d times"):format(applied[add] or 0))
+      c.check((attempts[add] or 0) == 1, ("the add sent %d times"):format(attempts[add] or 0))
+      -- the store joins the update to the add it sends again (one request, the add carrying it)
+      c.check((applied[upd] or 0) <= 1 and (attempts[upd] or 0) == (applied[upd] or 0),
+        ("the update sent %d times, applied %d times"):format(attempts[upd] or 0, applied[upd] or 0))
+      c.check(#way.failed() == 0, ("failed() lists %d edit(s): %s"):format(#way.failed(),
+        tostring((way.failed()[1] or {}).message)))
+      local f = server:feature(added)
+      c.check(f and f.OWNER == "second", "the server holds OWNER " .. tostring(f and f.OWNER))
+      c.check(way.pending() == 0, "edits still queued or journaled")
+      way.close()
+      cl:close()
+      c.done()
+    end)
+
     it(way_name .. ": the update waits for its add, then goes once", function()
       local c = world.checker()
       local cl = world.client(server, true)

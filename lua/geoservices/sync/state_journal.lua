@@ -295,9 +295,10 @@ function Journal:take(params, resolution, opts)
     -- the caller passed again edits the journal already settled: never twice
     mine = select_edits(mine, function(key) return not read.settled[key] end)
   end
-  if self.held and type(mine) == "table" then
+  if self.held then
     -- an edit of a feature the held edits touch waits for them (journaled with them, not sent):
-    -- sent alone it would reach the server before them (an update before its feature's add)
+    -- sent alone it would reach the server before them (an update before its feature's add);
+    -- those already waiting go on waiting while the hold lasts
     local features = features_of(self.held.edits)
     local wait = select_edits(mine, function(key) return features[feature_of(key)] end)
     mine = select_edits(mine, function(key) return not features[feature_of(key)] end)
