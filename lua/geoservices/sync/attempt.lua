@@ -157,6 +157,16 @@ local function read_back(client, j, how, opts)
       .. "is sent again until it is known): %s"):format(#entries, j.what, j.kept_in, err.message)
     return nil, err
   end
+  if how.provisional or how.hold then
+    -- THE LATE WINDOW: while the server may still apply the lost request, another crew's values
+    -- found now are no conflict yet: that request landing late would overwrite them (a conflict
+    -- called now would leave this replica holding the other values while the server holds ours).
+    -- Read again once the window is over. A feature the server deleted stays a conflict: no late
+    -- update brings it back.
+    for k, v in pairs(verdicts) do
+      if type(v) == "table" and v.conflict and type(v.server) == "table" then verdicts[k] = "not_applied" end
+    end
+  end
   -- an uploaded edits file (UPLOADED EDITS FILES): kept while the attempt's edits would be
   -- (a lost answer's, or held), else settled with its outcome unknown; never sent again
   local item = j:uploaded()

@@ -74,7 +74,7 @@ end
 -- @tparam table list from @{before}
 -- @tparam table c `attempt_id`, `by_seq` (the attempt's outcomes, completed here), `touched`
 --   (`[feature key] = true` of the features the download changed, as far as they were watched),
---   `key(layer, gid)`
+--   `key(layer, gid)`, `held` (the attempt's edits not settled stay in it: a download does not settle them)
 -- @return the conflicts for the result (`seq`, `layer`, `op`, `globalId`, `feature` (the local
 --   version), `server`, `description`, `outcome`, and `sent` for one that was sent), or nil, err
 function conflicts.after(st, list, c)
@@ -86,7 +86,11 @@ function conflicts.after(st, list, c)
     local changed = not outgoing.same(q.before or nil, after or nil)
     local description = after and DESCRIPTION or DELETED
     if q.attempt_id ~= nil then
-      if changed and c.by_seq[q.seq] == nil then -- sent, not applied: never again over the newer value
+      -- sent, not applied: never again over the newer value; but an edit HELD in its attempt (a lost
+      -- answer's: geoservices.sync.attempt's late window) may still land over another crew's values:
+      -- it stays there, and the read after the window settles it (geoservices.store.sync.late); a
+      -- feature the server deleted it cannot bring back
+      if changed and c.by_seq[q.seq] == nil and not (c.held and after) then
         c.by_seq[q.seq] = { conflict = true, server = after or json.null, description = description }
         local e = entry(q, after, description)
         e.sent = q.feature and json.decode(q.feature) or nil

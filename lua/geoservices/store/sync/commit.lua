@@ -5,6 +5,7 @@
 -- @local
 local attachments = require "geoservices.store.file.attachments"
 local download_conflicts = require "geoservices.store.edits.conflicts"
+local late = require "geoservices.store.sync.late"
 local integrity = require "geoservices.store.sync.integrity"
 local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
@@ -122,6 +123,9 @@ function commit.verified(st, attempt_id, by_seq, object_ids, rows, summary, opts
     end
     local ok, err = take_object_ids(st, oids)
     if not ok then return nil, err end
+    -- an update applied late over another crew's change a download brought meanwhile
+    summary.late, err = late.landed(st, attempt_id, rows, by_seq)
+    if not summary.late then return nil, err end
     -- the server's generation may have moved without the store learning it
     local rep
     rep, err = st:replica()
@@ -267,7 +271,8 @@ function commit.result(st, rep, c)
     -- the server's state wins: the local edits it overwrote are kept, and named
     local kerr
     kept, kerr = download_conflicts.after(st, before, { attempt_id = c.attempt_id, by_seq = c.by_seq,
-                                                        touched = c.touched, key = feature_key })
+                                                        touched = c.touched, key = feature_key,
+                                                        held = c.keep_unsettled })
     if not kept then return nil, kerr end
     overwritten = overwritten_edits(c, before, snapshot)
     local recorded, rerr = record_state(st, rep, c, gens, downloaded)

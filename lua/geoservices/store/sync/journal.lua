@@ -378,6 +378,7 @@ end
 function Journal.fold_read(_, result, summary)
   result.conflicts = result.conflicts or {}
   for _, k in ipairs(summary.conflicts or {}) do result.conflicts[#result.conflicts + 1] = k end
+  for _, k in ipairs(summary.late or {}) do result.conflicts[#result.conflicts + 1] = k end
 end
 
 return M

@@ -1,0 +1,95 @@
+--- An update whose answer was lost, applied by the server late: after
+-- another crew's change of its feature, which a download meanwhile brought
+-- into the feature table (geoservices.sync.attempt's late window holds the
+-- edit in its attempt, never settling it as a conflict while it may still
+-- land: geoservices.store.edits.conflicts). Once a read shows it applied,
+-- the server holds what the edit sent, over that change: the feature table
+-- takes the sent values again (the store holds what the server holds), and
+-- a conflict tells the user, outcome `local_kept` (ours went over the other
+-- crew's values, kept in the conflict; `st:resolve(gid, "server")` puts them
+-- back). Nothing is done where the user edited the feature again since (a
+-- newer queued edit: the table holds theirs, which goes next), nor where the
+-- table still holds what was sent. Internal (geoservices.store.sync.commit,
+-- in the transaction that settles the read).
+-- @module geoservices.store.sync.late
+-- @local
+local conflicts = require "geoservices.store.edits.conflicts"
+local json = require "geoservices.base.json"
+local merge = require "geoservices.sync.merge"
+local shared = require "geoservices.store.shared"
+
+local late = {}
+
+late.DESCRIPTION = "the server applied this edit late (its answer was lost), after another crew's change of the "
+  .. "feature, which it replaced: the server and the table hold this edit's values, the other crew's are kept here "
+  .. "(resolve with the server's version to put them back)"
+
+local function decoded(v)
+  if type(v) == "string" then
+    local ok, t = pcall(json.decode, v)
+    return ok and t or nil
+  end
+  return v
+end
+
+-- Whether `current` (the table's feature) holds every value `sent` carries.
+local function holds(spec, current, sent)
+  for k, v in pairs(sent.attributes or {}) do
+    if k ~= spec.globalid and k ~= spec.oid and not merge.same("any", current.attributes[k], v) then
+      return false
+    end
+  end
+  if sent.geometry ~= nil and not merge.same("geometry", current.geometry, sent.geometry) then return false end
+  return true
+end
+
+-- Whether a local edit of the row's feature was queued after it.
+local function edited_since(st, r)
+  local rows, m, c = st.db:rows("SELECT 1 FROM gpkgext_geoservices_edits WHERE layer_id = ? AND global_id = ? "
+    .. "AND attempt_id IS NULL AND seq > ? LIMIT 1", r.layer, r.globalId, r.seq)
+  if not rows then return nil, m, c end
+  return rows[1] ~= nil
+end
+
+--- For each update of `rows` settled applied (`by_seq[seq] == true`): the
+-- sent values back in the table, and the conflict kept, where a download
+-- replaced them since. Returns the conflicts kept (for the result), or nil, err.
+-- @param st the store (in a transaction, uncaptured)
+-- @int attempt_id the attempt
+-- @tparam table rows its queue rows (`seq`, `layer`, `op`, `globalId`, `feature` (what was sent), `base`)
+-- @tparam table by_seq each row's fate (geoservices.store.sync.commit.outcomes)
+function late.landed(st, attempt_id, rows, by_seq)
+  local kept = {}
+  for _, r in ipairs(rows) do
+    local spec, sent = st.layers[r.layer], decoded(r.feature)
+    if by_seq[r.seq] == true and r.op == "update" and spec and type(sent) == "table" then
+      local current, m, c = st.db:get(r.layer, r.globalId)
+      if current == nil and m then return nil, shared.db_error(st.path, m, c) end
+      local again
+      if current and not holds(spec, current, sent) then
+        again, m, c = edited_since(st, r)
+        if again == nil then return nil, shared.db_error(st.path, m, c) end
+      end
+      if current and again == false then
+        local target = { attributes = json.object(), geometry = current.geometry }
+        for k, v in pairs(current.attributes) do target.attributes[k] = v end
+        for k, v in pairs(sent.attributes or {}) do target.attributes[k] = v end
+        if sent.geometry ~= nil then target.geometry = sent.geometry end
+        local ok
+        ok, m, c = st.db:put(r.layer, target)
+        if ok then
+          ok, m, c = conflicts.keep(st, { seq = r.seq, layer = r.layer, op = r.op, gid = r.globalId,
+            feature = json.encode(sent), base = r.base ~= nil and json.encode(r.base) or nil,
+            server = json.encode(current), description = late.DESCRIPTION, attempt = attempt_id,
+            outcome = "local_kept" })
+        end
+        if not ok then return nil, shared.db_error(st.path, m, c) end
+        kept[#kept + 1] = { seq = r.seq, layer = r.layer, op = r.op, globalId = r.globalId, sent = sent,
+                            server = current, description = late.DESCRIPTION, outcome = "local_kept" }
+      end
+    end
+  end
+  return kept
+end
+
+return late

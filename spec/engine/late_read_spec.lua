@@ -1,0 +1,77 @@
+-- Issue 34, F2: what a read made inside the late window may conclude. The
+-- crew updates E01; a gateway answers 504 while the server applies that
+-- sync 3 s later; another crew changes E01 in between. The crew's next sync,
+-- still inside the late window, reads E01 holding the other crew's value:
+-- that is no conflict yet (the crew's own request may still land over it),
+-- and it is not one once it has landed. Before, that read called it a
+-- conflict: the crew was told its edit was held back and its store took the
+-- other crew's value, while the server held the crew's own. Both engines
+-- (the store, st:sync; client:sync with a state file), against the emulator.
+local helper = require "spec.helper"
+local world = require "spec.support.engine_world"
+
+describe("engine, a read inside the late window (a gateway's lost answer, another crew's edit):", function()
+  local server, dir
+
+  before_each(function()
+    server = world.emulator()
+    dir = helper.tmp_dir()
+  end)
+
+  after_each(function()
+    server:stop()
+    os.execute("rm -rf " .. helper.shell_quote(dir))
+  end)
+
+  for _, w in ipairs(world.WAYS) do
+    local way_name, make_way = w[1], w[2]
+    it(way_name .. ": another value read while the lost request may still land is not a conflict", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      local opts = { late_window = 60 }
+      way.update(world.E01, { OWNER = "ours" })
+      server:gateway("504", 3000)
+      c.check(not way.sync(opts), "sync 1 succeeded through a 504")
+      server:gateway(nil)
+      server:crew_update(world.E01, { OWNER = "theirs" }) -- before the server ran sync 1's request
+      local r2, e2 = way.sync(opts)
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      c.check(#way.conflicts() == 0, "sync 2 reported a conflict while the crew's request could still land")
+      helper.wait_for("the server to run the request the gateway answered", function()
+        return server:held() == 0
+      end, 30)
+      local r3, e3 = way.sync(opts)
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      local attempts, applied = world.tally(server, way.origin)
+      local key = "update|" .. world.norm(world.E01)
+      c.check((applied[key] or 0) == 1, ("the update applied %d times"):format(applied[key] or 0))
+      c.check((attempts[key] or 0) == 1, ("the update sent %d times"):format(attempts[key] or 0))
+      local f = server:feature(world.E01)
+      c.check(f and f.OWNER == "ours", "the server holds OWNER " .. tostring(f and f.OWNER))
+      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
+      if way.st then
+        -- the store holds what the server holds, and tells that ours replaced the other crew's value
+        c.check(way.value(world.E01, "OWNER") == "ours", "the store holds OWNER "
+          .. tostring(way.value(world.E01, "OWNER")) .. ", the server ours")
+        local list = assert(way.st:conflicts())
+        local k = list[1] or {}
+        c.check(#list == 1 and k.outcome == "local_kept", ("the store keeps %d conflict(s), outcome %s"):format(
+          #list, tostring(k.outcome)))
+        c.check(type(k.server) == "table" and k.server.attributes.OWNER == "theirs",
+          "the conflict does not keep the other crew's value")
+        local resolved = assert(way.st:resolve(world.E01, "server"))
+        c.check(resolved.queued == 1, "resolving with the server's version queued " .. resolved.queued)
+        c.check(way.value(world.E01, "OWNER") == "theirs", "resolved, the store holds OWNER "
+          .. tostring(way.value(world.E01, "OWNER")))
+      else
+        c.check(#way.conflicts() == 0, ("%d conflict(s) reported for an edit the server applied"):format(
+          #way.conflicts()))
+      end
+      c.check(way.pending() == (way.st and 1 or 0), "edits queued or journaled: " .. way.pending())
+      way.close()
+      cl:close()
+      c.done()
+    end)
+  end
+end)
