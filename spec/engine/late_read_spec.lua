@@ -73,5 +73,44 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
       cl:close()
       c.done()
     end)
+
+    -- The same, and the crew deletes E01 between sync 2 and 3 (its table held the other crew's value,
+    -- downloaded during the hold): the delete's base is that value, while the server holds the crew's
+    -- own once the request landed; the delete goes without a conflict.
+    it(way_name .. ": an edit made during the hold goes once the held update landed, no false conflict", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      local opts = { late_window = 60 }
+      way.update(world.E01, { OWNER = "ours" })
+      server:gateway("504", 3000)
+      c.check(not way.sync(opts), "sync 1 succeeded through a 504")
+      server:gateway(nil)
+      server:crew_update(world.E01, { OWNER = "theirs" })
+      local r2, e2 = way.sync(opts)
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      way.delete(world.E01)
+      helper.wait_for("the server to run the request the gateway answered", function()
+        return server:held() == 0
+      end, 30)
+      for i = 3, 4 do
+        local r, e = way.sync(opts)
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+      end
+      local attempts, applied = world.tally(server, way.origin)
+      for _, op in ipairs{ "update", "delete" } do
+        local key = op .. "|" .. world.norm(world.E01)
+        c.check((applied[key] or 0) == 1, ("the %s applied %d times"):format(op, applied[key] or 0))
+        c.check((attempts[key] or 0) == 1, ("the %s sent %d times"):format(op, attempts[key] or 0))
+      end
+      c.check(server:feature(world.E01) == nil, "the server still holds E01")
+      c.check(#way.conflicts() == 0, ("%d conflict(s) reported: %s"):format(#way.conflicts(),
+        tostring((way.conflicts()[1] or {}).message)))
+      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
+      c.check(way.pending() == 0, "edits still queued or journaled: " .. way.pending())
+      way.close()
+      cl:close()
+      c.done()
+    end)
   end
 end)

@@ -7,15 +7,19 @@
 -- takes the sent values again (the store holds what the server holds), and
 -- a conflict tells the user, outcome `local_kept` (ours went over the other
 -- crew's values, kept in the conflict; `st:resolve(gid, "server")` puts them
--- back). Nothing is done where the user edited the feature again since (a
--- newer queued edit: the table holds theirs, which goes next), nor where the
--- table still holds what was sent. Internal (geoservices.store.sync.commit,
--- in the transaction that settles the read).
+-- back). Where the user edited the feature again since (a newer queued
+-- edit: the table holds theirs, which goes next), the table is left as it
+-- is and that edit's base takes the sent values: the server holds them from
+-- our own edit, which the rebase must not take for another crew's change
+-- (a false conflict). Nothing is done where the table still holds what was
+-- sent. Internal (geoservices.store.sync.commit, in the transaction that
+-- settles the read).
 -- @module geoservices.store.sync.late
 -- @local
 local conflicts = require "geoservices.store.edits.conflicts"
 local json = require "geoservices.base.json"
 local merge = require "geoservices.sync.merge"
+local outgoing = require "geoservices.store.edits.outgoing"
 local shared = require "geoservices.store.shared"
 
 local late = {}
@@ -43,11 +47,22 @@ local function holds(spec, current, sent)
   return true
 end
 
--- Whether a local edit of the row's feature was queued after it.
-local function edited_since(st, r)
-  local rows, m, c = st.db:rows("SELECT 1 FROM gpkgext_geoservices_edits WHERE layer_id = ? AND global_id = ? "
-    .. "AND attempt_id IS NULL AND seq > ? LIMIT 1", r.layer, r.globalId, r.seq)
+-- Whether a local edit of the row's feature was queued after it; the base
+-- of each such edit takes the values `sent` (the server holds them now).
+local function edited_since(st, spec, r, sent)
+  local rows, m, c = st.db:rows("SELECT seq, base FROM gpkgext_geoservices_edits WHERE layer_id = ? AND "
+    .. "global_id = ? AND attempt_id IS NULL AND seq > ?", r.layer, r.globalId, r.seq)
   if not rows then return nil, m, c end
+  for _, q in ipairs(rows) do
+    local base = q.base ~= nil and outgoing.base(spec, q.base) -- kept as the row was (capture)
+    if type(base) == "table" and type(base.attributes) == "table" then
+      for k, v in pairs(sent.attributes or {}) do base.attributes[k] = v end
+      if sent.geometry ~= nil then base.geometry = sent.geometry end
+      local ok
+      ok, m, c = st.db:run("UPDATE gpkgext_geoservices_edits SET base = ? WHERE seq = ?", json.encode(base), q.seq)
+      if not ok then return nil, m, c end
+    end
+  end
   return rows[1] ~= nil
 end
 
@@ -65,12 +80,10 @@ function late.landed(st, attempt_id, rows, by_seq)
     if by_seq[r.seq] == true and r.op == "update" and spec and type(sent) == "table" then
       local current, m, c = st.db:get(r.layer, r.globalId)
       if current == nil and m then return nil, shared.db_error(st.path, m, c) end
-      local again
-      if current and not holds(spec, current, sent) then
-        again, m, c = edited_since(st, r)
-        if again == nil then return nil, shared.db_error(st.path, m, c) end
-      end
-      if current and again == false then
+      local edited
+      edited, m, c = edited_since(st, spec, r, sent)
+      if edited == nil then return nil, shared.db_error(st.path, m, c) end
+      if current and not edited and not holds(spec, current, sent) then
         local target = { attributes = json.object(), geometry = current.geometry }
         for k, v in pairs(current.attributes) do target.attributes[k] = v end
         for k, v in pairs(sent.attributes or {}) do target.attributes[k] = v end
