@@ -121,6 +121,26 @@ describe("a schema change on the server, taken by the next sync", function()
       clean(a)
     end)
 
+    it("ends with the server's values also where the server's download carries every feature", function()
+      emu:control("settings", { schema_change_touches_features = true })
+      local a = create()
+      sql(a, "UPDATE Valves SET VALVEID = 'V-1t' WHERE GlobalID = '" .. VALVE1 .. "'")
+      admin("addToDefinition", { fields = { STATUS } })
+      local c = client()
+      local st = assert(geoservices.store.open(a))
+      local result = assert(st:sync(c, { timeout = 30, poll_interval = 0.05 }))
+      st:close()
+      c:close()
+      assert.equal(2, result.applied) -- both valves came down again, with the field
+      local values = {}
+      for _, r in ipairs(rows(a, "SELECT GlobalID, VALVEID, STATUS FROM Valves")) do values[r.GlobalID] = r end
+      assert.same({ GlobalID = VALVE1, VALVEID = "V-1t", STATUS = "open" }, values[VALVE1])
+      assert.equal("open", values[VALVE2].STATUS)
+      assert.equal("V-1t", helper.served_features(client(), "Utilities", 2)[VALVE1].attributes.VALVEID)
+      emu:control("settings", { schema_change_touches_features = json.null })
+      clean(a)
+    end)
+
     it("never takes a user's local-only field of the same name: it is renamed, its values kept", function()
       local a = create()
       sql(a, "ALTER TABLE Valves ADD COLUMN STATUS TEXT")

@@ -184,6 +184,19 @@ function definition.handler(emu, request, service_name, id_text, operation)
   end
   -- edits follow the new definition from now on (emulator.import)
   layer.meta.definition_changed = true
+  if emu.settings.schema_change_touches_features and operation ~= "updateDefinition" then
+    -- the other answer (emulator.settings): every feature updated in a new generation
+    svc.gen = svc.gen + 1
+    local gids = {}
+    for gid, f in pairs(layer.features) do
+      if not f.deleted then gids[#gids + 1] = gid end
+    end
+    table.sort(gids)
+    for _, gid in ipairs(gids) do
+      svc.log[#svc.log + 1] = { gen = svc.gen, layer = layer.id, target = "features", globalId = gid, op = "update",
+                                origin = "schema" }
+    end
+  end
   return { success = true }
 end
 

@@ -148,6 +148,14 @@ settings.DEFAULTS = {
   -- then id: what a key-sorting encoder writes) is the harder case for a client that
   -- must know the layer before storing its features; "first" is the other.
   layer_id_position = "last",
+  -- What a replica's next download carries after an administrator changed a layer's
+  -- fields (addToDefinition, deleteFromDefinition: emulator.definition). The vendor's
+  -- pages on those operations and on sync say nothing of it; false (the default): a
+  -- schema change is no data change, the next download carries only the features
+  -- edited since (with every field the layer now has), and a client reads an added
+  -- field's values itself; true: the change counts as an update of every feature of
+  -- the layer in a new generation, and the next download carries them all.
+  schema_change_touches_features = false,
 }
 
 local CHECKS = {
@@ -175,6 +183,7 @@ local CHECKS = {
   job_outcome = outcome,
   ranges = boolean,
   layer_id_position = one_of("first", "last"),
+  schema_change_touches_features = boolean,
 }
 
 local function copy(v)
