@@ -193,6 +193,37 @@ for _, srv in ipairs(SERVERS) do
         end)
     end
 
+    -- client:sync with a state file, no edits of the caller's, an uploaded edits file given while an
+    -- earlier sync's job (no uploaded file) is pending: refused naming editsUploadId, nothing sent; the
+    -- file goes with a later sync, applied once. Before, the sync re-attached to the job, took its result
+    -- for the whole answer and returned success without sending the file: the upload silently dropped.
+    emu_it("client:sync, an uploaded edits file given while an earlier job is pending: refused, not dropped",
+      function()
+        local c = world.checker()
+        server:set{ job_step_ms = 50 }
+        local cl = client()
+        local way = world.state_way(server, cl, dir, "perReplica")
+        assert(server.emu:control("faults", { route = "jobs", kind = "status", status = 404,
+                                              attempts = { server.emu:count("jobs") + 1 } }))
+        local _, e1 = cl:sync(way.path, nil, { params = { async = true }, poll_interval = 0.05,
+                                               timeout = world.SYNC_TIMEOUT })
+        c.check(e1 and e1.pending, "the first sync's job is not pending: " .. world.message_of(e1))
+        local id = upload_edits(server, "uploaded")
+        local opts = { params = { editsUploadId = id, editsUploadFormat = "JSON" }, poll_interval = 0.05,
+                       timeout = world.SYNC_TIMEOUT }
+        local r2, e2 = cl:sync(way.path, nil, opts)
+        c.check(not r2, "the sync reported success while its uploaded edits file was not sent")
+        c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
+          "the refusal does not name editsUploadId: " .. world.message_of(e2))
+        local r3, e3 = cl:sync(way.path, nil, { poll_interval = 0.05, timeout = world.SYNC_TIMEOUT })
+        c.check(r3, "the sync that finishes the job failed: " .. world.message_of(e3))
+        local r4, e4 = cl:sync(way.path, nil, opts)
+        c.check(r4, "the sync with the uploaded file failed: " .. world.message_of(e4))
+        cl:close()
+        check_once(c, server, way.origin)
+        c.done()
+      end)
+
     -- No attempt left: the store's attempt table, the state file's journal.
     local function no_attempt(way)
       if way.st then return way.st:attempt() == false end
