@@ -72,10 +72,14 @@ local SERVICE_ROUTES = {
   { pattern = "^/([%w_%-]+)/FeatureServer/replicas$", name = "replicas", handler = create.list_replicas },
   { pattern = "^/([%w_%-]+)/FeatureServer/unRegisterReplica$", name = "unRegisterReplica",
     handler = create.unregister },
-  { pattern = "^/([%w_%-]+)/FeatureServer$", name = "serviceInfo", handler = metadata.service_resource },
-  { pattern = "^/([%w_%-]+)/FeatureServer/layers$", name = "layersInfo", handler = metadata.layers_resource },
-  { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)$", name = "layerInfo", handler = metadata.layer_resource },
-  { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/query$", name = "query", handler = query.handler },
+  -- (read_only: a resource or a query changes no state: nothing is saved after it)
+  { pattern = "^/([%w_%-]+)/FeatureServer$", name = "serviceInfo", handler = metadata.service_resource,
+    read_only = true },
+  { pattern = "^/([%w_%-]+)/FeatureServer/layers$", name = "layersInfo", handler = metadata.layers_resource,
+    read_only = true },
+  { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)$", name = "layerInfo", handler = metadata.layer_resource,
+    read_only = true },
+  { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/query$", name = "query", handler = query.handler, read_only = true },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/(%d+)/attachments/(%d+)$", name = "attachment",
     handler = attachments.content_handler },
   { pattern = "^/([%w_%-]+)/FeatureServer/(%d+)/queryAttachments$", name = "queryAttachments",
@@ -534,7 +538,7 @@ function Emulator:serve(exchange)
     if not response then
       local result, raw = route.handler(self, request, table.unpack(captures))
       response = raw or operation_response(result, form)
-      self:save_state()
+      if not route.read_only then self:save_state() end
     end
   end
   if fault then response = apply_fault(fault, response) end
