@@ -273,10 +273,20 @@ describe("README", function()
       if line then found = line end
     end
     assert.is_string(found, "no apt-get install line")
+    local names, quoted = {}, {}
     for name in found:gsub("apt%-get install", ""):gmatch("%S+") do
       if name:sub(1, 1) ~= "-" then
-        assert.is_true(os.execute("apt-cache show " .. q(name) .. " >/dev/null 2>&1") == true, name)
+        names[#names + 1] = name
+        quoted[#quoted + 1] = q(name)
       end
+    end
+    -- one apt-cache for them all (each call reads the whole package cache: 2 s here), then each
+    -- name must have its own record: its "Package:" line
+    local p = assert(io.popen("apt-cache show " .. table.concat(quoted, " ") .. " 2>/dev/null"))
+    local records = "\n" .. p:read("a")
+    p:close()
+    for _, name in ipairs(names) do
+      assert.truthy(records:find("\nPackage: " .. name .. "\n", 1, true), name)
     end
   end)
 
