@@ -173,6 +173,10 @@ describe("a schema change on the server, taken by the next sync", function()
     assert.same({}, result.schema_changes)
     st:close()
     c:close()
+    -- a line of the sync log says what was taken
+    local log = rows(path, "SELECT message FROM geoservices_sync_log WHERE operation = 'schema'")
+    assert.equal(1, #log)
+    assert.truthy(log[1].message:find("the server added field STATUS", 1, true), log[1].message)
   end)
 
   it("keeps a project the user saved in QGIS, and says so", function()

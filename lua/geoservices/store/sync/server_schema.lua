@@ -39,7 +39,9 @@
 --   type): the sync says so, and a new replica has the new type.
 --
 -- A definition the server does not give (an error, a server without the
--- resources) changes nothing: the sync goes on and says so.
+-- resources), or one the store cannot be made from, changes nothing: the
+-- sync goes on and says so. What was taken is a line of the sync log
+-- (operation "schema").
 -- @module geoservices.store.sync.server_schema
 -- @local
 local capture = require "geoservices.store.edits.capture"
@@ -262,7 +264,7 @@ end
 local function take_layer(st, spec, info, d, values, lines)
   local db = st.db
   local meta = json.decode(json.encode(info)) -- a plain copy of the resource
-  local full = assert(schema.layer_spec(meta, {}))
+  local full = assert(schema.layer_spec(meta, {})) -- checked by M.take
   local have = column_names(db, spec.table)
   local stored_meta = db:rows("SELECT metadata FROM gpkgext_geoservices_layers WHERE layer_id = ?", spec.id)
   local old_meta = json.decode(stored_meta and stored_meta[1] and stored_meta[1].metadata or "null")
@@ -370,13 +372,23 @@ function M.take(st, client, rep, opts)
   local rows = st.db:rows("SELECT layer_id, metadata FROM gpkgext_geoservices_layers") or {}
   local kept = {}
   for _, r in ipairs(rows) do kept[r.layer_id] = json.decode(r.metadata or "null") end
-  local todo = {}
+  local todo, skipped = {}, {}
   for _, id in ipairs(ids) do
     local old, info = kept[id], infos[id]
     local d = type(old) == "table" and info and not st.layers[id].gone and M.diff(old, info)
-    if d then todo[#todo + 1] = { spec = st.layers[id], info = info, diff = d } end
+    if d then
+      -- a definition the store cannot be made from (no GlobalID field...) is not taken
+      local _, why = schema.layer_spec(json.decode(json.encode(info)), {})
+      if why then
+        skipped[#skipped + 1] = ("layer %s: the server's new definition cannot be taken (%s): the store keeps the "
+          .. "one it had; a new replica follows the service (geoservices replica create)"):format(st.layers[id].table,
+          why)
+      else
+        todo[#todo + 1] = { spec = st.layers[id], info = info, diff = d }
+      end
+    end
   end
-  if #todo == 0 then return {}, {} end
+  if #todo == 0 then return skipped, {} end
   -- the added fields' values, read before the transaction
   for _, t in ipairs(todo) do
     if #t.diff.added > 0 then
@@ -391,7 +403,7 @@ function M.take(st, client, rep, opts)
       t.values = values
     end
   end
-  local lines, changes = {}, {}
+  local lines, changes = skipped, {}
   local saved = {}
   for _, t in ipairs(todo) do
     local spec = t.spec
@@ -421,9 +433,13 @@ function M.take(st, client, rep, opts)
         lines[#lines + 1] = ("the QGIS project %s in the file was saved by %s: kept as it is (the changed fields show "
           .. "with their domains' widgets; their aliases in the layers' default styles)"):format(name, tostring(who))
       end
+      -- a line of the sync log: what was taken, when
+      local logged, lerr = st:log{ operation = "schema", outcome = "ok", message = table.concat(lines, "; ") }
+      if not logged then error({ store_error = lerr }) end
     end)
     if done then return true end
     if type(e) == "table" and e.db then return nil, shared.db_error(st.path, e.db[1], e.db[2]) end
+    if type(e) == "table" and e.store_error then return nil, e.store_error end
     error(e, 0)
   end)
   domains.forget(st)
