@@ -70,4 +70,44 @@ describe("QGIS 3.22 after the server added a field (issue 37)", function()
     assert.same({ "Open=open", "Shut=shut" }, codes)
     assert.same({ "open", "open" }, f.values)
   end)
+
+  it("shows a field the server deleted as local only: its label says so, its codes' names stay", function()
+    local c = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
+    local st = assert(geoservices.store.create(c, dir .. "/kept.gpkg", { service = "Utilities", layers = { 2 },
+      replicaName = "kept", syncModel = "perLayer" }, { timeout = 30, poll_interval = 0.05 }))
+    local a = geoservices.client{ url = emu.url, token = "admin-token", timeout = 30 }
+    local function admin(op, body)
+      assert(a:post(a:url_for("admin/services/Utilities.FeatureServer/2/" .. op), { f = "json",
+        [op] = json.encode(body) }))
+    end
+    admin("updateDefinition", { fields = { { name = "TURNS", alias = "Turns to close",
+      domain = { type = "range", name = "TurnsRange", range = { 0, 25 } } } } })
+    admin("addToDefinition", { fields = { { name = "KIND", type = "esriFieldTypeString", length = 10,
+      alias = "Valve kind", defaultValue = "gate", domain = { type = "codedValue", name = "ValveKind",
+      codedValues = { { name = "Gate", code = "gate" }, { name = "Ball", code = "ball" } } } } } })
+    assert(st:sync(c, { timeout = 30, poll_interval = 0.05 }))
+    admin("deleteFromDefinition", { fields = { { name = "TURNS" }, { name = "KIND" } } })
+    a:close()
+    assert(st:sync(c, { timeout = 30, poll_interval = 0.05 }))
+    st:close()
+    c:close()
+    local function field(name)
+      local out, ok = run(("QT_QPA_PLATFORM=offscreen /usr/bin/python3 -c %s %s kept Valves %s"):format(
+        q(QGIS_FIELD), q(dir .. "/kept.gpkg"), name))
+      assert(ok, out)
+      local f = json.decode((assert(out:match("FIELD (%b{})"), out)))
+      io.stderr:write(("\n[QGIS project, Valves.%s after the server deleted it] %s\n"):format(name, json.encode(f)))
+      assert.is_true(f.read)
+      assert.is_true(f.valid)
+      assert.is_true(f.index >= 0)
+      return f
+    end
+    local turns = field("TURNS")
+    assert.equal("Turns to close (local only)", turns.alias)
+    assert.not_equal("Range", turns.widget) -- the server's range holds it no more
+    local kind = field("KIND")
+    assert.equal("Valve kind (local only)", kind.alias)
+    assert.equal("ValueMap", kind.widget)
+    assert.same({ "gate", "gate" }, kind.values)
+  end)
 end)

@@ -243,6 +243,62 @@ describe("a schema change on the server, taken by the next sync", function()
       st:close()
       clean(a)
     end)
+
+    it("keeps its alias, marked local only, its coded values' names, and no rule of the server", function()
+      local a = create()
+      -- the administrator gave TURNS an alias and a range, and added STATUS with coded values
+      admin("updateDefinition", { fields = { { name = "TURNS", alias = "Turns to close",
+        domain = { type = "range", name = "TurnsRange", range = { 0, 25 } } } } })
+      admin("addToDefinition", { fields = { STATUS } })
+      cli_sync(a)
+      sql(a, "UPDATE Valves SET TURNS = 9, STATUS = 'shut' WHERE GlobalID = '" .. VALVE1 .. "'")
+      cli_sync(a)
+      admin("deleteFromDefinition", { fields = { { name = "TURNS" }, { name = "STATUS" } } })
+      cli_sync(a)
+      -- the form's label says the field is this file's alone; the names of the codes stay (a value map);
+      -- a range is no rule any more (QGIS's range widget would hold a value to it)
+      local columns = {}
+      for _, r in ipairs(rows(a, "SELECT column_name, name, title, constraint_name FROM gpkg_data_columns "
+        .. "WHERE table_name = 'Valves' AND column_name IN ('TURNS', 'STATUS')")) do columns[r.column_name] = r end
+      assert.same({ column_name = "TURNS", name = "Turns to close (local only)",
+        title = "Turns to close (local only)" }, columns.TURNS)
+      assert.same({ column_name = "STATUS", name = "Valve status (local only)", title = "Valve status (local only)",
+        constraint_name = "ValveStatus" }, columns.STATUS)
+      assert.same({ { value = "open" }, { value = "shut" } }, rows(a, "SELECT value FROM gpkg_data_column_constraints "
+        .. "WHERE constraint_name = 'ValveStatus' AND value <> '' ORDER BY value"))
+      local style = rows(a, "SELECT styleQML FROM layer_styles WHERE f_table_name = 'Valves'")[1].styleQML
+      assert.truthy(style:find('field="TURNS" index="%d+" name="Turns to close %(local only%)"'), style)
+      assert.truthy(style:find('field="STATUS" index="%d+" name="Valve status %(local only%)"'), style)
+      -- an edit outside the old rules is the user's own: kept, nothing refused, nothing queued
+      sql(a, "UPDATE Valves SET TURNS = 99, STATUS = 'ajar' WHERE GlobalID = '" .. VALVE1 .. "'")
+      local out = cli_sync(a)
+      assert.falsy(out:find("domain", 1, true), out)
+      local s = helper.run_cli({ "status", a }, {})
+      assert.falsy((s.out .. s.err):find("domain", 1, true), s.out .. s.err)
+      assert.same({ { TURNS = 99, STATUS = "ajar" } }, rows(a, "SELECT TURNS, STATUS FROM Valves WHERE GlobalID = '"
+        .. VALVE1 .. "'"))
+      local st = assert(geoservices.store.open(a))
+      assert.equal(0, #assert(st:pending()))
+      assert.equal(0, #assert(st:failed()))
+      st:close()
+      -- a later schema change leaves the mark as it is (never marked twice)
+      admin("updateDefinition", { fields = { { name = "VALVEID", alias = "Valve id" } } })
+      cli_sync(a)
+      assert.same({ { title = "Turns to close (local only)" } }, rows(a, "SELECT title FROM gpkg_data_columns "
+        .. "WHERE table_name = 'Valves' AND column_name = 'TURNS'"))
+      clean(a)
+    end)
+
+    it("without an alias, is named local only in the form all the same", function()
+      local a = create()
+      admin("deleteFromDefinition", { fields = { { name = "TURNS" } } })
+      cli_sync(a)
+      assert.same({ { name = "TURNS (local only)", title = "TURNS (local only)" } }, rows(a, "SELECT name, title "
+        .. "FROM gpkg_data_columns WHERE table_name = 'Valves' AND column_name = 'TURNS'"))
+      local style = rows(a, "SELECT styleQML FROM layer_styles WHERE f_table_name = 'Valves'")[1].styleQML
+      assert.truthy(style:find('field="TURNS" index="%d+" name="TURNS %(local only%)"'), style)
+      clean(a)
+    end)
   end)
 
   describe("a field's domain and alias changed", function()

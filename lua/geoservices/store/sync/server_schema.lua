@@ -23,7 +23,14 @@
 --   local-only field) is renamed NAME_local first (its values kept, never
 --   mixed with the server's), and the sync says so.
 -- * a field deleted: the column stays with its values, as a local-only
---   field (status lists it, saying the server deleted it); a queued edit
+--   field (status lists it, saying the server deleted it). Its label in
+--   QGIS's forms says so: its alias (else its name) followed by
+--   " (local only)", in gpkg_data_columns and the default style. A coded-
+--   value domain stays on it (the names of the codes it holds stay
+--   readable: a value map in QGIS); a range domain does not (it only was
+--   the server's rule, and QGIS's range widget holds a value to it). No
+--   rule of the server applies to it any more: an edit of it is not
+--   queued, and the domain check reads only the server's fields. A queued edit
 --   that changed it (an add holding a value, an update whose value differs
 --   from its base) sends its other fields, and what it cannot send is
 --   reported with the failed edits (`geoservices replica failed`: the
@@ -63,6 +70,8 @@ local q, lit = schema.ident, schema.literal
 local FIELD_MEMBERS = { "alias", "domain", "length", "nullable", "editable", "defaultValue" }
 -- the metadata member naming the fields the server deleted (kept as local-only columns)
 M.DROPPED = "geoservices_deleted_fields"
+-- what follows the label (alias or name) of a field the server deleted
+M.LOCAL_ONLY = " (local only)"
 
 local function by_name(fields)
   local out = {}
@@ -253,10 +262,44 @@ local function rewrite_data_columns(db, spec, full)
   for _, sql in ipairs(schema.data_column_sql(full)) do exec(db, sql) end
 end
 
--- The layer's default style written again (a user's own default style is kept).
-local function restyle(db, spec, full, meta)
-  full.table = spec.table
-  local ok, m, c = layer_styles.rewrite(db, full, meta)
+-- A field the server deleted, kept as a local-only column: its label (the
+-- alias, else the name) marked local only, once; a range domain no rule
+-- any more, a coded-value domain kept for the names of its codes.
+local function mark_local_only(db, spec, name)
+  local rows = db:rows("SELECT d.name, d.title, d.constraint_name, (SELECT count(*) FROM gpkg_data_column_constraints "
+    .. "AS k WHERE k.constraint_name = d.constraint_name AND k.constraint_type = 'range') AS ranges "
+    .. "FROM gpkg_data_columns AS d WHERE d.table_name = ? AND lower(d.column_name) = lower(?)", spec.table, name)
+  local r = rows and rows[1]
+  local label = r and (r.title or r.name) or name
+  if label:sub(-#M.LOCAL_ONLY) ~= M.LOCAL_ONLY then label = label .. M.LOCAL_ONLY end
+  -- the name too, as the schema writes it, unless another column of the table has it
+  local taken = db:rows("SELECT 1 AS x FROM gpkg_data_columns WHERE table_name = ? AND name = ? "
+    .. "AND lower(column_name) <> lower(?)", spec.table, label, name)
+  local short = not (taken and taken[1]) and label or nil
+  if r then
+    exec(db, "UPDATE gpkg_data_columns SET name = ?, title = ?, constraint_name = CASE WHEN ? > 0 THEN NULL ELSE "
+      .. "constraint_name END WHERE table_name = ? AND lower(column_name) = lower(?)", short, label, r.ranges,
+      spec.table, name)
+  else
+    exec(db, "INSERT INTO gpkg_data_columns (table_name, column_name, name, title) VALUES (?, ?, ?, ?)", spec.table,
+      name, short, label)
+  end
+end
+
+-- The layer's default style written again (a user's own default style is kept),
+-- the fields the server deleted with their local-only labels.
+local function restyle(db, spec, full, meta, kept)
+  local shown = setmetatable({ table = spec.table, columns = {}, data_columns = {} }, { __index = full })
+  for _, c in ipairs(full.columns) do shown.columns[#shown.columns + 1] = c end
+  for _, d in ipairs(full.data_columns or {}) do shown.data_columns[#shown.data_columns + 1] = d end
+  for _, name in ipairs(kept) do
+    local r = db:rows("SELECT title FROM gpkg_data_columns WHERE table_name = ? AND lower(column_name) = lower(?)",
+      spec.table, name)
+    shown.columns[#shown.columns + 1] = { name = name }
+    if r and r[1] and r[1].title then shown.data_columns[#shown.data_columns + 1] = { column = name,
+                                                                                        alias = r[1].title } end
+  end
+  local ok, m, c = layer_styles.rewrite(db, shown, meta)
   if not ok then error({ db = { m, c } }) end
 end
 
@@ -277,6 +320,7 @@ local function take_layer(st, spec, info, d, values, lines)
   for _, name in ipairs(d.dropped) do
     if have[name:lower()] then
       report_dropped(st, spec, have[name:lower()], lines)
+      mark_local_only(db, spec, have[name:lower()])
       dropped[#dropped + 1] = have[name:lower()]
     end
     lines[#lines + 1] = ("layer %s: field %s was deleted on the server: its column stays here with its values, a "
@@ -351,7 +395,7 @@ local function take_layer(st, spec, info, d, values, lines)
   ok, m, c = shared.register_layer(db, spec)
   if not ok then error({ db = { m, c } }) end
   recapture(db, spec, st.layers)
-  restyle(db, spec, full, meta)
+  restyle(db, spec, full, meta, still)
 end
 
 --- Reads the definitions and takes what changed, in one transaction.
