@@ -24,6 +24,11 @@
 --   hasZ/hasM are not part of the shape;
 -- * null and absent are the same; anything else exactly.
 --
+-- @{same} is the walk every comparison of values shares (null and absent
+-- alike, numbers to a relative tolerance, tables member by member): the
+-- merge (geoservices.sync.merge) and the store's outgoing edits
+-- (geoservices.store.edits.outgoing) compare with it at their own tolerance.
+--
 -- Pure: tables in, booleans out.
 -- @module geoservices.sync.compare
 -- @local
@@ -98,34 +103,46 @@ local function same_date(sent, held, unit)
   return math.abs(sent - held) < 1000
 end
 
+--- Whether two values are the same: null and absent alike, numbers to a
+-- relative tolerance, tables member by member (at that tolerance), anything
+-- else exactly.
+-- @param a a value
+-- @param b a value
+-- @tparam[opt] number tol the relative tolerance of numbers (1e-9: a double read back)
+-- @treturn boolean
+function compare.same(a, b, tol)
+  if is_null(a) and is_null(b) then return true end
+  if is_null(a) or is_null(b) then return false end
+  if type(a) == "number" and type(b) == "number" then return relative(a, b, tol or DOUBLE, 1) end
+  if type(a) == "table" and type(b) == "table" then
+    for k, v in pairs(a) do
+      if not compare.same(v, b[k], tol) then return false end
+    end
+    for k, v in pairs(b) do
+      if a[k] == nil and not is_null(v) then return false end
+    end
+    return true
+  end
+  return a == b
+end
+
 --- Whether the server's value `held` is the value `sent`, for a field of `kind`.
 -- @tparam ?string kind from @{kind} (nil: unknown)
 -- @param sent the value sent
 -- @param held the value the server holds
--- @tparam[opt] table rules from @{rules} (the date unit)
+-- @tparam[opt] table rules from @{rules} (the date unit); `double`, the relative tolerance of a
+--   number of a double or unknown field, and of the numbers in a table (1e-9: a value read back)
 -- @treturn boolean
 function compare.value(kind, sent, held, rules)
-  if is_null(sent) and is_null(held) then return true end
-  if is_null(sent) or is_null(held) then return false end
   if type(sent) == "number" and type(held) == "number" then
     if kind == "integer" then return sent == held end
     if kind == "single" then return relative(sent, held, SINGLE, 1e-30) end
     if kind == "date" then return same_date(sent, held, rules and rules.date_unit) end
-    return relative(sent, held, DOUBLE, 1)
   end
   if kind == "guid" and type(sent) == "string" and type(held) == "string" then
     return guid_key(sent) == guid_key(held)
   end
-  if type(sent) == "table" and type(held) == "table" then
-    for k, v in pairs(sent) do
-      if not compare.value(nil, v, held[k]) then return false end
-    end
-    for k, v in pairs(held) do
-      if sent[k] == nil and not is_null(v) then return false end
-    end
-    return true
-  end
-  return sent == held
+  return compare.same(sent, held, rules and rules.double)
 end
 
 -- A coordinate within `tol` (absolute), else at 1e-9 relative.

@@ -41,17 +41,6 @@ merge.KINDS = { "field", "move", "update_delete", "delete_update", "attachment" 
 
 local function is_null(v) return v == nil or v == json.null end
 
--- Relative tolerance of a double written with 17 digits and read back
--- (a float32 field and geometries: geoservices.sync.compare's).
-local TOLERANCE = { real = 1e-12 }
-
-local function near(a, b, tol)
-  if a == b then return true end
-  return math.abs(a - b) <= tol * math.max(1, math.abs(a), math.abs(b))
-end
-
-local function guid_key(s) return (s:upper():gsub("[{}]", "")) end
-
 -- The comparison kind of a field: what its type keeps.
 local KIND_OF_ESRI = {
   esriFieldTypeSingle = "single", esriFieldTypeDouble = "real", esriFieldTypeGUID = "guid",
@@ -70,43 +59,30 @@ function merge.kind_of(field)
   return "any"
 end
 
-local same_geometry
+-- A merge's kind as geoservices.sync.compare's: a date is exact to the
+-- millisecond (both sides hold the value as stored, none is read back at a
+-- coarser unit); "real" and "any" are compare's unknown kind.
+local COMPARE_KIND = { single = "single", integer = "integer", date = "integer", guid = "guid" }
+
+-- Relative tolerance of a double written with 17 digits and read back (a
+-- float32 field and geometries: geoservices.sync.compare's own).
+local STORED = { double = 1e-12 }
 
 --- Whether two values of a field of comparison kind `kind` are the same at
 -- the precision the field keeps: null and absent alike, numbers within
 -- the type's tolerance (float32, double), GUIDs whatever their case and
--- braces, dates to the millisecond, tables member by member.
+-- braces, dates to the millisecond, tables member by member
+-- (geoservices.sync.compare.value). Geometries as geoservices.sync.compare
+-- reads them back (coordinates at the server's resolution, a polygon's rings
+-- in any order, orientation and start point); the spatial reference is not
+-- part of the shape.
 -- @string kind from @{kind_of} ("any" when unknown), or "geometry"
 -- @param a a value
 -- @param b a value
 -- @treturn boolean
 function merge.same(kind, a, b)
-  if is_null(a) and is_null(b) then return true end
-  if is_null(a) or is_null(b) then return false end
-  if kind == "geometry" then return same_geometry(a, b) end
-  if type(a) == "number" and type(b) == "number" then
-    if kind == "single" then return compare.value("single", a, b) end
-    if kind == "integer" or kind == "date" then return a == b end
-    return near(a, b, TOLERANCE.real)
-  end
-  if kind == "guid" and type(a) == "string" and type(b) == "string" then return guid_key(a) == guid_key(b) end
-  if type(a) == "table" and type(b) == "table" then
-    for k, v in pairs(a) do
-      if not merge.same("any", v, b[k]) then return false end
-    end
-    for k, v in pairs(b) do
-      if a[k] == nil and not is_null(v) then return false end
-    end
-    return true
-  end
-  return a == b
-end
-
--- Geometries: as geoservices.sync.compare reads them back (coordinates at
--- the server's resolution, a polygon's rings in any order, orientation and
--- start point); the spatial reference is not part of the shape.
-function same_geometry(a, b)
-  return compare.geometry(a, b, nil)
+  if kind == "geometry" then return compare.geometry(a, b, nil) end
+  return compare.value(COMPARE_KIND[kind], a, b, STORED)
 end
 
 local function attrs(f) return type(f) == "table" and type(f.attributes) == "table" and f.attributes or {} end

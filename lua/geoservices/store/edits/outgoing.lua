@@ -18,6 +18,7 @@
 -- @module geoservices.store.edits.outgoing
 -- @local
 local capture = require "geoservices.store.edits.capture"
+local compare = require "geoservices.sync.compare"
 local domains = require "geoservices.store.edits.domains"
 local json = require "geoservices.base.json"
 local schema = require "geoservices.store.file.schema"
@@ -31,26 +32,13 @@ local db_error = shared.db_error
 local function is_null(v) return v == nil or v == json.null end
 
 -- Doubles read back from a trigger's JSON keep 15 significant digits.
-local function near(a, b)
-  return math.abs(a - b) <= 1e-12 * math.max(1, math.abs(a), math.abs(b))
-end
+local STORED = 1e-12
 
 --- Whether two values (attributes or geometries) are the same: null and
--- absent alike, numbers to 12 significant digits, tables member by member.
+-- absent alike, numbers to 12 significant digits, tables member by member
+-- (geoservices.sync.compare.same).
 function outgoing.same(a, b)
-  if is_null(a) and is_null(b) then return true end
-  if is_null(a) or is_null(b) then return false end
-  if type(a) == "number" and type(b) == "number" then return a == b or near(a, b) end
-  if type(a) == "table" and type(b) == "table" then
-    for k, v in pairs(a) do
-      if not outgoing.same(v, b[k]) then return false end
-    end
-    for k, v in pairs(b) do
-      if a[k] == nil and not is_null(v) then return false end
-    end
-    return true
-  end
-  return a == b
+  return compare.same(a, b, STORED)
 end
 
 --- The base of a queue row (its JSON text) as a feature, or nil.
