@@ -355,21 +355,37 @@ describe("#rock packaging", function()
     return (block:gsub("^apt%-get[^\n]*\n", ""))
   end
 
+  -- The README's install block, run once as written in a fresh login (no module path nor luarocks
+  -- bin inherited from this run, a home of its own): it holds the luarocks lines, and the two
+  -- tests below read what it printed and installed.
+  local readme_install
+  local function run_readme_install()
+    if not readme_install then
+      local block = readme_install_block()
+      local home = work .. "/home-block"
+      assert(os.execute("mkdir -p " .. q(home)))
+      local ok, text = sh(("cd %s && env -u LUA_PATH -u LUA_CPATH HOME=%s PATH=/usr/local/bin:/usr/bin:/bin "
+        .. "bash -e -c %s"):format(q(src), q(home), q(block)))
+      readme_install = { block = block, home = home, ok = ok, text = text }
+    end
+    return readme_install
+  end
+
   it("the README's luarocks line installs the client as written; completions stay in the rock's tree", function()
     if skip_without_luarocks() then return end
     local lines = readme_luarocks_lines()
     assert.is_true(#lines > 0, "the README has no luarocks --lua-version=5.4 make line")
     local command = table.concat(lines, "\n")
     assert.truthy(command:find("geoservices-scm-1.rockspec", 1, true), command)
-    -- a fresh home: `--local` installs into $HOME/.luarocks, nothing outside it
-    local home = work .. "/home"
-    assert(os.execute("mkdir -p " .. q(home)))
-    local ok, text = sh(("cd %s && env HOME=%s sh -c %s"):format(q(src), q(home), q(command)))
-    assert(ok, command .. "\n" .. text)
+    -- a fresh home: `--local` installs into $HOME/.luarocks, nothing outside it; the install block
+    -- runs the lines as written
+    local install = run_readme_install()
+    assert.truthy(install.block:find(command, 1, true), install.block)
+    local home, text = install.home, install.text
+    assert(install.ok, install.block .. "\n" .. text)
     local local_tree = home .. "/.luarocks"
-    local out
-    ok, out = sh(("cd %s && env -u LUA_PATH -u LUA_CPATH HOME=%s %s/bin/geoservices --version"):format(q(work),
-      q(home), q(local_tree)))
+    local ok, out = sh(("cd %s && env -u LUA_PATH -u LUA_CPATH HOME=%s %s/bin/geoservices --version"):format(
+      q(work), q(home), q(local_tree)))
     assert(ok, out)
     assert.truthy(out:match("^geoservices %d"), out)
     -- the shell completions live inside the rock's own directory, and the command prints them
@@ -398,17 +414,11 @@ describe("#rock packaging", function()
   it("the README's install block, as written, ends in a working geoservices and require, without warnings",
     function()
       if skip_without_luarocks() then return end
-      local block = readme_install_block()
-      local home = work .. "/home-block"
-      assert(os.execute("mkdir -p " .. q(home)))
-      -- a fresh login: no module path nor luarocks bin inherited from this run
-      local ok, text = sh(("cd %s && env -u LUA_PATH -u LUA_CPATH HOME=%s PATH=/usr/local/bin:/usr/bin:/bin "
-        .. "bash -e -c %s"):format(q(src), q(home), q(block)))
-      assert(ok, block .. "\n" .. text)
+      local install = run_readme_install()
+      local text = install.text
+      assert(install.ok, install.block .. "\n" .. text)
       assert.falsy(text:find("Missing dependencies", 1, true), text)
       assert.truthy(text:match("\ngeoservices %d[^\n]*\n%d+%.%d+%.%d+%s*$"), text) -- the last two lines: the checks
-      sh(("env HOME=%s luarocks --lua-version=5.4 remove --local geoservices-emulator"):format(q(home)))
-      sh(("env HOME=%s luarocks --lua-version=5.4 remove --local geoservices"):format(q(home)))
     end)
 
   it("make install puts the command under PREFIX/bin; it runs without any module path set", function()
