@@ -69,5 +69,38 @@ describe("engine, the late window (a gateway's lost answer, the server 3 s behin
         c.done()
       end)
     end
+
+    -- By default the window is the vendor's server's own limits (660 s): a server that never shows the
+    -- edits (the gateway dropped the request, the server keeps it 10 minutes) gets nothing again from
+    -- the syncs that follow within the test; the store says what it holds and until when.
+    it(way_name .. ", by default: a lost answer's edits stay held through the syncs that follow", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      local added = way.add{ APN = "WINDOW-DEFAULT", OWNER = "crew A" }
+      server:gateway("drop", 600000)
+      c.check(not way.sync{ late_window = "default" }, "sync 1 succeeded through a dropped answer")
+      server:gateway(nil)
+      local last
+      for i = 2, 4 do
+        local r, e = way.sync{ late_window = "default" }
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+        last = r or last
+      end
+      local attempts = world.tally(server, way.origin)
+      c.check((attempts["add|" .. world.norm(added)] or 0) == 0,
+        "the add was sent again while the server may still apply the lost request")
+      c.check(way.pending() == 1, "the add is no longer queued or journaled")
+      if way.st then
+        local notes = table.concat(last and last.store_notes or {}, "\n")
+        c.check(notes:match("held: 1 edit%(s%) of a synchronization whose answer was lost: the server may still "
+          .. "apply them until %d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d UTC"), "sync 4's notes do not say what is held "
+          .. "and until when: " .. notes)
+        c.check(notes:find("--late-window", 1, true), "sync 4's notes do not name --late-window: " .. notes)
+      end
+      way.close()
+      cl:close()
+      c.done()
+    end)
   end
 end)

@@ -5,7 +5,8 @@
 -- then sends the feature as it is now. Here the add's first request never
 -- reaches the server (the connection reset before it is read: a lost
 -- answer, read back as not shown), the next sync holds it one sync
--- (geoservices.sync.attempt's requeue rule), the user edits the feature,
+-- (geoservices.sync.attempt's requeue rule; the syncs' late_window 0: a
+-- server whose work ends with its answer), the user edits the feature,
 -- and the sync after that sends it again. What a user must see: the edits
 -- on the server exactly once, the server's and the table's values the last
 -- ones made, nothing queued, failed or in conflict. This is also what the
@@ -31,11 +32,11 @@ describe("an edit of a feature whose add is held", function()
                                    geometry = { x = -117 - n / 100, y = 34 } }))
     assert(world.emu:fault{ route = "synchronizeReplica", kind = "reset", phase = "before",
                             attempts = { world.emu:count("synchronizeReplica") + 1 } })
-    local r1, e1 = st:sync(c, { params = params })
+    local r1, e1 = st:sync(c, { params = params, late_window = 0 })
     world.emu:control("faults/clear", {})
     assert.is_nil(r1)
     assert.truthy(tostring(e1.message):find("not shown applied yet", 1, true), tostring(e1.message))
-    assert(st:sync(c, { params = params })) -- holds it: sends no edit
+    assert(st:sync(c, { params = params, late_window = 0 })) -- holds it: sends no edit
     local q = st:pending()
     assert.equal(1, #q)
     assert.same({ "add", true }, { q[1].op, q[1].attempt ~= nil })
@@ -69,7 +70,7 @@ describe("an edit of a feature whose add is held", function()
   it("an update goes in the add, once", function()
     local st, c, gid = held_add(URL)
     assert(st:update(0, { attributes = { GlobalID = gid, OWNER = "v-upd" } }))
-    assert(st:sync(c, { params = URL }))
+    assert(st:sync(c, { params = URL, late_window = 0 }))
     assert.same({ { "add", "v-upd", false } }, log_of(gid))
     assert.equal("v-upd", server_owner(gid))
     assert.equal("v-upd", st:get(0, gid).attributes.OWNER)
@@ -80,7 +81,7 @@ describe("an edit of a feature whose add is held", function()
   it("a delete and the add go as nothing", function()
     local st, c, gid = held_add(URL)
     assert(st:delete(0, gid))
-    assert(st:sync(c, { params = URL }))
+    assert(st:sync(c, { params = URL, late_window = 0 }))
     assert.same({}, log_of(gid))
     assert.is_nil(server_owner(gid))
     nothing_left(st)
@@ -105,8 +106,8 @@ describe("an edit of a feature whose add is held", function()
       -- (after the store read the add back as not there and joined the update to it)
       assert(world.emu:control("race", { service = "Parcels", replicaID = st:replica().replicaID,
                                          edits = { { id = 0, features = { adds = { sent } } } } }))
-      assert(st:sync(c, { params = params })) -- the add refused as a copy of itself: read back
-      assert(st:sync(c, { params = params })) -- the update
+      assert(st:sync(c, { params = params, late_window = 0 })) -- the add refused as a copy of itself: read back
+      assert(st:sync(c, { params = params, late_window = 0 })) -- the update
       assert.equal("v-upd", server_owner(gid))
       assert.equal("v-upd", st:get(0, gid).attributes.OWNER)
       local applied = {}
@@ -124,7 +125,7 @@ describe("an edit of a feature whose add is held", function()
       local st, c, gid, sent = held_add(params)
       assert(world.emu:control("race", { service = "Parcels", replicaID = st:replica().replicaID,
                                          edits = { { id = 0, features = { adds = { sent } } } } }))
-      local result = assert(st:sync(c, { params = params }))
+      local result = assert(st:sync(c, { params = params, late_window = 0 }))
       assert.same({}, result.failed_edits or {})
       assert.equal("v-add", server_owner(gid))
       local applied = {}

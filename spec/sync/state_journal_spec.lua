@@ -143,17 +143,17 @@ describe("the state file's journal", function()
     local r = open_state()
     local e = geoservices.edits()
     local gid = e:add(0, { attributes = { APN = "sj-held" }, geometry = { x = -117.2, y = 34.1 } })
-    local late_until = os.time() + 60
+    local lost_at = os.time()
     assert(r:begin_attempt(json.array(), { syncDirection = "bidirectional", rollbackOnFailure = false,
-      held = { edits = e:to_table(), late_until = late_until } }))
+      held = { edits = e:to_table(), lost_at = lost_at } }))
     local j = state_journal.new(c, assert(replica_mod.open(r.path)), nil)
     local a = j:pending()
     assert.is_true(a.provisional)
     assert.is_true(a.held_once)
-    assert.equal(late_until, a.late_until)
-    assert.is_true(require("geoservices.sync.attempt").holds(a))
+    assert.equal(lost_at, a.lost_at)
+    assert.is_true(require("geoservices.sync.attempt").holds(a, 60))
     -- and a sync now sends nothing of it: the server never sees the add
-    assert(c:sync(r.path, nil, { timeout = 30 }))
+    assert(c:sync(r.path, nil, { timeout = 30, late_window = 60 }))
     local log = emu:control("changelog?service=Parcels").entries
     for _, entry in ipairs(log) do
       assert.is_not.equal(outcome.normalize_gid(gid), outcome.normalize_gid(entry.globalId or ""),

@@ -19,8 +19,9 @@
 -- perReplica unless said), `refusals` (real refusals: scenario.refuse_ahead),
 -- `group` ("documented" or "capabilities": a filter selects a group by its
 -- name), `late_window` (the syncs' option: the gateway modes hold edits of a
--- lost answer 5 s, past the server's 2 s delay and its job), `index` (its
--- place in the list).
+-- lost answer 5 s, past the server's 2 s delay and its job; the others 0: a
+-- killed emulator never applies a request late, and a hold of the default's
+-- 660 s would outlast the torture), `index` (its place in the list).
 local M = {}
 
 local CAPABILITY_SETS = {
@@ -40,7 +41,7 @@ function M.all()
   for _, rollback in ipairs{ true, false } do
     for _, m in ipairs{ { async = false, transport = "url" }, { async = false, transport = "embedded" },
                         { async = true, transport = "url" } } do
-      m.rollback, m.group = rollback, "documented"
+      m.rollback, m.group, m.late_window = rollback, "documented", 0
       m.label = ("rollback_default=%s %s %s"):format(tostring(rollback), m.async and "async" or "sync",
         m.async and "(url)" or m.transport)
       list[#list + 1] = m
@@ -50,7 +51,7 @@ function M.all()
     for _, async in ipairs{ false, true } do
       list[#list + 1] = { async = async, transport = "url", rollback = true, settings = set.settings,
                           model = set.model, refusals = set.refusals, group = "capabilities",
-                          late_window = set.late_window,
+                          late_window = set.late_window or 0,
                           label = ("%s %s"):format(set.label, async and "async" or "sync url") }
     end
   end

@@ -202,6 +202,9 @@ function parser.new(extra)
   sync:option("--conflicts", "Replica stores: the conflict policy of this sync (default: the store's, manual "
     .. "unless set by geoservices conflicts --policy): manual holds an edit in conflict back, server keeps the "
     .. "server's values, local sends ours over them."):choices{ "manual", "server", "local" }
+  sync:option("--late-window", "Seconds after a lost answer (a 502/504, a dropped connection) during which its "
+    .. "edits are read again, not sent again, while the server may still apply them (default 660: the server's "
+    .. "own limits; 0: once)."):convert(tonumber)
   sync:option("--lock-timeout", "Seconds to wait while another process synchronizes the same replica."):convert(
     tonumber)
   sync:option("--poll-interval", "First seconds between job status polls.", "0.5"):convert(tonumber)

@@ -51,7 +51,7 @@
 --   j.service, j.fields (verify's `[layer] = {global_id =, object_id =}` or nil),
 --   j.kept_in (where a pending job's edits stay, for messages)
 --   j:pending()           the attempt an earlier sync left: `{status_url =, params =, edits =,
---                         provisional =, held_once =, late_until =, uploaded =}` (params: syncDirection,
+--                         provisional =, held_once =, lost_at =, uploaded =}` (params: syncDirection,
 --                         rollbackOnFailure... as journaled; edits: the 2.1 list it carries;
 --                         uploaded: the editsUploadId it carries), or false
 --   j:uploaded()          the editsUploadId the attempt in hand carries (journaled by j:begin from the
@@ -71,7 +71,7 @@
 --   j:commit(result, settled)  `settled`: `verdicts` (every sent edit's), `read` (those read back),
 --                         `object_ids`, `gens` (@{generations}: nil = keep)
 --   j:settle_read(verdicts, object_ids, how)  an attempt read back (`how.provisional`: after this
---                         sync's own failure, `how.late_until`: the end of its late window, kept
+--                         sync's own failure, `how.lost_at`: when its answer was lost (os.time), kept
 --                         with the attempt and given back by pending(),
 --                         `how.hold`: a provisional attempt read again: edits not
 --                         applied stay in the attempt, not sent by this sync; `how.uploaded`: the
@@ -272,18 +272,43 @@ local function reattach(client, j, a, opts)
                   timeout = opts.timeout }
 end
 
---- THE LATE WINDOW: whether a provisional attempt (`j:pending()`) is held by
--- this sync: always once (`held_once` not yet set), and again while the
--- late window (`late_until`, a time in seconds since the epoch: the lost
--- answer's time plus the sync's `late_window` option, 0 by default) has not
--- passed, so that a server still working on the request (a job submitted
--- late) shows it before anything is sent again.
+--- THE LATE WINDOW, by default: how long after a lost answer the server
+-- may still apply the request, in seconds. The vendor's server runs a
+-- request for at most "the maximum time a client can use a service" (600 s
+-- by default), after waiting at most "the maximum time a client will wait to
+-- get a service" (60 s by default): ArcGIS Server's service settings,
+-- Pooling and processes, Timeouts (resourcesbeta.arcgis.com/en/help/main/10.2/
+-- 0154/01540000054t000000.htm; the administrator API's maxUsageTime and
+-- maxWaitTime, createService). A read inside the window settles only what it
+-- shows applied; an edit it does not show is sent again only after it.
+-- A sync's `late_window` option sets it (0: one sync, as a server whose work
+-- ends with its answer).
+M.LATE_WINDOW = 660
+
+--- The end of THE LATE WINDOW of an attempt whose answer was lost (`lost_at`,
+-- os.time) for this sync's `late_window` (seconds, @{LATE_WINDOW} by
+-- default): the window is measured at each sync, so a later sync given a
+-- shorter one ends the wait. nil when the attempt has no time of loss.
+-- @tparam table a the pending attempt (`lost_at`)
+-- @tparam[opt] number window this sync's `late_window`
+-- @treturn ?integer seconds since the epoch
+function M.window_end(a, window)
+  if math.type(a.lost_at) ~= "integer" then return nil end
+  return a.lost_at + math.floor(window or M.LATE_WINDOW)
+end
+
+--- Whether a provisional attempt (`j:pending()`) is held by this sync: always
+-- once (`held_once` not yet set), and again while THE LATE WINDOW
+-- (@{window_end}) has not passed, so that a server still working on the
+-- request (a job submitted late) shows it before anything is sent again.
 -- @tparam table a the pending attempt
+-- @tparam[opt] number window this sync's `late_window`
 -- @treturn boolean
-function M.holds(a)
+function M.holds(a, window)
   if a.provisional ~= true then return false end
   if not a.held_once then return true end
-  return math.type(a.late_until) == "integer" and os.time() < a.late_until
+  local ends = M.window_end(a, window)
+  return ends ~= nil and os.time() < ends
 end
 
 --- Resolves the attempt an earlier sync left. Returns `{}` (none),
@@ -320,7 +345,8 @@ local function resolve(client, j, opts)
     failed_job = werr.kind == "job" and werr.status_resource ~= nil
   end
   local summary
-  summary, err = read_back(client, j, { completed = false, hold = M.holds(a), late_until = a.late_until }, opts)
+  summary, err = read_back(client, j, { completed = false, hold = M.holds(a, opts.late_window), lost_at = a.lost_at },
+    opts)
   if not summary then return nil, err end
   return { summary = summary, from_failed_job = failed_job }
 end
@@ -405,7 +431,7 @@ local function after_failure(client, j, err, sent, opts, resent)
   end
   local late = err.outcome_unknown == true and not sent.job and not sent.answered and may_come_late(err)
   local summary, verr = read_back(client, j, { completed = false, provisional = late,
-    late_until = late and os.time() + (opts.late_window or 0) or nil }, opts)
+    lost_at = late and os.time() or nil }, opts)
   if not summary then return nil, err, verr end
   if not nothing_applied then
     j:note_read(err, summary)

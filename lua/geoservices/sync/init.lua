@@ -103,9 +103,10 @@ sync.synchronize_replica = synchronize.synchronize_replica
 -- @tparam[opt] table opts.params extra or overriding parameters (transportType, syncDirection,
 --   async, closeReplica...)
 -- @tparam[opt] number opts.lock_timeout seconds to wait for another synchronization of this replica
--- @tparam[opt=0] number opts.late_window seconds after a lost answer (a gateway's 502/504, a dropped
+-- @tparam[opt=660] number opts.late_window seconds after a lost answer (a gateway's 502/504, a dropped
 --   connection) during which its edits not shown applied stay held, not sent again, beyond the one
---   sync they always are: a server still working on the request shows it first
+--   sync they always are: a server still working on the request shows it first (the default: the
+--   vendor's server's limits, geoservices.sync.attempt.LATE_WINDOW; 0: one sync)
 -- @tparam[opt] function opts.journal `journal(j) -> j2`: wraps the state file's journal (the attempt
 --   engine's interface, geoservices.sync.attempt); a test gives one that forgets
 -- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations

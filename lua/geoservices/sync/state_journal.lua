@@ -229,7 +229,7 @@ function Journal:pending()
   self.item = params.uploaded or (held and held.uploaded) or nil
   return { status_url = a.status_url, params = params, edits = a.edits,
            provisional = params.provisional == true or held ~= nil, held_once = params.held_once == true or held ~= nil,
-           late_until = math.tointeger(params.late_until) or (held and math.tointeger(held.late_until)),
+           lost_at = math.tointeger(params.lost_at) or (held and math.tointeger(held.lost_at)),
            uploaded = self.item }
 end
 
@@ -355,7 +355,7 @@ end
 -- not show them.
 function Journal:write_held()
   return self.r:begin_attempt(self.held.edits or json.array(), { provisional = true, held_once = true,
-    bases = self.held.bases, late_until = self.held.late_until, waiting = self.waiting,
+    bases = self.held.bases, lost_at = self.held.lost_at, waiting = self.waiting,
     uploaded = self.held.uploaded })
 end
 
@@ -413,7 +413,7 @@ function Journal:settle_read(verdicts, _, how)
   self.item = item
   if how.hold and (resolution.resend or item) then
     -- still not shown after a lost answer: held one sync more, not sent now
-    self.held = { edits = resolution.resend, bases = c.bases, late_until = how.late_until, uploaded = item }
+    self.held = { edits = resolution.resend, bases = c.bases, lost_at = how.lost_at, uploaded = item }
     self.holding = true -- the engine keeps the uploaded file while this sync holds it
     resolution.held, resolution.unsettled, resolution.resend = resolution.unsettled, 0, nil
     local ok, err = self:write_held()
@@ -427,7 +427,7 @@ function Journal:settle_read(verdicts, _, how)
     -- only the uploaded file is left: journaled, the next sync reads the server again first
     local params = {}
     for k, v in pairs(type(attempt.params) == "table" and attempt.params or {}) do params[k] = v end
-    params.provisional, params.late_until, params.uploaded = true, how.late_until, item
+    params.provisional, params.lost_at, params.uploaded = true, how.lost_at, item
     local ok, err = self.r:begin_attempt(json.array(), params)
     if not ok then return nil, err end
   elseif not resolution.resend and self.waiting then
@@ -440,7 +440,7 @@ function Journal:settle_read(verdicts, _, how)
     -- what is left stays journaled: the next sync reads it again before sending it
     local params = {}
     for k, v in pairs(type(attempt.params) == "table" and attempt.params or {}) do params[k] = v end
-    params.provisional, params.bases, params.late_until, params.uploaded = true, c.bases, how.late_until, item
+    params.provisional, params.bases, params.lost_at, params.uploaded = true, c.bases, how.lost_at, item
     local ok, err = self.r:begin_attempt(resolution.resend, params)
     if not ok then return nil, err end
   end

@@ -56,7 +56,7 @@ local function sync_store(args, out, client, path, edits_text)
                  direction = args.direction, poll_interval = args.poll_interval, timeout = args.wait_timeout,
                  on_status = watch.on_status, on_progress = watch.on_progress, on_fill = watch.on_fill,
                  lock_timeout = args.lock_timeout, busy_timeout = args.busy_timeout,
-                 adopt_copy = args.adopt_copy or nil, conflicts = args.conflicts }
+                 adopt_copy = args.adopt_copy or nil, conflicts = args.conflicts, late_window = args.late_window }
   out:server_work{ what = ("the synchronization of %s (its edits may have reached it)"):format(name),
                    follow = hints.follow(out, "sync", path) }
   local ok, result, sync_err = pcall(watch.run, st.sync, st, client, opts)
@@ -79,7 +79,7 @@ local function sync_one(args, out, client, path, edits_text, output_path)
   local watch = watch_mod.new(out, client, name)
   local opts = { params = params, poll_interval = args.poll_interval, timeout = args.wait_timeout,
                  on_status = watch.on_status, on_progress = watch.on_progress, on_change = watch.on_change,
-                 output = output_path, lock_timeout = args.lock_timeout }
+                 output = output_path, lock_timeout = args.lock_timeout, late_window = args.late_window }
   -- an async job, or edits, may keep running on the server should Ctrl-C
   -- stop the command here: running the same sync again follows them (the
   -- state journals the edits and the job; see geoservices.sync)

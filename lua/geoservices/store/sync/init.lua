@@ -55,7 +55,7 @@ end
 -- before sending (`refused`, a list printing as one line; the result is
 -- then partial), and `store_notes`, lines for a reader (refused, conflicts;
 -- an edit held back names the command that resolves it, as it runs).
-local function notes(st, result, refused, schema_notes)
+local function notes(st, result, refused, schema_notes, window)
   result.refused = setmetatable(refused or {}, Refused)
   result.refused.path = st.path
   local lines = {}
@@ -90,6 +90,23 @@ local function notes(st, result, refused, schema_notes)
         .. "replica create)"):format(spec.table, #new == 1 and "" or "s", table.concat(new, ", "),
         #new == 1 and "its" or "their", #new == 1 and "it" or "them")
     end
+  end
+  -- edits of a lost answer held in its late window (geoservices.sync.attempt): said, with until when
+  local a = st:attempt()
+  local params = a and type(a.params) == "table" and a.params or {}
+  local ends = attempt.window_end({ lost_at = math.tointeger(params.lost_at) }, window)
+  if params.provisional and ends and ends > os.time() then
+    local queued = st:pending() or {}
+    local held = 0
+    for _, r in ipairs(queued) do
+      if r.attempt == a.id then held = held + 1 end
+    end
+    local others = #queued - held
+    lines[#lines + 1] = ("held: %d edit(s) of a synchronization whose answer was lost: the server may still apply "
+      .. "them until %s UTC; each sync reads them again, and one after that sends again those the server does not "
+      .. "show applied (--late-window SECONDS shortens the wait)%s"):format(held,
+        os.date("!%Y-%m-%d %H:%M:%S", ends),
+        others > 0 and ("; the %d other queued edit(s) wait with them"):format(others) or "")
   end
   result.store_notes = lines
   if #result.refused > 0 then result.partial = true end
@@ -132,7 +149,7 @@ function sync_locked(st, client, opts)
   -- each edit counted once, the rebase's conflicts with the others (geoservices.store.sync.rebase)
   if result then rebase.summarize(result, j.rebased, j.rows, j.by_seq or {}, j.refused) end
   if result then
-    notes(st, result, j.refused, j.schema_notes)
+    notes(st, result, j.refused, j.schema_notes, opts.late_window)
     -- the server's schema changes taken in place (geoservices.store.sync.server_schema)
     result.schema_changes = j.schema_changes or {}
   end
@@ -153,7 +170,8 @@ end
 --   (`journal(j) -> j2`: wraps the store's journal, geoservices.sync.attempt), `directions`
 --   (`[layer id] = direction`, perLayer), `params` (extra synchronizeReplica parameters: async,
 --   transportType...), `late_window` (seconds after a lost answer during which its edits are
---   held, not sent again, beyond the one sync they always are: geoservices.sync.attempt; 0)
+--   held, not sent again, beyond the one sync they always are: geoservices.sync.attempt; 660, the
+--   vendor's server's limits; 0: one sync)
 -- @return the synchronization result, plus `uploaded` (edits applied), `rejected` (the queue rows
 --   the server refused, now in store:failed()), `conflicts` (edits not applied because the server
 --   holds newer values, and local edits not sent whose feature the download changed or deleted:

@@ -150,7 +150,7 @@ function Journal:pending()
   self.touched, self.on_change = watcher(self.st, all)
   return { status_url = a.status_url, params = self.params, edits = #rows > 0 and edits_of(rows) or nil,
            provisional = self.params.provisional == true, held_once = self.params.held_once == true,
-           late_until = math.tointeger(self.params.late_until), uploaded = self.params.uploaded }
+           lost_at = math.tointeger(self.params.lost_at), uploaded = self.params.uploaded }
 end
 
 -- Marks the attempt in hand provisional (and held once): geoservices.sync.attempt's requeue rule.
@@ -293,7 +293,7 @@ function Journal:begin(fields)
     journal.provisional, journal.held_once = true, true
     -- the held attempt's uploaded edits file and late window
     journal.uploaded = self.params and self.params.uploaded
-    journal.late_until = self.params and self.params.late_until
+    journal.lost_at = self.params and self.params.lost_at
   end
   if self.rep.syncModel == "perLayer" then
     journal.directions = {}
@@ -357,7 +357,7 @@ function Journal:settle_read(verdicts, object_ids, how)
   if how.hold then summary.unsettled = 0 end
   self.rows = left
   if (#left > 0 or item) and (how.provisional or how.hold) then
-    ok, err = self:mark{ provisional = true, held_once = how.hold or nil, late_until = how.late_until }
+    ok, err = self:mark{ provisional = true, held_once = how.hold or nil, lost_at = how.lost_at }
     if not ok then return nil, err end
   end
   return outcome.resolution(summary)
