@@ -86,3 +86,13 @@ print()
 if not os.execute(("%s spec/bench/shapes.lua %s %s"):format(lua, dir, table.concat(store_sizes, " "))) then
   error("the data-shape benchmark failed")
 end
+
+-- The photo-link scan at each store open and sync (issue 37): attachments of 4-12 KiB, up to
+-- 100,000 of them (about 1 GB), with and without the index of the photos not linked yet
+print()
+local photo_sizes = {}
+for _, size in ipairs(sizes) do if size <= 100000 then photo_sizes[#photo_sizes + 1] = tostring(size) end end
+if #photo_sizes > 0 and not os.execute(("BENCH_PHOTO_KB=8 %s spec/bench/link_orphans.lua %s %s"):format(lua, dir,
+  table.concat(photo_sizes, " "))) then
+  error("the photo-link benchmark failed")
+end

@@ -97,6 +97,18 @@ function attachments.relink(st)
   return true
 end
 
+-- The attachments of a layer (its id the parameter) added by their
+-- parent's GlobalID alone and linked to none, joined with their feature.
+local function unlinked_from(l)
+  return (" FROM %s AS a JOIN %s AS f ON %s WHERE a.attachment_id IS NULL AND a.parent_global_id IS NOT NULL "
+    .. "AND (a.layer_id IS NULL OR a.layer_id = ?) AND NOT EXISTS (SELECT 1 FROM %s AS m WHERE m.related_id = a.id)")
+    :format(q(attachments.MEDIA), q(l.table), schema.gid_match("f." .. q(l.globalid), "a.parent_global_id"), q(l.map))
+end
+
+--- The count of the attachments @{link_orphans} links in a layer (its id the
+-- parameter): `l` = {table, globalid, map (@{mapping_table})}.
+function attachments.unlinked_sql(l) return "SELECT count(*) AS n" .. unlinked_from(l) end
+
 --- Links to its feature each attachment added through its parent's GlobalID
 -- alone, as QGIS's relation editor adds a photo in the project's form (the
 -- relation is on parent_global_id: QGIS 3.22 follows no mapping table), so
@@ -109,9 +121,7 @@ end
 function attachments.link_orphans(st)
   local n = 0
   for _, l in ipairs(links(st)) do
-    local from = (" FROM %s AS a JOIN %s AS f ON %s WHERE a.attachment_id IS NULL AND a.parent_global_id IS NOT NULL "
-      .. "AND (a.layer_id IS NULL OR a.layer_id = ?) AND NOT EXISTS (SELECT 1 FROM %s AS m WHERE m.related_id = a.id)")
-      :format(q(attachments.MEDIA), q(l.table), schema.gid_match("f." .. q(l.globalid), "a.parent_global_id"), q(l.map))
+    local from = unlinked_from(l)
     local rows, msg, code = st.db:rows("SELECT count(*) AS n" .. from, l.layer)
     if rows and rows[1].n > 0 then
       rows, msg, code = st:transaction(function()

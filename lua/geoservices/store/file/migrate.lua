@@ -328,6 +328,13 @@ function migrate.refresh(db, specs)
   local todo
   todo, m, c = extension.unregistered(db)
   if not todo then return nil, m, c end
+  -- the index of the photos not linked yet (schema.ATTACHMENT_UNLINKED_INDEX)
+  if not have[schema.ATTACHMENT_UNLINKED_NAME] then
+    local media
+    media, m, c = db:rows("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'geoservices_attachments'")
+    if not media then return nil, m, c end
+    if media[1] then todo[#todo + 1] = schema.ATTACHMENT_UNLINKED_INDEX end
+  end
   local list = {}
   for _, spec in pairs(specs) do list[#list + 1] = spec end
   table.sort(list, function(a, b) return a.id < b.id end)
