@@ -18,6 +18,7 @@ local auth = require "geoservices.emulator.auth"
 local control = require "geoservices.emulator.control"
 local create = require "geoservices.emulator.create"
 local definition = require "geoservices.emulator.definition"
+local disk = require "geoservices.emulator.disk"
 local faults = require "geoservices.emulator.faults"
 local forms = require "geoservices.emulator.forms"
 local gateway = require "geoservices.emulator.gateway"
@@ -283,11 +284,7 @@ end
 local function body_text(request)
   if request.body then return request.body end
   if not request.body_path then return "" end
-  local f = io.open(request.body_path, "rb")
-  if not f then return "" end
-  local text = f:read("a")
-  f:close()
-  return text
+  return disk.read(request.body_path) or ""
 end
 
 -- Decodes the form of a request: multipart (fields and file parts, a large
@@ -435,9 +432,7 @@ end
 
 local function apply_fault(fault, response)
   if response.file and fault.kind ~= "delay" then -- faults that cut a body need it in memory
-    local f = assert(io.open(response.file, "rb"))
-    response.body = f:read("a")
-    f:close()
+    response.body = assert(disk.read(response.file))
     response.file = nil
   end
   if fault.kind == "status" then

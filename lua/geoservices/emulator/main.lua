@@ -13,6 +13,7 @@
 -- @module geoservices.emulator.main
 local argparse = require "argparse"
 local core = require "geoservices.core"
+local disk = require "geoservices.emulator.disk"
 local emulator = require "geoservices.emulator"
 local httpd = require "geoservices.httpd"
 local json = require "geoservices.base.json"
@@ -152,14 +153,6 @@ local function default_world()
   return nil
 end
 
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
 local BEHAVIOUR_FLAGS = {
   enum_prefix = "enum_prefix", default_transport = "default_transport", edit_results = "edit_results",
   rollback_default = "rollback_default", supports_rollback_on_failure = "supports_rollback_on_failure",
@@ -243,9 +236,9 @@ function M.main(args, env)
                    max_body = opts.max_body, token_seconds = opts.token_seconds, settings = behaviour }
   if opts.tls_cert then
     local err
-    config.tls_cert, err = read_file(opts.tls_cert)
+    config.tls_cert, err = disk.read(opts.tls_cert)
     if not config.tls_cert then return failed(EXIT_USAGE, "cannot read " .. tostring(err)) end
-    config.tls_key, err = read_file(opts.tls_key)
+    config.tls_key, err = disk.read(opts.tls_key)
     if not config.tls_key then return failed(EXIT_USAGE, "cannot read " .. tostring(err)) end
   end
   if opts.verbose > 0 then config.log = function(line) stderr:write(line, "\n") end end

@@ -22,6 +22,7 @@
 -- it), and the change log is only appended to. A map that is replaced (a
 -- reset, a new service) makes the next save write the whole state.
 local core = require "geoservices.core"
+local disk = require "geoservices.emulator.disk"
 local persist = require "geoservices.emulator.persist"
 
 local state_file = {}
@@ -56,14 +57,6 @@ local function remember(name, map)
   return { map = map, copy = copy }
 end
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
 --- The state file at `path` (nothing is read or written yet).
 function state_file.new(path)
   return setmetatable({ path = path, journal = path .. ".journal", saved = nil, id = nil,
@@ -73,11 +66,11 @@ end
 --- Reads the state saved at `path` and its journal: the state, or nil when
 -- there is none, or nil, message when it cannot be read.
 function state_file.read(path)
-  local text = read_file(path)
+  local text = disk.read(path)
   if not text then return nil end
   local root, err = persist.load(text)
   if type(root) ~= "table" then return nil, err end
-  local journal = read_file(path .. ".journal") or ""
+  local journal = disk.read(path .. ".journal") or ""
   local pos = 1
   while pos <= #journal do
     local len, id, body = journal:match("^#(%d+) (%x+)\n()", pos)

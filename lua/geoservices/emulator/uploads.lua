@@ -21,6 +21,7 @@
 -- @module geoservices.emulator.uploads
 -- @local
 local core = require "geoservices.core"
+local disk = require "geoservices.emulator.disk"
 local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
 
@@ -38,18 +39,10 @@ local function json_answer(status, body)
            body = json.encode(body) }
 end
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local bytes = f:read("a")
-  f:close()
-  return bytes
-end
-
 --- The bytes of an item, or nil when there is no such item.
 function uploads.content(id)
   local item = id and items[id]
-  return item and read_file(item.path)
+  return item and disk.read(item.path)
 end
 
 --- The item records, for the state file.
@@ -146,7 +139,7 @@ function uploads.sync_edits(service_name, form)
     return nil, error_body(400, "Unable to synchronize replica.",
       { ("editsUploadId: item %s was not uploaded to this service"):format(tostring(id)) })
   end
-  local text = read_file(item.path)
+  local text = disk.read(item.path)
   if not text then
     return nil, error_body(400, "Unable to synchronize replica.",
       { ("editsUploadId: item %s cannot be read"):format(tostring(id)) })

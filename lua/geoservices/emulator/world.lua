@@ -1,17 +1,10 @@
 --- The emulator's world: users and tokens, service definitions and notebook
 -- items, loaded from a JSON (or Lua) data file and completed with realistic
 -- defaults so that every field of the interface is present.
+local disk = require "geoservices.emulator.disk"
 local json = require "geoservices.base.json"
 
 local world = {}
-
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text = f:read("a")
-  f:close()
-  return text
-end
 
 local function deep_copy(v)
   if type(v) ~= "table" then return v end
@@ -158,7 +151,7 @@ function world.read(path)
     if not chunk then return nil, err end
     data = chunk()
   else
-    local text, err = read_file(path)
+    local text, err = disk.read(path)
     if not text then return nil, err end
     local msg, offset
     data, msg, offset = json.decode(text)
