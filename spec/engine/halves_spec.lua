@@ -14,7 +14,6 @@
 -- the sync itself a success; and the requests bounded by the halving: the
 -- whole request, one without edits, then two per level of halving
 -- (2 + 2 * log2(16) = 10), not one per edit. A second sync sends nothing again.
-local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
 local GOOD, BAD_AT = 15, 11
@@ -23,16 +22,8 @@ local LONG_APN = "APN-LONGER-THAN-20-CHARS" -- 24 characters, the field holds 20
 describe("engine, F3 by halves (rollback forced, the refusal names no edit), the emulator:", function()
   local server, dir
 
-  before_each(function()
-    server = world.emulator{ supports_rollback_on_failure = false, supports_per_layer_sync = false,
-                             rollback_names_edits = false, field_lengths = true }
-    dir = helper.tmp_dir()
-  end)
-
-  after_each(function()
-    server:stop()
-    os.execute("rm -rf " .. helper.shell_quote(dir))
-  end)
+  world.each_test(function(s, d) server, dir = s, d end, { supports_rollback_on_failure = false,
+    supports_per_layer_sync = false, rollback_names_edits = false, field_lengths = true })
 
   for _, w in ipairs(world.WAYS) do
     local way_name, make_way = w[1], w[2]

@@ -14,15 +14,7 @@ local world = require "spec.support.engine_world"
 describe("engine, an edit of a feature whose add is held (a gateway's lost answer):", function()
   local server, dir
 
-  before_each(function()
-    server = world.emulator()
-    dir = helper.tmp_dir()
-  end)
-
-  after_each(function()
-    server:stop()
-    os.execute("rm -rf " .. helper.shell_quote(dir))
-  end)
+  world.each_test(function(s, d) server, dir = s, d end)
 
   for _, w in ipairs(world.WAYS) do
     local way_name, make_way = w[1], w[2]

@@ -13,15 +13,7 @@ local world = require "spec.support.engine_world"
 describe("engine, a read inside the late window (a gateway's lost answer, another crew's edit):", function()
   local server, dir
 
-  before_each(function()
-    server = world.emulator()
-    dir = helper.tmp_dir()
-  end)
-
-  after_each(function()
-    server:stop()
-    os.execute("rm -rf " .. helper.shell_quote(dir))
-  end)
+  world.each_test(function(s, d) server, dir = s, d end)
 
   for _, w in ipairs(world.WAYS) do
     local way_name, make_way = w[1], w[2]

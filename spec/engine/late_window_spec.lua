@@ -18,15 +18,7 @@ local DELAY_MS = 3000
 describe("engine, the late window (a gateway's lost answer, the server 3 s behind):", function()
   local server, dir
 
-  before_each(function()
-    server = world.emulator()
-    dir = helper.tmp_dir()
-  end)
-
-  after_each(function()
-    server:stop()
-    os.execute("rm -rf " .. helper.shell_quote(dir))
-  end)
+  world.each_test(function(s, d) server, dir = s, d end)
 
   for _, w in ipairs(world.WAYS) do
     local way_name, make_way = w[1], w[2]

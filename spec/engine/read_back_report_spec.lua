@@ -9,7 +9,6 @@
 -- failed sync's error is the only report there is (the journal forgets a
 -- settled edit): err.conflicts lists the update, and the error's message
 -- (what the CLI prints) names it. The store keeps it in st:conflicts().
-local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
 local E03 = world.E03
@@ -17,15 +16,7 @@ local E03 = world.E03
 describe("engine, an answer lost after the server refused an edit of it:", function()
   local server, dir
 
-  before_each(function()
-    server = world.emulator()
-    dir = helper.tmp_dir()
-  end)
-
-  after_each(function()
-    server:stop()
-    os.execute("rm -rf " .. helper.shell_quote(dir))
-  end)
+  world.each_test(function(s, d) server, dir = s, d end)
 
   for _, w in ipairs(world.WAYS) do
     local way_name, make_way = w[1], w[2]

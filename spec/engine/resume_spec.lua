@@ -7,21 +7,12 @@
 -- one after sends it, and the server applies it once. Before, the resumed
 -- result advanced the state and removed the journal: the add was never sent.
 -- (The uploaded edits file kept the same way: spec/engine/uploads_spec.)
-local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
 describe("engine, client:resume_sync of an older job, the emulator:", function()
   local server, dir
 
-  before_each(function()
-    server = world.emulator{ job_step_ms = 50 }
-    dir = helper.tmp_dir()
-  end)
-
-  after_each(function()
-    server:stop()
-    os.execute("rm -rf " .. helper.shell_quote(dir))
-  end)
+  world.each_test(function(s, d) server, dir = s, d end, { job_step_ms = 50 })
 
   it("keeps the add a later sync journaled after its request was lost: sent once, applied once", function()
     local c = world.checker()

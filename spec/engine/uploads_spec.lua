@@ -57,15 +57,7 @@ for _, srv in ipairs(SERVERS) do
   describe("engine, uploaded edits (F4), " .. server_name .. ":", function()
     local server, dir
 
-    before_each(function()
-      server = start_server()
-      dir = helper.tmp_dir()
-    end)
-
-    after_each(function()
-      server:stop()
-      os.execute("rm -rf " .. helper.shell_quote(dir))
-    end)
+    world.each_test(function(s, d) server, dir = s, d end, start_server)
 
     local function client()
       return world.client(server, true)

@@ -5,6 +5,7 @@
 -- (geoservices.store, st:sync) and client:sync with a replica state file.
 -- What a spec asserts is what a user sees and what the server's own change
 -- log shows: each edit applied once, only real rejections in failed().
+local busted = require "busted"
 local core = require "geoservices.core"
 local geoservices = require "geoservices"
 local helper = require "spec.helper"
@@ -273,6 +274,26 @@ function Doc:sync_requests()
     if r and r.path:match("/synchronizeReplica$") then n = n + 1 end
   end
   return n
+end
+
+--- A server and a scratch directory for each test of the describe it is
+-- called in: before each, `start()` when it is a function (the server it
+-- gives), else the emulator in the capability set `start` (settings, or
+-- none), and a new directory, handed to `take(server, dir)`; after each,
+-- the server stopped and the directory removed.
+-- @tparam function take called with the server and the directory before each test
+-- @param[opt] start a function giving the server, or the emulator's settings
+function M.each_test(take, start)
+  local server, dir
+  busted.before_each(function()
+    if type(start) == "function" then server = start() else server = M.emulator(start) end
+    dir = helper.tmp_dir()
+    take(server, dir)
+  end)
+  busted.after_each(function()
+    server:stop()
+    os.execute("rm -rf " .. q(dir))
+  end)
 end
 
 --- The synchronizeReplica POSTs of the double that carried at least one edit.
