@@ -77,7 +77,7 @@ describe(("crash torture (short, %s modes)"):format(GROUP), function()
       if GROUP == "capabilities" then
         -- the real refusals: B's delete raced A's update (both capability sets), the server
         -- refused it and A's user was told
-        assert.is_true((edits["A's update refused after B's racing delete, reported"] or 0) >= 2, text)
+        assert.is_true((edits["A's update refused after B's racing delete and reported"] or 0) >= 2, text)
       end
       assert.is_true(kills["emulator mid-request"] > 0, "the emulator was never killed mid-request:\n" .. text)
     end)

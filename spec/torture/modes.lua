@@ -21,7 +21,8 @@
 -- name), `late_window` (the syncs' option: the gateway modes hold edits of a
 -- lost answer 5 s, past the server's 2 s delay and its job; the others 0: a
 -- killed emulator never applies a request late, and a hold of the default's
--- 660 s would outlast the torture), `index` (its place in the list).
+-- 660 s would outlast the torture), `index` (its place in the list), `kind_index`
+-- (its place among the modes of its kind, async or not).
 local M = {}
 
 local CAPABILITY_SETS = {
@@ -61,13 +62,17 @@ end
 --- The modes whose label contains every one of `filters` (or whose group
 -- is named by it), numbered.
 function M.select(filters)
-  local out = {}
+  local out, kinds = {}, {}
   for _, m in ipairs(M.all()) do
     local keep = true
     for _, f in ipairs(filters or {}) do keep = keep and (m.label:find(f, 1, true) ~= nil or m.group == f) end
     if keep then
       out[#out + 1] = m
       m.index = #out
+      -- its place among the kept modes of its kind (async or not): the run's target phase turns with it
+      -- (scenario.target), so that every kind's modes share out all of its phases
+      kinds[m.async == true] = (kinds[m.async == true] or 0) + 1
+      m.kind_index = kinds[m.async == true]
     end
   end
   return out

@@ -94,8 +94,9 @@ function M.print(results, info)
   for _, r in ipairs(results) do
     sql, first, raced = sql + n(r.tally.sql_updates), first + n(r.tally.b_first), raced + n(r.tally.raced)
   end
+  -- (no comma inside a name: torture_spec reads the line as "name N, name N")
   print(("torture %s edits: by SQL UPDATE %d, B's before A's killed sync %d, A's update refused after B's racing "
-    .. "delete, reported %d"):format(info.target, sql, first, raced))
+    .. "delete and reported %d"):format(info.target, sql, first, raced))
   local cells, runs = {}, 0
   for _, r in ipairs(results) do runs = runs + r.runs end
   for _, f in ipairs(M.FAILING) do

@@ -97,12 +97,15 @@ function M.record_edits(ctx, plan, run)
   for _, add in ipairs(plan.adds) do ctx.pool[#ctx.pool + 1] = add.gid end
 end
 
---- The run's target phase: the mode's phases in turn, each mode starting
--- three further on, so that a short torture (three runs a mode) still aims
--- at every phase in at least two modes.
+--- The run's target phase: the mode's phases in turn, each mode of its kind
+-- (async or not: their phases differ) starting three further on, so that a
+-- short torture (three runs a mode) still aims at every phase in at least
+-- two modes. (Counted over every mode, the capability group's four async
+-- modes, every other one, all started at the same phase: none was killed
+-- with its job just submitted.)
 function M.target(ctx, run)
   local targets = phases.targets(ctx.mode)
-  return targets[((ctx.mode.index - 1) * 3 + run - 1) % #targets + 1]
+  return targets[(((ctx.mode.kind_index or ctx.mode.index) - 1) * 3 + run - 1) % #targets + 1]
 end
 
 --- Whether the emulator is killed in this run: with a request of the child
