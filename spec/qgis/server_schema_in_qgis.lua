@@ -28,6 +28,21 @@ if i >= 0:
 print("FIELD " + json.dumps(out))
 ]==]
 
+-- A user's change saved in the project in the file, as QGIS saves it (Project > Save To > GeoPackage)
+local QGIS_SAVE = [==[
+import sys
+from qgis.core import QgsApplication, QgsProject
+app = QgsApplication([], False)
+app.initQgis()
+p = QgsProject.instance()
+uri = "geopackage:%s?projectName=%s" % (sys.argv[1], sys.argv[2])
+assert p.read(uri)
+layer = p.mapLayersByName(sys.argv[3])[0]
+layer.setFieldAlias(layer.fields().indexOf(sys.argv[4]), sys.argv[5])
+assert p.write(uri)
+print("SAVED")
+]==]
+
 describe("QGIS 3.22 after the server added a field (issue 37)", function()
   local emu, dir
   setup(function()
@@ -38,6 +53,7 @@ describe("QGIS 3.22 after the server added a field (issue 37)", function()
     emu:stop()
     os.execute("rm -rf " .. q(dir))
   end)
+  before_each(function() emu:reset() end)
 
   it("shows the field in the project with its alias, values and a value map", function()
     local c = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
@@ -69,6 +85,42 @@ describe("QGIS 3.22 after the server added a field (issue 37)", function()
     table.sort(codes)
     assert.same({ "Open=open", "Shut=shut" }, codes)
     assert.same({ "open", "open" }, f.values)
+  end)
+
+  it("shows the field with its alias in a project the user saved in QGIS, with the user's own alias", function()
+    local c = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
+    local st = assert(geoservices.store.create(c, dir .. "/saved.gpkg", { service = "Utilities", layers = { 2 },
+      replicaName = "saved", syncModel = "perLayer" }, { timeout = 30, poll_interval = 0.05 }))
+    local out, ok = run(("QT_QPA_PLATFORM=offscreen /usr/bin/python3 -c %s %s saved Valves VALVEID %s"):format(
+      q(QGIS_SAVE), q(dir .. "/saved.gpkg"), q("Valve tag")))
+    assert(ok and out:find("SAVED", 1, true), out)
+    local a = geoservices.client{ url = emu.url, token = "admin-token", timeout = 30 }
+    assert(a:post(a:url_for("admin/services/Utilities.FeatureServer/2/addToDefinition"), { f = "json",
+      addToDefinition = json.encode{ fields = { { name = "STATUS", type = "esriFieldTypeString", length = 10,
+        alias = "Valve status", defaultValue = "open", domain = { type = "codedValue", name = "ValveStatus",
+        codedValues = { { name = "Open", code = "open" }, { name = "Shut", code = "shut" } } } } } } }))
+    a:close()
+    local result = assert(st:sync(c, { timeout = 30, poll_interval = 0.05 }))
+    st:close()
+    c:close()
+    local said = table.concat(result.store_notes or {}, "\n")
+    local function field(name)
+      out, ok = run(("QT_QPA_PLATFORM=offscreen /usr/bin/python3 -c %s %s saved Valves %s"):format(
+        q(QGIS_FIELD), q(dir .. "/saved.gpkg"), name))
+      assert(ok, out)
+      local f = json.decode((assert(out:match("FIELD (%b{})"), out)))
+      io.stderr:write(("\n[QGIS, the user's saved project, Valves.%s after the server added STATUS] %s\n"):format(
+        name, json.encode(f)))
+      assert.is_true(f.read)
+      assert.is_true(f.valid)
+      assert.is_true(f.index >= 0)
+      return f
+    end
+    local status = field("STATUS")
+    assert.equal("Valve status", status.alias, said)
+    assert.equal("ValueMap", status.widget)
+    assert.same({ "open", "open" }, status.values)
+    assert.equal("Valve tag", field("VALVEID").alias) -- the user's own, kept
   end)
 
   it("shows a field the server deleted as local only: its label says so, its codes' names stay", function()

@@ -191,6 +191,59 @@ describe("a schema change on the server, taken by the next sync", function()
     assert.equal(2, #rows(a, "SELECT STATUS FROM Valves WHERE STATUS = 'open'"))
   end)
 
+  -- a user's project as QGIS 3.22 saves it (a .qgz of deflated entries, the
+  -- .qgs and the .qgd of its auxiliary storage), made from the one in the file
+  -- with the user's own alias of VALVEID; `check` compares it after the sync
+  local USER_PROJECT = [==[
+import binascii, json, sqlite3, sys, zipfile, io
+path, name, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+db = sqlite3.connect(path)
+content = db.execute("SELECT content FROM qgis_projects WHERE name = ?", (name,)).fetchone()[0]
+z = zipfile.ZipFile(io.BytesIO(binascii.unhexlify(content)))
+if mode == "save":
+    qgs = z.read(name + ".qgs").decode("utf-8")
+    mine = '<alias field="VALVEID" index="3" name="Valve tag"/>'
+    qgs = qgs.replace('<alias field="VALVEID" index="3" name=""/>', mine, 1)
+    assert mine in qgs
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
+        w.writestr(name + ".qgs", qgs)
+        w.writestr(name + ".qgd", b"SQLite format 3\0" + bytes(range(256)) * 40)
+    db.execute("UPDATE qgis_projects SET content = ?, metadata = ? WHERE name = ?", (binascii.hexlify(out.getvalue())
+        .decode(), json.dumps({"last_modified_time": "2026-01-01T00:00:00", "last_modified_user": "ann"}), name))
+    db.commit()
+    open(path + ".qgs", "w").write(qgs)
+else:
+    was = open(path + ".qgs").read()
+    qgs = z.read(name + ".qgs").decode("utf-8")
+    assert z.read(name + ".qgd") == b"SQLite format 3\0" + bytes(range(256)) * 40, "the .qgd changed"
+    added = [l for l in qgs.split("\n") if l not in was.split("\n")]
+    assert qgs.replace(added[0] + "\n", "", 1) == was if len(added) == 1 else False, added
+    meta = db.execute("SELECT metadata FROM qgis_projects WHERE name = ?", (name,)).fetchone()[0]
+    print("ADDED " + json.dumps({"added": added, "user": json.loads(meta)["last_modified_user"]}))
+]==]
+
+  it("writes the added field's alias into a project the user saved in QGIS, nothing else of it changed", function()
+    local a = create()
+    local name = a:match("([^/]+)%.gpkg$")
+    local out, ok = run(("%s -c %s %s %s save"):format(helper.PYTHON, q(USER_PROJECT), q(a), q(name)))
+    assert(ok, out)
+    admin("addToDefinition", { fields = { STATUS } })
+    local synced = cli_sync(a)
+    assert.truthy(synced:find("the QGIS project " .. name .. " in the file was saved by ann: kept, with the alias of "
+      .. "the field the server added written into it (nothing else of it changed)", 1, true), synced)
+    out, ok = run(("%s -c %s %s %s check"):format(helper.PYTHON, q(USER_PROJECT), q(a), q(name)))
+    assert(ok, out)
+    local r = json.decode((assert(out:match("ADDED (%b{})"), out)))
+    assert.same({ added = { '  <alias field="STATUS" index="5" name="Valve status"/>' }, user = "ann" }, r)
+    -- a second sync with nothing new leaves it alone
+    cli_sync(a)
+    out, ok = run(("%s -c %s %s %s check"):format(helper.PYTHON, q(USER_PROJECT), q(a), q(name)))
+    assert(ok, out)
+    os.remove(a .. ".qgs")
+    clean(a)
+  end)
+
   describe("a field deleted", function()
     it("stays a local-only column with its values; queued edits of it are reported, their other fields sent", function()
       local a = create()

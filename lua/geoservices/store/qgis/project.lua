@@ -15,6 +15,7 @@
 -- @local
 local attachments = require "geoservices.store.file.attachments"
 local json = require "geoservices.base.json"
+local qgz = require "geoservices.store.qgis.qgz"
 local symbology = require "geoservices.store.qgis.symbology"
 
 local project = {}
@@ -185,6 +186,102 @@ function project.write(db, path, name)
   if not ok then return nil, msg, code end
   return db:run("INSERT OR REPLACE INTO qgis_projects (name, metadata, content) VALUES (?, ?, ?)", name, metadata,
     content)
+end
+
+local function unxml(s)
+  return (s:gsub("&(#?%w+);", { amp = "&", lt = "<", gt = ">", quot = '"', apos = "'" }))
+end
+
+local function unhex(s)
+  if #s % 2 ~= 0 or s:find("[^%x]") then return nil end
+  return (s:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+-- Whether a maplayer's datasource is table `t` of the file named `base`.
+local function source_is(block, base, t)
+  local source = block:match("<datasource>(.-)</datasource>")
+  if not source then return false end
+  source = unxml(source)
+  local file, rest = source:match("^([^|]*)(.*)$")
+  return (file:match("([^/\\]+)$") or file) == base and (rest .. "|"):find("|layername=" .. t .. "|", 1, true) ~= nil
+end
+
+-- The qgs with the aliases added to the maplayers of table `t`: each only
+-- where that layer has no alias element for the field (a user's own stays).
+-- @return the text, the number added
+local function qgs_with_aliases(qgs, base, t, aliases)
+  local added = 0
+  local out = qgs:gsub("(<maplayer[%s>].-</maplayer>)", function(block)
+    if not source_is(block, base, t) then return nil end
+    local inner = block:match("<aliases>(.-)</aliases>")
+    local have, n = {}, 0
+    for el in (inner or ""):gmatch("<alias%s[^>]*>") do
+      n = n + 1
+      local f = el:match('%sfield="([^"]*)"')
+      if f then have[unxml(f)] = true end
+    end
+    local lines = {}
+    for _, a in ipairs(aliases) do
+      if not have[a.field] then
+        lines[#lines + 1] = ('<alias field="%s" index="%d" name="%s"/>'):format(xml(a.field), n, xml(a.alias))
+        n = n + 1
+      end
+    end
+    if #lines == 0 then return nil end
+    added = added + #lines
+    if inner then -- each on a line of its own, indented as the others
+      local indent = block:match("\n([ \t]*)</aliases>")
+      if indent then
+        local each = ("\n" .. inner):match(".*\n([ \t]*)<alias%s") or indent .. "  "
+        return (block:gsub("\n[ \t]*</aliases>", function()
+          return "\n" .. each .. table.concat(lines, "\n" .. each) .. "\n" .. indent .. "</aliases>"
+        end, 1))
+      end
+      return (block:gsub("</aliases>", function() return table.concat(lines) .. "</aliases>" end, 1))
+    elseif block:find("<aliases/>", 1, true) then
+      return (block:gsub("<aliases/>", function() return "<aliases>" .. table.concat(lines) .. "</aliases>" end, 1))
+    end
+    return (block:gsub("</maplayer>$", function()
+      return "<aliases>" .. table.concat(lines) .. "</aliases></maplayer>"
+    end))
+  end)
+  return out, added
+end
+
+--- Adds aliases to a project a user saved in the file (QGIS 3.22 stores it
+-- as a .qgz: geoservices.store.qgis.qgz), changing nothing else of it:
+-- an `<alias>` in the `<aliases>` of each of its layers of that table
+-- (QGIS reads a field's alias there, by the field's name), for the fields
+-- that layer has none for. A field's widget needs nothing: a field the
+-- project does not configure gets its domain's value map or range from
+-- GDAL. The row's metadata (who saved it, when) is kept.
+-- @param db the store's database (in the caller's transaction)
+-- @string path the store's path
+-- @string name the project's name
+-- @string t the layer's table
+-- @tparam {{field=,alias=},...} aliases
+-- @return the number of aliases added, or nil, why not
+function project.add_aliases(db, path, name, t, aliases)
+  local rows, m = db:rows("SELECT content FROM qgis_projects WHERE name = ?", name)
+  if not rows then return nil, m end
+  local content = rows[1] and rows[1].content
+  local archive = type(content) == "string" and unhex(content)
+  if not archive then return nil, "its content is not a project as QGIS saves one (the hexadecimal text of a .qgz)" end
+  local entries, why = qgz.entries(archive)
+  if not entries then return nil, why end
+  local index
+  for i, e in ipairs(entries) do if e.name:lower():match("%.qgs$") then index = index or i end end
+  if not index then return nil, "its archive holds no .qgs" end
+  local qgs
+  qgs, why = qgz.content(entries[index])
+  if not qgs then return nil, why end
+  local base = path:match("([^/\\]+)$") or path
+  local text, added = qgs_with_aliases(qgs, base, t, aliases)
+  if added == 0 then return 0 end
+  entries[index] = qgz.stored(entries[index].name, text, entries[index])
+  local ok, msg = db:run("UPDATE qgis_projects SET content = ? WHERE name = ?", hex(qgz.zip(entries)), name)
+  if not ok then return nil, msg end
+  return added
 end
 
 return project

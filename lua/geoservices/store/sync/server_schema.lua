@@ -36,7 +36,10 @@
 --   reported with the failed edits (`geoservices replica failed`: the
 --   GlobalID, the field, the value, why) and in the sync's notes.
 -- * the QGIS project in the file is written again, unless a user saved
---   their own there in QGIS (its metadata names them): that one is kept.
+--   their own there in QGIS (its metadata names them): that one is kept,
+--   the aliases of the fields the server added written into its layers of
+--   that table (geoservices.store.qgis.project.add_aliases), nothing else
+--   of it changed; a project that cannot be read so is kept as it is.
 -- * a field or domain changed: the column's rules (the length and
 --   required checks, the domain check of geoservices.store.edits.domains),
 --   gpkg_data_columns and its constraints, the style and the project
@@ -474,8 +477,33 @@ function M.take(st, client, rep, opts)
         local wrote, m, c = project.write(st.db, st.path)
         if not wrote then error({ db = { m, c } }) end
       else
-        lines[#lines + 1] = ("the QGIS project %s in the file was saved by %s: kept as it is (the changed fields show "
-          .. "with their domains' widgets; their aliases in the layers' default styles)"):format(name, tostring(who))
+        -- theirs: kept; the fields the server added get their aliases in it, nothing else changes
+        local added, failed = 0, nil
+        for _, t in ipairs(todo) do
+          local aliases = {}
+          for _, f in ipairs(t.diff.added) do
+            if type(f.alias) == "string" and f.alias ~= "" and f.alias ~= f.name then
+              aliases[#aliases + 1] = { field = f.name, alias = f.alias }
+            end
+          end
+          if #aliases > 0 and not failed then
+            local n, why = project.add_aliases(st.db, st.path, name, t.spec.table, aliases)
+            if n then added = added + n else failed = why end
+          end
+        end
+        if failed then
+          lines[#lines + 1] = ("the QGIS project %s in the file was saved by %s: kept as it is (the new fields' "
+            .. "aliases could not be added to it: %s; the fields show with their domains' widgets, their aliases in "
+            .. "the layers' default styles)"):format(name, tostring(who), tostring(failed))
+        elseif added > 0 then
+          lines[#lines + 1] = ("the QGIS project %s in the file was saved by %s: kept, with the alias%s of the field%s "
+            .. "the server added written into it (nothing else of it changed)"):format(name, tostring(who),
+            added == 1 and "" or "es", added == 1 and "" or "s")
+        else
+          lines[#lines + 1] = ("the QGIS project %s in the file was saved by %s: kept as it is (the changed fields "
+            .. "show with their domains' widgets; their aliases in the layers' default styles)"):format(name,
+            tostring(who))
+        end
       end
       -- a line of the sync log: what was taken, when
       local logged, lerr = st:log{ operation = "schema", outcome = "ok", message = table.concat(lines, "; ") }
