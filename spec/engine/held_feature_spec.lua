@@ -64,10 +64,7 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
         local r, e = way.sync()
         c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
       end
-      local attempts, applied = world.tally(server, way.origin)
-      local key = "add|" .. world.norm(added)
-      c.check((applied[key] or 0) == 1, ("the add applied %d times"):format(applied[key] or 0))
-      c.check((attempts[key] or 0) == 1, ("the add sent %d times"):format(attempts[key] or 0))
+      world.check_once(c, server, way.origin, "add", added)
       c.check(way.pending() == 0, "edits still queued or journaled")
       way.close()
       cl:close()
@@ -99,10 +96,8 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
         local r, e = way.sync{ late_window = 0 }
         c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
       end
-      local attempts, applied = world.tally(server, way.origin)
-      local add, upd = "add|" .. world.norm(added), "update|" .. world.norm(added)
-      c.check((applied[add] or 0) == 1, ("the add applied %d times"):format(applied[add] or 0))
-      c.check((attempts[add] or 0) == 1, ("the add sent %d times"):format(attempts[add] or 0))
+      local attempts, applied = world.check_once(c, server, way.origin, "add", added)
+      local upd = "update|" .. world.norm(added)
       -- the store joins the update to the add it sends again (one request, the add carrying it)
       c.check((applied[upd] or 0) <= 1 and (attempts[upd] or 0) == (applied[upd] or 0),
         ("the update sent %d times, applied %d times"):format(attempts[upd] or 0, applied[upd] or 0))
@@ -139,12 +134,8 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       c.check(r3, "sync 3 failed: " .. world.message_of(e3))
       local r4, e4 = way.sync{ late_window = 0 }
       c.check(r4, "sync 4 failed: " .. world.message_of(e4))
-      local applied
-      attempts, applied = world.tally(server, way.origin)
       for _, op in ipairs{ "add", "update" } do
-        local key = op .. "|" .. world.norm(added)
-        c.check((applied[key] or 0) == 1, ("the %s applied %d times"):format(op, applied[key] or 0))
-        c.check((attempts[key] or 0) == 1, ("the %s sent %d times"):format(op, attempts[key] or 0))
+        world.check_once(c, server, way.origin, op, added)
       end
       c.check(#way.failed() == 0, ("failed() lists %d edit(s): %s"):format(#way.failed(),
         tostring((way.failed()[1] or {}).message)))

@@ -43,10 +43,7 @@ describe("engine, an answer lost after the server refused an edit of it:", funct
       end
       local r2, e2 = way.sync()
       c.check(r2, "sync 2 failed: " .. world.message_of(e2))
-      local attempts, applied = world.tally(server, way.origin)
-      local key = "add|" .. world.norm(added)
-      c.check((applied[key] or 0) == 1, ("the add applied %d times"):format(applied[key] or 0))
-      c.check((attempts[key] or 0) == 1, ("the add sent %d times"):format(attempts[key] or 0))
+      local _, applied = world.check_once(c, server, way.origin, "add", added)
       c.check(not applied["update|" .. E03], "the update of E03 applied")
       way.close()
       cl:close()

@@ -483,6 +483,17 @@ function M.tally(server, origin)
   return attempts, applied
 end
 
+--- Checks with `c` (@{checker}) that the `op` ("add", "update", "delete") of `gid` by `origin` was
+-- sent once and applied once, as the server's log shows (@{tally}).
+-- @treturn table,table the tally's attempts and applied, for more checks
+function M.check_once(c, server, origin, op, gid)
+  local attempts, applied = M.tally(server, origin)
+  local key = op .. "|" .. norm(gid)
+  c.check((applied[key] or 0) == 1, ("the %s applied %d times"):format(op, applied[key] or 0))
+  c.check((attempts[key] or 0) == 1, ("the %s sent %d times"):format(op, attempts[key] or 0))
+  return attempts, applied
+end
+
 function M.has(list, op, gid)
   for _, f in ipairs(list) do
     if f.op == op and f.globalId == norm(gid) then return true end
