@@ -31,12 +31,12 @@
 --   (the server's error body) and its resource is gone.
 -- Everything lives in the feature services' state and is saved with
 -- `--state-file`.
+local answers = require "geoservices.emulator.answers"
 local attachment_content = require "geoservices.emulator.attachments"
 local core = require "geoservices.core"
 local jobs = require "geoservices.emulator.jobs"
 local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
-local replicas = require "geoservices.emulator.replicas"
 local settings = require "geoservices.emulator.settings"
 local world = require "geoservices.emulator.world"
 
@@ -48,9 +48,7 @@ local EXPORT = 4    -- phase index of ExportingData
 local MODELS = { none = "none", perreplica = "perReplica", perlayer = "perLayer" }
 local DIRECTIONS = { bidirectional = true, upload = true, download = true }
 
-local function error_body(code, message, details)
-  return { error = { code = code, message = message, details = json.array(details or {}) } }
-end
+local error_body = answers.error_body
 
 local function refuse(...)
   return nil, error_body(400, "Unable to create replica.", { ... })
@@ -550,5 +548,4 @@ function create.unregister(emu, request, service_name)
 end
 
 create.parse_where = parse_where
-create.error_body = replicas.error_body
 return create

@@ -34,6 +34,7 @@
 -- download with `query` (geoservices.store.sync.server_schema does).
 -- @module geoservices.emulator.definition
 -- @local
+local answers = require "geoservices.emulator.answers"
 local auth = require "geoservices.emulator.auth"
 local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
@@ -41,9 +42,7 @@ local world = require "geoservices.emulator.world"
 
 local definition = {}
 
-local function error_body(code, message, details)
-  return { error = { code = code, message = message, details = json.array(details or {}) } }
-end
+local error_body = answers.error_body
 
 local function refuse(detail)
   return error_body(400, "Unable to update feature service layer definition.", { detail })

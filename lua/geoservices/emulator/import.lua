@@ -8,6 +8,7 @@
 -- logged too, flagged `refused` with its code, so a test can count attempted
 -- duplicates; with rollback every edit of the request is logged refused
 -- (`rolled_back` for those that had been applied) and nothing changes.
+local answers = require "geoservices.emulator.answers"
 local json = require "geoservices.base.json"
 local world = require "geoservices.emulator.world"
 
@@ -24,9 +25,7 @@ local ROLLED_BACK = 1003
 
 local UPLOADS = { bidirectional = true, upload = true }
 
-local function error_body(code, message, details)
-  return { error = { code = code, message = message, details = json.array(details or {}) } }
-end
+local error_body = answers.error_body
 
 -- ---------------------------------------------------------------- checking the edits
 

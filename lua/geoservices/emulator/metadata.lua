@@ -15,6 +15,7 @@
 -- the type its values have); one without `geometryType` from its first
 -- geometry; one without `hasZ` / `hasM` from what its geometries hold
 -- (metadata.zm).
+local answers = require "geoservices.emulator.answers"
 local auth = require "geoservices.emulator.auth"
 local json = require "geoservices.base.json"
 local world = require "geoservices.emulator.world"
@@ -32,9 +33,7 @@ metadata.DEFAULT_SYNC_CAPABILITIES = {
 
 local DEFAULT_SR = { wkid = 4326, latestWkid = 4326 }
 
-local function error_body(code, message, details)
-  return { error = { code = code, message = message, details = json.array(details or {}) } }
-end
+local error_body = answers.error_body
 
 --- A token is optional for feature services, but one that is sent must be valid.
 function metadata.check_token(emu, request)

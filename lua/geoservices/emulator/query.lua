@@ -19,6 +19,7 @@
 -- spatialReference, fields, features: [{attributes, geometry}]}` with the
 -- features in OBJECTID order; deleted features are absent. A token is
 -- optional, but one that is sent must be valid (as for synchronizeReplica).
+local answers = require "geoservices.emulator.answers"
 local create = require "geoservices.emulator.create"
 local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
@@ -26,9 +27,7 @@ local world = require "geoservices.emulator.world"
 
 local query = {}
 
-local function error_body(code, message, details)
-  return { error = { code = code, message = message, details = json.array(details or {}) } }
-end
+local error_body = answers.error_body
 
 local function invalid(detail)
   return error_body(400, "Unable to complete operation.", { detail })

@@ -6,6 +6,7 @@
 -- its uploaded edits imported by emulator.import and the changes exported
 -- by emulator.export. Import and export are separate steps so that an async
 -- job can run them in its ImportChanges and ExportChanges phases.
+local answers = require "geoservices.emulator.answers"
 local import = require "geoservices.emulator.import"
 local jobs = require "geoservices.emulator.jobs"
 local json = require "geoservices.base.json"
@@ -18,10 +19,7 @@ local replicas = {}
 local DIRECTIONS = { bidirectional = true, upload = true, download = true, snapshot = true }
 local DOWNLOADS = { bidirectional = true, download = true }
 
-local function error_body(code, message, details)
-  return { error = { code = code, message = message, details = json.array(details or {}) } }
-end
-replicas.error_body = error_body
+local error_body = answers.error_body
 
 --- Builds the services' state from the data file's `featureServices`.
 function replicas.load(data)

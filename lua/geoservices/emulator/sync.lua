@@ -1,6 +1,7 @@
 --- Emulator handlers of synchronizeReplica (4.1), its async job status
 -- resource (2.4) and the result files of URL transport (which answer 404
 -- once the emulator has deleted them: setting result_lifetime_s).
+local answers = require "geoservices.emulator.answers"
 local auth = require "geoservices.emulator.auth"
 local export = require "geoservices.emulator.export"
 local import = require "geoservices.emulator.import"
@@ -45,7 +46,7 @@ function sync.synchronize(emu, request, service_name)
   local denied = check_token(emu, form)
   if denied then return denied end
   local svc = emu.world.feature_services[service_name]
-  if not svc then return replicas.error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  if not svc then return answers.error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
   -- edits uploaded before (editsUploadId with editsUploadFormat): read now, as the edits parameter
   local uploaded, upload_err = uploads.sync_edits(service_name, form)
   if upload_err then return nil, http_error(400, upload_err) end

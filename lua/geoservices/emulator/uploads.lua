@@ -20,6 +20,7 @@
 -- records are saved in it (emulator.persist) and their bytes next to it.
 -- @module geoservices.emulator.uploads
 -- @local
+local answers = require "geoservices.emulator.answers"
 local core = require "geoservices.core"
 local disk = require "geoservices.emulator.disk"
 local json = require "geoservices.base.json"
@@ -30,9 +31,7 @@ local uploads = {}
 -- itemID -> {path =, size =, name =, description =, date =, service =}
 local items = {}
 
-local function error_body(code, message, details)
-  return { error = { code = code, message = message, details = json.array(details or {}) } }
-end
+local error_body = answers.error_body
 
 local function json_answer(status, body)
   return { status = status, headers = { ["Content-Type"] = "application/json; charset=utf-8" },
