@@ -103,6 +103,28 @@ local function same_date(sent, held, unit)
   return math.abs(sent - held) < 1000
 end
 
+-- The walk: null and absent alike, numbers within `abs` (absolute) when
+-- given, else to `rel` relative (1e-9 when nil), tables member by member,
+-- anything else exactly.
+local function walk(a, b, rel, abs)
+  if is_null(a) and is_null(b) then return true end
+  if is_null(a) or is_null(b) then return false end
+  if type(a) == "number" and type(b) == "number" then
+    if abs then return math.abs(a - b) <= abs end
+    return relative(a, b, rel or DOUBLE, 1)
+  end
+  if type(a) == "table" and type(b) == "table" then
+    for k, v in pairs(a) do
+      if not walk(v, b[k], rel, abs) then return false end
+    end
+    for k, v in pairs(b) do
+      if a[k] == nil and not is_null(v) then return false end
+    end
+    return true
+  end
+  return a == b
+end
+
 --- Whether two values are the same: null and absent alike, numbers to a
 -- relative tolerance, tables member by member (at that tolerance), anything
 -- else exactly.
@@ -111,19 +133,7 @@ end
 -- @tparam[opt] number tol the relative tolerance of numbers (1e-9: a double read back)
 -- @treturn boolean
 function compare.same(a, b, tol)
-  if is_null(a) and is_null(b) then return true end
-  if is_null(a) or is_null(b) then return false end
-  if type(a) == "number" and type(b) == "number" then return relative(a, b, tol or DOUBLE, 1) end
-  if type(a) == "table" and type(b) == "table" then
-    for k, v in pairs(a) do
-      if not compare.same(v, b[k], tol) then return false end
-    end
-    for k, v in pairs(b) do
-      if a[k] == nil and not is_null(v) then return false end
-    end
-    return true
-  end
-  return a == b
+  return walk(a, b, tol, nil)
 end
 
 --- Whether the server's value `held` is the value `sent`, for a field of `kind`.
@@ -234,19 +244,10 @@ end
 -- Members that are not the shape.
 local NOT_SHAPE = { spatialReference = true, hasZ = true, hasM = true }
 
--- Any other member (curves, an envelope): member by member, numbers as coordinates.
+-- Any other member (curves, an envelope): member by member, numbers as
+-- coordinates (within the xy tolerance, else at 1e-9 relative).
 local function same_member(a, b, rules)
-  if type(a) == "number" or type(b) == "number" then return near(a, b, rules.xy) end
-  if type(a) == "table" and type(b) == "table" then
-    for k, v in pairs(a) do
-      if not same_member(v, b[k], rules) then return false end
-    end
-    for k, v in pairs(b) do
-      if a[k] == nil and not is_null(v) then return false end
-    end
-    return true
-  end
-  return a == b or (is_null(a) and is_null(b))
+  return walk(a, b, nil, rules.xy)
 end
 
 --- Whether the server's geometry `held` is the geometry `sent`, at the
