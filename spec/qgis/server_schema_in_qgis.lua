@@ -24,6 +24,7 @@ out = {"read": ok, "valid": layer.isValid(), "index": i}
 if i >= 0:
     w = layer.editorWidgetSetup(i)
     out.update({"alias": layer.fields()[i].alias(), "widget": w.type(), "config": w.config(),
+                "read_only": layer.editFormConfig().readOnly(i),
                 "values": sorted(str(f[sys.argv[4]]) for f in layer.getFeatures())})
 print("FIELD " + json.dumps(out))
 ]==]
@@ -87,7 +88,7 @@ describe("QGIS 3.22 after the server added a field (issue 37)", function()
     assert.same({ "open", "open" }, f.values)
   end)
 
-  it("shows the field with its alias in a project the user saved in QGIS, with the user's own alias", function()
+  it("shows the fields with aliases, read-only states in a project the user saved in QGIS, theirs kept", function()
     local c = geoservices.client{ url = emu.url, token = "alice-token", timeout = 30 }
     local st = assert(geoservices.store.create(c, dir .. "/saved.gpkg", { service = "Utilities", layers = { 2 },
       replicaName = "saved", syncModel = "perLayer" }, { timeout = 30, poll_interval = 0.05 }))
@@ -98,7 +99,8 @@ describe("QGIS 3.22 after the server added a field (issue 37)", function()
     assert(a:post(a:url_for("admin/services/Utilities.FeatureServer/2/addToDefinition"), { f = "json",
       addToDefinition = json.encode{ fields = { { name = "STATUS", type = "esriFieldTypeString", length = 10,
         alias = "Valve status", defaultValue = "open", domain = { type = "codedValue", name = "ValveStatus",
-        codedValues = { { name = "Open", code = "open" }, { name = "Shut", code = "shut" } } } } } } }))
+        codedValues = { { name = "Open", code = "open" }, { name = "Shut", code = "shut" } } } },
+        { name = "CHECKED_BY", type = "esriFieldTypeString", length = 20, editable = false } } } }))
     a:close()
     local result = assert(st:sync(c, { timeout = 30, poll_interval = 0.05 }))
     st:close()
@@ -120,7 +122,11 @@ describe("QGIS 3.22 after the server added a field (issue 37)", function()
     assert.equal("Valve status", status.alias, said)
     assert.equal("ValueMap", status.widget)
     assert.same({ "open", "open" }, status.values)
-    assert.equal("Valve tag", field("VALVEID").alias) -- the user's own, kept
+    assert.is_false(status.read_only)
+    assert.is_true(field("CHECKED_BY").read_only) -- the service fills it in
+    local valveid = field("VALVEID")
+    assert.equal("Valve tag", valveid.alias) -- the user's own, kept
+    assert.is_false(valveid.read_only)
   end)
 
   it("shows a field the server deleted as local only: its label says so, its codes' names stay", function()

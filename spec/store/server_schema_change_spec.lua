@@ -198,48 +198,60 @@ describe("a schema change on the server, taken by the next sync", function()
 import binascii, json, sqlite3, sys, zipfile, io
 path, name, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 db = sqlite3.connect(path)
-content = db.execute("SELECT content FROM qgis_projects WHERE name = ?", (name,)).fetchone()[0]
-z = zipfile.ZipFile(io.BytesIO(binascii.unhexlify(content)))
+QGD = b"SQLite format 3\0" + bytes(range(256)) * 40
 if mode == "save":
-    qgs = z.read(name + ".qgs").decode("utf-8")
+    content = db.execute("SELECT content FROM qgis_projects WHERE name = ?", (name,)).fetchone()[0]
+    qgs = zipfile.ZipFile(io.BytesIO(binascii.unhexlify(content))).read(name + ".qgs").decode("utf-8")
     mine = '<alias field="VALVEID" index="3" name="Valve tag"/>'
     qgs = qgs.replace('<alias field="VALVEID" index="3" name=""/>', mine, 1)
     assert mine in qgs
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
-        w.writestr(name + ".qgs", qgs)
-        w.writestr(name + ".qgd", b"SQLite format 3\0" + bytes(range(256)) * 40)
-    db.execute("UPDATE qgis_projects SET content = ?, metadata = ? WHERE name = ?", (binascii.hexlify(out.getvalue())
-        .decode(), json.dumps({"last_modified_time": "2026-01-01T00:00:00", "last_modified_user": "ann"}), name))
+    for project in (name, "field work"):
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
+            w.writestr(project + ".qgs", qgs)
+            w.writestr(project + ".qgd", QGD)
+        db.execute("INSERT OR REPLACE INTO qgis_projects (name, metadata, content) VALUES (?, ?, ?)", (project,
+            json.dumps({"last_modified_time": "2026-01-01T00:00:00", "last_modified_user": "ann"}),
+            binascii.hexlify(out.getvalue()).decode()))
     db.commit()
     open(path + ".qgs", "w").write(qgs)
 else:
-    was = open(path + ".qgs").read()
-    qgs = z.read(name + ".qgs").decode("utf-8")
-    assert z.read(name + ".qgd") == b"SQLite format 3\0" + bytes(range(256)) * 40, "the .qgd changed"
-    added = [l for l in qgs.split("\n") if l not in was.split("\n")]
-    assert qgs.replace(added[0] + "\n", "", 1) == was if len(added) == 1 else False, added
-    meta = db.execute("SELECT metadata FROM qgis_projects WHERE name = ?", (name,)).fetchone()[0]
-    print("ADDED " + json.dumps({"added": added, "user": json.loads(meta)["last_modified_user"]}))
+    was = open(path + ".qgs").read().split("\n")
+    out = {}
+    for project, content, meta in db.execute("SELECT name, content, metadata FROM qgis_projects ORDER BY name"):
+        z = zipfile.ZipFile(io.BytesIO(binascii.unhexlify(content)))
+        assert z.read(project + ".qgd") == QGD, "the .qgd changed"
+        qgs = z.read(project + ".qgs").decode("utf-8").split("\n")
+        added = [l for l in qgs if l not in was]
+        assert [l for l in qgs if l not in added] == was, "more than lines added"
+        out[project] = {"added": added, "user": json.loads(meta)["last_modified_user"]}
+    print("ADDED " + json.dumps(out))
 ]==]
 
-  it("writes the added field's alias into a project the user saved in QGIS, nothing else of it changed", function()
+  it("writes the added fields' aliases and read-only states into the projects a user saved, nothing else", function()
     local a = create()
     local name = a:match("([^/]+)%.gpkg$")
     local out, ok = run(("%s -c %s %s %s save"):format(helper.PYTHON, q(USER_PROJECT), q(a), q(name)))
     assert(ok, out)
-    admin("addToDefinition", { fields = { STATUS } })
+    admin("addToDefinition", { fields = { STATUS, { name = "CHECKED_BY", type = "esriFieldTypeString", length = 20,
+      editable = false } } })
     local synced = cli_sync(a)
-    assert.truthy(synced:find("the QGIS project " .. name .. " in the file was saved by ann: kept, with the alias of "
-      .. "the field the server added written into it (nothing else of it changed)", 1, true), synced)
-    out, ok = run(("%s -c %s %s %s check"):format(helper.PYTHON, q(USER_PROJECT), q(a), q(name)))
-    assert(ok, out)
-    local r = json.decode((assert(out:match("ADDED (%b{})"), out)))
-    assert.same({ added = { '  <alias field="STATUS" index="5" name="Valve status"/>' }, user = "ann" }, r)
-    -- a second sync with nothing new leaves it alone
+    for _, p in ipairs{ name, "field work" } do
+      assert.truthy(synced:find("the QGIS project " .. p .. " in the file was saved by ann: kept, with the alias and "
+        .. "read-only states of the fields the server added written into it (nothing else of it changed)", 1, true),
+        synced)
+    end
+    local function check()
+      out, ok = run(("%s -c %s %s %s check"):format(helper.PYTHON, q(USER_PROJECT), q(a), q(name)))
+      assert(ok, out)
+      return json.decode((assert(out:match("ADDED (%b{})"), out)))
+    end
+    local added = { '  <alias field="STATUS" index="5" name="Valve status"/>',
+                    '  <field name="CHECKED_BY" editable="0"/>' }
+    assert.same({ [name] = { added = added, user = "ann" }, ["field work"] = { added = added, user = "ann" } }, check())
+    -- a second sync with nothing new leaves them alone
     cli_sync(a)
-    out, ok = run(("%s -c %s %s %s check"):format(helper.PYTHON, q(USER_PROJECT), q(a), q(name)))
-    assert(ok, out)
+    assert.same({ [name] = { added = added, user = "ann" }, ["field work"] = { added = added, user = "ann" } }, check())
     os.remove(a .. ".qgs")
     clean(a)
   end)

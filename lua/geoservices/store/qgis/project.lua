@@ -206,62 +206,87 @@ local function source_is(block, base, t)
   return (file:match("([^/\\]+)$") or file) == base and (rest .. "|"):find("|layername=" .. t .. "|", 1, true) ~= nil
 end
 
--- The qgs with the aliases added to the maplayers of table `t`: each only
--- where that layer has no alias element for the field (a user's own stays).
--- @return the text, the number added
-local function qgs_with_aliases(qgs, base, t, aliases)
-  local added = 0
-  local out = qgs:gsub("(<maplayer[%s>].-</maplayer>)", function(block)
-    if not source_is(block, base, t) then return nil end
-    local inner = block:match("<aliases>(.-)</aliases>")
-    local have, n = {}, 0
-    for el in (inner or ""):gmatch("<alias%s[^>]*>") do
+-- An element added into a container element of a maplayer (`<aliases>`,
+-- `<editable>`) for each item whose key no element of it names yet (a
+-- user's own stays): each on a line of its own, indented as the others.
+-- @return the block, the number added
+local function add_into(block, container, tag, key, items, element)
+  local inner = block:match("<" .. container .. ">(.-)</" .. container .. ">")
+  local have, n = {}, 0
+  for el in (inner or ""):gmatch("<" .. tag .. "%s[^>]*>") do
+    n = n + 1
+    local k = el:match("%s" .. key .. '="([^"]*)"')
+    if k then have[unxml(k)] = true end
+  end
+  local lines = {}
+  for _, item in ipairs(items) do
+    if not have[item.field] then
+      lines[#lines + 1] = element(item, n)
       n = n + 1
-      local f = el:match('%sfield="([^"]*)"')
-      if f then have[unxml(f)] = true end
     end
-    local lines = {}
-    for _, a in ipairs(aliases) do
-      if not have[a.field] then
-        lines[#lines + 1] = ('<alias field="%s" index="%d" name="%s"/>'):format(xml(a.field), n, xml(a.alias))
-        n = n + 1
-      end
+  end
+  if #lines == 0 then return block, 0 end
+  local close = "</" .. container .. ">"
+  if inner then
+    local indent = block:match("\n([ \t]*)" .. close)
+    if indent then
+      local each = ("\n" .. inner):match(".*\n([ \t]*)<" .. tag .. "%s") or indent .. "  "
+      return (block:gsub("\n[ \t]*" .. close, function()
+        return "\n" .. each .. table.concat(lines, "\n" .. each) .. "\n" .. indent .. close
+      end, 1)), #lines
     end
-    if #lines == 0 then return nil end
-    added = added + #lines
-    if inner then -- each on a line of its own, indented as the others
-      local indent = block:match("\n([ \t]*)</aliases>")
-      if indent then
-        local each = ("\n" .. inner):match(".*\n([ \t]*)<alias%s") or indent .. "  "
-        return (block:gsub("\n[ \t]*</aliases>", function()
-          return "\n" .. each .. table.concat(lines, "\n" .. each) .. "\n" .. indent .. "</aliases>"
-        end, 1))
-      end
-      return (block:gsub("</aliases>", function() return table.concat(lines) .. "</aliases>" end, 1))
-    elseif block:find("<aliases/>", 1, true) then
-      return (block:gsub("<aliases/>", function() return "<aliases>" .. table.concat(lines) .. "</aliases>" end, 1))
-    end
-    return (block:gsub("</maplayer>$", function()
-      return "<aliases>" .. table.concat(lines) .. "</aliases></maplayer>"
-    end))
-  end)
-  return out, added
+    return (block:gsub(close, function() return table.concat(lines) .. close end, 1)), #lines
+  elseif block:find("<" .. container .. "/>", 1, true) then
+    return (block:gsub("<" .. container .. "/>", function()
+      return "<" .. container .. ">" .. table.concat(lines) .. close
+    end, 1)), #lines
+  end
+  return (block:gsub("</maplayer>$", function()
+    return "<" .. container .. ">" .. table.concat(lines) .. close .. "</maplayer>"
+  end)), #lines
 end
 
---- Adds aliases to a project a user saved in the file (QGIS 3.22 stores it
--- as a .qgz: geoservices.store.qgis.qgz), changing nothing else of it:
--- an `<alias>` in the `<aliases>` of each of its layers of that table
--- (QGIS reads a field's alias there, by the field's name), for the fields
--- that layer has none for. A field's widget needs nothing: a field the
--- project does not configure gets its domain's value map or range from
--- GDAL. The row's metadata (who saved it, when) is kept.
+-- The qgs with the fields' aliases and read-only states added to its maplayers of table `t`.
+-- @return the text, the number of aliases added, the number of read-only states added
+local function qgs_with_fields(qgs, base, t, fields)
+  local aliases, read_only = {}, {}
+  for _, f in ipairs(fields) do
+    if f.alias then aliases[#aliases + 1] = f end
+    if f.read_only then read_only[#read_only + 1] = f end
+  end
+  local na, nr = 0, 0
+  local out = qgs:gsub("(<maplayer[%s>].-</maplayer>)", function(block)
+    if not source_is(block, base, t) then return nil end
+    local a, r
+    block, a = add_into(block, "aliases", "alias", "field", aliases, function(f, i)
+      return ('<alias field="%s" index="%d" name="%s"/>'):format(xml(f.field), i, xml(f.alias))
+    end)
+    -- QGIS 3.22 reads a field's editable state in <editable> (the "Forms" category)
+    block, r = add_into(block, "editable", "field", "name", read_only, function(f)
+      return ('<field name="%s" editable="0"/>'):format(xml(f.field))
+    end)
+    na, nr = na + a, nr + r
+    return block
+  end)
+  return out, na, nr
+end
+
+--- Adds fields' aliases and read-only states to a project a user saved in
+-- the file (QGIS 3.22 stores it as a .qgz: geoservices.store.qgis.qgz),
+-- changing nothing else of it: in each of its layers of that table, an
+-- `<alias>` in its `<aliases>` (QGIS reads a field's alias there, by the
+-- field's name) and, for a field the service fills in, a
+-- `<field editable="0">` in its `<editable>`, each only where the layer has
+-- none for that field (a user's own stays). A field's widget needs nothing: a
+-- field the project does not configure gets its domain's value map or range
+-- from GDAL. The row's metadata (who saved it, when) is kept.
 -- @param db the store's database (in the caller's transaction)
 -- @string path the store's path
 -- @string name the project's name
 -- @string t the layer's table
--- @tparam {{field=,alias=},...} aliases
--- @return the number of aliases added, or nil, why not
-function project.add_aliases(db, path, name, t, aliases)
+-- @tparam {{field=,alias=,read_only=},...} fields
+-- @return the number of aliases added and of read-only states added, or nil, why not
+function project.add_fields(db, path, name, t, fields)
   local rows, m = db:rows("SELECT content FROM qgis_projects WHERE name = ?", name)
   if not rows then return nil, m end
   local content = rows[1] and rows[1].content
@@ -276,12 +301,12 @@ function project.add_aliases(db, path, name, t, aliases)
   qgs, why = qgz.content(entries[index])
   if not qgs then return nil, why end
   local base = path:match("([^/\\]+)$") or path
-  local text, added = qgs_with_aliases(qgs, base, t, aliases)
-  if added == 0 then return 0 end
+  local text, aliases, read_only = qgs_with_fields(qgs, base, t, fields)
+  if aliases + read_only == 0 then return 0, 0 end
   entries[index] = qgz.stored(entries[index].name, text, entries[index])
   local ok, msg = db:run("UPDATE qgis_projects SET content = ? WHERE name = ?", hex(qgz.zip(entries)), name)
   if not ok then return nil, msg end
-  return added
+  return aliases, read_only
 end
 
 return project

@@ -467,42 +467,51 @@ function M.take(st, client, rep, opts)
         changes[#changes + 1] = { layer = t.spec.id, table = t.spec.table, added = added, dropped = t.diff.dropped,
                                   changed = changed }
       end
-      -- the project written again, unless a user saved their own in QGIS (kept: QGIS
-      -- then shows the new fields with the widgets of their domains, without aliases)
+      -- the project written again, unless a user saved their own in QGIS: kept, and
+      -- each project a user saved in the file gets the added fields' aliases (read-only states)
       local name = (st.path:match("([^/\\]+)$") or st.path):gsub("%.[gG][pP][kK][gG]$", "")
-      local kept_project = st.db:rows("SELECT json_extract(metadata, '$.last_modified_user') AS who FROM qgis_projects "
-        .. "WHERE name = ? AND json_valid(metadata)", name)
-      local who = kept_project and kept_project[1] and kept_project[1].who
-      if who == nil or who == "geoservices" then
+      local projects = st.db:rows("SELECT name, CASE WHEN json_valid(metadata) THEN json_extract(metadata, "
+        .. "'$.last_modified_user') END AS who FROM qgis_projects ORDER BY name") or {}
+      local ours = true
+      for _, p in ipairs(projects) do
+        if p.name == name and p.who ~= nil and p.who ~= "geoservices" then ours = false end
+      end
+      if ours then
         local wrote, m, c = project.write(st.db, st.path)
         if not wrote then error({ db = { m, c } }) end
-      else
-        -- theirs: kept; the fields the server added get their aliases in it, nothing else changes
-        local added, failed = 0, nil
-        for _, t in ipairs(todo) do
-          local aliases = {}
-          for _, f in ipairs(t.diff.added) do
-            if type(f.alias) == "string" and f.alias ~= "" and f.alias ~= f.name then
-              aliases[#aliases + 1] = { field = f.name, alias = f.alias }
+      end
+      for _, p in ipairs(projects) do
+        if p.who ~= nil and p.who ~= "geoservices" then
+          local aliases, read_only, failed = 0, 0, nil
+          for _, t in ipairs(todo) do
+            local fields, columns = {}, {}
+            for _, f in ipairs(t.diff.added) do columns[#columns + 1] = { name = f.name } end
+            local fixed = layer_styles.read_only({ columns = columns }, t.info)
+            for _, f in ipairs(t.diff.added) do
+              local alias = type(f.alias) == "string" and f.alias ~= "" and f.alias ~= f.name and f.alias or nil
+              if alias or fixed[f.name] then
+                fields[#fields + 1] = { field = f.name, alias = alias, read_only = fixed[f.name] }
+              end
+            end
+            if #fields > 0 and not failed then
+              local na, nr = project.add_fields(st.db, st.path, p.name, t.spec.table, fields)
+              if na then aliases, read_only = aliases + na, read_only + nr else failed = nr end
             end
           end
-          if #aliases > 0 and not failed then
-            local n, why = project.add_aliases(st.db, st.path, name, t.spec.table, aliases)
-            if n then added = added + n else failed = why end
+          local what = ("the QGIS project %s in the file was saved by %s"):format(p.name, tostring(p.who))
+          if failed then
+            lines[#lines + 1] = ("%s: kept as it is (the new fields' aliases could not be added to it: %s; the fields "
+              .. "show with their domains' widgets, their aliases in the layers' default styles)"):format(what,
+              tostring(failed))
+          elseif aliases + read_only > 0 then
+            lines[#lines + 1] = ("%s: kept, with the %s of the field%s the server added written into it (nothing "
+              .. "else of it changed)"):format(what, aliases > 0 and (aliases == 1 and "alias" or "aliases")
+              .. (read_only > 0 and " and read-only states" or "") or "read-only states",
+              aliases + read_only == 1 and "" or "s")
+          elseif p.name == name then
+            lines[#lines + 1] = ("%s: kept as it is (the changed fields show with their domains' widgets; their "
+              .. "aliases in the layers' default styles)"):format(what)
           end
-        end
-        if failed then
-          lines[#lines + 1] = ("the QGIS project %s in the file was saved by %s: kept as it is (the new fields' "
-            .. "aliases could not be added to it: %s; the fields show with their domains' widgets, their aliases in "
-            .. "the layers' default styles)"):format(name, tostring(who), tostring(failed))
-        elseif added > 0 then
-          lines[#lines + 1] = ("the QGIS project %s in the file was saved by %s: kept, with the alias%s of the field%s "
-            .. "the server added written into it (nothing else of it changed)"):format(name, tostring(who),
-            added == 1 and "" or "es", added == 1 and "" or "s")
-        else
-          lines[#lines + 1] = ("the QGIS project %s in the file was saved by %s: kept as it is (the changed fields "
-            .. "show with their domains' widgets; their aliases in the layers' default styles)"):format(name,
-            tostring(who))
         end
       end
       -- a line of the sync log: what was taken, when
