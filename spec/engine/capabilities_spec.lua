@@ -21,7 +21,6 @@
 -- the server refuses the whole request for one failed edit): the refused
 -- update must be found and reported, while the good add uploads and the
 -- other crew's change downloads in the same sync; a second sync is clean.
-local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
 local E01, E03 = world.E01, world.E03
@@ -92,51 +91,36 @@ for _, s in ipairs(SERVERS) do
   for _, w in ipairs(world.WAYS) do
     local way_name, make_way = w[1], w[2]
     describe(("engine, %s, %s:"):format(way_name, server_name), function()
-      local server, way, dir
-
-      local function begin(set)
-        server = start(set)
-        dir = helper.tmp_dir()
-        local client = world.client(server)
-        way = make_way(server, client, dir, set.model)
-        return way
-      end
-
-      after_each(function()
-        if way then way.close() end
-        if server then server:stop() end
-        os.execute("rm -rf " .. helper.shell_quote(dir or "/nonexistent"))
-        way, server, dir = nil, nil, nil
-      end)
+      local begin = world.each_crew(start, make_way)
 
       it("F1 WildfireSync set, --async: the refused update is in failed(), the add applied once", function()
-        begin(SETS.F1)
+        local server, way = begin(SETS.F1)
         day(server, way, { params = { async = true } })
       end)
 
       it("F1 WildfireSync set, --async, the delete made before the crew's edits: reported", function()
-        begin(SETS.F1)
+        local server, way = begin(SETS.F1)
         day(server, way, { params = { async = true } }, false, true)
       end)
 
       it("F1 WildfireSync set, without --async (control): the refused update is in failed()", function()
-        begin(SETS.F1)
+        local server, way = begin(SETS.F1)
         day(server, way, {})
       end)
 
       it("F3 perReplica only, rollback forced: the refused edit reported, the rest uploads and downloads",
         function()
-          begin(SETS.F3)
+          local server, way = begin(SETS.F3)
           day(server, way, {}, true)
         end)
 
       it("F3 perReplica only, rollback forced, --async: the same", function()
-        begin(SETS.F3)
+        local server, way = begin(SETS.F3)
         day(server, way, { params = { async = true } }, true)
       end)
 
       it("F3 perReplica only, rollback forced, the delete made before the crew's edits: the same", function()
-        begin(SETS.F3)
+        local server, way = begin(SETS.F3)
         day(server, way, {}, true, true)
       end)
     end)

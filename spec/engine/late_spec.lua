@@ -99,21 +99,7 @@ for _, s in ipairs(SERVERS) do
   for _, w in ipairs(world.WAYS) do
     local way_name, make_way = w[1], w[2]
     describe(("engine, %s, %s: F2"):format(way_name, server_name), function()
-      local server, way, dir
-
-      local function begin()
-        server = start()
-        dir = helper.tmp_dir()
-        local client = world.client(server)
-        way = make_way(server, client, dir, "perReplica")
-      end
-
-      after_each(function()
-        if way then way.close() end
-        if server then server:stop() end
-        os.execute("rm -rf " .. helper.shell_quote(dir or "/nonexistent"))
-        way, server, dir = nil, nil, nil
-      end)
+      local begin = world.each_crew(start, make_way)
 
       for _, case in ipairs{
         { "a gateway's 504, the request applied 2 s later, sync 2 at once", {}, "504", false },
@@ -124,14 +110,14 @@ for _, s in ipairs(SERVERS) do
         { "an async kick-off answered 504, sync 2 after its job ran", { params = { async = true } }, "504", true },
       } do
         it(case[1] .. ": exactly once, never taken for a copy, no false rejection", function()
-          begin()
+          local server, way = begin()
           day(server, way, case[2], case[3], case[4])
         end)
       end
 
       if way_name == "store" then
         it("--adopt-copy after the late application re-sends nothing of unknown outcome", function()
-          begin()
+          local server, way = begin()
           day(server, way, {}, "504", true, true)
         end)
       end

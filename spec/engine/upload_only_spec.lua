@@ -6,7 +6,6 @@
 -- answer's generation and missed the other crew's change: the two engines
 -- disagreed. Both are driven here, against the emulator and the documented
 -- double.
-local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
 local E01, E03 = world.E01, world.E03
@@ -21,20 +20,10 @@ for _, s in ipairs(SERVERS) do
   for _, w in ipairs(world.WAYS) do
     local way_name, make_way = w[1], w[2]
     describe(("engine, %s, %s: F5"):format(way_name, server_name), function()
-      local server, way, dir
-
-      after_each(function()
-        if way then way.close() end
-        if server then server:stop() end
-        os.execute("rm -rf " .. helper.shell_quote(dir or "/nonexistent"))
-        way, server, dir = nil, nil, nil
-      end)
+      local begin = world.each_crew(start, make_way)
 
       it("a two-way sync after an upload-only one downloads what other crews changed before it", function()
-        server = start()
-        dir = helper.tmp_dir()
-        local client = world.client(server)
-        way = make_way(server, client, dir, "perReplica")
+        local server, way = begin()
         local c = world.checker()
         server:crew_update(E01, { OWNER = "crew B before" })
         local added = way.add{ APN = "UPLOAD-ONLY", OWNER = "crew A" }

@@ -296,6 +296,31 @@ function M.each_test(take, start)
   end)
 end
 
+--- For the tests of the describe it is called in that begin their crew
+-- themselves: `begin(set)` starts the server (`start(set)`), a scratch
+-- directory, a client and the crew's way (`make_way(server, client, dir,
+-- model)`, the model `set.model`, else perReplica) and returns the server,
+-- the way and the directory; after each test, what it began is closed,
+-- stopped and removed.
+-- @tparam function start gives the server (given `set`)
+-- @tparam function make_way a way's maker (@{WAYS})
+-- @treturn function begin
+function M.each_crew(start, make_way)
+  local server, way, dir
+  busted.after_each(function()
+    if way then way.close() end
+    if server then server:stop() end
+    os.execute("rm -rf " .. q(dir or "/nonexistent"))
+    way, server, dir = nil, nil, nil
+  end)
+  return function(set)
+    server = start(set)
+    dir = helper.tmp_dir()
+    way = make_way(server, M.client(server), dir, set and set.model or "perReplica")
+    return server, way, dir
+  end
+end
+
 --- The synchronizeReplica POSTs of the double that carried at least one edit.
 function M.edit_posts(server)
   local list = {}
