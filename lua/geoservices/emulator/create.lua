@@ -166,6 +166,8 @@ local function parse_where(text)
   return tests
 end
 
+-- A feature's attribute `name`, whatever the case of its name (field names
+-- are not case-sensitive on the server).
 local function attribute(attrs, name)
   if attrs[name] ~= nil then return attrs[name] end
   local lower = name:lower()
@@ -175,6 +177,7 @@ local function attribute(attrs, name)
   return nil
 end
 
+-- Whether a feature's attributes pass every test of a where clause (@{parse_where}).
 local function passes(tests, attrs)
   for _, t in ipairs(tests) do
     if not t.test(attribute(attrs, t.field)) then return false end
@@ -548,4 +551,6 @@ function create.unregister(emu, request, service_name)
 end
 
 create.parse_where = parse_where
+create.attribute = attribute
+create.passes = passes
 return create

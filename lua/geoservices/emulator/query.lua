@@ -78,15 +78,6 @@ local function in_values(text)
   end
 end
 
-local function attribute(attrs, name)
-  if attrs[name] ~= nil then return attrs[name] end
-  local lower = name:lower()
-  for k, v in pairs(attrs) do
-    if type(k) == "string" and k:lower() == lower then return v end
-  end
-  return nil
-end
-
 -- A where clause as a test of a feature's attributes, or nil, message.
 local function parse_where(text)
   if text == nil or text:match("^%s*$") or text:match("^%s*1%s*=%s*1%s*$") then
@@ -100,19 +91,14 @@ local function parse_where(text)
     local wanted = {}
     for _, v in ipairs(values) do wanted[guid and guid_key(v) or v] = true end
     return function(attrs)
-      local v = attribute(attrs, field)
+      local v = create.attribute(attrs, field)
       if v == nil or v == json.null then return false end
       return wanted[guid and guid_key(v) or v] == true
     end
   end
   local tests, err = create.parse_where(text)
   if not tests then return nil, err end
-  return function(attrs)
-    for _, t in ipairs(tests) do
-      if not t.test(attribute(attrs, t.field)) then return false end
-    end
-    return true
-  end
+  return function(attrs) return create.passes(tests, attrs) end
 end
 
 local function object_ids(text)
