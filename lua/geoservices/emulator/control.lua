@@ -10,6 +10,7 @@
 --   race (another replica's edits synchronized right before the next
 --   request of a route: emulator.race);
 -- * echo (what a request carried, summarised).
+local answers = require "geoservices.emulator.answers"
 local json = require "geoservices.base.json"
 local jobs = require "geoservices.emulator.jobs"
 local race = require "geoservices.emulator.race"
@@ -17,14 +18,7 @@ local settings = require "geoservices.emulator.settings"
 
 local control = {}
 
-local function json_response(status, value)
-  return {
-    status = status,
-    headers = { ["Content-Type"] = "application/json; charset=utf-8" },
-    body = json.encode(value),
-  }
-end
-control.json_response = json_response
+local json_response = answers.json
 
 local function bad_request(message)
   return json_response(400, { error = { code = 400, message = tostring(message) } })

@@ -363,10 +363,7 @@ end
 
 -- ---------------------------------------------------------------- handlers
 
-local function http_error(status, body)
-  return { status = status, headers = { ["Content-Type"] = "application/json; charset=utf-8" },
-           body = json.encode(body) }
-end
+local http_error = answers.json
 
 local function service_url(emu, name)
   return ("%s/%s/FeatureServer"):format(emu:url(), name)

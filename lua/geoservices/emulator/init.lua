@@ -12,6 +12,7 @@
 local core = require "geoservices.core"
 local httpd = require "geoservices.httpd"
 local json = require "geoservices.base.json"
+local answers = require "geoservices.emulator.answers"
 local attachments = require "geoservices.emulator.attachments"
 local admin = require "geoservices.emulator.admin"
 local auth = require "geoservices.emulator.auth"
@@ -243,13 +244,7 @@ function Emulator:load_state()
   return true
 end
 
-local function json_response(status, value)
-  return {
-    status = status,
-    headers = { ["Content-Type"] = "application/json; charset=utf-8" },
-    body = json.encode(value),
-  }
-end
+local json_response = answers.json
 
 local function html_response(status, title)
   return {

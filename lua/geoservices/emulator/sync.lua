@@ -25,10 +25,7 @@ local function service_url(emu, name)
 end
 
 -- An error with its own HTTP status (400 for malformed input), JSON body.
-local function http_error(status, body)
-  return { status = status, headers = { ["Content-Type"] = "application/json; charset=utf-8" },
-           body = json.encode(body) }
-end
+local http_error = answers.json
 
 --- The value of returnAttachmentDatabyURL, the spelling of the vendor's
 -- synchronizeReplica page and form, or of returnAttachmentsDataByUrl (its

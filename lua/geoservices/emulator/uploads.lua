@@ -23,7 +23,6 @@
 local answers = require "geoservices.emulator.answers"
 local core = require "geoservices.core"
 local disk = require "geoservices.emulator.disk"
-local json = require "geoservices.base.json"
 local metadata = require "geoservices.emulator.metadata"
 
 local uploads = {}
@@ -33,10 +32,7 @@ local items = {}
 
 local error_body = answers.error_body
 
-local function json_answer(status, body)
-  return { status = status, headers = { ["Content-Type"] = "application/json; charset=utf-8" },
-           body = json.encode(body) }
-end
+local json_answer = answers.json
 
 --- The bytes of an item, or nil when there is no such item.
 function uploads.content(id)
