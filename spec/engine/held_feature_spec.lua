@@ -111,6 +111,43 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       c.done()
     end)
 
+    -- Two updates of the feature, each made and synced while its add is held: both wait, and what
+    -- reaches the server is the later one's values (joined to the earlier's other fields), never
+    -- the earlier's over them.
+    it(way_name .. ": two updates made while its add is held: the later values reach the server", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      local held = { late_window = 60 }
+      local added = way.add{ APN = "HELD-TWICE", OWNER = "first" }
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                            attempts = { 1 } }))
+      c.check(not way.sync(held), "sync 1 succeeded through a reset")
+      way.update(added, { OWNER = "second", APN = "HELD-TWICE-2" })
+      local r2, e2 = way.sync(held)
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      way.update(added, { OWNER = "third" })
+      local r3, e3 = way.sync(held)
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      for i = 4, 5 do
+        local r, e = way.sync{ late_window = 0 }
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+      end
+      local f = server:feature(added)
+      c.check(f and f.OWNER == "third", "the server holds OWNER " .. tostring(f and f.OWNER) .. ", not the later third")
+      c.check(f and f.APN == "HELD-TWICE-2", "the server holds APN " .. tostring(f and f.APN)
+        .. ": the earlier update's other field was dropped")
+      local attempts, applied = world.tally(server, way.origin)
+      local add = "add|" .. world.norm(added)
+      c.check((applied[add] or 0) == 1 and (attempts[add] or 0) == 1, ("the add sent %d, applied %d times"):format(
+        attempts[add] or 0, applied[add] or 0))
+      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
+      c.check(way.pending() == 0, "edits still queued or journaled")
+      way.close()
+      cl:close()
+      c.done()
+    end)
+
     it(way_name .. ": the update waits for its add, then goes once", function()
       local c = world.checker()
       local cl = world.client(server, true)

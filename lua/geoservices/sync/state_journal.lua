@@ -57,10 +57,11 @@ end
 M.each_edit = each_edit
 
 -- The 2.1 list of the edits for which keep(key) is true (nil when none).
-local function select_edits(list, keep)
+local function select_edits(list, keep, item_of)
   local out, by_layer, n = json.array(), {}, 0
   each_edit(list, function(key, layer, target, op, _, item)
     if not keep(key) then return end
+    if item_of then item = item_of(key, item) end
     local entry = by_layer[layer]
     if not entry then
       entry = { id = layer }
@@ -78,19 +79,40 @@ local function select_edits(list, keep)
   return n > 0 and out or nil
 end
 
--- The union of two 2.1 lists; an edit both carry is sent once.
+-- Two edits of one key (an update of a feature, twice): the later's
+-- values over the earlier's, the earlier's other fields kept.
+local function joined(earlier, later)
+  if type(earlier) ~= "table" or type(later) ~= "table" or type(earlier.attributes) ~= "table"
+     or type(later.attributes) ~= "table" then
+    return later
+  end
+  local out = {}
+  for k, v in pairs(earlier) do out[k] = v end
+  for k, v in pairs(later) do out[k] = v end
+  out.attributes = json.object()
+  for k, v in pairs(earlier.attributes) do out.attributes[k] = v end
+  for k, v in pairs(later.attributes) do out.attributes[k] = v end
+  return out
+end
+
+-- The union of two 2.1 lists, `second` the later: an edit both carry is
+-- sent once, with the later's values joined to the earlier's (the caller's
+-- update of a feature over the journal's older one, which is sent again
+-- or waits: the older values must never go over the newer).
 local function merged_edits(first, second)
   if first == nil then return second end
   if second == nil then return first end
   local both = json.array()
   for _, e in ipairs(first) do both[#both + 1] = e end
   for _, e in ipairs(second) do both[#both + 1] = e end
+  local latest = {}
+  each_edit(both, function(key, _, _, _, _, item) latest[key] = joined(latest[key], item) end)
   local taken = {}
   return select_edits(both, function(key)
     if taken[key] then return false end
     taken[key] = true
     return true
-  end)
+  end, function(key) return latest[key] end)
 end
 
 -- The feature an edit's key names (layer, target, GlobalID): its key without the operation.
