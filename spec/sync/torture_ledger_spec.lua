@@ -39,6 +39,19 @@ local function analyse(l, entries, value)
 end
 
 describe("torture ledger", function()
+  it("a refusal naming no value tells of the run's own update, not of an earlier one applied", function()
+    -- runs 1-3: the add, two updates applied; run 4's update refused (B deleted X first) and reported
+    -- rejected by client:sync, whose failed_edits carry no value
+    local l = ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } }
+    local refused = l:record("a", "update", X, "u3", 4)
+    refused.expect_rejection = true
+    l:report{ { op = "update", globalId = X, how = "failed_edits" } }
+    local t = analyse(l, { entry("add", "v-add", 2), entry("update", "u1", 4), entry("update", "u2", 6),
+                           entry("delete", nil, 8, { origin = B }), entry("update", "u3", 8, { refused = true }) }, nil)
+    assert.same({ false_rejections = 0, raced = 1, lost = 0 },
+      { false_rejections = t.false_rejections, raced = t.raced, lost = t.lost })
+  end)
+
   it("an update that reached the server in its feature's add is folded, not lost", function()
     local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "v-upd" } }, { entry("add", "v-upd", 3) }, "v-upd")
     assert.same({ lost = 0, folded = 1, wrong = 0, duplicated = 0 },

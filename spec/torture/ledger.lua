@@ -94,10 +94,30 @@ function Ledger:received_change(kind, record)
   self.b_view[norm(gid)] = kind ~= "delete" and value or false
 end
 
--- How the user was told about an edit, if at all.
+-- Whether A's user made another edit of `e`'s kind and feature after it, by `upto` (an action).
+function Ledger:newer_of_its_kind(e, upto)
+  for _, o in ipairs(self.edits) do
+    if o.who == e.who and o.op == e.op and o.gid == e.gid and o.action > e.action and o.action <= upto then
+      return true
+    end
+  end
+  return false
+end
+
+-- How the user was told about an edit, if at all. A report that names no
+-- value (client:sync's failed_edits carry none) tells of the latest edit
+-- of its kind and feature made by then: the run's own edit, not an
+-- earlier update of that feature the server applied (counted a false
+-- rejection before, when a later update of it was refused).
 function Ledger:reported_how(e)
   for _, r in ipairs(self.reports[("%s|%s"):format(e.op, e.gid)] or {}) do
-    if r.action >= e.action and (r.value == nil or e.value == nil or r.value == e.value) then return r.how end
+    if r.action >= e.action then
+      if r.value ~= nil and e.value ~= nil then
+        if r.value == e.value then return r.how end
+      elseif not self:newer_of_its_kind(e, r.action) then
+        return r.how
+      end
+    end
   end
   return nil
 end
