@@ -91,4 +91,32 @@ describe("engine, the late window (a gateway's lost answer, the server 3 s behin
       c.done()
     end)
   end
+
+  -- A download (no edits) whose answer the gateway lost runs on the server 2 s later and moves the
+  -- replica's generation there after the store's next sync learnt it: the store's own late request,
+  -- not another copy's. Within the window the copy check lets it be; after it, the store learns the
+  -- server's generation, and a real copy is refused again.
+  it("store: its own download landing late is not taken for another copy", function()
+    local c = world.checker()
+    local cl = world.client(server, true)
+    local way = world.store_way(server, cl, dir, "perReplica")
+    local opts = { late_window = 60 }
+    server:gateway("504", 2000)
+    c.check(not way.sync(opts), "sync 1 succeeded through a 504")
+    server:gateway(nil)
+    local r2, e2 = way.sync(opts)
+    c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+    helper.wait_for("the server to run the request the gateway answered", function()
+      return server:held() == 0
+    end, 30)
+    local r3, e3 = way.sync(opts)
+    c.check(r3, "sync 3 (the late download landed) failed: " .. world.message_of(e3))
+    local r4, e4 = way.sync{ late_window = 0 } -- the window over: the store learns the server's generation
+    c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+    local r5, e5 = way.sync{ late_window = 0 }
+    c.check(r5, "sync 5 failed: " .. world.message_of(e5))
+    way.close()
+    cl:close()
+    c.done()
+  end)
 end)

@@ -429,9 +429,12 @@ local function after_failure(client, j, err, sent, opts, resent)
     j:abandon() -- it never left, or the server refused it whole: nothing applied
     return nil, err
   end
-  local late = err.outcome_unknown == true and not sent.job and not sent.answered and may_come_late(err)
+  -- the server may still run the request (its answer lost on the way back), edits or not: a download
+  -- landing late moves the replica's generation too (the store's copy check waits: `lost_at`)
+  local lost = not sent.job and not sent.answered and may_come_late(err)
+  local late = err.outcome_unknown == true and lost
   local summary, verr = read_back(client, j, { completed = false, provisional = late,
-    lost_at = late and os.time() or nil }, opts)
+    lost_at = lost and os.time() or nil }, opts)
   if not summary then return nil, err, verr end
   if not nothing_applied then
     j:note_read(err, summary)

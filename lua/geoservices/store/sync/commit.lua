@@ -131,7 +131,7 @@ function commit.verified(st, attempt_id, by_seq, object_ids, rows, summary, opts
     rep, err = st:replica()
     if not rep then return nil, err end
     local m, c
-    ok, m, c = integrity.record_generation(st, rep, { unknown = true })
+    ok, m, c = integrity.record_generation(st, rep, { unknown = true, lost_at = opts and opts.lost_at })
     if not ok then return nil, db_fail(st, m, c) end
     ok, err = st:end_attempt(attempt_id, by_seq, opts)
     if not ok then return nil, err end

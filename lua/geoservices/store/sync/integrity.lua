@@ -16,7 +16,11 @@
 --   sync's own move, and the next check compares with it, so a copy that
 --   synchronizes later is still refused. Only while that read cannot be
 --   made (the attempt still unresolved, the server unreachable, an
---   upload-only answer without a generation) is the check skipped.
+--   upload-only answer without a generation) is the check skipped; and
+--   while THE LATE WINDOW of a lost request lasts (geoservices.sync.attempt:
+--   the server may still run it, a download too, and move the generation
+--   after the store learnt it), after which the server's generation is
+--   learnt again. A copy that synchronizes within that window is missed.
 --   `opts.adopt_copy` takes this copy as the replica's on purpose;
 -- * the result file a killed sync left beside the store is removed (its
 --   name is fixed per store: one sync runs at a time, under the store's lock).
@@ -24,6 +28,7 @@
 -- Internal: geoservices.store.sync.
 -- @module geoservices.store.sync.integrity
 -- @local
+local attempt = require "geoservices.sync.attempt"
 local errors = require "geoservices.base.errors"
 local json = require "geoservices.base.json"
 
@@ -82,8 +87,21 @@ end
 function integrity.check_copy(st, client, rep, opts)
   local info = type(rep.info) == "table" and rep.info or {}
   if opts.adopt_copy or info.generation_unknown then return true end
+  local ends = attempt.window_end({ lost_at = math.tointeger(info.lost_at) }, opts.late_window)
+  if ends and os.time() < ends then return true end -- a lost request of ours may still move it (below)
   local server = client:replica_info(rep.service, rep.replicaID, { timeout = opts.timeout })
   if not server then return true end -- unreadable: the synchronization itself says why
+  if ends then
+    -- THE LATE WINDOW of a lost request is over: what the server holds now counts as the store's
+    -- own (that request may have landed after the store's last sync); from here on a move is a copy's
+    st:transaction(function() -- (not recorded: the next sync learns it again)
+      info.lost_at = nil
+      local done, msg = integrity.record_generation(st, rep, { seen = server })
+      if not done then return nil, msg end
+      return true
+    end)
+    return true
+  end
   local mine = held(rep)
   local ahead
   if rep.syncModel == "perLayer" then
@@ -136,11 +154,14 @@ end
 -- check is skipped).
 -- @param st the store
 -- @tparam table rep its replica
--- @tparam table how `committed` (true), `seen` (the answer's generations), `unknown` (true)
+-- @tparam table how `committed` (true), `seen` (the answer's generations), `unknown` (true), `lost_at`
+--   (with `unknown`: the answer was lost, os.time; until THE LATE WINDOW after it is over the copy check
+--   waits: the request may still land and move the generation, geoservices.sync.attempt)
 -- @return true, or nil, msg, code
 function integrity.record_generation(st, rep, how)
   local info = type(rep.info) == "table" and rep.info or {}
   info.server_gens, info.generation_unknown = nil, nil
+  if math.type(how.lost_at) == "integer" then info.lost_at = math.max(how.lost_at, info.lost_at or 0) end
   if how.unknown then
     info.generation_unknown = true
   elseif how.seen then

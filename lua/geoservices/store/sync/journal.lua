@@ -341,8 +341,13 @@ function Journal:settle_read(verdicts, object_ids, how)
   -- an uploaded edits file stays in the attempt while the engine keeps it (geoservices.sync.attempt:
   -- UPLOADED EDITS FILES), as rows not shown do
   local item = how.uploaded and how.uploaded.kept
+  -- a lost request that may still land moves the replica's generation late (the copy check waits:
+  -- geoservices.store.sync.integrity): one without edits (nothing shows it landed), or one whose edits
+  -- are not all shown settled; edits shown applied or refused tell it has run
+  local open = #rows == 0 or item
+  for _, r in ipairs(rows) do open = open or by_seq[r.seq] == nil end
   local ok, err = commit.verified(self.st, self.id, by_seq, object_ids, rows, summary, { keep_unsettled = keep,
-    keep_attempt = item })
+    keep_attempt = item, lost_at = open and how.lost_at or nil })
   if not ok then return nil, err end
   local left, resent = {}, {}
   for _, r in ipairs(rows) do
