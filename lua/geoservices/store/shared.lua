@@ -1,5 +1,5 @@
 --- What the replica store's modules (init, building, features, queue...)
--- share: the error of a SQLite failure, the time stamp of a row, the one
+-- share: the error of a SQLite failure, a list of statements run in order, the time stamp of a row, the one
 -- spelling of a GlobalID, a layer's spec, the wait for another connection's
 -- lock, a layer registered with the C core. Internal.
 -- @module geoservices.store.shared
@@ -31,6 +31,18 @@ function shared.db_error(path, msg, code)
     end
   end
   return errors.new("io", ("replica store %s: %s"):format(path, msg), { code = code, path = path })
+end
+
+--- Runs the statements of `list` in order on `db`, up to the first that fails.
+-- @param db the connection
+-- @tparam {string,...} list SQL statements
+-- @return true, or nil, msg, code (the failed statement's)
+function shared.exec_all(db, list)
+  for _, sql in ipairs(list) do
+    local ok, m, c = db:exec(sql)
+    if not ok then return nil, m, c end
+  end
+  return true
 end
 
 --- A word (a store's path) as the shell reads it back, for the commands

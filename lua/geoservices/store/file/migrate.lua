@@ -42,6 +42,7 @@ local layer_styles = require "geoservices.store.qgis.layer_styles"
 local migrate4 = require "geoservices.store.file.migrate4"
 local project = require "geoservices.store.qgis.project"
 local schema = require "geoservices.store.file.schema"
+local shared = require "geoservices.store.shared"
 
 local migrate = {}
 
@@ -59,13 +60,7 @@ end
 
 local q = schema.ident
 
-local function exec_all(db, list)
-  for _, sql in ipairs(list) do
-    local ok, m, c = db:exec(sql)
-    if not ok then return nil, m, c end
-  end
-  return true
-end
+local exec_all = shared.exec_all
 
 -- The statements of schema.layer_sql that start with `prefix`: the R-tree
 -- triggers and the OBJECTID index of a rebuilt table.

@@ -29,6 +29,7 @@ local attachment_edits = require "geoservices.store.edits.attachment_edits"
 local json = require "geoservices.base.json"
 local relations = require "geoservices.store.file.relations"
 local schema = require "geoservices.store.file.schema"
+local shared = require "geoservices.store.shared"
 local srs = require "geoservices.store.file.srs"
 
 local q = schema.ident
@@ -36,13 +37,7 @@ local MEDIA = "geoservices_attachments"
 local QUEUE = attachment_edits.QUEUE
 local QUEUE_CREATE = "CREATE TABLE IF NOT EXISTS " .. QUEUE
 
-local function exec_all(db, list)
-  for _, sql in ipairs(list) do
-    local ok, m, c = db:exec(sql)
-    if not ok then return nil, m, c end
-  end
-  return true
-end
+local exec_all = shared.exec_all
 
 local function exists(db, name)
   local rows, m, c = db:rows("SELECT sql FROM sqlite_master WHERE name = ?", name)

@@ -150,11 +150,9 @@ function shape.remake(db, spec, layers)
   for _, sql in ipairs(on_it) do
     if trigger_on(sql, t) then list[#list + 1] = sql end
   end
-  for _, sql in ipairs(list) do
-    local ok
-    ok, m, c = db:exec(sql)
-    if not ok then return nil, m, c end
-  end
+  local ok
+  ok, m, c = shared.exec_all(db, list)
+  if not ok then return nil, m, c end
   -- its unsent adds and updates lost their values with the table: reported
   -- with the failed edits, never sent (its deletes still go: they send the GlobalID alone)
   local unsent = "layer_id = ? AND attempt_id IS NULL AND op IN ('add', 'update')"
