@@ -371,10 +371,8 @@ end
 
 --- POST {service}/FeatureServer/createReplica
 function create.create_replica(emu, request, service_name)
-  local denied = metadata.check_token(emu, request)
-  if denied then return denied end
-  local svc = emu.world.feature_services[service_name]
-  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local svc, refused = metadata.service(emu, request, service_name)
+  if not svc then return refused end
   local plan, err = create.plan(svc, request.form, emu.settings)
   if plan then plan.service_url = service_url(emu, service_name) end
   if not plan then return err end
@@ -450,10 +448,8 @@ end
 
 --- The replica's resource: GET/POST {service}/FeatureServer/replicas/{id}
 function create.replica_info(emu, request, service_name, id_text)
-  local denied = metadata.check_token(emu, request)
-  if denied then return denied end
-  local svc = emu.world.feature_services[service_name]
-  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local svc, refused = metadata.service(emu, request, service_name)
+  if not svc then return refused end
   local id = decode_id(id_text)
   local replica = svc.replicas[id]
   if not replica then
@@ -497,10 +493,8 @@ end
 -- Service)": every replica for an administrator, only the user's own
 -- otherwise), oldest first.
 function create.list_replicas(emu, request, service_name)
-  local denied = metadata.check_token(emu, request)
-  if denied then return denied end
-  local svc = emu.world.feature_services[service_name]
-  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local svc, refused = metadata.service(emu, request, service_name)
+  if not svc then return refused end
   local user = metadata.user_of(emu, request)
   local list = {}
   for _, r in pairs(svc.replicas) do
@@ -518,10 +512,8 @@ end
 
 --- POST {service}/FeatureServer/unRegisterReplica (replicaID)
 function create.unregister(emu, request, service_name)
-  local denied = metadata.check_token(emu, request)
-  if denied then return denied end
-  local svc = emu.world.feature_services[service_name]
-  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local svc, refused = metadata.service(emu, request, service_name)
+  if not svc then return refused end
   local rid = request.form.replicaID
   if rid == nil or rid == "" then
     return nil, http_error(400, error_body(400, "Unable to unregister replica.", { "'replicaID' is required." }))

@@ -43,6 +43,16 @@ function metadata.check_token(emu, request)
   return denied
 end
 
+--- The feature service a request names, its token checked first (@{check_token}).
+-- @return the service, or nil and the answer: the token's refusal, or 404 naming the service
+function metadata.service(emu, request, service_name)
+  local denied = metadata.check_token(emu, request)
+  if denied then return nil, denied end
+  local svc = emu.world.feature_services[service_name]
+  if not svc then return nil, error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  return svc
+end
+
 --- The user of the request's token, or nil.
 function metadata.user_of(emu, request)
   if auth.token_of(request.form or {}, request) == nil then return nil end
@@ -269,10 +279,8 @@ end
 
 --- The service resource.
 function metadata.service_resource(emu, request, service_name)
-  local denied = metadata.check_token(emu, request)
-  if denied then return denied end
-  local svc = emu.world.feature_services[service_name]
-  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local svc, refused = metadata.service(emu, request, service_name)
+  if not svc then return refused end
   local sr = metadata.spatial_reference(svc)
   local layers, tables = json.array(), json.array()
   for _, layer in ipairs(sorted_layers(svc)) do
@@ -335,10 +343,8 @@ end
 
 --- The layer (or table) resource.
 function metadata.layer_resource(emu, request, service_name, id_text)
-  local denied = metadata.check_token(emu, request)
-  if denied then return denied end
-  local svc = emu.world.feature_services[service_name]
-  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local svc, refused = metadata.service(emu, request, service_name)
+  if not svc then return refused end
   local id = math.tointeger(tonumber(id_text))
   local layer = id and svc.layers[id]
   if not layer then
@@ -403,10 +409,8 @@ end
 -- it, https://developers.arcgis.com/rest/services-reference/enterprise/all-layers-and-tables/
 -- and as ArcGIS REST JS's getAllLayersAndTables reads it).
 function metadata.layers_resource(emu, request, service_name)
-  local denied = metadata.check_token(emu, request)
-  if denied then return denied end
-  local svc = emu.world.feature_services[service_name]
-  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local svc, refused = metadata.service(emu, request, service_name)
+  if not svc then return refused end
   local layers, tables = json.array(), json.array()
   for _, layer in ipairs(sorted_layers(svc)) do
     local doc = metadata.layer_resource(emu, request, service_name, tostring(layer.id))

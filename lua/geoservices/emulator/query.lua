@@ -127,10 +127,8 @@ end
 
 --- GET/POST {service}/FeatureServer/{layer}/query
 function query.handler(emu, request, service_name, id_text)
-  local denied = metadata.check_token(emu, request)
-  if denied then return denied end
-  local svc = emu.world.feature_services[service_name]
-  if not svc then return error_body(404, ("Service %s/FeatureServer not found."):format(service_name)) end
+  local svc, refused = metadata.service(emu, request, service_name)
+  if not svc then return refused end
   local id = math.tointeger(tonumber(id_text))
   local layer = id and svc.layers[id]
   if not layer then return invalid(("Layer %s does not exist."):format(id_text)) end
