@@ -13,9 +13,10 @@ local ledger_mod = require "spec.torture.ledger"
 local A, B = "{AAAAAAAA-0000-4000-8000-00000000000A}", "{BBBBBBBB-0000-4000-8000-00000000000B}"
 local X = "{11111111-2222-4333-8444-555555555555}"
 
--- A ledger of A's edits of feature X: `edits` {{op, value[, run]}, ...} in order (runs 1, 2, ... unless given).
-local function ledger_of(edits)
-  local l = ledger_mod.new(A, B)
+-- A ledger of A's edits of feature X: `edits` {{op, value[, run]}, ...} in order (runs 1, 2, ... unless given);
+-- `fold_runs` as ledger.new's.
+local function ledger_of(edits, fold_runs)
+  local l = ledger_mod.new(A, B, fold_runs)
   for i, e in ipairs(edits) do l:record("a", e[1], X, e[2], e[3] or i) end
   return l
 end
@@ -68,6 +69,18 @@ describe("torture ledger", function()
       local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
         { entry("add", "v-add", 3), entry("update", "u2", 5) }, "u2")
       assert.same({ lost = 0, folded = 1, wrong = 0 }, { lost = t.lost, folded = t.folded, wrong = t.wrong })
+    end)
+
+  it("updates of three runs made while their feature's add was held in a late window go as the last: folded",
+    function()
+      -- the late window (geoservices.sync.attempt) holds the add over several runs
+      local t = analyse(ledger_of({ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" }, { "update", "u3" } },
+        6), { entry("add", "u3", 9) }, "u3")
+      assert.same({ lost = 0, folded = 3, wrong = 0 }, { lost = t.lost, folded = t.folded, wrong = t.wrong })
+      -- with a hold of one sync (fold_runs 1) the run-2 update would have gone by run 3: lost
+      local one = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" }, { "update", "u3" } },
+        { entry("add", "u3", 9) }, "u3")
+      assert.equal(1, one.lost)
     end)
 
   it("two updates made while their feature's add was held both go in that add: folded, not lost", function()

@@ -17,7 +17,9 @@
 --                an add and a delete of the feature go as nothing (no
 --                attempt of either in the change log); an update held so
 --                and the next run's edit of its feature go as that edit
---                (no attempt of the first, the second applied)
+--                (no attempt of the first, the later applied); in a mode
+--                whose late window holds a lost answer's edits over several
+--                runs, a later run's (`fold_runs`)
 --   duplicated   an add whose GlobalID reached the server more than once
 --                (refused attempts included: the server refusing a duplicate
 --                does not make sending it right)
@@ -51,9 +53,13 @@ local function norm(gid)
 end
 M.norm = norm
 
-function M.new(a_origin, b_origin)
+--- A ledger; `fold_runs`: how many runs later an edit of A's may still
+-- carry an earlier one the server never saw (1: the next run's, an add held
+-- one sync; more in a mode whose late window holds a lost answer's edits
+-- over several runs).
+function M.new(a_origin, b_origin, fold_runs)
   return setmetatable({
-    a_origin = norm(a_origin), b_origin = norm(b_origin),
+    a_origin = norm(a_origin), b_origin = norm(b_origin), fold_runs = fold_runs or 1,
     action = 0,
     edits = {},      -- {who = "a"|"b", op =, gid =, value =, action =, run =}
     reports = {},    -- "op|gid" -> list of {action =, how =}
@@ -192,9 +198,10 @@ function Ledger:folded(e, by_gid, applied_of)
     local seen = false
     for _, entry in ipairs(entries) do seen = seen or value_of(entry) == e.value end
     for _, other in ipairs(seen and {} or self.edits) do
-      if other.who == "a" and other.gid == e.gid and other.run == e.run + 1 and other.op ~= "add"
+      if other.who == "a" and other.gid == e.gid and other.run > e.run
+        and other.run <= e.run + self.fold_runs and other.op ~= "add"
         and ((applied_of[other] and #applied_of[other] > 0) or (other.op == "update" and in_add(other.value))) then
-        return ("in the %s of its feature made the next run (%s)"):format(other.op, tostring(other.value or ""))
+        return ("in the %s of its feature made in run %d (%s)"):format(other.op, other.run, tostring(other.value or ""))
       end
     end
     return nil
