@@ -27,20 +27,7 @@ local function xml(s)
                                          ["'"] = "&apos;" }))
 end
 
--- CRC-32 (ISO 3309, as zip needs it)
-local CRC = {}
-for i = 0, 255 do
-  local c = i
-  for _ = 1, 8 do
-    if c & 1 == 1 then c = 0xEDB88320 ~ (c >> 1) else c = c >> 1 end
-  end
-  CRC[i] = c
-end
-local function crc32(s)
-  local c = 0xFFFFFFFF
-  for i = 1, #s do c = CRC[(c ~ s:byte(i)) & 0xFF] ~ (c >> 8) end
-  return c ~ 0xFFFFFFFF
-end
+local crc32 = qgz.crc32 -- CRC-32 (ISO 3309, as zip needs it)
 
 -- a zip of one stored (uncompressed) entry
 local function zip(name, data)
