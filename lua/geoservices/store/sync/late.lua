@@ -18,7 +18,7 @@
 -- @local
 local conflicts = require "geoservices.store.edits.conflicts"
 local json = require "geoservices.base.json"
-local merge = require "geoservices.sync.merge"
+local compare = require "geoservices.sync.compare"
 local outgoing = require "geoservices.store.edits.outgoing"
 local shared = require "geoservices.store.shared"
 
@@ -28,23 +28,13 @@ late.DESCRIPTION = "the server applied this edit late (its answer was lost), aft
   .. "feature, which it replaced: the server and the table hold this edit's values, the other crew's are kept here "
   .. "(resolve with the server's version to put them back)"
 
-local function decoded(v)
-  if type(v) == "string" then
-    local ok, t = pcall(json.decode, v)
-    return ok and t or nil
-  end
-  return v
-end
-
--- Whether `current` (the table's feature) holds every value `sent` carries.
-local function holds(spec, current, sent)
-  for k, v in pairs(sent.attributes or {}) do
-    if k ~= spec.globalid and k ~= spec.oid and not merge.same("any", current.attributes[k], v) then
-      return false
-    end
-  end
-  if sent.geometry ~= nil and not merge.same("geometry", current.geometry, sent.geometry) then return false end
-  return true
+-- A copy of `feature` with the values `sent` carries over its own.
+local function with_sent(feature, sent)
+  local out = { attributes = json.object(), geometry = feature.geometry }
+  for k, v in pairs(feature.attributes) do out.attributes[k] = v end
+  for k, v in pairs(sent.attributes or {}) do out.attributes[k] = v end
+  if sent.geometry ~= nil then out.geometry = sent.geometry end
+  return out
 end
 
 -- Whether a local edit of the row's feature was queued after it; the base
@@ -56,10 +46,9 @@ local function edited_since(st, spec, r, sent)
   for _, q in ipairs(rows) do
     local base = q.base ~= nil and outgoing.base(spec, q.base) -- kept as the row was (capture)
     if type(base) == "table" and type(base.attributes) == "table" then
-      for k, v in pairs(sent.attributes or {}) do base.attributes[k] = v end
-      if sent.geometry ~= nil then base.geometry = sent.geometry end
       local ok
-      ok, m, c = st.db:run("UPDATE gpkgext_geoservices_edits SET base = ? WHERE seq = ?", json.encode(base), q.seq)
+      ok, m, c = st.db:run("UPDATE gpkgext_geoservices_edits SET base = ? WHERE seq = ?",
+        json.encode(with_sent(base, sent)), q.seq)
       if not ok then return nil, m, c end
     end
   end
@@ -71,25 +60,23 @@ end
 -- replaced them since. Returns the conflicts kept (for the result), or nil, err.
 -- @param st the store (in a transaction, uncaptured)
 -- @int attempt_id the attempt
--- @tparam table rows its queue rows (`seq`, `layer`, `op`, `globalId`, `feature` (what was sent), `base`)
+-- @tparam table rows its queue rows, as st:pending() gives them (`seq`, `layer`, `op`, `globalId`, `feature`
+--   (what was sent), `base`: decoded)
 -- @tparam table by_seq each row's fate (geoservices.store.sync.commit.outcomes)
 function late.landed(st, attempt_id, rows, by_seq)
   local kept = {}
   for _, r in ipairs(rows) do
-    local spec, sent = st.layers[r.layer], decoded(r.feature)
+    local spec, sent = st.layers[r.layer], r.feature
     if by_seq[r.seq] == true and r.op == "update" and spec and type(sent) == "table" then
       local current, m, c = st.db:get(r.layer, r.globalId)
       if current == nil and m then return nil, shared.db_error(st.path, m, c) end
       local edited
       edited, m, c = edited_since(st, spec, r, sent)
       if edited == nil then return nil, shared.db_error(st.path, m, c) end
-      if current and not edited and not holds(spec, current, sent) then
-        local target = { attributes = json.object(), geometry = current.geometry }
-        for k, v in pairs(current.attributes) do target.attributes[k] = v end
-        for k, v in pairs(sent.attributes or {}) do target.attributes[k] = v end
-        if sent.geometry ~= nil then target.geometry = sent.geometry end
+      local own = { [spec.globalid] = true, [spec.oid or "OBJECTID"] = true } -- the server fills them
+      if current and not edited and not compare.holds(current, sent, own) then
         local ok
-        ok, m, c = st.db:put(r.layer, target)
+        ok, m, c = st.db:put(r.layer, with_sent(current, sent))
         if ok then
           ok, m, c = conflicts.keep(st, { seq = r.seq, layer = r.layer, op = r.op, gid = r.globalId,
             feature = json.encode(sent), base = r.base ~= nil and json.encode(r.base) or nil,
