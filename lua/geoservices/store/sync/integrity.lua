@@ -77,6 +77,17 @@ local function held(rep)
   return gens
 end
 
+-- Keeps the server's generations of the replica (its resource) as the ones
+-- the store last saw, in a transaction of its own: true when kept.
+local function keep_seen(st, rep, server)
+  local ok = st:transaction(function()
+    local done, msg = integrity.record_generation(st, rep, { seen = server })
+    if not done then return nil, msg end
+    return true
+  end)
+  return ok == true
+end
+
 --- Refuses to synchronize a copy of the store that another copy has
 -- synchronized since (see the module's description).
 -- @param st the store
@@ -94,12 +105,8 @@ function integrity.check_copy(st, client, rep, opts)
   if ends then
     -- THE LATE WINDOW of a lost request is over: what the server holds now counts as the store's
     -- own (that request may have landed after the store's last sync); from here on a move is a copy's
-    st:transaction(function() -- (not recorded: the next sync learns it again)
-      info.lost_at = nil
-      local done, msg = integrity.record_generation(st, rep, { seen = server })
-      if not done then return nil, msg end
-      return true
-    end)
+    info.lost_at = nil
+    keep_seen(st, rep, server) -- (not recorded: the next sync learns it again)
     return true
   end
   local mine = held(rep)
@@ -139,12 +146,7 @@ function integrity.learn_generation(st, client, opts)
   if st:attempt() ~= false then return false end -- its outcome is not known yet
   local server = client:replica_info(rep.service, rep.replicaID, { timeout = opts and opts.timeout })
   if not server then return false end
-  local ok = st:transaction(function()
-    local done, msg = integrity.record_generation(st, rep, { seen = server })
-    if not done then return nil, msg end
-    return true
-  end)
-  return ok == true
+  return keep_seen(st, rep, server)
 end
 
 --- Records in the replica's info (in the caller's transaction) what a
