@@ -96,12 +96,10 @@ local function notes(st, result, refused, schema_notes, window)
   local params = a and type(a.params) == "table" and a.params or {}
   local ends = attempt.window_end({ lost_at = math.tointeger(params.lost_at) }, window)
   if params.provisional and ends and ends > os.time() then
-    local queued = st:pending() or {}
-    local held = 0
-    for _, r in ipairs(queued) do
-      if r.attempt == a.id then held = held + 1 end
-    end
-    local others = #queued - held
+    -- counted, not read: the queue may be long and each row decoded
+    local counts = st.db:rows("SELECT count(*) AS queued, count(CASE WHEN attempt_id = ? THEN 1 END) AS held "
+      .. "FROM gpkgext_geoservices_edits", a.id) or { { queued = 0, held = 0 } }
+    local held, others = counts[1].held, counts[1].queued - counts[1].held
     lines[#lines + 1] = ("held: %d edit(s) of a synchronization whose answer was lost: the server may still apply "
       .. "them until %s UTC; each sync reads them again, and one after that sends again those the server does not "
       .. "show applied (--late-window SECONDS shortens the wait)%s"):format(held,
