@@ -78,6 +78,23 @@ function helper.wait_for(what, pred, timeout)
   end
 end
 
+--- For a scenario that needs the spec to act inside a window the emulator's
+-- clock opens (a job's phase, a gateway's delay, a delayed answer): runs
+-- `run(ms)` with each window length of `lengths` in turn until it returns
+-- true, and returns that length. `run` asserts whatever it observed, and
+-- returns false only when its ordered reads show a stalled machine let the
+-- window close before the spec acted (so what the scenario proves was not
+-- observed: it is run again, with a longer window); it leaves the world as
+-- it found it. Raises when every length was missed. Keeps a spec fast on an
+-- idle machine and right on a loaded one, without timing anything.
+function helper.within_window(what, lengths, run)
+  for _, ms in ipairs(lengths) do
+    if run(ms) then return ms end
+  end
+  error(("%s: the window closed before the spec acted at every length (%s ms)"):format(what,
+    table.concat(lengths, ", ")), 2)
+end
+
 -- One scratch directory per process, /tmp/geoservices-spec-XXXXXX, made on
 -- first use: every path from helper.tmp_name and helper.tmp_dir is inside it,
 -- and so is whatever the product puts next to them (a state file's .lock,

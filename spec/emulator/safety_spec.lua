@@ -283,42 +283,54 @@ describe("emulator: async jobs import their edits in ImportChanges", function()
     end)
   end
 
+  -- The phase order: a status never goes back.
+  local ORDER = { Pending = 1, InProgress = 2, ImportChanges = 3, ExportChanges = 4, Completed = 5 }
+
+  -- Polls until the status is at or past `wanted` (a slowed poll may miss a
+  -- phase that lasts a few hundred ms); returns that status resource.
+  local function wait_past(e, status_url, wanted)
+    return helper.wait_for("job status " .. wanted .. " or later", function()
+      local r = job_status(e, status_url)
+      return ORDER[r.status] and ORDER[r.status] >= ORDER[wanted] and r
+    end)
+  end
+
   it("nothing is applied before ImportChanges; afterwards exactly once, with its log entry", function()
     emu = helper.start_emulator()
-    local before = parcels(emu)
-    local url = submit(emu, 300)
-    local seen = {}
     -- The job moves on by itself while the spec reads, so each read of the
     -- data is ordered against a read of the status: data read BEFORE a status
     -- that is still before the import must not hold the add; data read AFTER
     -- a status of the import or later must hold it (a status never goes back).
-    local earlier = parcels(emu)
-    local s = job_status(emu, url)
-    assert.equal("Pending", s.status)
-    assert.is_nil(earlier.layers["0"].features[GID]) -- submitted, not imported
-    assert.equal(before.gen, earlier.gen)
-    helper.wait_for("the job to complete", function()
-      local data_before = parcels(emu)
-      local r = job_status(emu, url)
-      if not seen[#seen] or seen[#seen] ~= r.status then seen[#seen + 1] = r.status end
-      if r.status == "Pending" or r.status == "InProgress" then
-        assert.is_nil(data_before.layers["0"].features[GID])
-      elseif r.status == "ImportChanges" or r.status == "ExportChanges" then
-        assert.is_not_nil(parcels(emu).layers["0"].features[GID])
+    -- A machine stalled longer than Pending between the submission and the
+    -- first status read misses it: the job is run again with longer phases.
+    helper.within_window("the first status read while the job is Pending", { 300, 1500, 6000 }, function(step_ms)
+      emu:reset()
+      local before = parcels(emu)
+      local url = submit(emu, step_ms)
+      local seen = {}
+      helper.wait_for("the job to complete", function()
+        local data_before = parcels(emu)
+        local r = job_status(emu, url)
+        if not seen[#seen] or seen[#seen] ~= r.status then seen[#seen + 1] = r.status end
+        if r.status == "Pending" or r.status == "InProgress" then
+          assert.is_nil(data_before.layers["0"].features[GID]) -- submitted, not imported
+          assert.equal(before.gen, data_before.gen)
+        elseif r.status == "ImportChanges" or r.status == "ExportChanges" then
+          assert.is_not_nil(parcels(emu).layers["0"].features[GID])
+        end
+        return r.status == "Completed"
+      end)
+      -- The phases follow the clock, so a poll slowed by a loaded machine may
+      -- miss one: what was seen must be in the server's order, first to last.
+      assert.equal("Completed", seen[#seen])
+      for i = 2, #seen do
+        assert.is_true(ORDER[seen[i]] > ORDER[seen[i - 1]], table.concat(seen, ", "))
       end
-      return r.status == "Completed"
+      local after = parcels(emu)
+      assert.is_not_nil(after.layers["0"].features[GID])
+      assert.equal(1, #log_entries(after, GID))
+      return seen[1] == "Pending"
     end)
-    -- The phases follow the clock, so a poll slowed by a loaded machine may
-    -- miss one: what was seen must be in the server's order, first to last.
-    local ORDER = { Pending = 1, InProgress = 2, ImportChanges = 3, ExportChanges = 4, Completed = 5 }
-    assert.equal("Pending", seen[1])
-    assert.equal("Completed", seen[#seen])
-    for i = 2, #seen do
-      assert.is_true(ORDER[seen[i]] > ORDER[seen[i - 1]], table.concat(seen, ", "))
-    end
-    local after = parcels(emu)
-    assert.is_not_nil(after.layers["0"].features[GID])
-    assert.equal(1, #log_entries(after, GID))
   end)
 
   it("runs by itself: with nobody polling, the state file shows the edits applied once", function()
@@ -326,13 +338,17 @@ describe("emulator: async jobs import their edits in ImportChanges", function()
     emu = start_with_state(state_file)
     local url = submit(emu, 100)
     local id = url:match("/jobs/(%w+)$")
+    -- the job's import and its data are saved together: whenever the
+    -- emulator's own loop has got to (it imports 200 ms after submission,
+    -- sooner than a stalled spec may read), the file holds both or neither
     local saved = saved_state(state_file)
-    assert.is_false(saved.jobs.by_id[id].imported == true)
-    assert.is_nil(saved.feature_services.Parcels.layers[0].features[GID])
-    helper.sleep(0.8) -- no request at all while the job runs
-    saved = saved_state(state_file)
+    assert.equal(saved.jobs.by_id[id].imported == true, saved.feature_services.Parcels.layers[0].features[GID] ~= nil)
+    -- no request at all while the job runs: only the file is read
+    saved = helper.wait_for("the job's export in the state file", function()
+      local s = saved_state(state_file)
+      return s.jobs.by_id[id].exported and s
+    end)
     assert.is_true(saved.jobs.by_id[id].imported)
-    assert.is_true(saved.jobs.by_id[id].exported)
     assert.is_not_nil(saved.feature_services.Parcels.layers[0].features[GID])
     local n = 0
     for _, e in ipairs(saved.feature_services.Parcels.log) do
@@ -342,37 +358,55 @@ describe("emulator: async jobs import their edits in ImportChanges", function()
   end)
 
   it("killed before import: after a restart the job still runs and imports exactly once", function()
-    state_file = tmp_path()
-    local first = start_with_state(state_file)
-    local url = submit(first, 400)
-    crash(first) -- during Pending
-    local saved = saved_state(state_file)
-    assert.is_nil(saved.feature_services.Parcels.layers[0].features[GID])
-    emu = restart(state_file, first.port)
-    local done = wait_status(emu, url, "Completed")
-    assert.is_string(done.resultUrl)
-    assert.not_equal("", done.resultUrl)
-    local s = parcels(emu)
-    assert.is_not_nil(s.layers["0"].features[GID])
-    assert.equal(1, #log_entries(s, GID))
-    local resp = assert(transport.perform(emu.driver, { url = done.resultUrl, timeout_ms = 5000 }))
-    assert.equal(200, resp.status)
-    local doc = assert(json.decode(resp.body))
-    assert.is_table(doc.edits) -- the changes to download; a result file never has per-edit results
+    -- a spec stalled past Pending and InProgress kills it after its import:
+    -- then it runs again with longer phases
+    helper.within_window("the kill before the import", { 400, 1600, 6400 }, function(step_ms)
+      if state_file then remove_state(state_file) end
+      state_file = tmp_path()
+      local first = start_with_state(state_file)
+      local url = submit(first, step_ms)
+      local id = url:match("/jobs/(%w+)$")
+      crash(first) -- during Pending
+      local saved = saved_state(state_file)
+      if saved.jobs.by_id[id].imported then -- the kill came after the import: missed
+        assert.is_not_nil(saved.feature_services.Parcels.layers[0].features[GID]) -- saved with its data
+        return false
+      end
+      assert.is_nil(saved.feature_services.Parcels.layers[0].features[GID])
+      emu = restart(state_file, first.port)
+      local done = wait_status(emu, url, "Completed")
+      assert.is_string(done.resultUrl)
+      assert.not_equal("", done.resultUrl)
+      local s = parcels(emu)
+      assert.is_not_nil(s.layers["0"].features[GID])
+      assert.equal(1, #log_entries(s, GID))
+      local resp = assert(transport.perform(emu.driver, { url = done.resultUrl, timeout_ms = 5000 }))
+      assert.equal(200, resp.status)
+      local doc = assert(json.decode(resp.body))
+      assert.is_table(doc.edits) -- the changes to download; a result file never has per-edit results
+      return true
+    end)
   end)
 
   it("killed after import: after a restart it completes without importing again", function()
-    state_file = tmp_path()
-    local first = start_with_state(state_file)
-    local url = submit(first, 400)
-    wait_status(first, url, "ExportChanges")
-    crash(first)
-    local saved = saved_state(state_file)
-    assert.is_not_nil(saved.feature_services.Parcels.layers[0].features[GID])
-    emu = restart(state_file, first.port)
-    wait_status(emu, url, "Completed")
-    local s = parcels(emu)
-    assert.equal(1, #log_entries(s, GID))
+    -- killed in ImportChanges or ExportChanges; a poll stalled past both
+    -- finds the job Completed: then it runs again with longer phases
+    helper.within_window("the kill between the import and the end", { 400, 1600, 6400 }, function(step_ms)
+      if state_file then remove_state(state_file) end
+      state_file = tmp_path()
+      local first = start_with_state(state_file)
+      local url = submit(first, step_ms)
+      local r = wait_past(first, url, "ImportChanges")
+      crash(first)
+      local saved = saved_state(state_file)
+      assert.is_not_nil(saved.feature_services.Parcels.layers[0].features[GID])
+      if r.status == "Completed" then return false end
+      emu = restart(state_file, first.port)
+      wait_status(emu, url, "Completed")
+      local s = parcels(emu)
+      assert.equal(1, #log_entries(s, GID))
+      return true
+    end)
   end)
 
   it("a sync with rollbackOnFailure whose edits fail at import ends Failed with nothing applied", function()
