@@ -200,18 +200,29 @@ describe("emulator: a gateway in front of the server", function()
     assert.is_nil(body.error)
   end)
 
+  -- The held request runs gateway_delay_ms after the 504 by the emulator's
+  -- clock, however slowly the spec goes on: a state read showing it still
+  -- held was made before it ran. A spec stalled past the delay before that
+  -- read missed the moment it tests; it runs again with a longer delay.
+  local DELAYS = { 300, 1500, 6000 }
+
   it("504: answers at once with nothing applied, and the server applies the request later", function()
-    emu:control("settings", { gateway = "504", gateway_delay_ms = 300 })
-    local before = parcels(emu).gen
-    local status, _, resp = sync(emu, { adds = { feature(NEW1, "n1") } })
-    assert.equal(504, status)
-    assert.matches("Gateway", resp.body)
-    local s = state(emu) -- one state read: held and the data at the same moment
-    assert.equal(1, s.held)
-    assert.equal(before, s.featureServices.Parcels.gen)
-    assert.is_nil(s.featureServices.Parcels.layers["0"].features[NEW1])
-    applied_later(NEW1)
-    assert.equal(before + 1, parcels(emu).gen)
+    helper.within_window("a state read while the request is held", DELAYS, function(delay_ms)
+      emu:reset()
+      emu:control("settings", { gateway = "504", gateway_delay_ms = delay_ms })
+      local before = parcels(emu).gen
+      local status, _, resp = sync(emu, { adds = { feature(NEW1, "n1") } })
+      assert.equal(504, status)
+      assert.matches("Gateway", resp.body)
+      local s = state(emu) -- one state read: held and the data at the same moment
+      if s.held == 1 then
+        assert.equal(before, s.featureServices.Parcels.gen)
+        assert.is_nil(s.featureServices.Parcels.layers["0"].features[NEW1])
+      end
+      applied_later(NEW1)
+      assert.equal(before + 1, parcels(emu).gen)
+      return s.held == 1
+    end)
   end)
 
   it("drop: closes the connection without an answer; the server applies the request later", function()
@@ -223,38 +234,48 @@ describe("emulator: a gateway in front of the server", function()
   end)
 
   it("an async kick-off: 504, and the job is submitted later and imports the edits", function()
-    emu:control("settings", { gateway = "504", gateway_delay_ms = 300 })
-    local status = sync(emu, { adds = { feature(NEW1, "n1") } }, { { "async", "true" } })
-    assert.equal(504, status)
-    local jobs = 0
-    for _ in pairs(state(emu).jobs) do jobs = jobs + 1 end
-    assert.equal(0, jobs)
-    applied_later(NEW1)
-    helper.wait_for("the job", function()
-      local _, job = next(state(emu).jobs)
-      return job ~= nil and job.imported
-    end, 10)
+    helper.within_window("a state read while the kick-off is held", DELAYS, function(delay_ms)
+      emu:reset()
+      emu:control("settings", { gateway = "504", gateway_delay_ms = delay_ms })
+      local status = sync(emu, { adds = { feature(NEW1, "n1") } }, { { "async", "true" } })
+      assert.equal(504, status)
+      local s = state(emu)
+      if s.held == 1 then assert.is_nil(next(s.jobs)) end
+      applied_later(NEW1)
+      helper.wait_for("the job", function()
+        local _, job = next(state(emu).jobs)
+        return job ~= nil and job.imported
+      end, 10)
+      return s.held == 1
+    end)
   end)
 
   it("a request sent again before the held one runs is applied first; the held one then meets its result",
     function()
-      emu:control("settings", { gateway = "504", gateway_delay_ms = 400 })
-      assert.equal(504, (sync(emu, { adds = { feature(NEW1, "n1") } })))
-      emu:control("settings", { gateway = "off" })
-      local status, body = sync(emu, { adds = { feature(NEW1, "n1") } })
-      assert.equal(200, status)
-      assert.is_nil(body.error)
-      helper.wait_for("the held request to run", function() return state(emu).held == 0 end, 10)
-      -- the held add came second: refused as a duplicate (rolled back with its request), applied once
-      local log = emu:control("changelog?service=Parcels").entries
-      local applied, refused = 0, 0
-      for _, e in ipairs(log) do
-        if e.globalId == NEW1 then
-          if e.refused then refused = refused + 1 else applied = applied + 1 end
+      helper.within_window("the request sent again while the first is held", DELAYS, function(delay_ms)
+        emu:reset()
+        emu:control("settings", { gateway = "504", gateway_delay_ms = delay_ms })
+        assert.equal(504, (sync(emu, { adds = { feature(NEW1, "n1") } })))
+        emu:control("settings", { gateway = "off" })
+        local status, body = sync(emu, { adds = { feature(NEW1, "n1") } })
+        -- read after the second answer: still held, so the second came first
+        local still_held = state(emu).held == 1
+        helper.wait_for("the held request to run", function() return state(emu).held == 0 end, 10)
+        if not still_held then return false end
+        assert.equal(200, status)
+        assert.is_nil(body.error)
+        -- the held add came second: refused as a duplicate (rolled back with its request), applied once
+        local log = emu:control("changelog?service=Parcels").entries
+        local applied, refused = 0, 0
+        for _, e in ipairs(log) do
+          if e.globalId == NEW1 then
+            if e.refused then refused = refused + 1 else applied = applied + 1 end
+          end
         end
-      end
-      assert.equal(1, applied)
-      assert.equal(1, refused)
+        assert.equal(1, applied)
+        assert.equal(1, refused)
+        return true
+      end)
     end)
 
   it("gateway_every: only every Nth synchronizeReplica meets it", function()

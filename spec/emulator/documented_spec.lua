@@ -283,10 +283,13 @@ describe("the emulator's documented defaults", function()
 
   describe("result files", function()
     it("are deleted once unused for result_lifetime_s: 404 afterwards", function()
-      emu:control("settings", { result_lifetime_s = 0.5 })
+      -- made and read under the default lifetime (a spec stalled past a short
+      -- one between the sync and its read would find it gone), then shortened:
+      -- the lifetime is counted from the last use
       local answer = sync(emu, nil)
       assert.equal(1, emu:control("state").resultFiles)
       assert.equal(200, (get(emu, answer.URL)))
+      emu:control("settings", { result_lifetime_s = 0.5 })
       helper.sleep(0.8)
       assert.equal(404, (get(emu, answer.URL)))
       assert.equal(0, emu:control("state").resultFiles)
