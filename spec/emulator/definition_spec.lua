@@ -85,6 +85,20 @@ describe("the emulator's layer definition operations", function()
     assert.equal("esriFieldTypeSmallInteger", f.type)
   end)
 
+  it("changes a text field's length, never a field's type (the vendor's way: delete it, add it again)", function()
+    assert.same({ success = true },
+      assert(admin("updateDefinition", { fields = { { name = "VALVEID", length = 4 } } })))
+    assert.equal(4, field("VALVEID").length)
+    assert.equal("V-1", served()[VALVE1].attributes.VALVEID)
+    local _, err = admin("updateDefinition", { fields = { { name = "TURNS", type = "esriFieldTypeDouble" } } })
+    assert.truthy(tostring(err):find("Property type of field TURNS cannot be updated", 1, true), tostring(err))
+    assert.equal("esriFieldTypeSmallInteger", field("TURNS").type)
+    assert(admin("deleteFromDefinition", { fields = { { name = "TURNS" } } }))
+    assert(admin("addToDefinition", { fields = { { name = "TURNS", type = "esriFieldTypeDouble" } } }))
+    assert.equal("esriFieldTypeDouble", field("TURNS").type)
+    assert.equal(json.null, served()[VALVE1].attributes.TURNS)
+  end)
+
   it("is an administrator's: another user is refused and nothing changes", function()
     local c = client("alice-token")
     local doc = c:post(c:url_for("admin/services/Utilities.FeatureServer/2/addToDefinition"),

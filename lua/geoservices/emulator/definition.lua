@@ -125,6 +125,20 @@ local function delete(layer, def)
   return true
 end
 
+-- The properties of an existing field an update changes. Its type is not one
+-- of them: the vendor's "Update Definition (Feature Layer)" page
+-- (https://developers.arcgis.com/rest/services-reference/enterprise/update-definition-feature-layer/)
+-- shows a field's domain and alias ("Example six") and its other properties
+-- changed, never its type, and the vendor's own clients say so outright ("You
+-- cannot update an existing field's field type", ArcGIS for AutoCAD's
+-- FieldDefinition.Set and esri_fielddef_set,
+-- https://doc.arcgis.com/en/arcgis-for-autocad/latest/commands-api/fielddefinitionset-net.htm); a
+-- text field's length is changed (the same client sets "the field length for
+-- text fields only"; the emulator takes it for any field, and keeps the
+-- values: a shorter one cuts none). A type is changed by deleting the field and adding it again with
+-- the new type (its values then gone: each feature gets the new field's
+-- default), as administrators of hosted layers do; a store takes either
+-- (geoservices.store.sync.server_schema).
 local CHANGEABLE = { alias = true, domain = true, length = true, nullable = true, editable = true, defaultValue = true }
 
 local function update(layer, def)
