@@ -407,14 +407,167 @@ else:
       assert.falsy(style:find('<field name="VALVEID" editable="0"/>', 1, true), style)
       clean(a)
     end)
+  end)
 
-    it("a field's type: not changed in place, said in words", function()
+  -- (issue 37) the column declares what the store declares on create (schema.layer_spec: a String's length
+  -- TEXT(n), an Integer MEDIUMINT...): the table is made again with it, its rows, fids, triggers, indexes and
+  -- R-tree kept, so that GDAL and QGIS show the server's width and type
+  describe("a field's width or type changed", function()
+    local function declared(path, column)
+      for _, r in ipairs(rows(path, "SELECT name, type FROM pragma_table_info('Valves')")) do
+        if r.name == column then return r.type end
+      end
+    end
+    -- what the table carries besides its rows: its triggers and indexes by name, its R-tree's entries
+    local function shape(path)
+      local names = {}
+      for _, r in ipairs(rows(path, "SELECT type || ' ' || name AS n FROM sqlite_master WHERE tbl_name = 'Valves' "
+        .. "AND type IN ('trigger', 'index') ORDER BY name")) do names[#names + 1] = r.n end
+      local rtree = rows(path, "SELECT (SELECT count(*) FROM rtree_Valves_geom) AS entries, (SELECT count(*) FROM "
+        .. "Valves WHERE geom IS NOT NULL) AS features, (SELECT seq FROM sqlite_sequence WHERE name = 'Valves') "
+        .. "AS seq")[1]
+      return { names = names, entries = rtree.entries, features = rtree.features, seq = rtree.seq }
+    end
+    local function gdal_field(path, name)
+      local out, ok = run("ogrinfo -so " .. q(path) .. " Valves")
+      assert(ok, out)
+      return out:match("\n" .. name .. ": ([^\n]+)")
+    end
+    local function sent_since(before)
+      local sent, count = {}, 0
+      for i, e in ipairs(changelog()) do
+        if i > before then
+          sent[e.globalId] = e
+          count = count + 1
+        end
+      end
+      return sent, count
+    end
+
+    it("a String's length: the column declares the new width, values and queued edits kept", function()
       local a = create()
+      -- one local feature deleted: its fid is never given again
+      local st = assert(geoservices.store.open(a))
+      local gone = assert(st:add(2, { attributes = { VALVEID = "V-x" }, geometry = { x = -122.4, y = 37.7 } }))
+      st:close()
+      sql(a, "DELETE FROM Valves WHERE GlobalID = '" .. gone .. "'")
+      sql(a, "UPDATE Valves SET VALVEID = 'V-1 north gate' WHERE GlobalID = '" .. VALVE1 .. "'")
+      local was = shape(a)
+      assert.equal("TEXT(20)", declared(a, "VALVEID"))
+      admin("updateDefinition", { fields = { { name = "VALVEID", length = 40 } } })
+      local before = #changelog()
+      local out = cli_sync(a)
+      assert.truthy(out:find("layer Valves: field VALVEID is TEXT(40) in this file now (it was TEXT(20)), as the "
+        .. "server's definition says: its values kept", 1, true), out)
+      assert.equal("TEXT(40)", declared(a, "VALVEID"))
+      assert.equal("String (40.0)", gdal_field(a, "VALVEID"))
+      assert.same(was, shape(a))
+      local values = {}
+      for _, r in ipairs(rows(a, "SELECT GlobalID, VALVEID, TURNS FROM Valves")) do values[r.GlobalID] = r end
+      assert.same({ GlobalID = VALVE1, VALVEID = "V-1 north gate", TURNS = 21 }, values[VALVE1])
+      assert.same({ GlobalID = VALVE2, VALVEID = "V-2", TURNS = 14 }, values[VALVE2])
+      -- the queued update went once, VALVEID alone
+      local sent, count = sent_since(before)
+      assert.equal(1, count)
+      assert.same({ GlobalID = VALVE1, VALVEID = "V-1 north gate" }, sent[VALVE1].attributes)
+      clean(a)
+      -- edits are captured as before, a new feature gets a new fid and its R-tree entry
+      sql(a, "UPDATE Valves SET VALVEID = 'V-2 south' WHERE GlobalID = '" .. VALVE2 .. "'")
+      st = assert(geoservices.store.open(a))
+      assert.equal(1, #assert(st:pending()))
+      local added = assert(st:add(2, { attributes = { VALVEID = "V-3" }, geometry = { x = -122.41, y = 37.71 } }))
+      st:close()
+      local fids = rows(a, "SELECT fid FROM Valves WHERE GlobalID = '" .. added .. "'")
+      assert.is_true(fids[1].fid > was.seq)
+      assert.equal(was.entries + 1, shape(a).entries)
+      cli_sync(a)
+      -- shorter: the values longer than the new width are kept, and named
+      admin("updateDefinition", { fields = { { name = "VALVEID", length = 5 } } })
+      out = cli_sync(a)
+      assert.equal("TEXT(5)", declared(a, "VALVEID"))
+      assert.truthy(out:find("layer Valves: field VALVEID is TEXT(5) in this file now (it was TEXT(40)), as the "
+        .. "server's definition says: its values kept; 2 of them are longer than 5 characters (kept as they are, in "
+        .. VALVE1 .. ", " .. VALVE2 .. "; an edit that sends one is refused here until it is changed)", 1, true), out)
+      assert.same({ { VALVEID = "V-1 north gate" } }, rows(a, "SELECT VALVEID FROM Valves WHERE GlobalID = '"
+        .. VALVE1 .. "'"))
+      clean(a)
+    end)
+
+    it("a field's type (deleted and added again, the vendor's way): the column takes the new type, values "
+      .. "converted; a queued edit goes once, or is held where the server's value changed too", function()
+      local a = create()
+      local st = assert(geoservices.store.open(a))
+      local added = assert(st:add(2, { attributes = { VALVEID = "V-3", TURNS = 5 }, geometry = { x = -122.4,
+        y = 37.7 } }))
+      st:close()
+      cli_sync(a)
+      sql(a, "UPDATE Valves SET TURNS = 12 WHERE GlobalID = '" .. VALVE1 .. "'")
+      sql(a, "UPDATE Valves SET VALVEID = 'V-2t' WHERE GlobalID = '" .. VALVE2 .. "'")
+      local was = shape(a)
       admin("deleteFromDefinition", { fields = { { name = "TURNS" } } })
       admin("addToDefinition", { fields = { { name = "TURNS", type = "esriFieldTypeString", length = 8 } } })
-      local out = cli_sync(a)
+      local before = #changelog()
+      local r = helper.run_cli({ "sync", a }, { GEOSERVICES_URL = emu.url, GEOSERVICES_TOKEN = "alice-token" })
+      local out = r.out .. r.err
+      assert.equal(3, r.code, out) -- a conflict held
       assert.truthy(out:find("layer Valves: the server changed the type of field TURNS from esriFieldTypeSmallInteger "
-        .. "to esriFieldTypeString: the column keeps its type here", 1, true), out)
+        .. "to esriFieldTypeString: its column is TEXT(8) in this file now (it was SMALLINT), its values kept", 1,
+        true), out)
+      assert.equal("TEXT(8)", declared(a, "TURNS"))
+      assert.equal("String (8.0)", gdal_field(a, "TURNS"))
+      assert.same(was, shape(a))
+      -- a feature not edited here keeps its value, as the new type holds it
+      assert.same({ { TURNS = "5", t = "text" } }, rows(a, "SELECT TURNS, typeof(TURNS) AS t FROM Valves WHERE "
+        .. "GlobalID = '" .. added .. "'"))
+      -- the update that left TURNS alone went once, without it
+      local sent, count = sent_since(before)
+      assert.equal(1, count)
+      assert.same({ GlobalID = VALVE2, VALVEID = "V-2t" }, sent[VALVE2].attributes)
+      -- the server made TURNS anew, without values: the change of it made here is held, never sent over
+      -- that, and kept with the conflicts, as the new type holds it
+      st = assert(geoservices.store.open(a))
+      local conflicts = assert(st:conflicts())
+      assert.equal(1, #conflicts)
+      assert.equal(VALVE1, conflicts[1].globalId)
+      local turns
+      for _, dif in ipairs(conflicts[1].differences) do if dif.field == "TURNS" then turns = dif end end
+      assert.same({ "12", true }, { turns["local"], turns.conflict })
+      -- sent once when the user says so
+      assert(st:resolve(VALVE1, "local"))
+      st:close()
+      before = #changelog()
+      cli_sync(a)
+      sent, count = sent_since(before)
+      assert.equal(1, count)
+      assert.same({ GlobalID = VALVE1, TURNS = "12" }, sent[VALVE1].attributes)
+      assert.equal("12", helper.served_features(client(), "Utilities", 2)[VALVE1].attributes.TURNS)
+      st = assert(geoservices.store.open(a))
+      assert.equal(0, #assert(st:pending()))
+      assert.equal(0, #assert(st:failed()))
+      st:close()
+      clean(a)
+    end)
+
+    it("a value the new type cannot hold is kept as it was and named, never deleted", function()
+      local a = create()
+      local st = assert(geoservices.store.open(a))
+      local added = assert(st:add(2, { attributes = { VALVEID = "7" }, geometry = { x = -122.4, y = 37.7 } }))
+      st:close()
+      admin("deleteFromDefinition", { fields = { { name = "VALVEID" } } })
+      admin("addToDefinition", { fields = { { name = "VALVEID", type = "esriFieldTypeInteger" } } })
+      local before = #changelog()
+      local out = cli_sync(a)
+      assert.truthy(out:find("layer Valves: the server changed the type of field VALVEID from esriFieldTypeString to "
+        .. "esriFieldTypeInteger: its column is MEDIUMINT in this file now (it was TEXT(20)), its values kept; 2 of "
+        .. "them are not an integer (kept as they are, in " .. VALVE1 .. ", " .. VALVE2 .. "; an edit that sends one "
+        .. "is refused here until it is changed)", 1, true), out)
+      assert.equal("MEDIUMINT", declared(a, "VALVEID"))
+      assert.same({ { GlobalID = VALVE1, VALVEID = "V-1" }, { GlobalID = VALVE2, VALVEID = "V-2" },
+        { GlobalID = added, VALVEID = 7 } }, rows(a, "SELECT GlobalID, VALVEID FROM Valves ORDER BY fid"))
+      -- the queued add went once, with the value as the new type holds it
+      local sent, count = sent_since(before)
+      assert.equal(1, count)
+      assert.equal(7, sent[added].attributes.VALVEID)
       clean(a)
     end)
   end)

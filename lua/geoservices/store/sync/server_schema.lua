@@ -44,9 +44,17 @@
 --   required checks, the domain check of geoservices.store.edits.domains),
 --   gpkg_data_columns and its constraints, the style and the project
 --   follow the new definition; a queued value the new domain does not take
---   is refused before sending, naming the rule, and stays queued. A
---   field's type is not changed in place (SQLite keeps a column's declared
---   type): the sync says so, and a new replica has the new type.
+--   is refused before sending, naming the rule, and stays queued.
+-- * a field's type or a String's length changed (the vendor changes a type
+--   by deleting the field and adding it again: geoservices.emulator.definition):
+--   the column is declared as the store declares it on create (TEXT(n),
+--   MEDIUMINT...: schema.layer_spec), the table made again for it
+--   (geoservices.store.file.retype: rows, fids, triggers, indexes and R-tree
+--   kept); each value converted where the new type holds it, any other kept
+--   as it was and named by the sync (an edit sending it is refused here
+--   until it is changed); the queued edits' bases converted alike, so that
+--   an edit sends only what changed here (a field the server made anew
+--   holds no values there: a queued change of it meets that as a conflict).
 --
 -- A definition the server does not give (an error, a server without the
 -- resources), or one the store cannot be made from, changes nothing: the
@@ -60,6 +68,7 @@ local json = require "geoservices.base.json"
 local layer_styles = require "geoservices.store.qgis.layer_styles"
 local outgoing = require "geoservices.store.edits.outgoing"
 local project = require "geoservices.store.qgis.project"
+local retype = require "geoservices.store.file.retype"
 local schema = require "geoservices.store.file.schema"
 local service = require "geoservices.sync.service"
 local shared = require "geoservices.store.shared"
@@ -306,6 +315,110 @@ local function restyle(db, spec, full, meta, kept)
   if not ok then error({ db = { m, c } }) end
 end
 
+-- What a column's values must be to be of its store type (geoservices.store.file.schema), as SQL
+-- on `%s` (the column), and the words for those that are not.
+local HOLDS = {
+  integer = { "typeof(%s) IN ('integer', 'null')", "an integer" },
+  real = { "typeof(%s) IN ('integer', 'real', 'null')", "a number" },
+  blob = { "typeof(%s) IN ('blob', 'null')", "bytes" },
+  date = { "typeof(%s) IN ('text', 'null')", "a date" },
+}
+local TEXT_HOLDS = { "typeof(%s) IN ('text', 'null')", "text" }
+
+-- The values of column `c` (its new spec) that its type does not hold or
+-- that are longer than its width: how many, and the GlobalIDs of the first
+-- three, as words for the sync's notes ("" when none).
+local function not_held(db, spec, name, c)
+  local holds = HOLDS[c.type] or TEXT_HOLDS
+  local col = q(name)
+  local width = math.tointeger(tonumber(tostring(c.sql):match("^TEXT%((%d+)%)$")))
+  local what, cond = holds[2], "NOT (" .. holds[1]:format(col) .. ")"
+  if width and c.type == "text" then
+    what = ("longer than %d characters"):format(width)
+    cond = ("typeof(%s) = 'text' AND length(%s) > %d"):format(col, col, width)
+  else
+    what = "not " .. what
+  end
+  local rows = db:rows(("SELECT %s AS gid FROM %s WHERE %s ORDER BY %s"):format(q(spec.globalid), q(spec.table), cond,
+    q(spec.fid_column or "fid"))) or {}
+  if #rows == 0 then return "" end
+  local gids = {}
+  for i = 1, math.min(3, #rows) do gids[i] = tostring(rows[i].gid) end
+  local one = #rows == 1
+  return ("; %d of them %s %s (kept as %s, in %s%s; an edit that sends %s is refused here until it is "
+    .. "changed)"):format(#rows, one and "is" or "are", what, one and "it is" or "they are", table.concat(gids, ", "),
+    #rows > 3 and (" and %d more"):format(#rows - 3) or "", one and "it" or "one")
+end
+
+-- The server's fields whose column the store declares otherwise now (a
+-- type or a String's length the server changed): the table made again
+-- with the declarations the store makes on create (schema.layer_spec;
+-- geoservices.store.file.retype), its values and rows kept, the queued
+-- edits' bases converted alike (an edit then sends only what changed
+-- here). A column that cannot be so (its CREATE TABLE text declares it
+-- otherwise than the store wrote it) keeps its type and its old rules, and
+-- the sync says so.
+local function retype_columns(st, spec, d, full_columns, lines)
+  local db = st.db
+  local declared, m, code = retype.declared(db, spec.table)
+  if not declared then error({ db = { m, code } }) end
+  local added, retyped = {}, {}
+  for _, f in ipairs(d.added) do added[f.name:lower()] = true end
+  for _, r in ipairs(d.retyped) do retyped[r.name:lower()] = r end
+  local changes = {}
+  for key, c in pairs(full_columns) do
+    local col = declared[key]
+    if col and not added[key] and col.type:upper() ~= c.sql:upper() then
+      changes[#changes + 1] = { column = col.name, from = col.type, to = c.sql, spec = c }
+    end
+  end
+  table.sort(changes, function(a, b) return a.column < b.column end)
+  local done = true
+  if #changes > 0 then
+    local ok
+    ok, m, code = retype.apply(db, spec.table, changes)
+    if not ok and code ~= "schema" then error({ db = { m, code } }) end
+    done = ok
+  end
+  local changed = {}
+  for _, ch in ipairs(changes) do
+    changed[ch.column:lower()] = ch
+    if done then
+      local ok, cm, cc = retype.convert_json(db, ch.to, "gpkgext_geoservices_edits", "base",
+        '$.row."' .. ch.spec.name .. '"', "layer_id = ?", spec.id)
+      if not ok then error({ db = { cm, cc } }) end
+    end
+  end
+  local function kept_type(name)
+    -- the column's rules stay the old type's
+    for _, c in ipairs(spec.server_columns or spec.columns) do
+      if c.name:lower() == name:lower() then full_columns[name:lower()] = c end
+    end
+  end
+  for _, ch in ipairs(changes) do
+    local r = retyped[ch.column:lower()]
+    if not done then
+      if r then kept_type(ch.column) end
+      lines[#lines + 1] = ("layer %s: the server's definition makes field %s %s (%s here): its column keeps its "
+        .. "declaration here (%s), as do the rules of its edits; a new replica has the new one (geoservices replica "
+        .. "create)"):format(spec.table, ch.column, ch.to, ch.from, tostring(m))
+    elseif r then
+      lines[#lines + 1] = ("layer %s: the server changed the type of field %s from %s to %s: its column is %s in this "
+        .. "file now (it was %s), its values kept%s"):format(spec.table, r.name, r.from, r.to, ch.to, ch.from,
+        not_held(db, spec, ch.column, ch.spec))
+    else
+      lines[#lines + 1] = ("layer %s: field %s is %s in this file now (it was %s), as the server's definition says: "
+        .. "its values kept%s"):format(spec.table, ch.column, ch.to, ch.from, not_held(db, spec, ch.column, ch.spec))
+    end
+  end
+  for _, r in ipairs(d.retyped) do
+    if declared[r.name:lower()] and not changed[r.name:lower()] then
+      lines[#lines + 1] = ("layer %s: the server changed the type of field %s from %s to %s: its column is declared "
+        .. "as before here, its values kept"):format(spec.table, r.name, r.from, r.to)
+    end
+  end
+end
+
 -- Takes one layer's change (inside the transaction, capture off).
 local function take_layer(st, spec, info, d, values, lines)
   local db = st.db
@@ -371,15 +484,7 @@ local function take_layer(st, spec, info, d, values, lines)
       .. "taken in place; a queued value the new definition refuses stays queued, named by the sync"):format(
       spec.table, f.name)
   end
-  for _, r in ipairs(d.retyped) do
-    lines[#lines + 1] = ("layer %s: the server changed the type of field %s from %s to %s: the column keeps its "
-      .. "type here (edits of it may be refused by the server); a new replica has the new type (geoservices replica "
-      .. "create)"):format(spec.table, r.name, r.from, r.to)
-    -- the column's rules stay the old type's
-    for _, c in ipairs(spec.server_columns or spec.columns) do
-      if c.name:lower() == r.name:lower() then full_columns[r.name:lower()] = c end
-    end
-  end
+  retype_columns(st, spec, d, full_columns, lines)
   local columns = json.array()
   for _, c in ipairs(full.columns) do columns[#columns + 1] = full_columns[c.name:lower()] end
   full.columns = columns
