@@ -75,7 +75,8 @@ describe("client:sync journal and lock", function()
     local state = new_state()
     local before = helper.read_all(state)
     local edits, gids = edits_file(3)
-    emu:fault{ route = "synchronizeReplica", kind = "delay", delay_ms = 3000, attempts = { 1 } }
+    -- the answer comes long after the kill, however long the spec is stalled before it (nobody waits for it)
+    emu:fault{ route = "synchronizeReplica", kind = "delay", delay_ms = 60000, attempts = { 1 } }
     local pid = child(emu.url, state, edits)
     helper.wait_for("the request to reach the emulator", function() return emu:count("synchronizeReplica") >= 1 end)
     helper.sleep(0.3) -- the edits are applied, the answer is delayed
@@ -100,63 +101,86 @@ describe("client:sync journal and lock", function()
     assert.is_true(json.decode(helper.read_all(state)).replicaServerGen > 1)
   end)
 
+  -- The job runs four steps; a spec stalled past them lets the child finish
+  -- its sync before the kill (it printed its outcome): what the test is about
+  -- did not happen, and it runs again with longer steps.
+  local STEPS = { 400, 1600, 6400 }
+
   it("a client killed while polling an async job re-attaches to the job instead of submitting again", function()
-    local state = new_state()
-    local edits, gids = edits_file(2)
-    emu:control("settings", { job_step_ms = 400 })
-    local pid = child(emu.url, state, edits, "async")
-    helper.wait_for("the job's address in the journal", function()
-      local j = helper.read_all(state .. ".journal")
-      return j and json.decode(j).status_url
+    helper.within_window("the kill while the child polls", STEPS, function(step_ms)
+      emu:reset()
+      local state = new_state()
+      local edits, gids = edits_file(2)
+      emu:control("settings", { job_step_ms = step_ms })
+      local pid, out = child(emu.url, state, edits, "async")
+      helper.wait_for("the job's address in the journal", function()
+        local j = helper.read_all(state .. ".journal")
+        return j and json.decode(j).status_url
+      end)
+      os.execute("kill -9 " .. pid)
+      wait_exit(pid)
+      if outcome(out) then return false end -- it ended before the kill
+      local submitted = emu:count("synchronizeReplica")
+      local c = geoservices.client{ url = emu.url, token = "alice-token" }
+      local result = assert(c:sync(state, nil, { poll_interval = 0.05 }))
+      assert.is_true(result.reattached)
+      -- the job's own result synchronizes the replica: nothing is submitted again
+      assert.equal(submitted, emu:count("synchronizeReplica"))
+      assert.equal(2, count_on_server(gids))
+      assert.is_nil(helper.read_all(state .. ".journal"))
+      return true
     end)
-    os.execute("kill -9 " .. pid)
-    wait_exit(pid)
-    local submitted = emu:count("synchronizeReplica")
-    local c = geoservices.client{ url = emu.url, token = "alice-token" }
-    local result = assert(c:sync(state, nil, { poll_interval = 0.05 }))
-    assert.is_true(result.reattached)
-    -- the job's own result synchronizes the replica: nothing is submitted again
-    assert.equal(submitted, emu:count("synchronizeReplica"))
-    assert.equal(2, count_on_server(gids))
-    assert.is_nil(helper.read_all(state .. ".journal"))
   end)
 
   it("a download-only async sync killed while polling re-attaches to its job too", function()
-    local state = new_state()
-    emu:control("settings", { job_step_ms = 400 })
-    local pid = child(emu.url, state, nil, "async")
-    helper.wait_for("the job's address in the journal", function()
-      local j = helper.read_all(state .. ".journal")
-      return j and json.decode(j).status_url
+    helper.within_window("the kill while the child polls", STEPS, function(step_ms)
+      emu:reset()
+      local state = new_state()
+      emu:control("settings", { job_step_ms = step_ms })
+      local pid, out = child(emu.url, state, nil, "async")
+      helper.wait_for("the job's address in the journal", function()
+        local j = helper.read_all(state .. ".journal")
+        return j and json.decode(j).status_url
+      end)
+      os.execute("kill -9 " .. pid)
+      wait_exit(pid)
+      if outcome(out) then return false end -- it ended before the kill
+      local submitted = emu:count("synchronizeReplica")
+      local c = geoservices.client{ url = emu.url, token = "alice-token" }
+      local result = assert(c:sync(state, nil, { poll_interval = 0.05 }))
+      assert.is_true(result.reattached)
+      assert.equal(submitted, emu:count("synchronizeReplica"))
+      assert.is_nil(helper.read_all(state .. ".journal"))
+      return true
     end)
-    os.execute("kill -9 " .. pid)
-    wait_exit(pid)
-    local submitted = emu:count("synchronizeReplica")
-    local c = geoservices.client{ url = emu.url, token = "alice-token" }
-    local result = assert(c:sync(state, nil, { poll_interval = 0.05 }))
-    assert.is_true(result.reattached)
-    assert.equal(submitted, emu:count("synchronizeReplica"))
-    assert.is_nil(helper.read_all(state .. ".journal"))
   end)
 
   it("a second process gets kind busy at once, or waits with lock_timeout; never an interleaving", function()
-    local state = new_state()
-    emu:control("settings", { job_step_ms = 300 })
-    local pid, out = child(emu.url, state, nil, "async")
-    helper.wait_for("the first sync to hold the lock", function()
-      return (helper.read_all(out) or ""):find("started", 1, true) and emu:count("synchronizeReplica") >= 1
+    helper.within_window("the second sync while the first holds the lock", { 300, 1200, 4800 }, function(step_ms)
+      emu:reset()
+      local state = new_state()
+      emu:control("settings", { job_step_ms = step_ms })
+      local pid, out = child(emu.url, state, nil, "async")
+      helper.wait_for("the first sync to hold the lock", function()
+        return (helper.read_all(out) or ""):find("started", 1, true) and emu:count("synchronizeReplica") >= 1
+      end)
+      local c = geoservices.client{ url = emu.url, token = "alice-token" }
+      local result, err = c:sync(state)
+      if result then -- it got the lock: the first sync had ended before it began
+        wait_exit(pid)
+        assert.is_true(outcome(out).ok, helper.read_all(out))
+        return false
+      end
+      assert.equal("busy", err.kind)
+      local waited = assert(c:sync(state, nil, { lock_timeout = 30 }))
+      wait_exit(pid)
+      local first = outcome(out)
+      assert.is_true(first.ok, helper.read_all(out))
+      -- the waiting sync started from the first one's generation and moved past it
+      assert.is_true(waited.replicaServerGen >= first.generation)
+      assert.equal(waited.replicaServerGen, json.decode(helper.read_all(state)).replicaServerGen)
+      return true
     end)
-    local c = geoservices.client{ url = emu.url, token = "alice-token" }
-    local result, err = c:sync(state)
-    assert.is_nil(result)
-    assert.equal("busy", err.kind)
-    local waited = assert(c:sync(state, nil, { lock_timeout = 30 }))
-    wait_exit(pid)
-    local first = outcome(out)
-    assert.is_true(first.ok, helper.read_all(out))
-    -- the waiting sync started from the first one's generation and moved past it
-    assert.is_true(waited.replicaServerGen >= first.generation)
-    assert.equal(waited.replicaServerGen, json.decode(helper.read_all(state)).replicaServerGen)
   end)
 
   it("a lost answer with rollbackOnFailure is read back at once; the next sync sends only its own edits", function()
