@@ -289,7 +289,7 @@ describe("replica store sync (issue 15)", function()
     local a = create("a", { syncModel = "perReplica" })
     local path = a.path
     a:close()
-    -- a write transaction held by another process
+    -- a write transaction held by another process, until it is told to let go
     local log = dir .. "/hold.log"
     local pid = spawn({ emu.url, path, "hold" }, log)
     helper.wait_for("the child's transaction", function() return (helper.read_all(log) or ""):find("holding") end, 10)
@@ -298,23 +298,34 @@ describe("replica store sync (issue 15)", function()
     assert.is_nil(gid)
     assert.equal("busy", err.kind)
     st:close()
+    helper.write_file(path .. ".release", "")
     st = assert(geoservices.store.open(path, { busy_timeout = 10 }))
     assert.truthy(st:add(0, { attributes = { OWNER = "x" }, geometry = { x = 0, y = 0 } }))
     wait_exit(pid)
-    -- a sync running in another process
-    emu:control("settings", { job_step_ms = 300 })
-    log = dir .. "/sync.log"
-    pid = spawn({ emu.url, path, "async" }, log)
-    helper.wait_for("the child's sync", function() return (helper.read_all(log) or ""):find("started") end, 10)
-    helper.sleep(0.3)
-    local r, serr = st:sync(client)
-    assert.is_nil(r)
-    assert.equal("busy", serr.kind)
-    assert(st:sync(client, { lock_timeout = 60, poll_interval = 0.05 }))
-    wait_exit(pid)
-    local child = json.decode(helper.read_all(log):match("\n(%b{})"))
-    assert.is_true(child.ok)
-    assert.equal(1, child.uploaded)
+    os.remove(path .. ".release")
+    -- a sync running in another process; a spec stalled past the child's
+    -- whole sync before its own gets the lock: it runs again with longer steps
+    helper.within_window("a sync while the child's runs", { 300, 1200, 4800 }, function(step_ms)
+      emu:control("settings", { job_step_ms = step_ms })
+      log = dir .. "/sync.log"
+      local sent = emu:count("synchronizeReplica")
+      pid = spawn({ emu.url, path, "async" }, log)
+      -- its request reached the server: it holds the store's lock
+      helper.wait_for("the child's sync", function() return emu:count("synchronizeReplica") > sent end, 10)
+      local r, serr = st:sync(client)
+      if r then -- it got the lock: the child's sync had ended before it began
+        wait_exit(pid)
+        assert(st:add(0, { attributes = { OWNER = "x" }, geometry = { x = 0, y = 0 } })) -- for the next child to send
+        return false
+      end
+      assert.equal("busy", serr.kind)
+      assert(st:sync(client, { lock_timeout = 60, poll_interval = 0.05 }))
+      wait_exit(pid)
+      local child = json.decode(helper.read_all(log):match("\n(%b{})"))
+      assert.is_true(child.ok)
+      assert.equal(1, child.uploaded)
+      return true
+    end)
     assert.same({}, st:pending())
     st:close()
   end)

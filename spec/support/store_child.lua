@@ -2,7 +2,9 @@
 -- synchronizes one replica store and prints one JSON line with the
 -- outcome. Killed with SIGKILL at any moment by the spec that started it.
 --   lua5.4 spec/support/store_child.lua URL STORE.gpkg [sync|async|hold] [lock_timeout]
--- "hold": holds a write transaction on the store for 2 seconds instead.
+-- "hold": holds a write transaction on the store instead, until the file
+-- STORE.gpkg.release exists (the spec's word: a hold for a time would end
+-- under a spec stalled that long) or 60 seconds have passed.
 -- Environment (the torture, spec/torture/run.lua): TORTURE_MARKERS=1 prints
 -- phase markers, TORTURE_PAUSE=<marker> pauses at one (spec/torture/markers.lua);
 -- TORTURE_TRANSPORT=url|embedded asks for that transportType (otherwise the
@@ -29,7 +31,14 @@ if mode == "hold" then
     assert(st.db:run("UPDATE gpkgext_geoservices_replica SET replica_name = replica_name WHERE id = 1"))
     io.stdout:write("holding\n")
     io.stdout:flush()
-    geoservices.sleep(2)
+    for _ = 1, 3000 do
+      local released = io.open(path .. ".release", "rb")
+      if released then
+        released:close()
+        break
+      end
+      geoservices.sleep(0.02)
+    end
     return true
   end))
   os.exit(0)
