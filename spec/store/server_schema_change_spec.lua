@@ -516,9 +516,14 @@ else:
       assert.equal("TEXT(8)", declared(a, "TURNS"))
       assert.equal("String (8.0)", gdal_field(a, "TURNS"))
       assert.same(was, shape(a))
-      -- a feature not edited here keeps its value, as the new type holds it
+      -- a feature not edited here keeps its value, as the new type holds it; the server made the field anew
+      -- (no values there): the sync says where the two differ, and what gives the server's
       assert.same({ { TURNS = "5", t = "text" } }, rows(a, "SELECT TURNS, typeof(TURNS) AS t FROM Valves WHERE "
         .. "GlobalID = '" .. added .. "'"))
+      assert.truthy(out:find("layer Valves: field TURNS holds another value on the server than in this file for 1 "
+        .. "feature not edited here (" .. added .. "): the server made the field anew, without its old values; this "
+        .. "file keeps its own (never sent); a new replica (geoservices replica create), or a later change of the "
+        .. "feature on the server, has the server's", 1, true), out)
       -- the update that left TURNS alone went once, without it
       local sent, count = sent_since(before)
       assert.equal(1, count)
@@ -562,6 +567,9 @@ else:
         .. "them are not an integer (kept as they are, in " .. VALVE1 .. ", " .. VALVE2 .. "; an edit that sends one "
         .. "is refused here until it is changed)", 1, true), out)
       assert.equal("MEDIUMINT", declared(a, "VALVEID"))
+      assert.truthy(out:find("layer Valves: field VALVEID holds another value on the server than in this file for 2 "
+        .. "features not edited here (" .. VALVE1 .. ", " .. VALVE2 .. "): the server made the field anew", 1, true),
+        out)
       assert.same({ { GlobalID = VALVE1, VALVEID = "V-1" }, { GlobalID = VALVE2, VALVEID = "V-2" },
         { GlobalID = added, VALVEID = 7 } }, rows(a, "SELECT GlobalID, VALVEID FROM Valves ORDER BY fid"))
       -- the queued add went once, with the value as the new type holds it

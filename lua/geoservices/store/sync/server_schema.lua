@@ -55,6 +55,9 @@
 --   until it is changed); the queued edits' bases converted alike, so that
 --   an edit sends only what changed here (a field the server made anew
 --   holds no values there: a queued change of it meets that as a conflict).
+--   The server's values of the field are read as an added field's are: where
+--   they differ from the file's for a feature not edited here, the file keeps
+--   its own and the sync names those features and what gives the server's.
 --
 -- A definition the server does not give (an error, a server without the
 -- resources), or one the store cannot be made from, changes nothing: the
@@ -350,6 +353,35 @@ local function not_held(db, spec, name, c)
     #rows > 3 and (" and %d more"):format(#rows - 3) or "", one and "it" or "one")
 end
 
+-- The features not edited here whose value of a retyped field differs
+-- from the server's (`values`, read by query): the vendor changes a type by
+-- deleting the field and adding it again, without its values (an
+-- administrator may fill them in again: a data change, downloaded as any).
+-- The file keeps its own (nothing is deleted, nothing sent), and the sync
+-- says where they differ and what gives the server's. A feature with a
+-- queued edit is the rebase's (geoservices.store.sync.rebase): a field left
+-- alone takes the server's value, one changed on both sides is a conflict.
+local function differing(db, spec, column, field, c, values, lines)
+  if not values then return end
+  local rows = db:rows(("SELECT r.%s AS gid, r.%s AS v FROM %s AS r WHERE NOT EXISTS (SELECT 1 FROM "
+    .. "gpkgext_geoservices_edits AS e WHERE e.layer_id = ? AND e.op IN ('add', 'update') AND %s) ORDER BY r.%s")
+    :format(q(spec.globalid), q(column), q(spec.table), schema.gid_match("r." .. q(spec.globalid), "e.global_id"),
+      q(spec.fid_column or "fid")), spec.id) or {}
+  local gids = {}
+  for _, r in ipairs(rows) do
+    local server = type(r.gid) == "string" and values[shared.normalize_gid(r.gid)]
+    if server and not outgoing.same(r.v, stored(c, server[field])) then gids[#gids + 1] = r.gid end
+  end
+  if #gids == 0 then return end
+  local shown = {}
+  for i = 1, math.min(3, #gids) do shown[i] = gids[i] end
+  lines[#lines + 1] = ("layer %s: field %s holds another value on the server than in this file for %d feature%s not "
+    .. "edited here (%s%s): the server made the field anew, without its old values; this file keeps its own (never "
+    .. "sent); a new replica (geoservices replica create), or a later change of the feature on the server, has the "
+    .. "server's"):format(spec.table, field, #gids, #gids == 1 and "" or "s", table.concat(shown, ", "),
+    #gids > 3 and (" and %d more"):format(#gids - 3) or "")
+end
+
 -- The server's fields whose column the store declares otherwise now (a
 -- type or a String's length the server changed): the table made again
 -- with the declarations the store makes on create (schema.layer_spec;
@@ -358,7 +390,7 @@ end
 -- here). A column that cannot be so (its CREATE TABLE text declares it
 -- otherwise than the store wrote it) keeps its type and its old rules, and
 -- the sync says so.
-local function retype_columns(st, spec, d, full_columns, lines)
+local function retype_columns(st, spec, d, full_columns, lines, values)
   local db = st.db
   local declared, m, code = retype.declared(db, spec.table)
   if not declared then error({ db = { m, code } }) end
@@ -406,6 +438,7 @@ local function retype_columns(st, spec, d, full_columns, lines)
       lines[#lines + 1] = ("layer %s: the server changed the type of field %s from %s to %s: its column is %s in this "
         .. "file now (it was %s), its values kept%s"):format(spec.table, r.name, r.from, r.to, ch.to, ch.from,
         not_held(db, spec, ch.column, ch.spec))
+      differing(db, spec, ch.column, r.name, ch.spec, values, lines)
     else
       lines[#lines + 1] = ("layer %s: field %s is %s in this file now (it was %s), as the server's definition says: "
         .. "its values kept%s"):format(spec.table, ch.column, ch.to, ch.from, not_held(db, spec, ch.column, ch.spec))
@@ -484,7 +517,7 @@ local function take_layer(st, spec, info, d, values, lines)
       .. "taken in place; a queued value the new definition refuses stays queued, named by the sync"):format(
       spec.table, f.name)
   end
-  retype_columns(st, spec, d, full_columns, lines)
+  retype_columns(st, spec, d, full_columns, lines, values)
   local columns = json.array()
   for _, c in ipairs(full.columns) do columns[#columns + 1] = full_columns[c.name:lower()] end
   full.columns = columns
@@ -543,14 +576,15 @@ function M.take(st, client, rep, opts)
   if #todo == 0 then return skipped, {} end
   -- the added fields' values, read before the transaction
   for _, t in ipairs(todo) do
-    if #t.diff.added > 0 then
+    if #t.diff.added + #t.diff.retyped > 0 then
       local names = {}
       for _, f in ipairs(t.diff.added) do names[#names + 1] = f.name end
+      for _, r in ipairs(t.diff.retyped) do names[#names + 1] = r.name end
       local values, verr = added_values(client, rep.service, t.spec, t.info, names, opts)
       if not values then
-        return { ("layer %s: the server changed its fields, but the new fields' values could not be read (%s): "
-          .. "taken by a later sync"):format(t.spec.table, tostring(type(verr) == "table" and verr.message or verr)) },
-          {}
+        return { ("layer %s: the server changed its fields, but the new or retyped fields' values could not be read "
+          .. "(%s): taken by a later sync"):format(t.spec.table,
+          tostring(type(verr) == "table" and verr.message or verr)) }, {}
       end
       t.values = values
     end
