@@ -345,7 +345,8 @@ password_file = %s
   end)
 
   describe("Ctrl-C under a real pseudo-terminal", function()
-    -- Runs the command in a pty, types Ctrl-C once `pattern` shows.
+    -- Runs the command in a pty, types Ctrl-C once `pattern` shows (within 10 s
+    -- times helper.WAIT_SCALE: a loaded machine slows the command's start).
     local function ctrl_c(pattern, args, env)
       local vars = { LUA_PATH = package.path, LUA_CPATH = package.cpath, XDG_CONFIG_HOME = config_home }
       for k, v in pairs(env or {}) do vars[k] = v end
@@ -354,8 +355,9 @@ password_file = %s
       local quoted = {}
       for i, a in ipairs(args) do quoted[i] = q(a) end
       local p = io.popen(("cd %s && env -u GEOSERVICES_TTY %s "
-        .. helper.PYTHON .. " spec/support/pty_ctrl_c.py %s 10 lua5.4 -e %s "
-        .. "/dev/null %s"):format(q(helper.ROOT), table.concat(assigns, " "), q(pattern), q(CLI),
+        .. helper.PYTHON .. " spec/support/pty_ctrl_c.py %s %d lua5.4 -e %s "
+        .. "/dev/null %s"):format(q(helper.ROOT), table.concat(assigns, " "), q(pattern),
+          math.ceil(10 * helper.WAIT_SCALE), q(CLI),
           table.concat(quoted, " ")))
       local result = json.decode(p:read("a"))
       p:close()

@@ -36,11 +36,13 @@ describe("Ctrl-C hints that can be pasted", function()
         q(dir), q(absolute(package.path)), q(absolute(package.cpath)), q(dir .. "/config"), q(CLI))
   end
 
-  -- Runs `script` (bash) under a pty and types Ctrl-C once `pattern` shows.
+  -- Runs `script` (bash) under a pty and types Ctrl-C once `pattern` shows
+  -- (within 10 s times helper.WAIT_SCALE: the command starts, signs in and
+  -- sends first, which a loaded machine slows).
   local function ctrl_c(pattern, script)
     local p = io.popen(("cd %s && "
-      .. helper.PYTHON .. " spec/support/pty_ctrl_c.py %s 10 bash -c %s"):format(q(helper.ROOT),
-      q(pattern), q(shell_prelude() .. script)))
+      .. helper.PYTHON .. " spec/support/pty_ctrl_c.py %s %d bash -c %s"):format(q(helper.ROOT),
+      q(pattern), math.ceil(10 * helper.WAIT_SCALE), q(shell_prelude() .. script)))
     local result = json.decode(p:read("a"))
     p:close()
     assert(result.matched, "never showed " .. pattern .. ": " .. result.output)
@@ -98,7 +100,8 @@ describe("Ctrl-C hints that can be pasted", function()
     end)
 
   it("Ctrl-C during the createReplica request: how to see whether the replica was made, runnable", function()
-    emu:fault{ route = "createReplica", kind = "delay", delay_ms = 3000 }
+    -- answered long after the Ctrl-C, however long the pty is stalled before it (nobody waits for it)
+    emu:fault{ route = "createReplica", kind = "delay", delay_ms = 60000 }
     local r = ctrl_c("sending", ("GEOSERVICES_TOKEN=alice-token geoservices --url %s replica create Parcels "
       .. "--layers 0 --name crew-9 crew-9.gpkg"):format(q(emu.url)))
     assert.equal(130, r.exit, r.output)
