@@ -493,6 +493,26 @@ else:
       clean(a)
     end)
 
+    it("made again, keeps what other tables' triggers do with it: a related inspection added in SQL is linked",
+      function()
+      n = n + 1
+      local c = client()
+      local st = assert(geoservices.store.create(c, ("%s/s%d.gpkg"):format(dir, n), { service = "Utilities",
+        replicaName = "s" .. n, syncModel = "perLayer" }, { timeout = 30, poll_interval = 0.05 }))
+      c:close()
+      local a = st.path
+      st:close()
+      admin("updateDefinition", { fields = { { name = "VALVEID", length = 60 } } })
+      cli_sync(a)
+      assert.equal("TEXT(60)", declared(a, "VALVEID"))
+      -- the relation's triggers are on Inspections and name Valves
+      sql(a, "INSERT INTO Inspections (VALVEID, RESULT) VALUES ('V-2', 'tight')")
+      assert.same({ { VALVEID = "V-2" } }, rows(a, "SELECT v.VALVEID FROM gpkgext_geoservices_relation_Valves_"
+        .. "Inspections_0 AS m JOIN Valves AS v ON v.fid = m.base_id JOIN Inspections AS i ON i.fid = m.related_id "
+        .. "WHERE i.RESULT = 'tight'"))
+      clean(a)
+    end)
+
     it("a field's type (deleted and added again, the vendor's way): the column takes the new type, values "
       .. "converted; a queued edit goes once, or is held where the server's value changed too", function()
       local a = create()
