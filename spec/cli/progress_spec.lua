@@ -82,7 +82,9 @@ describe("the progress display", function()
       if status then seen[#seen + 1] = elapsed end
     end
     assert.is_true(#seen >= 10, "the elapsed time was drawn " .. #seen .. " times: " .. r.output)
-    assert.is_true(longest_gap(list, "crew%.json %a+, ") <= 0.5, "the display stood still: " .. r.output)
+    -- a display drawn only when a poll answers stands still for the poll
+    -- interval (1.5 s); the bound leaves a loaded machine's stalls room below it
+    assert.is_true(longest_gap(list, "crew%.json %a+, ") <= 1, "the display stood still: " .. r.output)
   end)
 
   it("shows a download's bytes, rate and ETA, and keeps moving while no byte arrives", function()
@@ -123,7 +125,8 @@ describe("the progress display", function()
     end
     assert.is_string(with_rate, "no rate and ETA: " .. r.output)
     assert.truthy(with_rate:find("%d+%% [%d.]+ %a+ of [%d.]+ %a+"), with_rate)
-    assert.is_true(longest_gap(list, "downloading") <= 0.5, "the display stood still: " .. r.output)
+    -- a display drawn only when bytes arrive stands still for the server's pause (2 s)
+    assert.is_true(longest_gap(list, "downloading") <= 1, "the display stood still: " .. r.output)
   end)
 
   it("quiet without a terminal: no line redrawn, no tick", function()

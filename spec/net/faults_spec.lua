@@ -7,7 +7,6 @@
 -- prints the table fault x operation x outcome (also written to
 -- build/fault_matrix.md).
 local geoservices = require "geoservices"
-local core = require "geoservices.core"
 local json = require "geoservices.base.json"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
@@ -559,12 +558,12 @@ describe("fault matrix", function()
         crash(first)
         if not keep_state then os.remove(state_file) end
         local port = first.port
-        local restart_at = core.monotonic()
+        -- the port is taken again (a restart slowed by a loaded machine may take longer than 10 s: the
+        -- wait is scaled, as every wait, and no duration is asserted)
         restarted = helper.wait_for("a restart on the same port", function()
           local ok, emu2 = pcall(start, port)
           return ok and emu2
         end, 10)
-        assert.is_true(core.monotonic() - restart_at < 10)
         local result, err = op:wait{ poll_interval = 0.05, timeout = helper.TEST_TIMEOUT }
         local cnt = restarted:requests().counts
         record(label, "async sync (edits, url)", describe_outcome(result, err), cnt)

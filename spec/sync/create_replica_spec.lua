@@ -3,7 +3,6 @@
 -- per replica or per layer, filtered, with attachments), the replica it
 -- registers synchronizing afterwards, its resource, unRegisterReplica, and
 -- everything surviving a restart with --state-file.
-local core = require "geoservices.core"
 local geoservices = require "geoservices"
 local json = require "geoservices.base.json"
 local helper = require "spec.helper"
@@ -391,7 +390,6 @@ describe("a replica's lifecycle against the emulator", function()
       assert.equal("mid-job", result.replicaName)
       assert.equal(4, result.features)
       assert(c2:replica_info("Utilities", result.replicaID))
-      local started = core.monotonic()
       assert(c2:unregister_replica("Parcels", made.replicaID))
       kill(second)
       local third = helper.wait_for("a second restart", function()
@@ -400,7 +398,8 @@ describe("a replica's lifecycle against the emulator", function()
       end, 10)
       local _, err = geoservices.client{ url = third.url }:replica_info("Parcels", made.replicaID)
       assert.equal("server", err.kind)
-      assert.is_true(core.monotonic() - started < 15)
+      -- refused at once, not tried again (counted: a duration bound here counted the restart's time too)
+      assert.equal(1, third:count("replicaInfo"))
     end)
   end)
 end)
