@@ -91,7 +91,7 @@ function helper.within_window(what, lengths, run)
   for _, ms in ipairs(lengths) do
     if run(ms) then return ms end
   end
-  error(("%s: the window closed before the spec acted at every length (%s ms)"):format(what,
+  error(("%s: the window closed before the spec acted at every length (%s)"):format(what,
     table.concat(lengths, ", ")), 2)
 end
 
