@@ -6,7 +6,15 @@
 -- and it is not one once it has landed. Before, that read called it a
 -- conflict: the crew was told its edit was held back and its store took the
 -- other crew's value, while the server held the crew's own. Both engines
--- (the store, st:sync; client:sync with a state file), against the emulator.
+-- (the store, st:sync; client:sync with a state file, its caller keeping its
+-- copy from `result.edits` or from on_change), against the emulator.
+--
+-- Once the crew's request has landed, the server holds the crew's value
+-- over the other crew's, which sync 2 had downloaded: the crew's copy must
+-- follow the server, and the crew must be told that its late edit went over
+-- a colleague's value (a conflict, outcome `local_kept`, keeping theirs).
+-- The store did; client:sync told its caller nothing (its caller held the
+-- other crew's value, the server the crew's own).
 local helper = require "spec.helper"
 local world = require "spec.support.engine_world"
 
@@ -15,7 +23,10 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
 
   world.each_test(function(s, d) server, dir = s, d end)
 
-  for _, w in ipairs(world.WAYS) do
+  local ways = { world.WAYS[1], world.WAYS[2], { "state file, on_change", function(s, cl, d, model)
+    return world.state_way(s, cl, d, model, false, { on_change = true })
+  end } }
+  for _, w in ipairs(ways) do
     local way_name, make_way = w[1], w[2]
     -- Sync 1 updates E01, a gateway answers 504 while the server runs the request 3 s later, another
     -- crew changes E01 before that, and sync 2 reads it inside the late window: the checker, the
@@ -35,9 +46,11 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
       return c, cl, way, opts
     end
 
-    it(way_name .. ": another value read while the lost request may still land is not a conflict", function()
+    it(way_name .. ": another value read while the lost request may still land is not a conflict; "
+      .. "once it landed, the crew holds the server's value and is told it replaced the other crew's", function()
       local c, cl, way, opts = held_update_then_theirs()
       c.check(#way.conflicts() == 0, "sync 2 reported a conflict while the crew's request could still land")
+      c.check(way.value(world.E01, "OWNER") == "theirs", "sync 2 did not bring the other crew's value")
       helper.wait_for("the server to run the request the gateway answered", function()
         return server:held() == 0
       end, 30)
@@ -47,23 +60,35 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
       local f = server:feature(world.E01)
       c.check(f and f.OWNER == "ours", "the server holds OWNER " .. tostring(f and f.OWNER))
       c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
+      -- what the crew holds is what the server holds
+      c.check(way.value(world.E01, "OWNER") == "ours", ("the crew holds OWNER %s, the server ours"):format(
+        tostring(way.value(world.E01, "OWNER"))))
+      -- and it is told that ours replaced the other crew's value, which the report keeps
+      local list = way.conflicts()
+      local k = list[1] or {}
+      c.check(#list == 1 and k.op == "update" and k.globalId == world.norm(world.E01) and k.outcome == "local_kept",
+        ("the crew was told of %d conflict(s) (%s of %s, outcome %s), not of its update of E01 applied over "
+          .. "another crew's value"):format(#list, tostring(k.op), tostring(k.globalId), tostring(k.outcome)))
+      c.check(type(k.server) == "table" and type(k.server.attributes) == "table"
+        and k.server.attributes.OWNER == "theirs", "the report does not keep the other crew's value")
       if way.st then
-        -- the store holds what the server holds, and tells that ours replaced the other crew's value
-        c.check(way.value(world.E01, "OWNER") == "ours", "the store holds OWNER "
-          .. tostring(way.value(world.E01, "OWNER")) .. ", the server ours")
-        local list = assert(way.st:conflicts())
-        local k = list[1] or {}
-        c.check(#list == 1 and k.outcome == "local_kept", ("the store keeps %d conflict(s), outcome %s"):format(
-          #list, tostring(k.outcome)))
-        c.check(type(k.server) == "table" and k.server.attributes.OWNER == "theirs",
-          "the conflict does not keep the other crew's value")
         local resolved = assert(way.st:resolve(world.E01, "server"))
         c.check(resolved.queued == 1, "resolving with the server's version queued " .. resolved.queued)
         c.check(way.value(world.E01, "OWNER") == "theirs", "resolved, the store holds OWNER "
           .. tostring(way.value(world.E01, "OWNER")))
       else
-        c.check(#way.conflicts() == 0, ("%d conflict(s) reported for an edit the server applied"):format(
-          #way.conflicts()))
+        -- in the result of the sync that found it, in plain words
+        local told = type(r3) == "table" and r3.conflicts and r3.conflicts[1] or {}
+        c.check(told.outcome == "local_kept" and type(told.description) == "string"
+          and told.description:find("another crew", 1, true) ~= nil,
+          "result.conflicts of sync 3 does not tell it: " .. tostring(told.description))
+        -- told once: the next sync neither reports it again nor sends anything again
+        local r4, e4 = way.sync(opts)
+        c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+        c.check(#way.conflicts() == 1, ("told of %d conflict(s) after sync 4"):format(#way.conflicts()))
+        world.check_once(c, server, way.origin, "update", world.E01)
+        c.check(way.value(world.E01, "OWNER") == "ours", "after sync 4 the crew holds OWNER "
+          .. tostring(way.value(world.E01, "OWNER")))
       end
       c.check(way.pending() == (way.st and 1 or 0), "edits queued or journaled: " .. way.pending())
       way.close()

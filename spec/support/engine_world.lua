@@ -369,7 +369,8 @@ function M.store_way(_, client, dir, model)
   local function listed(list)
     local out = {}
     for _, f in ipairs(list) do
-      out[#out + 1] = { op = f.op, globalId = norm(f.globalId), message = f.message or f.error or f.reason }
+      out[#out + 1] = { op = f.op, globalId = norm(f.globalId), message = f.message or f.error or f.reason,
+                        outcome = f.outcome, server = f.server }
     end
     return out
   end
@@ -387,8 +388,11 @@ end
 --- client:sync with a replica state file dir/crew-a.json, created by createReplica (or, with
 -- `registered`, registered on the documented double through its control route, perReplica: no
 -- createReplica request in its log). The crew's edits are handed to the next sync and then held by
--- its journal; what it knows of the data is what createReplica and the syncs downloaded.
-function M.state_way(server, client, dir, model, registered)
+-- its journal; what it knows of the data is what createReplica and the syncs downloaded: the
+-- results' `edits`, or with `how.on_change` what the syncs hand to on_change (then there is no
+-- `result.edits`). Each conflict it was told of keeps its `outcome` and `server` values.
+function M.state_way(server, client, dir, model, registered, how)
+  how = how or {}
   local path = dir .. "/crew-a.json"
   local created
   if registered then
@@ -404,21 +408,31 @@ function M.state_way(server, client, dir, model, registered)
   local known, failed, conflicts = {}, {}, {}
   for _, gid in ipairs{ M.E01, M.E02, M.E03 } do known[gid] = {} end -- the features the specs touch
   local queued = geoservices.edits()
-  local way = { name = "state file", origin = created.replicaID, path = path }
+  local way = { name = how.on_change and "state file, on_change" or "state file", origin = created.replicaID,
+                path = path }
+  local function change(_, kind, record)
+    if kind == "delete" then
+      known[norm(type(record) == "table" and (record.globalId or record.GlobalID) or record)] = nil
+    elseif (kind == "add" or kind == "update") and type(record) == "table" then
+      known[norm(record.attributes.GlobalID)] = record.attributes
+    end
+  end
   local function absorb(result)
     if type(result) ~= "table" then return end
     for _, f in ipairs(result.failed_edits or {}) do
       failed[#failed + 1] = { op = f.op, globalId = norm(f.globalId), message = f.description or f.message }
     end
     for _, c in ipairs(result.conflicts or {}) do
-      conflicts[#conflicts + 1] = { op = c.op, globalId = norm(c.globalId) }
+      conflicts[#conflicts + 1] = { op = c.op, globalId = norm(c.globalId), outcome = c.outcome, server = c.server,
+                                    message = c.description }
     end
     for _, layer in ipairs(result.edits or {}) do
       local f = layer.features or {}
-      for _, list in ipairs{ f.adds or {}, f.updates or {} } do
-        for _, feat in ipairs(list) do known[norm(feat.attributes.GlobalID)] = feat.attributes end
+      for _, kind in ipairs{ "adds", "updates", "deleteIds" } do
+        for _, record in ipairs(f[kind] or {}) do
+          change(layer.id, kind == "deleteIds" and "delete" or "update", record)
+        end
       end
-      for _, gid in ipairs(f.deleteIds or {}) do known[norm(gid)] = nil end
     end
     absorb(result.resolved)
   end
@@ -446,6 +460,7 @@ function M.state_way(server, client, dir, model, registered)
       else o[k] = v end
     end
     if o.late_window == "default" then o.late_window = nil end -- the library's
+    if how.on_change then o.on_change = change end
     local edits = queued
     queued = geoservices.edits() -- handed over once: after that the journal holds them
     local result, err = client:sync(path, edits, o)

@@ -38,7 +38,7 @@ local function sync_locked(self, r, edits, opts)
     return nil, errors.invalid("replica", ("%s was %s"):format(r.replicaID,
       r.state.unregistered and "unregistered (replica unregister)" or "closed by an earlier sync"))
   end
-  return attempt.run(self, state_journal.new(self, r, edits), opts)
+  return attempt.run(self, state_journal.new(self, r, edits, opts.on_change), opts)
 end
 
 -- client:sync (documented at geoservices.sync.sync).

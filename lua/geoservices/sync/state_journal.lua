@@ -18,8 +18,24 @@
 -- its feature's add. A request with an uploaded edits file (`editsUploadId`)
 -- is journaled too (`params.uploaded`), and kept, provisional then held, as
 -- the engine decides (geoservices.sync.attempt: UPLOADED EDITS FILES).
+--
+-- AN UPDATE APPLIED LATE over another crew's values (the store's side:
+-- geoservices.store.sync.late): while updates are held, what a download
+-- hands the caller of their features is journaled with them (`delivered`:
+-- the last values, by the update's key). When a later read shows a held
+-- update applied after the download gave the caller other values of its
+-- feature, the server holds this update's values over those (the server's
+-- order: the last writer wins) while the caller holds the other crew's: the
+-- caller's on_change is handed the feature as the server holds it now
+-- (`update`; without on_change it goes in `result.edits`, unless the download
+-- brings that feature again), and `result.conflicts` tells it, outcome
+-- `local_kept`, with the other crew's values (`server`) the update replaced
+-- (`result.resolved.late` lists the same). Where the caller edited the
+-- feature again since (edits waiting for the held ones, or this call's),
+-- those edits go next and nothing is told.
 -- @module geoservices.sync.state_journal
 -- @local
+local compare = require "geoservices.sync.compare"
 local edits_mod = require "geoservices.sync.edits"
 local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
@@ -220,10 +236,12 @@ end
 -- @param client the client
 -- @param r the replica (geoservices.sync.replica)
 -- @param edits the call's edits (builder, 2.1 table, JSON text or nil)
+-- @tparam[opt] function on_change the caller's receiver of downloaded changes (`on_change(layer, kind,
+--   record)`): handed the feature an update applied late holds (see the module's description)
 -- @treturn table the journal
-function M.new(client, r, edits)
+function M.new(client, r, edits, on_change)
   return setmetatable({ client = client, r = r, service = r.service, edits = edits, what = "this replica",
-                        kept_in = "journaled", model = r.state.model }, Journal)
+                        kept_in = "journaled", model = r.state.model, on_change = on_change }, Journal)
 end
 
 -- The edits an attempt holds: those it sent, and those an earlier sync held
@@ -249,6 +267,9 @@ function Journal:pending()
   -- the held edits are still a lost answer's, their late window goes on
   local held = type(params.held) == "table" and params.held or nil
   self.item = params.uploaded or (held and held.uploaded) or nil
+  -- what downloads gave the caller of the held updates' features (AN UPDATE APPLIED LATE)
+  local delivered = params.delivered
+  self.delivered = type(delivered) == "table" and next(delivered) and delivered or nil
   return { status_url = a.status_url, params = params, edits = a.edits,
            provisional = params.provisional == true or held ~= nil, held_once = params.held_once == true or held ~= nil,
            lost_at = math.tointeger(params.lost_at) or (held and math.tointeger(held.lost_at)),
@@ -355,7 +376,88 @@ function Journal:call_opts(opts)
     if not OWN[k] then call[k] = v end
   end
   call.replica_path = self.r.path
+  if self.held and opts.on_change then
+    -- what the download gives the caller of the held updates' features is remembered with them
+    local on_change = opts.on_change
+    call.on_change = function(layer, kind, record)
+      self:note_delivered(layer, kind, record)
+      return on_change(layer, kind, record)
+    end
+  end
   return call
+end
+
+-- AN UPDATE APPLIED LATE: the values a download gave the caller of a
+-- feature a held update changes (the last ones), journaled with it.
+function Journal:note_delivered(layer, kind, record)
+  if not self.held or (kind ~= "add" and kind ~= "update") or type(record) ~= "table"
+     or type(record.attributes) ~= "table" then
+    return
+  end
+  if self.held_updates == nil or self.held_updates.of ~= self.held then
+    local set = {}
+    each_edit(self.held.edits, function(key, _, target, op)
+      if target == "feature" and op == "update" then set[key] = true end
+    end)
+    self.held_updates = { of = self.held, keys = set }
+  end
+  local gid = record.attributes.GlobalID
+  if type(gid) ~= "string" then
+    for k, v in pairs(record.attributes) do
+      if type(k) == "string" and k:lower() == "globalid" then gid = v end
+    end
+  end
+  local key = type(gid) == "string" and outcome.key("update", layer, "feature", gid)
+  if key and self.held_updates.keys[key] then
+    self.delivered = self.delivered or {}
+    self.delivered[key] = record
+  end
+end
+
+-- The same for a download the caller takes from `result.edits`.
+local function note_downloaded(j, edits)
+  for _, entry in ipairs(type(edits) == "table" and edits or {}) do
+    local layer = math.tointeger(entry.id) or entry.id
+    local f = type(entry.features) == "table" and entry.features or {}
+    for _, name in ipairs{ "adds", "updates" } do
+      for _, record in ipairs(type(f[name]) == "table" and f[name] or {}) do
+        j:note_delivered(layer, name == "adds" and "add" or "update", record)
+      end
+    end
+  end
+end
+
+local LATE = "the server applied this update late (its answer was lost), after another crew had changed the "
+  .. "feature, and replaced that crew's values with this edit's: the server holds this edit's values (given to "
+  .. "on_change, or in result.edits), the other crew's are in `server` (send them again to restore them)"
+
+-- The held updates a read shows applied after a download gave the caller
+-- other values of their features (`verdicts`, `entries`: settle_read's):
+-- the caller is handed the feature as the server holds it, and each is
+-- listed (the conflicts told: outcome local_kept).
+local function landed_late(j, verdicts, entries)
+  local late = {}
+  if not j.delivered then return late end
+  -- features the caller edited again since: those edits go next (over the values the server holds)
+  local since, mine = features_of(j.waiting), call_edits(j.edits)
+  for f in pairs(type(mine) == "table" and features_of(mine) or {}) do since[f] = true end
+  local own = { GlobalID = true, OBJECTID = true } -- the server fills them
+  for _, e in ipairs(entries) do
+    local theirs = j.delivered[e.key]
+    if e.op == "update" and verdicts[e.key] == outcome.APPLIED and type(theirs) == "table"
+       and type(e.feature) == "table" and not since[feature_of(e.key)]
+       and not compare.holds(theirs, e.feature, own) then
+      local now = joined(theirs, e.feature) -- what the server holds: this edit's values over theirs
+      late[#late + 1] = { layer = e.layer, op = e.op, globalId = e.globalId, sent = e.feature, server = theirs,
+                          feature = now, outcome = "local_kept", description = LATE }
+      if j.on_change then j.on_change(e.layer, "update", now) end
+    end
+  end
+  for key, v in pairs(verdicts) do
+    if v ~= "not_applied" then j.delivered[key] = nil end
+  end
+  if not next(j.delivered) then j.delivered = nil end
+  return late
 end
 
 function Journal:begin(fields)
@@ -369,7 +471,7 @@ function Journal:begin(fields)
     syncDirection = fields.syncDirection, transportType = fields.transportType,
     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
     async = fields.async == true, bases = bases, held = self.held, waiting = self.waiting,
-    uploaded = fields.editsUploadId ~= nil and self.item or nil })
+    uploaded = fields.editsUploadId ~= nil and self.item or nil, delivered = self.held and self.delivered or nil })
 end
 
 -- The journal of edits held one sync (geoservices.sync.attempt): provisional,
@@ -378,7 +480,7 @@ end
 function Journal:write_held()
   return self.r:begin_attempt(self.held.edits or json.array(), { provisional = true, held_once = true,
     bases = self.held.bases, lost_at = self.held.lost_at, waiting = self.waiting,
-    uploaded = self.held.uploaded })
+    uploaded = self.held.uploaded, delivered = self.delivered })
 end
 
 function Journal:record_job(status_url)
@@ -392,6 +494,8 @@ end
 function Journal:commit(result, settled)
   if self.close then result.closed = true end
   if #settled.read_entries > 0 then record_verdicts(result, settled.read, settled.read_entries) end
+  if self.held and not self.on_change then note_downloaded(self, result.edits) end
+  self:tell_late(result)
   if self.held then
     -- the held edits' journal first: a provisional journal outlives the generations' move
     local ok, err = self:write_held()
@@ -415,11 +519,44 @@ function Journal:commit(result, settled)
   return true
 end
 
+-- AN UPDATE APPLIED LATE, told in the result of the sync that found it:
+-- `result.conflicts`; and in `result.edits` (a caller without on_change),
+-- unless the download brought the feature again (what the server holds now).
+function Journal:tell_late(result)
+  if not self.late then return end
+  result.conflicts = result.conflicts or {}
+  for _, k in ipairs(self.late) do
+    result.conflicts[#result.conflicts + 1] = { layer = k.layer, op = k.op, globalId = k.globalId, sent = k.sent,
+      server = k.server, outcome = k.outcome, description = k.description }
+    if not self.on_change and type(result.edits) == "table" then
+      local entry
+      for _, e in ipairs(result.edits) do
+        if (math.tointeger(e.id) or e.id) == k.layer then entry = e end
+      end
+      if not entry then
+        entry = { id = k.layer, features = { adds = json.array(), updates = json.array(), deleteIds = json.array() } }
+        result.edits[#result.edits + 1] = entry
+      end
+      if not features_of({ entry })[feature_of(outcome.key("update", k.layer, "feature", k.globalId))] then
+        entry.features = entry.features or {}
+        entry.features.updates = entry.features.updates or json.array()
+        entry.features.updates[#entry.features.updates + 1] = k.feature
+      end
+    end
+  end
+  self.late = nil
+end
+
 function Journal:settle_read(verdicts, _, how)
   local c = self.current or {}
   local entries = entries_of(c.edits, c.bases)
   local resolution = outcome.resolution{ settled = {} }
   record_verdicts(resolution, verdicts, entries)
+  resolution.late = landed_late(self, verdicts, entries)
+  if #resolution.late > 0 then
+    self.late = self.late or {}
+    for _, k in ipairs(resolution.late) do self.late[#self.late + 1] = k end
+  end
   for key, v in pairs(verdicts) do
     if v ~= "not_applied" then resolution.settled[key] = true end
   end
