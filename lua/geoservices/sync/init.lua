@@ -111,7 +111,10 @@ sync.synchronize_replica = synchronize.synchronize_replica
 --   engine's interface, geoservices.sync.attempt); a test gives one that forgets
 -- @treturn[1] geoservices.sync.result.Result the result; the state file holds the new generations
 --   (an upload-only answer moves none);
---   `result.conflicts` lists edits not applied because the server holds newer values;
+--   `result.conflicts` lists edits not applied because the server holds newer values, and (outcome
+--   `local_kept`, the other crew's values in `server`) an update whose answer was lost that the server
+--   applied late over another crew's values a download had already given the caller: the feature as
+--   the server now holds it goes to `on_change` (else in `result.edits`; geoservices.sync.state_journal);
 --   `result.resolved` what resolving an interrupted attempt found
 -- @treturn[2] geoservices.sync.job.Operation with `params.async = true` and `wait = false`: the job's
 --   operation (its `wait` advances the state)

@@ -42,7 +42,9 @@ local sync_result = {}
 --   (geoservices.sync.outcome; after client:sync also the verdicts read back from the server)
 -- @field unknown the sent edits whose outcome the answer does not tell (`{key =, layer =, op =,
 --   target =, globalId =}`): client:sync and store:sync read them back from the server
--- @field conflicts (client:sync) edits not applied because the server holds newer values; (store:sync)
+-- @field conflicts (client:sync) edits not applied because the server holds newer values, and updates
+--   the server applied late (their answer lost) over another crew's values the caller had downloaded
+--   (`outcome = "local_kept"`, those values in `server`); (store:sync)
 --   every conflict kept, with the `policy` and `outcome` that decided it (geoservices.store.sync.rebase)
 -- @field summary (store:sync) one count per outcome (sent, merged, held, server_kept, local_kept, rejected,
 --   refused, requeued, downloaded); the result then prints it

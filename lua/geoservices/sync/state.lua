@@ -10,7 +10,10 @@
 -- adds found and deletes gone are applied, an update is applied when the
 -- server holds what it sent, not applied when it still holds the values
 -- from before, a conflict otherwise, reported in `result.conflicts` and
--- never sent again over a newer value); only edits shown not applied are
+-- never sent again over a newer value; an update held after a lost answer
+-- and applied late over another crew's values the caller had downloaded is
+-- handed to on_change as the server holds it and reported there too, outcome
+-- `local_kept`: geoservices.sync.state_journal); only edits shown not applied are
 -- sent again, in this call's request; the changes are downloaded from the
 -- generation the state still holds. A job still running past the wait, or
 -- whose polls fail, keeps the attempt: `err.pending`, and the next sync
