@@ -46,6 +46,35 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       c.done()
     end)
 
+    -- The same with an update of a feature the server holds: the update's request never reached
+    -- the server, the crew then deletes the feature; the update goes again with the delete in one
+    -- request over URL transport (no per-edit results). The server applies both; the feature absent
+    -- is what the two make together: the update is neither rejected ("the server does not hold this
+    -- feature") nor in conflict ("deleted on the server"), nor sent again after the delete.
+    it(way_name .. ": an update sent again with its feature's delete is neither rejected nor a conflict", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      local opts = { params = { transportType = "esriTransportTypeUrl" } }
+      way.update(world.E01, { OWNER = "held then deleted" })
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                            attempts = { 1 } }))
+      c.check(not way.sync(opts), "sync 1 succeeded through a reset")
+      way.delete(world.E01)
+      for i = 2, 4 do
+        local r, e = way.sync(opts)
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+      end
+      c.check(#way.failed() == 0, ("failed() lists %d edit(s): %s %s"):format(#way.failed(),
+        tostring((way.failed()[1] or {}).op), tostring((way.failed()[1] or {}).message)))
+      c.check(#way.conflicts() == 0, ("%d conflict(s) kept"):format(#way.conflicts()))
+      c.check(server:feature(world.E01) == nil, "the server holds the deleted feature")
+      c.check(way.pending() == 0, "edits still queued or journaled")
+      way.close()
+      cl:close()
+      c.done()
+    end)
+
     -- The add's request never reached the server, and neither did the next sync's own request (it
     -- holds the add): the add stays in the attempt, read again and sent by a later sync, applied once.
     it(way_name .. ": the held sync's own request lost, the held add is not forgotten", function()

@@ -11,7 +11,9 @@
 --   * an update is applied when the server holds the values it sent; when the
 --     server still holds the values from before the edit (`base`), it was
 --     not applied; anything else is a CONFLICT: someone changed the feature
---     since, and the edit must not be sent again over that newer value.
+--     since, and the edit must not be sent again over that newer value;
+--   * an add or an update read with a delete of its feature that is applied
+--     (all in the attempt) is applied: the feature absent is what they make.
 --
 -- An edit not applied is "not_applied" when the request's outcome was unknown
 -- (it may be sent again), and "rejected" when the request is known to have
@@ -164,8 +166,10 @@ function verify.edits(client, service, list, opts)
       verdicts[e.key] = v
     end
   end
-  -- an add read with its feature's delete (both in the attempt): the feature absent is what the
-  -- two make together, whether the server ran them or neither; the add is not the server's refusal
+  -- an add or an update read with its feature's delete (in the attempt with it, made before it:
+  -- nobody edits a feature they deleted): the feature absent is what they make together, whether
+  -- the server ran them all or only the delete; neither is the server's refusal nor someone
+  -- else's delete, and neither is sent again
   local deleted = {}
   for _, e in ipairs(list) do
     if e.op == "delete" and verdicts[e.key] == "applied" then
@@ -173,7 +177,7 @@ function verify.edits(client, service, list, opts)
     end
   end
   for _, e in ipairs(list) do
-    if e.op == "add" and deleted[e.layer .. "|" .. normalize(e.globalId)] then
+    if (e.op == "add" or e.op == "update") and deleted[e.layer .. "|" .. normalize(e.globalId)] then
       verdicts[e.key], object_ids[e.key] = "applied", nil
     end
   end
