@@ -15,11 +15,13 @@ Crew.__index = Crew
 
 --- B's state file in `dir`: the example world's perReplica replica, or the
 -- one `state` describes (a replica created for the mode: its state fields).
-function M.new(dir, ledger, state)
+-- `late_window`: B's syncs' (the mode's, as A's: B's requests pass the same
+-- gateway, and an edit of B's whose answer is lost is held as long).
+function M.new(dir, ledger, state, late_window)
   local path = dir .. "/crew-b.json"
   helper.write_file(path, json.encode(state or { service = "Parcels", replicaID = M.REPLICA_ID,
                                                   model = "perReplica", replicaServerGen = 1 }))
-  return setmetatable({ path = path, ledger = ledger }, Crew)
+  return setmetatable({ path = path, ledger = ledger, late_window = late_window }, Crew)
 end
 
 --- One sync of B, with `edits` (an edits builder) or none; retried while
@@ -28,7 +30,7 @@ function Crew:sync(url, edits)
   local last
   for _ = 1, 40 do
     local c = geoservices.client{ url = url, token = "alice-token", timeout = 30 }
-    local r, err = c:sync(self.path, edits, { lock_timeout = 30, timeout = 60,
+    local r, err = c:sync(self.path, edits, { lock_timeout = 30, timeout = 60, late_window = self.late_window,
       on_change = function(_, kind, record) self.ledger:received_change(kind, record) end })
     c:close()
     if r then return r end
@@ -37,6 +39,23 @@ function Crew:sync(url, edits)
     helper.sleep(0.2)
   end
   error("replica B could not synchronize: " .. tostring(last and last.message))
+end
+
+--- Whether B's journal still holds an attempt (a lost answer's edits, held).
+function Crew:held()
+  return helper.read_all(self.path .. ".journal") ~= nil
+end
+
+--- B's last sync: again a second apart while its journal holds edits, at
+-- most 10 times (as A's, scenario.settle). Returns whether nothing is held.
+function Crew:settle(url)
+  self:sync(url)
+  for _ = 1, 10 do
+    if not self:held() then return true end
+    helper.sleep(1)
+    self:sync(url)
+  end
+  return not self:held()
 end
 
 --- B sets OWNER of feature `gid` to `value`.

@@ -363,11 +363,27 @@ function Ledger:analyse(changelog, server, views)
   table.sort(names)
   local expected, order = self:expected_values(applied_of)
   for _, gid in ipairs(order) do
+    local wrong_here = false
     for _, name in ipairs(names) do
       local got = views[name](gid)
       if got ~= expected[gid] then
-        t.wrong = t.wrong + 1
+        t.wrong, wrong_here = t.wrong + 1, true
         t.problem("%s holds %s = %s, the last edit made was %s", name, gid, tostring(got), tostring(expected[gid]))
+      end
+    end
+    if wrong_here then
+      -- what was made, told and applied of that feature, to trace it
+      for _, e in ipairs(self.edits) do
+        if e.gid == gid then
+          t.problem("  made: %s %s %s (run %d)%s%s", e.who, e.op, tostring(e.value or ""), e.run,
+            e.left_before_b and ", its request left before B's edit" or "",
+            self:reported_how(e) and (", told: " .. self:reported_how(e)) or "")
+        end
+      end
+      for _, entry in ipairs(by_gid[gid] or {}) do
+        t.problem("  the server's change log of it: gen %s %s%s origin %s%s", tostring(entry.gen),
+          tostring(entry.op), value_of(entry) and (" " .. value_of(entry)) or "", tostring(entry.origin),
+          entry.refused and " (refused)" or "")
       end
     end
   end

@@ -6,6 +6,8 @@ local phases = require "spec.torture.phases"
 local M = {}
 
 local function n(v) return v or 0 end
+-- how many lines of each mode's details are printed
+local DETAILS = tonumber(os.getenv("TORTURE_DETAILS")) or 12
 
 -- The counts that fail a torture, with their names in the total line.
 M.FAILING = {
@@ -81,11 +83,19 @@ function M.print(results, info)
     .. "the job, not counted as stale):")
   print(tally_table(results))
   for _, r in ipairs(results) do
-    local problems = r.tally.problems or {}
+    -- the failures first (a failure's lines follow it, indented), then the notes
+    local problems, notes, into = {}, {}, nil
+    for _, p in ipairs(r.tally.problems or {}) do
+      if not (p:match("^%s") and into) then into = p:match("^note:") and notes or problems end
+      into[#into + 1] = p
+    end
+    table.move(notes, 1, #notes, #problems + 1, problems)
     if #problems > 0 then
       print(("details of %s (%d; \"note:\" lines fail nothing):"):format(r.mode.label, #problems))
-      for i = 1, math.min(#problems, 12) do print("  " .. problems[i]) end
-      if #problems > 12 then print(("  ... and %d more"):format(#problems - 12)) end
+      for i = 1, math.min(#problems, DETAILS) do print("  " .. problems[i]) end
+      if #problems > DETAILS then
+        print(("  ... and %d more (TORTURE_DETAILS=N shows N)"):format(#problems - DETAILS))
+      end
     end
     if r.tally.degraded then print("  " .. r.tally.degraded) end
   end

@@ -29,7 +29,8 @@ function M.start(mode, a_origin)
   -- a late window of W s holds edits over about W runs (a run takes a second or more)
   local ledger = ledger_mod.new(a_origin or "", b_state and b_state.replicaID or crew_b.REPLICA_ID,
     1 + math.ceil(mode.late_window or 0))
-  local ctx = { mode = mode, dir = dir, emu = emu, ledger = ledger, b = crew_b.new(dir, ledger, b_state), pool = {},
+  local ctx = { mode = mode, dir = dir, emu = emu, ledger = ledger,
+                b = crew_b.new(dir, ledger, b_state, mode.late_window), pool = {},
                 counts = {}, journals_seen = 0, in_flight_runs = 0, setup_error = not ok and err or nil,
                 b_replica_id = b_state and b_state.replicaID or crew_b.REPLICA_ID }
   return ctx

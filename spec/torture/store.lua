@@ -128,7 +128,9 @@ function M.run_mode(mode, runs)
     end
     ctx.b:sync(ctx.emu.url)
   end
-  -- the user syncs again later while edits are held (a lost answer's, in its late window)
+  -- the users sync again later while edits are held (a lost answer's, in its late window): B first,
+  -- so that A's last syncs download what B's held edits bring
+  local b_settled = ctx.b:settle(ctx.emu.url)
   local ok, err = scenario.settle(function() return sync_a(ctx, mode) end, function()
     local st = assert(geoservices.store.open(ctx.path_a))
     local held = st:attempt() ~= false or #(st:pending() or {}) > 0
@@ -159,6 +161,10 @@ function M.run_mode(mode, runs)
     tally.problems[#tally.problems + 1] = ("store A lists %d rejected edits, none was refused"):format(#failed)
   end
   st:close()
+  if not b_settled then
+    tally.stuck = (tally.stuck or 0) + 1
+    tally.problems[#tally.problems + 1] = "replica B's journal still holds edits after its last syncs"
+  end
   return scenario.finish(ctx, tally)
 end
 

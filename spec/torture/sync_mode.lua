@@ -84,7 +84,9 @@ function M.run_mode(mode, runs)
     if not ok then return scenario.abort(ctx, run, err) end
     ctx.b:sync(ctx.emu.url)
   end
-  -- the user syncs again later while edits are held (a lost answer's, in its late window)
+  -- the users sync again later while edits are held (a lost answer's, in its late window): B first,
+  -- so that A's last syncs download what B's held edits bring
+  local b_settled = ctx.b:settle(ctx.emu.url)
   local ok, err = scenario.settle(function() return sync_a(ctx, mode) end, function()
     return helper.read_all(ctx.state_a .. ".journal") ~= nil
   end)
@@ -94,6 +96,10 @@ function M.run_mode(mode, runs)
   if helper.read_all(ctx.state_a .. ".journal") then
     tally.stuck = (tally.stuck or 0) + 1
     tally.problems[#tally.problems + 1] = "replica A's journal is still there after its last sync"
+  end
+  if not b_settled then
+    tally.stuck = (tally.stuck or 0) + 1
+    tally.problems[#tally.problems + 1] = "replica B's journal still holds edits after its last syncs"
   end
   return scenario.finish(ctx, tally)
 end
