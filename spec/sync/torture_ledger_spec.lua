@@ -83,6 +83,32 @@ describe("torture ledger", function()
       assert.equal(1, one.lost)
     end)
 
+  it("an update between its feature's add and delete, none of which reached the server: folded, not lost",
+    function()
+      local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "delete" } }, {}, nil)
+      assert.same({ lost = 0, folded = 3, wrong = 0 }, { lost = t.lost, folded = t.folded, wrong = t.wrong })
+      -- without the delete the update is lost (and so is the add)
+      local kept = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" } }, {}, nil)
+      assert.equal(2, kept.lost)
+    end)
+
+  it("B's update whose answer was lost, applied by the server after A's newer update: the server's order decides",
+    function()
+      local function run(lost_answer)
+        local l = ledger_of{ { "add", "v-add" } }
+        l:record("b", "update", X, "b1", 2).lost_answer = lost_answer
+        l:record("a", "update", X, "u3", 3)
+        return analyse(l, { entry("add", "v-add", 2), entry("update", "u3", 5),
+                            entry("update", "b1", 6, { origin = B }) }, "b1")
+      end
+      local late = run(true)
+      assert.same({ wrong = 0, late = 1 }, { wrong = late.wrong, late = late.late_imports })
+      -- an answer B received: the server ran B's edit after A's newer one was applied, wrong final
+      -- values (the server's and B's)
+      local answered = run(false)
+      assert.same({ wrong = 2, late = 0 }, { wrong = answered.wrong, late = answered.late_imports })
+    end)
+
   it("two updates made while their feature's add was held both go in that add: folded, not lost", function()
     local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
       { entry("add", "u2", 5) }, "u2")

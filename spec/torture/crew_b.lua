@@ -25,7 +25,8 @@ function M.new(dir, ledger, state, late_window)
 end
 
 --- One sync of B, with `edits` (an edits builder) or none; retried while
--- the emulator restarts. Raises when it never succeeds.
+-- the emulator restarts (or a gateway lost the answer). Returns the result
+-- and whether a try failed first. Raises when it never succeeds.
 function Crew:sync(url, edits)
   local last
   for _ = 1, 40 do
@@ -33,7 +34,7 @@ function Crew:sync(url, edits)
     local r, err = c:sync(self.path, edits, { lock_timeout = 30, timeout = 60, late_window = self.late_window,
       on_change = function(_, kind, record) self.ledger:received_change(kind, record) end })
     c:close()
-    if r then return r end
+    if r then return r, last ~= nil end
     last = err
     edits = nil -- an interrupted attempt keeps its edits in B's journal
     helper.sleep(0.2)
@@ -47,10 +48,10 @@ function Crew:held()
 end
 
 --- B's last sync: again a second apart while its journal holds edits, at
--- most 10 times (as A's, scenario.settle). Returns whether nothing is held.
+-- most 30 times (as A's, scenario.settle). Returns whether nothing is held.
 function Crew:settle(url)
   self:sync(url)
-  for _ = 1, 10 do
+  for _ = 1, 30 do
     if not self:held() then return true end
     helper.sleep(1)
     self:sync(url)
@@ -62,8 +63,10 @@ end
 function Crew:update(url, gid, value, run)
   local e = geoservices.edits()
   e:update(0, { attributes = { GlobalID = gid, OWNER = value } })
-  self.ledger:record("b", "update", gid, value, run)
-  return self:sync(url, e)
+  local entry = self.ledger:record("b", "update", gid, value, run)
+  local r, retried = self:sync(url, e)
+  entry.lost_answer = retried -- its request may still run late on the server
+  return r
 end
 
 return M

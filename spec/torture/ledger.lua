@@ -195,6 +195,19 @@ function Ledger:folded(e, by_gid, applied_of)
   end
   if e.op == "update" then
     if in_add(e.value) then return "in its feature's add" end
+    if #entries == 0 then
+      -- the feature never reached the server: its add, this update and its delete went as nothing
+      local added, deleted
+      for _, other in ipairs(self.edits) do
+        if other.who == "a" and other.gid == e.gid then
+          if other.op == "add" and other.action < e.action then added = other end
+          if other.op == "delete" and other.action > e.action then deleted = deleted or other end
+        end
+      end
+      if added and deleted then
+        return ("with its feature's add (run %d) and delete (run %d): none went"):format(added.run, deleted.run)
+      end
+    end
     local seen = false
     for _, entry in ipairs(entries) do seen = seen or value_of(entry) == e.value end
     for _, other in ipairs(seen and {} or self.edits) do
@@ -303,6 +316,26 @@ function Ledger:count_stale(t, applied_of)
   end
 end
 
+-- B's edits whose answer was lost (`lost_answer`, crew_b) and that the server
+-- applied after a newer edit of A's: the server ran B's request late, its
+-- order then decides the final value (not a stale value sent again: B's
+-- journal never sends an update where the server holds another value).
+function Ledger:count_late_b(t, applied_of)
+  for _, b in ipairs(self.edits) do
+    local b_gen = b.who == "b" and b.lost_answer and applied_of[b] and applied_of[b][1] and applied_of[b][1].gen
+    for _, a in ipairs(b_gen and self.edits or {}) do
+      local a_gen = a.who == "a" and a.gid == b.gid and a.action > b.action and applied_of[a][1]
+        and applied_of[a][1].gen
+      if a_gen and b_gen > a_gen then
+        t.late_imports = t.late_imports + 1
+        b.order = math.max(b.order or b.action, a.action + 0.5)
+        t.problem("note: %s = %s (B, run %d, its answer lost) applied late at gen %s, after A's newer %s (gen %s)",
+          b.gid, tostring(b.value), b.run, tostring(b_gen), tostring(a.value), tostring(a_gen))
+      end
+    end
+  end
+end
+
 -- The final value of each feature: that of the last edit made to it
 -- (false: deleted), leaving out the edits the user was told did not go
 -- through. Returns the values and the GlobalIDs in order.
@@ -347,6 +380,7 @@ function Ledger:analyse(changelog, server, views)
     end
   end
   self:count_stale(t, applied_of)
+  self:count_late_b(t, applied_of)
   for key, n in pairs(self.received) do
     if n > 1 then
       t.downloaded_twice = t.downloaded_twice + n - 1

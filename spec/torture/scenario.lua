@@ -26,9 +26,10 @@ function M.start(mode, a_origin)
     b_state, err = M.new_replica(emu, "torture-b", mode.model)
     ok = b_state ~= nil
   end
-  -- a late window of W s holds edits over about W runs (a run takes a second or more)
+  -- a late window holds edits over as many runs as answers keep being lost (a gateway loses one
+  -- request in three, and each loss holds again): any later run's edit may carry a held one
   local ledger = ledger_mod.new(a_origin or "", b_state and b_state.replicaID or crew_b.REPLICA_ID,
-    1 + math.ceil(mode.late_window or 0))
+    (mode.late_window or 0) > 0 and math.huge or 1)
   local ctx = { mode = mode, dir = dir, emu = emu, ledger = ledger,
                 b = crew_b.new(dir, ledger, b_state, mode.late_window), pool = {},
                 counts = {}, journals_seen = 0, in_flight_runs = 0, setup_error = not ok and err or nil,
@@ -184,10 +185,11 @@ end
 
 --- A's last sync, `sync()`, then again a second apart while `held()` says
 -- edits are still held (a lost answer's, in the mode's late window) or
--- queued, at most 10 times: as a user syncs again later.
+-- queued, at most 30 times: as a user syncs again later (a gateway loses
+-- one request in three, and each loss holds again for the window).
 function M.settle(sync, held)
   local ok, err = sync()
-  for _ = 1, 10 do
+  for _ = 1, 30 do
     if not ok or not held() then break end
     helper.sleep(1)
     ok, err = sync()
