@@ -51,8 +51,9 @@
 --   j.service, j.fields (verify's `[layer] = {global_id =, object_id =}` or nil),
 --   j.kept_in (where a pending job's edits stay, for messages)
 --   j:pending()           the attempt an earlier sync left: `{status_url =, params =, edits =,
---                         provisional =, held_once =, lost_at =, uploaded =}` (params: syncDirection,
---                         rollbackOnFailure... as journaled; edits: the 2.1 list it carries;
+--                         provisional =, held_once =, lost_at =, sent_at =, uploaded =}` (params:
+--                         syncDirection, rollbackOnFailure... as journaled; edits: the 2.1 list it carries;
+--                         sent_at: when j:begin journaled the request carrying its edits (os.time);
 --                         uploaded: the editsUploadId it carries), or false
 --   j:uploaded()          the editsUploadId the attempt in hand carries (journaled by j:begin from the
 --                         request's field, given back by pending()), or nil
@@ -66,7 +67,8 @@
 --   j:take(params, resolution, opts)  the edits this request sends: `{edits = 2.1 list | nil}`
 --                         (a store marks its queue rows with a new attempt: durable)
 --   j:call_opts(opts)     synchronizeReplica's options (output, on_change...)
---   j:begin(fields)       durable before the request leaves (fields: the encoded request)
+--   j:begin(fields)       durable before the request leaves (fields: the encoded request), with the
+--                         time (`sent_at`; not for a download made while edits are held)
 --   j:record_job(url)     the job's status address
 --   j:commit(result, settled)  `settled`: `verdicts` (every sent edit's), `read` (those read back),
 --                         `object_ids`, `gens` (@{generations}: nil = keep)
@@ -344,9 +346,25 @@ local function resolve(client, j, opts)
     if not jobs.over(werr, true) then return nil, jobs.pending(werr, j.kept_in, a.status_url) end
     failed_job = werr.kind == "job" and werr.status_resource ~= nil
   end
+  -- THE LATE WINDOW runs from the answer's loss, or from when the request carrying edits left
+  -- (`sent_at`) when a process died waiting for it (INTERRUPTED: not provisional, no job): the
+  -- server may still be running that request too. Its edits are held while the window lasts (no
+  -- sync's "once" first: without a window an interrupted attempt is read and what it did not apply
+  -- goes at once). An interrupted download alone is read as before (nothing of it is sent again).
+  local lost_at = a.lost_at
+  local carried = type(a.edits) == "table" and next(a.edits) ~= nil
+  if carried and math.type(a.sent_at) == "integer" and (lost_at == nil or a.sent_at > lost_at) then
+    lost_at = a.sent_at
+  end
+  local hold
+  if a.provisional then
+    hold = M.holds({ provisional = true, held_once = a.held_once, lost_at = lost_at }, opts.late_window)
+  else
+    local ends = M.window_end({ lost_at = lost_at }, opts.late_window)
+    hold = ends ~= nil and os.time() < ends
+  end
   local summary
-  summary, err = read_back(client, j, { completed = false, hold = M.holds(a, opts.late_window), lost_at = a.lost_at },
-    opts)
+  summary, err = read_back(client, j, { completed = false, hold = hold, lost_at = lost_at }, opts)
   if not summary then return nil, err end
   return { summary = summary, from_failed_job = failed_job }
 end

@@ -273,7 +273,7 @@ function Journal:pending()
   return { status_url = a.status_url, params = params, edits = a.edits,
            provisional = params.provisional == true or held ~= nil, held_once = params.held_once == true or held ~= nil,
            lost_at = math.tointeger(params.lost_at) or (held and math.tointeger(held.lost_at)),
-           uploaded = self.item }
+           sent_at = math.tointeger(params.sent_at), uploaded = self.item }
 end
 
 -- The uploaded edits file (editsUploadId) the attempt in hand carries, or nil.
@@ -471,7 +471,8 @@ function Journal:begin(fields)
     syncDirection = fields.syncDirection, transportType = fields.transportType,
     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
     async = fields.async == true, bases = bases, held = self.held, waiting = self.waiting,
-    uploaded = fields.editsUploadId ~= nil and self.item or nil, delivered = self.held and self.delivered or nil })
+    uploaded = fields.editsUploadId ~= nil and self.item or nil, delivered = self.held and self.delivered or nil,
+    sent_at = os.time() }) -- the request carrying the caller's edits: it may run late (attempt's late window)
 end
 
 -- The journal of edits held one sync (geoservices.sync.attempt): provisional,

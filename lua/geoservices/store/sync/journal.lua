@@ -150,7 +150,8 @@ function Journal:pending()
   self.touched, self.on_change = watcher(self.st, all)
   return { status_url = a.status_url, params = self.params, edits = #rows > 0 and edits_of(rows) or nil,
            provisional = self.params.provisional == true, held_once = self.params.held_once == true,
-           lost_at = math.tointeger(self.params.lost_at), uploaded = self.params.uploaded }
+           lost_at = math.tointeger(self.params.lost_at), sent_at = math.tointeger(self.params.sent_at),
+           uploaded = self.params.uploaded }
 end
 
 -- Marks the attempt in hand provisional (and held once): geoservices.sync.attempt's requeue rule.
@@ -289,7 +290,10 @@ function Journal:begin(fields)
                     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
                     async = fields.async == true }
   if fields.editsUploadId ~= nil then journal.uploaded = tostring(fields.editsUploadId) end
-  if self.holding then
+  if not self.holding then
+    journal.sent_at = os.time() -- the request carrying the edits: it may run late (attempt's late window)
+  else
+    -- a download under the held attempt: the held edits' window goes on from their loss
     journal.provisional, journal.held_once = true, true
     -- the held attempt's uploaded edits file and late window
     journal.uploaded = self.params and self.params.uploaded

@@ -1,0 +1,51 @@
+-- Issue 34, F2: a process that dies waiting for its answer. The crew adds
+-- a feature; the request leaves, a gateway holds it (the server runs it
+-- 2 s later) and the process dies before it could note the answer lost
+-- (a laptop shut, a kill: the journal says only that the request was
+-- begun). The crew's next sync comes at once, while the server is still
+-- running that request: it must not send the add again (the server would
+-- then hold it twice, or refuse the second as a duplicate); the late
+-- window runs from when the request left. Both engines (the store,
+-- st:sync; client:sync with a state file), against the emulator.
+local helper = require "spec.helper"
+local world = require "spec.support.engine_world"
+
+-- The process "dies" right after its request was answered with a 504: the journal wrapper raises
+-- before the engine reads the outcome back or notes when the answer was lost.
+local function dying(j)
+  return setmetatable({ settle_read = function() error("the process was killed", 0) end }, { __index = j })
+end
+
+describe("engine, a sync whose process died waiting for its answer (the server still running it):", function()
+  local server, dir
+
+  world.each_test(function(s, d) server, dir = s, d end)
+
+  for _, w in ipairs(world.WAYS) do
+    local way_name, make_way = w[1], w[2]
+    it(way_name .. ": the next sync holds its edits until the server ran it, then nothing goes twice", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      local opts = { late_window = 60 }
+      local added = way.add{ APN = "INTERRUPTED", OWNER = "first" }
+      server:gateway("504", 2000)
+      pcall(way.sync, { late_window = 60, journal = dying }) -- raised: its process is gone
+      server:gateway(nil)
+      c.check(server:held() == 1, "the gateway does not hold sync 1's request: " .. tostring(server:held()))
+      local r2, e2 = way.sync(opts) -- at once: the server has not run sync 1's request yet
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      helper.wait_for("the server to run the request the gateway answered", function()
+        return server:held() == 0
+      end, 30)
+      local r3, e3 = way.sync(opts)
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      world.check_once(c, server, way.origin, "add", added)
+      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
+      c.check(way.pending() == 0, "edits queued or journaled: " .. way.pending())
+      way.close()
+      cl:close()
+      c.done()
+    end)
+  end
+end)
