@@ -140,6 +140,46 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       c.done()
     end)
 
+    -- An update waiting for its feature's held add, when that add is settled (the server applied it
+    -- late) while another edit stays held: the waiting update goes then, not after the crew's newer
+    -- update of the feature (sent at once, the feature no longer held): the older value must never
+    -- reach the server after the newer one.
+    it(way_name .. ": an update that waited for its add never reaches the server after a newer one", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      local held = { late_window = 60 }
+      local x = way.add{ APN = "WAITED-X", OWNER = "first" }
+      server:gateway("504", 1000) -- the server runs sync 1's request a second later
+      c.check(not way.sync(held), "sync 1 succeeded through a 504")
+      server:gateway(nil)
+      way.update(x, { OWNER = "older" }) -- waits for the add
+      local y = way.add{ APN = "WAITED-Y", OWNER = "other" }
+      -- sync 2's own request (the add of Y) never reaches the server: Y is held too
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                            attempts = { server:sync_requests() + 1 } }))
+      way.sync(held)
+      helper.wait_for("the server to run sync 1's request", function() return server:held() == 0 end, 30)
+      local r3, e3 = way.sync(held) -- the add of X shows applied; Y is still held
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      way.update(x, { OWNER = "newer" })
+      local r4, e4 = way.sync(held)
+      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      for i = 5, 6 do
+        local r, e = way.sync{ late_window = 0 } -- Y's wait is over
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+      end
+      local f = server:feature(x)
+      c.check(f and f.OWNER == "newer", "the server holds OWNER " .. tostring(f and f.OWNER) .. ", not the newer")
+      world.check_once(c, server, way.origin, "add", x)
+      world.check_once(c, server, way.origin, "add", y)
+      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
+      c.check(way.pending() == 0, "edits still queued or journaled")
+      way.close()
+      cl:close()
+      c.done()
+    end)
+
     -- Two updates of the feature, each made and synced while its add is held: both wait, and what
     -- reaches the server is the later one's values (joined to the earlier's other fields), never
     -- the earlier's over them.

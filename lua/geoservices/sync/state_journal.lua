@@ -340,17 +340,25 @@ function Journal:take(params, resolution, opts)
   end
   if self.held then
     -- an edit of a feature the held edits touch waits for them (journaled with them, not sent):
-    -- sent alone it would reach the server before them (an update before its feature's add);
-    -- those already waiting go on waiting while the hold lasts
+    -- sent alone it would reach the server before them (an update before its feature's add).
+    -- Those already waiting go on waiting while their feature is held; once it is not (its held
+    -- edits settled while others stay held) they go now, joined to the caller's edits of the
+    -- feature (the later's values win): kept waiting, they would reach the server after a newer
+    -- edit of the caller's sent meanwhile
     local features = features_of(self.held.edits)
-    local wait = select_edits(mine, function(key) return features[feature_of(key)] end)
-    mine = select_edits(mine, function(key) return not features[feature_of(key)] end)
+    local function is_held(key) return features[feature_of(key)] == true end
+    local released = select_edits(self.waiting, function(key) return not is_held(key) end)
+    mine = merged_edits(released, type(mine) == "table" and mine or nil)
+    local wait = select_edits(mine, is_held)
+    mine = select_edits(mine, function(key) return not is_held(key) end)
     if wait then
       -- journaled at once: the caller handed them over, a process killed now must not lose them
+      -- (the released ones stay in that journal until j:begin journals the request carrying them)
       self.waiting = merged_edits(self.waiting, wait)
       local ok, err = self:write_held()
       if not ok then return nil, err end
     end
+    if released then self.waiting, self.released = select_edits(self.waiting, is_held), released end
   elseif self.waiting then
     mine, self.waiting = merged_edits(self.waiting, type(mine) == "table" and mine or nil), nil
   end
@@ -614,6 +622,8 @@ end
 
 function Journal:abandon()
   if self.held then
+    -- waiting edits this request carried wait again (nothing of it was applied)
+    if self.released then self.waiting, self.released = merged_edits(self.released, self.waiting), nil end
     self:write_held()
   elseif self.resent and self.r.attempt then
     -- the earlier attempt's edits this request carried stay journaled
