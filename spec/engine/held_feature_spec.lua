@@ -180,6 +180,38 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       c.done()
     end)
 
+    -- An update waiting for its feature's held add, and another crew changes the feature once the
+    -- add landed: the waiting update was made on the add's values, so sent now it would overwrite
+    -- the other crew's newer value unseen. It is a conflict, kept and reported, never sent over it.
+    it(way_name .. ": an update that waited for its add is a conflict when another crew changed it since",
+      function()
+        local c = world.checker()
+        local cl = world.client(server, true)
+        local way = make_way(server, cl, dir, "perReplica")
+        local x = way.add{ APN = "WAITED-THEIRS", OWNER = "first" }
+        server:gateway("504", 1000) -- the server runs sync 1's request a second later
+        c.check(not way.sync{ late_window = 60 }, "sync 1 succeeded through a 504")
+        server:gateway(nil)
+        way.update(x, { OWNER = "ours" }) -- waits for the add
+        local r2, e2 = way.sync{ late_window = 60 }
+        c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+        helper.wait_for("the server to run sync 1's request", function() return server:held() == 0 end, 30)
+        server:crew_update(x, { OWNER = "theirs" })
+        for i = 3, 4 do
+          local r, e = way.sync{ late_window = 0 }
+          c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+        end
+        local f = server:feature(x)
+        c.check(f and f.OWNER == "theirs", "the server holds OWNER " .. tostring(f and f.OWNER)
+          .. ": the waiting update overwrote the other crew's newer value")
+        c.check(world.has(way.conflicts(), "update", x), ("the update is not reported in conflict (%d conflicts)")
+          :format(#way.conflicts()))
+        world.check_once(c, server, way.origin, "add", x)
+        way.close()
+        cl:close()
+        c.done()
+      end)
+
     -- Two updates of the feature, each made and synced while its add is held: both wait, and what
     -- reaches the server is the later one's values (joined to the earlier's other fields), never
     -- the earlier's over them.

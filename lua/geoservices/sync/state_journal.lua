@@ -14,8 +14,12 @@
 -- sent once; one the journal settled is never sent twice). While edits are
 -- held (a lost answer's, geoservices.sync.attempt), the caller's edits of a
 -- feature they touch wait with them, journaled (`params.waiting`), and go
--- with the first sync after: an update never reaches the server before
--- its feature's add. A request with an uploaded edits file (`editsUploadId`)
+-- with the first sync after their feature is no longer held: an update
+-- never reaches the server before its feature's add. A waiting update was
+-- made on the values the held edits give its feature (`params.waiting_bases`):
+-- it goes only where the server holds them then (or with them, sent again),
+-- and is a conflict, reported and not sent, where another crew changed the
+-- feature since. A request with an uploaded edits file (`editsUploadId`)
 -- is journaled too (`params.uploaded`), and kept, provisional then held, as
 -- the engine decides (geoservices.sync.attempt: UPLOADED EDITS FILES).
 --
@@ -218,6 +222,22 @@ local function record_verdicts(into, verdicts, entries)
   end
 end
 
+-- The values the held edits `list` (with their `bases`) leave each feature with, by feature
+-- (feature_of a key): an add's, an update's joined over its base. A delete leaves none.
+local function held_values(list, bases)
+  local out = {}
+  each_edit(list, function(key, _, target, op, _, item)
+    if target ~= "feature" or type(item) ~= "table" then return end
+    if op == "add" then
+      out[feature_of(key)] = item
+    elseif op == "update" then
+      local base = bases and bases[key]
+      out[feature_of(key)] = joined(type(base) == "table" and base or out[feature_of(key)], item)
+    end
+  end)
+  return out
+end
+
 --- What a re-attached job's operation needs of the replica: what its
 -- answer must agree with (this replica, generations forward).
 -- @param r the replica
@@ -263,6 +283,7 @@ function Journal:pending()
   local params = type(a.params) == "table" and a.params or {}
   -- edits of the caller's that wait for held ones (Journal:take)
   self.waiting = type(params.waiting) == "table" and params.waiting or nil
+  self.waiting_bases = type(params.waiting_bases) == "table" and params.waiting_bases or nil
   -- a request sent while edits were held and interrupted before its answer (a process killed):
   -- the held edits are still a lost answer's, their late window goes on
   local held = type(params.held) == "table" and params.held or nil
@@ -322,6 +343,37 @@ function Journal:keys()
   return keys
 end
 
+-- Waiting edits whose feature is no longer held, about to go: an update whose base is known
+-- (`waiting_bases`) goes where the server still holds that base; where it holds the update's own
+-- values nothing goes; where it holds other values (another crew changed the feature since) or
+-- no longer has the feature, the update is a conflict, reported with the resolution's and never
+-- sent. Returns the edits that go (nil: none), or nil, err (the server could not be read).
+function Journal:release(list, resolution)
+  local bases = self.waiting_bases or {}
+  -- the held edits sent again now (the server does not show them) carry their waiting ones with them
+  local resending = features_of(resolution.summary and resolution.summary.resend)
+  local checked = {}
+  for _, e in ipairs(entries_of(list, bases)) do
+    if e.op == "update" and type(e.base) == "table" and not resending[feature_of(e.key)] then
+      checked[#checked + 1] = e
+    end
+  end
+  if #checked == 0 then return list end
+  local verdicts, err = verify.edits(self.client, self.service, checked, { completed = false })
+  if not verdicts then return nil, err end
+  local into = resolution.summary or resolution.result
+  if not into then
+    resolution.summary = outcome.resolution{ settled = {} }
+    into = resolution.summary
+  end
+  record_verdicts(into, verdicts, checked)
+  return select_edits(list, function(key)
+    local v = verdicts[key]
+    if v ~= nil and bases[key] then bases[key] = nil end
+    return v == nil or v == "not_applied"
+  end)
+end
+
 function Journal:take(params, resolution, opts)
   if opts and opts.only then
     -- a part of a split: only those of the refused request's edits
@@ -348,19 +400,31 @@ function Journal:take(params, resolution, opts)
     local features = features_of(self.held.edits)
     local function is_held(key) return features[feature_of(key)] == true end
     local released = select_edits(self.waiting, function(key) return not is_held(key) end)
-    mine = merged_edits(released, type(mine) == "table" and mine or nil)
+    local going, err = self:release(released, resolution)
+    if err then return nil, err end
+    mine = merged_edits(going, type(mine) == "table" and mine or nil)
     local wait = select_edits(mine, is_held)
     mine = select_edits(mine, function(key) return not is_held(key) end)
     if wait then
+      -- each waiting update's base: what the held edits give its feature (its first wait's)
+      local values = held_values(self.held.edits, self.held.bases)
+      each_edit(wait, function(key, _, _, op)
+        if op == "update" and values[feature_of(key)] then
+          self.waiting_bases = self.waiting_bases or {}
+          self.waiting_bases[key] = self.waiting_bases[key] or values[feature_of(key)]
+        end
+      end)
       -- journaled at once: the caller handed them over, a process killed now must not lose them
       -- (the released ones stay in that journal until j:begin journals the request carrying them)
       self.waiting = merged_edits(self.waiting, wait)
-      local ok, err = self:write_held()
-      if not ok then return nil, err end
+      local ok, werr = self:write_held()
+      if not ok then return nil, werr end
     end
     if released then self.waiting, self.released = select_edits(self.waiting, is_held), released end
   elseif self.waiting then
-    mine, self.waiting = merged_edits(self.waiting, type(mine) == "table" and mine or nil), nil
+    local going, err = self:release(self.waiting, resolution)
+    if err then return nil, err end
+    mine, self.waiting = merged_edits(going, type(mine) == "table" and mine or nil), nil
   end
   self.resent = read and read.resend or nil
   local edits = merged_edits(self.resent, mine)
@@ -479,6 +543,7 @@ function Journal:begin(fields)
     syncDirection = fields.syncDirection, transportType = fields.transportType,
     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
     async = fields.async == true, bases = bases, held = self.held, waiting = self.waiting,
+    waiting_bases = self.waiting and self.waiting_bases or nil,
     uploaded = fields.editsUploadId ~= nil and self.item or nil, delivered = self.held and self.delivered or nil,
     sent_at = os.time() }) -- the request carrying the caller's edits: it may run late (attempt's late window)
 end
@@ -489,6 +554,7 @@ end
 function Journal:write_held()
   return self.r:begin_attempt(self.held.edits or json.array(), { provisional = true, held_once = true,
     bases = self.held.bases, lost_at = self.held.lost_at, waiting = self.waiting,
+    waiting_bases = self.waiting and self.waiting_bases or nil,
     uploaded = self.held.uploaded, delivered = self.delivered })
 end
 
@@ -600,7 +666,8 @@ function Journal:settle_read(verdicts, _, how)
     if not ok then return nil, err end
   elseif not resolution.resend and self.waiting then
     -- settled; the edits that waited for it stay journaled until they are sent
-    local ok, err = self.r:begin_attempt(json.array(), { waiting = self.waiting })
+    local ok, err = self.r:begin_attempt(json.array(), { waiting = self.waiting,
+      waiting_bases = self.waiting_bases })
     if not ok then return nil, err end
   elseif not resolution.resend then
     self.r:clear_attempt()
