@@ -27,6 +27,9 @@
 -- before it read the request: an add held one sync, then folded with the
 -- next run's edit of its feature, as spec/store/fold_spec.lua shows).
 --
+-- TORTURE_DETAILS=N prints N lines of each mode's details (12); TORTURE_TRACE=<file>
+-- (client:sync) appends A's journal after each of its syncs to the file.
+--
 -- TORTURE_FORGET_JOURNAL=1 in the environment is the mutation check's: the
 -- children's syncs get a journal that forgets each attempt as it leaves
 -- (spec/torture/forgetful.lua), and the torture must fail.

@@ -23,6 +23,17 @@ local TRANSPORTS = { url = "esriTransportTypeUrl", embedded = "esriTransportType
 
 -- A's sync in this process until it succeeds (the lock of a child still
 -- running is waited for); what it reported goes to the ledger.
+-- TORTURE_TRACE=<file> in the environment: after each of A's syncs (and each
+-- child), what happened and A's journal are appended to the file, to trace a failure.
+local function trace(ctx, what)
+  local path = os.getenv("TORTURE_TRACE")
+  if not path then return end
+  local f = io.open(path, "a")
+  f:write(("== %s %s run %s\n%s\n"):format(ctx.mode.label, what, tostring(ctx.run),
+    helper.read_all(ctx.state_a .. ".journal") or "(no journal)"))
+  f:close()
+end
+
 local function sync_a(ctx, mode)
   local last
   for _ = 1, 30 do
@@ -33,8 +44,12 @@ local function sync_a(ctx, mode)
     c:close()
     if r then
       ctx.ledger:report(reported.of(r))
+      trace(ctx, "after A's sync: " .. require("geoservices.base.json").encode(reported.of(r)))
       return true
     end
+    -- a failed sync's error is the only report of what it read back in conflict or rejected
+    -- (the journal forgets a settled edit): the user was told there
+    if err then ctx.ledger:report(reported.of(err)) end
     last = err
     helper.sleep(0.2)
   end
@@ -56,6 +71,7 @@ function M.run_mode(mode, runs)
   helper.write_file(ctx.state_a, json.encode(state))
   for run = 1, runs do
     local e = geoservices.edits()
+    ctx.run = run
     local plan = scenario.user_edits(ctx, run)
     for _, add in ipairs(plan.adds) do
       add.gid = e:add(0, { attributes = { OWNER = add.value, APN = ("t%d"):format(run) },
@@ -75,6 +91,7 @@ function M.run_mode(mode, runs)
       kill_emulator = scenario.emulator_kill(ctx, run),
     }
     scenario.count_hit(ctx, hit)
+    trace(ctx, "after the child " .. tostring(hit.child_phase) .. " emu " .. tostring(hit.emulator_phase))
     if helper.read_all(ctx.state_a .. ".journal") then ctx.journals_seen = ctx.journals_seen + 1 end
     scenario.interfere(ctx, plan, run, hit)
     scenario.kill_while_verifying(ctx, run, "spec/support/sync_child.lua",
