@@ -109,6 +109,19 @@ describe("torture ledger", function()
       assert.same({ wrong = 2, late = 0 }, { wrong = answered.wrong, late = answered.late_imports })
     end)
 
+  it("a conflict with B's edit made before A's, whose answer was lost (it may land after A's): no false conflict",
+    function()
+      local function run(lost_answer)
+        local l = ledger_of{ { "add", "v-add" } }
+        l:record("b", "update", X, "b1", 2).lost_answer = lost_answer
+        l:record("a", "update", X, "u3", 3)
+        l:report{ { op = "update", globalId = X, how = "conflicts", value = "u3" } }
+        return analyse(l, { entry("add", "v-add", 2), entry("update", "b1", 6, { origin = B }) }, "b1")
+      end
+      assert.equal(0, run(true).false_conflicts)
+      assert.equal(1, run(false).false_conflicts) -- B's answer came: B's edit was there before A's
+    end)
+
   it("two updates made while their feature's add was held both go in that add: folded, not lost", function()
     local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
       { entry("add", "u2", 5) }, "u2")

@@ -128,13 +128,15 @@ function Ledger:reported_how(e)
   return nil
 end
 
--- Whether replica B edited the feature of `e` after it.
+-- Whether replica B edited the feature of `e` after it, or may have: an edit of B's whose answer
+-- was lost may reach the server late, after `e` was made (the server ran B's request then).
 function Ledger:edited_later_by_b(e)
   for _, b in ipairs(self.edits) do
-    if b.who == "b" and b.gid == e.gid and b.action > e.action then return true end
+    if b.who == "b" and b.gid == e.gid and (b.action > e.action or b.lost_answer) then return true end
   end
   return false
 end
+
 
 -- The change log's feature entries by GlobalID.
 local function entries_by_gid(changelog)
@@ -152,6 +154,23 @@ end
 
 local function value_of(entry)
   return type(entry.attributes) == "table" and entry.attributes[FIELD] or nil
+end
+
+-- What was made, told and applied of the feature `gid`, under a failure, to trace it.
+function Ledger:trace_feature(t, gid, by_gid)
+  for _, e in ipairs(self.edits) do
+    if e.gid == gid then
+      t.problem("  made: %s %s %s (run %d)%s%s%s", e.who, e.op, tostring(e.value or ""), e.run,
+        e.left_before_b and ", its request left before B's edit" or "",
+        e.lost_answer and ", its answer lost" or "",
+        self:reported_how(e) and (", told: " .. self:reported_how(e)) or "")
+    end
+  end
+  for _, entry in ipairs(by_gid[gid] or {}) do
+    t.problem("  the server's change log of it: gen %s %s%s origin %s%s", tostring(entry.gen),
+      tostring(entry.op), value_of(entry) and (" " .. value_of(entry)) or "", tostring(entry.origin),
+      entry.refused and " (refused)" or "")
+  end
 end
 
 -- The entries of one edit: its applications, and the attempts made after
@@ -254,6 +273,7 @@ function Ledger:count_edit(t, e, again, applied, by_gid)
       t.false_conflicts = t.false_conflicts + 1
       t.problem("false conflict: %s %s = %s (run %d) reported in conflict though no other replica edited it "
         .. "after (applied %d times)", e.op, e.gid, tostring(e.value), e.run, #applied)
+      self:trace_feature(t, e.gid, by_gid)
     end
   end
   local folded = #applied == 0 and not how and not t.degraded and self:folded(e, by_gid, self.applied_of)
@@ -263,11 +283,7 @@ function Ledger:count_edit(t, e, again, applied, by_gid)
   elseif #applied == 0 and not how and not (e.op == "update" and t.degraded) then
     t.lost = t.lost + 1
     t.problem("lost: %s %s (run %d%s)", e.op, e.gid, e.run, e.value and (", " .. e.value) or "")
-    for _, entry in ipairs(by_gid[e.gid] or {}) do
-      t.problem("  the server's change log of it: gen %s %s%s origin %s%s", tostring(entry.gen),
-        tostring(entry.op), value_of(entry) and (" " .. value_of(entry)) or "", tostring(entry.origin),
-        entry.refused and " (refused)" or "")
-    end
+    self:trace_feature(t, e.gid, by_gid)
   end
   if e.op == "add" and #again > 0 then
     t.duplicated = t.duplicated + #again
@@ -405,21 +421,7 @@ function Ledger:analyse(changelog, server, views)
         t.problem("%s holds %s = %s, the last edit made was %s", name, gid, tostring(got), tostring(expected[gid]))
       end
     end
-    if wrong_here then
-      -- what was made, told and applied of that feature, to trace it
-      for _, e in ipairs(self.edits) do
-        if e.gid == gid then
-          t.problem("  made: %s %s %s (run %d)%s%s", e.who, e.op, tostring(e.value or ""), e.run,
-            e.left_before_b and ", its request left before B's edit" or "",
-            self:reported_how(e) and (", told: " .. self:reported_how(e)) or "")
-        end
-      end
-      for _, entry in ipairs(by_gid[gid] or {}) do
-        t.problem("  the server's change log of it: gen %s %s%s origin %s%s", tostring(entry.gen),
-          tostring(entry.op), value_of(entry) and (" " .. value_of(entry)) or "", tostring(entry.origin),
-          entry.refused and " (refused)" or "")
-      end
-    end
+    if wrong_here then self:trace_feature(t, gid, by_gid) end
   end
   t.problem = nil
   return t
