@@ -171,6 +171,8 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       end
       local f = server:feature(x)
       c.check(f and f.OWNER == "newer", "the server holds OWNER " .. tostring(f and f.OWNER) .. ", not the newer")
+      -- nor is the older one held back as a conflict with the crew's own newer value
+      c.check(#way.conflicts() == 0, ("%d conflict(s) reported"):format(#way.conflicts()))
       world.check_once(c, server, way.origin, "add", x)
       world.check_once(c, server, way.origin, "add", y)
       c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
