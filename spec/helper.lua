@@ -43,12 +43,19 @@ end
 
 helper.own_pid = own_pid
 
+-- A process whose main thread shows Z (a zombie) may still have threads
+-- exiting: they hold its files until the last one is gone, and with them its
+-- POSIX locks (a store's, a state file's). Seen: a SIGKILLed child with a
+-- JSON parse worker still held its SQLite lock when the spec's close needed
+-- it, and the store's WAL was left (spec/store/gpkg_spec). Such a process
+-- counts as alive until its thread count is down to the zombie itself.
 local function process_alive(pid)
-  local f = io.open("/proc/" .. pid .. "/stat")
+  local f = io.open("/proc/" .. pid .. "/status")
   if not f then return false end
-  local stat = f:read("a")
+  local status = f:read("a")
   f:close()
-  return not stat:match("^%d+ %b() Z") -- a zombie has exited already
+  if not status:match("\nState:%s*Z") then return true end
+  return tonumber(status:match("\nThreads:%s*(%d+)")) ~= 1 -- a zombie has exited once its threads have
 end
 helper.process_alive = process_alive
 
