@@ -26,6 +26,12 @@ local function spawn(cmd)
   return assert(tonumber(out:match("(%d+)")), out)
 end
 
+-- A shell loop that waits until `release` exists (60 s at most): a hold the spec ends itself
+-- (a hold for a time ended under a spec stalled that long).
+local function until_released(release)
+  return ("n=0; while [ ! -e %s ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done"):format(q(release))
+end
+
 local function journal_mode(path)
   local db = assert(core.store_open(path, { readonly = true }))
   local mode = db:rows("PRAGMA journal_mode")[1].journal_mode
@@ -64,10 +70,10 @@ describe("replica store beside other readers and writers", function()
     local path = st.path
     assert(st:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "while read" } }))
     st:close()
-    -- the sqlite3 shell in a read transaction for 4 s (as QGIS and GDAL hold theirs)
-    local marker = dir .. "/reading"
-    local pid = spawn(("(echo 'BEGIN; SELECT count(*) FROM Parcels;'; echo '.shell touch %s'; sleep 4; "
-      .. "echo 'COMMIT;') | sqlite3 %s"):format(q(marker), q(path)))
+    -- the sqlite3 shell in a read transaction until the spec ends it (as QGIS and GDAL hold theirs)
+    local marker, release = dir .. "/reading", dir .. "/reading.release"
+    local pid = spawn(("(echo 'BEGIN; SELECT count(*) FROM Parcels;'; echo '.shell touch %s'; %s; "
+      .. "echo 'COMMIT;') | sqlite3 %s"):format(q(marker), until_released(release), q(path)))
     helper.wait_for("the reader to hold its transaction", function() return exists(marker) end, 5)
     st = assert(store.open(path, { busy_timeout = 0.5 }))
     local result, err = st:sync(client())
@@ -76,6 +82,8 @@ describe("replica store beside other readers and writers", function()
     assert.is_true(helper.process_alive(pid), "the reader still held the file")
     assert.same({}, st:pending())
     st:close()
+    helper.write_file(release, "")
+    helper.wait_for("the reader to end", function() return not helper.process_alive(pid) end, 10)
   end)
 
   it("refuses a busy_timeout that is no number of seconds, naming the option", function()
@@ -92,30 +100,36 @@ describe("replica store beside other readers and writers", function()
     local st = create("writer")
     local path = st.path
     assert(st:update(0, { attributes = { GlobalID = PARCEL1, OWNER = "after the writer" } }))
-    local function hold(seconds)
-      local marker = dir .. "/writing-" .. seconds
-      local pid = spawn(("(echo 'BEGIN IMMEDIATE;'; echo '.shell touch %s'; sleep %s; echo 'COMMIT;') | sqlite3 %s")
-        :format(q(marker), seconds, q(path)))
+    -- the writer holds its lock until the spec writes `release` (a hold for a time ended under a
+    -- spec stalled that long, and the sync went through)
+    local function hold(name)
+      local marker, release = dir .. "/writing-" .. name, dir .. "/writing-" .. name .. ".release"
+      local pid = spawn(("(echo 'BEGIN IMMEDIATE;'; echo '.shell touch %s'; %s; echo 'COMMIT;') | sqlite3 %s")
+        :format(q(marker), until_released(release), q(path)))
       helper.wait_for("the writer to hold the lock", function() return exists(marker) end, 5)
-      return pid
+      return pid, release
     end
     local c = client()
     local before = emu:count("synchronizeReplica")
-    local pid = hold(2)
+    local pid, release = hold("first")
     local t0 = core.monotonic()
     local result, err = st:sync(c, { busy_timeout = 0.3 })
     assert.is_nil(result)
     assert.equal("busy", err.kind)
-    assert.truthy(core.monotonic() - t0 < 1.5)
+    -- its own busy_timeout, not the store's 5 s (a bound under that, not a measure of 0.3 s)
+    assert.truthy(core.monotonic() - t0 < 4)
     assert.equal(before, emu:count("synchronizeReplica")) -- nothing sent
+    helper.write_file(release, "")
     helper.wait_for("the writer to end", function() return not helper.process_alive(pid) end, 10)
-    pid = hold(1.5)
+    pid, release = hold("second")
     t0 = core.monotonic()
+    -- the writer lets go a second after t0, while the sync waits for it
+    assert(os.execute(("(sleep 1; touch %s) > /dev/null 2>&1 &"):format(q(release))))
     result, err = st:sync(c, { busy_timeout = 10 })
     assert.is_truthy(result, tostring(err))
     assert.truthy(core.monotonic() - t0 >= 0.5, "it waited for the writer")
     assert.equal(1, result.uploaded)
-    assert.is_false(helper.process_alive(pid))
+    helper.wait_for("the writer to end", function() return not helper.process_alive(pid) end, 10)
     -- the store's own busy_timeout is back for what follows
     assert.same({ { timeout = 5000 } }, st.db:rows("PRAGMA busy_timeout"))
     st:close()
