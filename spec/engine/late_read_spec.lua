@@ -96,6 +96,35 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
       c.done()
     end)
 
+    -- The same, and sync 3, which reads the crew's update applied, then fails (the server refuses its
+    -- request, 503): what the read found is told in its error (err.resolved), never found again.
+    it(way_name .. ": a sync that reads the late landing and then fails tells it in its error", function()
+      local c, cl, way, opts = held_update_then_theirs()
+      helper.wait_for("the server to run the request the gateway answered", function()
+        return server:held() == 0
+      end, 30)
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "status", status = 503 }))
+      c.check(not way.sync(opts), "sync 3 succeeded through a 503")
+      c.check(way.value(world.E01, "OWNER") == "ours", ("after sync 3 failed the crew holds OWNER %s, the "
+        .. "server ours"):format(tostring(way.value(world.E01, "OWNER"))))
+      local list = way.conflicts()
+      local k = list[1] or {}
+      c.check(#list == 1 and k.outcome == "local_kept" and type(k.server) == "table"
+        and k.server.attributes.OWNER == "theirs", ("after sync 3 failed the crew was told of %d conflict(s) "
+        .. "(outcome %s), not of its update applied over the other crew's value"):format(#list, tostring(k.outcome)))
+      assert(server.emu:control("faults/clear", {}))
+      local r4, e4 = way.sync(opts)
+      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      c.check(#way.conflicts() == 1, ("told of %d conflict(s) after sync 4"):format(#way.conflicts()))
+      c.check(way.value(world.E01, "OWNER") == "ours", "after sync 4 the crew holds OWNER "
+        .. tostring(way.value(world.E01, "OWNER")))
+      world.check_once(c, server, way.origin, "update", world.E01)
+      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
+      way.close()
+      cl:close()
+      c.done()
+    end)
+
     -- The same, and the crew deletes E01 between sync 2 and 3 (its table held the other crew's value,
     -- downloaded during the hold): the delete's base is that value, while the server holds the crew's
     -- own once the request landed; the delete goes without a conflict.

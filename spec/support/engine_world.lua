@@ -465,7 +465,18 @@ function M.state_way(server, client, dir, model, registered, how)
     queued = geoservices.edits() -- handed over once: after that the journal holds them
     local result, err = client:sync(path, edits, o)
     absorb(result)
-    if err then absorb(err.result or { failed_edits = err.failed_edits, conflicts = err.conflicts }) end
+    if err then
+      absorb(err.result or { failed_edits = err.failed_edits, conflicts = err.conflicts })
+      -- a failure after the earlier attempt was read: what the read found (err.resolved), an update
+      -- applied late over another crew's values among it (`late`: the feature as the server holds it)
+      local found = type(err.resolved) == "table" and err.resolved or {}
+      absorb{ failed_edits = found.failed_edits, conflicts = found.conflicts }
+      for _, k in ipairs(type(found.late) == "table" and found.late or {}) do
+        conflicts[#conflicts + 1] = { op = k.op, globalId = norm(k.globalId), outcome = k.outcome, server = k.server,
+                                      message = k.description }
+        if not how.on_change and type(k.feature) == "table" then change(k.layer, "update", k.feature) end
+      end
+    end
     return result, err
   end
   function way.pending() return helper.read_all(path .. ".journal") and 1 or 0 end

@@ -385,7 +385,7 @@ local function refused_whole(err, sent)
   return err.kind == "job" and err.status_resource ~= nil and sent.rollback == true
 end
 
-local split
+local split, request
 
 -- The edits of `entries` a refusal names (its details, or its message, hold
 -- their GlobalID): key -> the server's words of it.
@@ -634,7 +634,9 @@ end
 -- @tparam table j the journal
 -- @tparam table opts the sync's options (`timeout`, `poll_interval`, `on_status`, `on_progress`,
 --   `journal` (a wrapper of the journal), ...); the journal reads its own
--- @return the result (`resolved`: what resolving an earlier attempt found), or nil, err
+-- @return the result (`resolved`: what resolving an earlier attempt found), or nil, err (`err.resolved`
+--   too when the sync fails after that: the attempt it settled is not read again, and what the read
+--   found, an update applied late over another crew's values among it, is told here)
 function M.run(client, j, opts)
   if opts.journal and not opts.journal_wrapped then
     j = opts.journal(j)
@@ -647,8 +649,20 @@ function M.run(client, j, opts)
   local resolution, err = resolve(client, j, opts)
   if not resolution then return nil, err end
   if resolution.result and j:enough(resolution) then return resolution.result end
-  local params
-  params, err = j:request(opts)
+  local result, serr, verr = request(client, j, opts, resolution)
+  local found = resolution.result or resolution.summary
+  if result and type(result) == "table" and getmetatable(result) ~= jobs.Operation then
+    result.resolved = result.resolved or found
+  elseif not result and type(serr) == "table" and serr.resolved == nil then
+    serr.resolved = found
+  end
+  return result, serr, verr
+end
+
+-- This sync's own request, once the attempt an earlier one left is resolved
+-- (`resolution`, @{run}).
+function request(client, j, opts, resolution)
+  local params, err = j:request(opts)
   if not params then return nil, err end
   if params.async == true and j:capabilities() and j:capabilities().supportsAsync == false then
     return nil, errors.invalid("async", "the service does not run synchronizations asynchronously "
@@ -672,11 +686,7 @@ function M.run(client, j, opts)
     params.async, params.transportType, params.rollbackOnFailure = nil, nil, nil
   end
   explicit(params, carries)
-  local result, serr, verr = send(client, j, params, opts, resolution.summary and resolution.summary.resent)
-  if result and type(result) == "table" and getmetatable(result) ~= jobs.Operation then
-    result.resolved = result.resolved or resolution.result or resolution.summary
-  end
-  return result, serr, verr
+  return send(client, j, params, opts, resolution.summary and resolution.summary.resent)
 end
 
 return M

@@ -122,7 +122,9 @@ sync.synchronize_replica = synchronize.synchronize_replica
 -- @treturn[3] table err: the errors of @{synchronize_replica}, plus kind "busy" (another
 --   synchronization holds the replica), "io" or "invalid" (the state file cannot be read, is
 --   invalid or closed); `err.pending` when a job's outcome is not known yet (the next sync
---   re-attaches)
+--   re-attaches); `err.resolved` what resolving an interrupted attempt found when the sync failed
+--   after that (it is not found again: `late` lists the updates applied late over another crew's
+--   values, each with `feature`, as the server holds it, and `server`, the other crew's values)
 -- @raise when replica is neither a path nor a replica, and as @{synchronize_replica}
 -- @function sync
 sync.sync = state.sync
