@@ -33,6 +33,25 @@ describe("geoservices.loop", function()
       assert.same({ 1, 2, 3 }, finished)
     end)
 
+    it("wakes sleepers due at the same turn earliest first, whatever delayed the turn", function()
+      -- a loaded machine (or a long callback) delays the scheduler's turn: every sleeper is due
+      -- then, and the one that asked for the shortest sleep runs first (in hash order before:
+      -- 'run waits for the tasks it spawned' failed so, {2, 1, 3} under load)
+      local finished = {}
+      geoservices.run(function()
+        for i = 8, 1, -1 do
+          geoservices.spawn(function()
+            geoservices.sleep(0.01 * i)
+            finished[#finished + 1] = i
+          end)
+        end
+        geoservices.sleep(0.001) -- they all sleep now
+        local stalled_until = core.monotonic() + 0.15
+        while core.monotonic() < stalled_until do end -- the turn is late: all eight are due at once
+      end)
+      assert.same({ 1, 2, 3, 4, 5, 6, 7, 8 }, finished)
+    end)
+
     it("interleaves tasks at their waits", function()
       local order = {}
       geoservices.run(function()

@@ -403,6 +403,8 @@ function Scheduler:_wait(task, kind, a, b)
     if b:ready() then self:_sweep(a) end
   elseif kind == "sleep" then
     self.timers[task] = a
+    self.sleep_seq = (self.sleep_seq or 0) + 1
+    task.sleep_seq = self.sleep_seq
     task.wait = "sleep"
   elseif kind == "join" then
     if a.state == "done" then
@@ -508,16 +510,40 @@ function Scheduler:_fail_driver(driver, msg, code)
   end
 end
 
+-- Wakes the sleepers whose time has come, earliest first (ties: the one
+-- that went to sleep first). A turn delayed by a loaded machine or a long
+-- callback finds several due at once; in the timers' hash order a task that
+-- asked for a shorter sleep could run after one that asked for a longer.
+local function wakes_before(timers)
+  return function(a, b)
+    local x, y = timers[a], timers[b]
+    if x ~= y then return x < y end
+    return a.sleep_seq < b.sleep_seq
+  end
+end
+
 function Scheduler:_wake_timers()
-  local t
-  for task, at in pairs(self.timers) do
+  local t, due, n = nil, nil, 0
+  local timers = self.timers
+  for task, at in pairs(timers) do
     t = t or now()
     if at <= t then
-      self.timers[task] = nil
-      task.wait = nil
-      self:_enqueue(task, true)
+      due = due or self.spare_due or {}
+      n = n + 1
+      due[n] = task
     end
   end
+  if n == 0 then return end
+  self.spare_due = nil
+  if n > 1 then table.sort(due, wakes_before(timers)) end
+  for i = 1, n do
+    local task = due[i]
+    due[i] = nil
+    timers[task] = nil
+    task.wait = nil
+    self:_enqueue(task, true)
+  end
+  self.spare_due = due
 end
 
 local function driver_usable(self, driver)
