@@ -214,6 +214,46 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
         c.done()
       end)
 
+    -- A held update found in conflict (another crew changed the feature) by a sync whose own request
+    -- then fails: the journal settles the conflict (never sent again), so that failed sync is the
+    -- only one that can tell it. Its error must (err.conflicts), or the crew never learns of it.
+    it(way_name .. ": a conflict found by a sync whose own request then fails is told by its error", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      way.update(world.E01, { OWNER = "ours" })
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                            attempts = { server:sync_requests() + 1 } }))
+      c.check(not way.sync{ late_window = 60 }, "sync 1 succeeded through a reset")
+      server:crew_update(world.E01, { OWNER = "theirs" })
+      local r2, e2 = way.sync{ late_window = 0 } -- holds the update once (the engine's rule)
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      c.check(#way.conflicts() == 0, "sync 2 called the held update a conflict")
+      local y = way.add{ APN = "AFTER-CONFLICT", OWNER = "y" }
+      -- sync 3 reads the held update (a conflict now: the hold is over), then its own request fails
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "error", attempts = {
+        server:sync_requests() + 1 } }))
+      c.check(not way.sync{ late_window = 0 }, "sync 3 succeeded through an error answer")
+      if not way.st then
+        -- (the store keeps the held update in its attempt when the sync fails: read again next)
+        c.check(world.has(way.conflicts(), "update", world.E01), ("the conflict is not told by the failed sync "
+          .. "(%d conflicts)"):format(#way.conflicts()))
+      end
+      local f = server:feature(world.E01)
+      c.check(f and f.OWNER == "theirs", "the server holds OWNER " .. tostring(f and f.OWNER))
+      local r4, e4 = way.sync{ late_window = 0 }
+      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      c.check(world.has(way.conflicts(), "update", world.E01), "the conflict is not told")
+      f = server:feature(world.E01)
+      c.check(f and f.OWNER == "theirs", "the server holds OWNER " .. tostring(f and f.OWNER))
+      if way.st then -- (client:sync's caller hands a refused request's edits again itself)
+        c.check(server:feature(y) ~= nil, "the add of y did not reach the server")
+      end
+      way.close()
+      cl:close()
+      c.done()
+    end)
+
     -- Two updates of the feature, each made and synced while its add is held: both wait, and what
     -- reaches the server is the later one's values (joined to the earlier's other fields), never
     -- the earlier's over them.

@@ -82,6 +82,8 @@
 --                         with `unsettled` (edits left to send), `held`, `resent` (set of keys sent again)
 --   j:abandon()           nothing of the attempt was applied: its edits go back where they came from
 --   j:note_read(err, summary), j:fold_read(result, summary)  what reading back found, told
+--   j:note_resolved(err, summary)  optional: what resolving the earlier attempt settled, told by the
+--                         error of a sync whose own request then failed
 --   j:rebase(client, taken, opts)  optional, see below
 --   j:capabilities(), j:keep_capabilities(caps)  the service's syncCapabilities kept with the
 --                         replica (read once from the service's resource); j.model its sync model
@@ -655,6 +657,8 @@ function M.run(client, j, opts)
     result.resolved = result.resolved or found
   elseif not result and type(serr) == "table" and serr.resolved == nil then
     serr.resolved = found
+    -- the message (what the CLI prints) names the conflicts and rejections the read settled
+    if found and j.note_resolved then j:note_resolved(serr, found) end
   end
   return result, serr, verr
 end

@@ -729,6 +729,13 @@ function Journal.note_read(_, err, summary)
     .. "again by the next sync before they are sent)%s"):format(summary.verified - left, left, named(summary))
 end
 
+function Journal.note_resolved(_, err, summary)
+  local told = named(summary)
+  if told == "" then return end
+  err.message = err.message .. ("; an earlier synchronization's edits, read back first%s"):format(
+    told:gsub("%(err%.conflicts, err%.failed_edits:", "(err.resolved:"))
+end
+
 function Journal.fold_read(_, result, summary)
   result.resolved = summary
   result.conflicts = result.conflicts or {}
