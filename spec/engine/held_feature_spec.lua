@@ -327,4 +327,36 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       c.done()
     end)
   end
+
+  -- client:sync's caller hands over an update of a feature whose earlier update is held, after
+  -- another crew changed the feature (the server held theirs when the caller made it): had it
+  -- gone at once it would have replaced theirs, as any update client:sync is handed does. It
+  -- goes once the hold is over, no conflict (the held one, sent before theirs, is the conflict).
+  it("state file: an update handed over after another crew's change, while its feature is held, goes",
+    function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = world.state_way(server, cl, dir, "perReplica")
+      way.update(world.E01, { OWNER = "ours 1" })
+      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                            attempts = { server:sync_requests() + 1 } }))
+      c.check(not way.sync{ late_window = 60 }, "sync 1 succeeded through a reset")
+      server:crew_update(world.E01, { OWNER = "theirs" })
+      local r2, e2 = way.sync{ late_window = 60 } -- holds "ours 1"
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      way.update(world.E01, { OWNER = "ours 2" })
+      local r3, e3 = way.sync{ late_window = 60 } -- "ours 2" waits
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      for i = 4, 5 do
+        local r, e = way.sync{ late_window = 0 }
+        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+      end
+      local f = server:feature(world.E01)
+      c.check(f and f.OWNER == "ours 2", "the server holds OWNER " .. tostring(f and f.OWNER))
+      c.check(#way.conflicts() == 1, ("%d conflict(s) reported, 1 expected (ours 1 over theirs)"):format(
+        #way.conflicts()))
+      c.check(way.pending() == 0, "edits still queued or journaled")
+      cl:close()
+      c.done()
+    end)
 end)

@@ -16,10 +16,11 @@
 -- feature they touch wait with them, journaled (`params.waiting`), and go
 -- with the first sync after their feature is no longer held: an update
 -- never reaches the server before its feature's add. A waiting update was
--- made on the values the held edits give its feature (`params.waiting_bases`):
--- it goes only where the server holds them then (or with them, sent again),
--- and is a conflict, reported and not sent, where another crew changed the
--- feature since. A request with an uploaded edits file (`editsUploadId`)
+-- handed over when the server held some values of its feature, and the held
+-- edits would give it others (`params.waiting_bases`): it goes only where the
+-- server holds either then (or with the held edits, sent again), and is a
+-- conflict, reported and not sent, where another crew changed the feature
+-- since. A request with an uploaded edits file (`editsUploadId`)
 -- is journaled too (`params.uploaded`), and kept, provisional then held, as
 -- the engine decides (geoservices.sync.attempt: UPLOADED EDITS FILES).
 --
@@ -343,24 +344,48 @@ function Journal:keys()
   return keys
 end
 
--- Waiting edits whose feature is no longer held, about to go: an update whose base is known
--- (`waiting_bases`) goes where the server still holds that base; where it holds the update's own
--- values nothing goes; where it holds other values (another crew changed the feature since) or
--- no longer has the feature, the update is a conflict, reported with the resolution's and never
--- sent. Returns the edits that go (nil: none), or nil, err (the server could not be read).
+-- Waiting edits whose feature is no longer held, about to go. A waiting update was handed over
+-- when the server held `seen` of its feature, while held edits would give it `held`
+-- (`waiting_bases[key] = {seen =, held =}`): it goes where the server holds either still (had it
+-- gone at once it would have replaced `seen`; our own held edits may have landed since); where
+-- the server holds its own values nothing goes; where it holds other values (another crew changed
+-- the feature since) or no longer has the feature, the update is a conflict, reported with the
+-- resolution's and never sent. Returns the edits that go (nil: none), or nil, err (the server
+-- could not be read).
 function Journal:release(list, resolution)
   local bases = self.waiting_bases or {}
   -- the held edits sent again now (the server does not show them) carry their waiting ones with them
   local resending = features_of(resolution.summary and resolution.summary.resend)
-  local checked = {}
-  for _, e in ipairs(entries_of(list, bases)) do
-    if e.op == "update" and type(e.base) == "table" and not resending[feature_of(e.key)] then
-      checked[#checked + 1] = e
+  local function checked_against(which, keep)
+    local out = {}
+    for _, e in ipairs(entries_of(list)) do
+      local b = bases[e.key]
+      if e.op == "update" and type(b) == "table" and type(b[which]) == "table"
+        and not resending[feature_of(e.key)] and keep(e.key) then
+        e.base = b[which]
+        out[#out + 1] = e
+      end
+    end
+    return out
+  end
+  local verdicts = {}
+  for _, which in ipairs{ "seen", "held" } do
+    -- the second base only for those the first did not settle as going or applied
+    local entries = checked_against(which, function(key)
+      local v = verdicts[key]
+      return v == nil or (type(v) == "table" and v.conflict == true)
+    end)
+    if #entries > 0 then
+      local read, err = verify.edits(self.client, self.service, entries, { completed = false })
+      if not read then return nil, err end
+      for k, v in pairs(read) do verdicts[k] = v end
     end
   end
+  local checked = {}
+  for _, e in ipairs(entries_of(list)) do
+    if verdicts[e.key] ~= nil then checked[#checked + 1] = e end
+  end
   if #checked == 0 then return list end
-  local verdicts, err = verify.edits(self.client, self.service, checked, { completed = false })
-  if not verdicts then return nil, err end
   local into = resolution.summary or resolution.result
   if not into then
     resolution.summary = outcome.resolution{ settled = {} }
@@ -406,12 +431,14 @@ function Journal:take(params, resolution, opts)
     local wait = select_edits(mine, is_held)
     mine = select_edits(mine, function(key) return not is_held(key) end)
     if wait then
-      -- each waiting update's base: what the held edits give its feature (its first wait's)
+      -- each waiting update's bases (its first wait's): what the server holds of its feature now,
+      -- and what the held edits would give it
       local values = held_values(self.held.edits, self.held.bases)
+      local seen = read_bases(self.client, self.r, wait) or {}
       each_edit(wait, function(key, _, _, op)
-        if op == "update" and values[feature_of(key)] then
+        if op == "update" then
           self.waiting_bases = self.waiting_bases or {}
-          self.waiting_bases[key] = self.waiting_bases[key] or values[feature_of(key)]
+          self.waiting_bases[key] = self.waiting_bases[key] or { seen = seen[key], held = values[feature_of(key)] }
         end
       end)
       -- journaled at once: the caller handed them over, a process killed now must not lose them
