@@ -122,6 +122,19 @@ describe("torture ledger", function()
       assert.equal(1, run(false).false_conflicts) -- B's answer came: B's edit was there before A's
     end)
 
+  it("an update joined to its user's later update, reported in conflict: folded, not lost", function()
+    local l = ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } }
+    l:record("b", "update", X, "b1", 3)
+    l:report{ { op = "update", globalId = X, how = "conflicts", value = "u2" } }
+    local t = analyse(l, { entry("add", "v-add", 2), entry("update", "b1", 5, { origin = B }) }, "b1")
+    assert.same({ lost = 0, folded = 1 }, { lost = t.lost, folded = t.folded })
+    -- not told: the earlier one is lost
+    local untold = ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } }
+    untold:record("b", "update", X, "b1", 3)
+    t = analyse(untold, { entry("add", "v-add", 2), entry("update", "b1", 5, { origin = B }) }, "b1")
+    assert.equal(2, t.lost)
+  end)
+
   it("two updates made while their feature's add was held both go in that add: folded, not lost", function()
     local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
       { entry("add", "u2", 5) }, "u2")

@@ -25,9 +25,11 @@ function M.new(dir, ledger, state, late_window)
 end
 
 --- One sync of B, with `edits` (an edits builder) or none; retried while
--- the emulator restarts (or a gateway lost the answer). Returns the result
--- and whether a try failed first. Raises when it never succeeds.
-function Crew:sync(url, edits)
+-- the emulator restarts (or a gateway lost the answer), the edits handed
+-- over again until `taken(journal text)` says B's journal holds them.
+-- Returns the result and whether a try failed first. Raises when it never
+-- succeeds.
+function Crew:sync(url, edits, taken)
   local last
   for _ = 1, 40 do
     local c = geoservices.client{ url = url, token = "alice-token", timeout = 30 }
@@ -36,7 +38,9 @@ function Crew:sync(url, edits)
     c:close()
     if r then return r, last ~= nil end
     last = err
-    edits = nil -- an interrupted attempt keeps its edits in B's journal
+    -- an interrupted attempt keeps its edits in B's journal; a sync that failed before it took
+    -- them (the emulator restarting, say) did not: they are handed over again
+    if edits and taken and taken(helper.read_all(self.path .. ".journal") or "") then edits = nil end
     helper.sleep(0.2)
   end
   error("replica B could not synchronize: " .. tostring(last and last.message))
@@ -64,7 +68,7 @@ function Crew:update(url, gid, value, run)
   local e = geoservices.edits()
   e:update(0, { attributes = { GlobalID = gid, OWNER = value } })
   local entry = self.ledger:record("b", "update", gid, value, run)
-  local r, retried = self:sync(url, e)
+  local r, retried = self:sync(url, e, function(journal) return journal:find(value, 1, true) ~= nil end)
   entry.lost_answer = retried -- its request may still run late on the server
   return r
 end

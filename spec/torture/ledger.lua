@@ -236,6 +236,15 @@ function Ledger:folded(e, by_gid, applied_of)
         return ("in the %s of its feature made in run %d (%s)"):format(other.op, other.run, tostring(other.value or ""))
       end
     end
+    -- joined to a later update of its user's that the user was told did not go (in conflict,
+    -- rejected): the one edit the two made, told
+    for _, other in ipairs(seen and {} or self.edits) do
+      if other.who == "a" and other.gid == e.gid and other.op == "update" and other.action > e.action
+        and other.run <= e.run + self.fold_runs and #(applied_of[other] or {}) == 0 and self:reported_how(other) then
+        return ("in the update of its feature made in run %d (%s), told: %s"):format(other.run,
+          tostring(other.value), self:reported_how(other))
+      end
+    end
     return nil
   end
   if #entries > 0 or (e.op ~= "add" and e.op ~= "delete") then return nil end
