@@ -81,6 +81,15 @@ end
 
 function Emu:stop() self.emu:stop() end
 
+--- Back to the data file, the capability set kept, once the requests the gateway holds and the
+-- jobs have run: for a spec that begins its crew again on the same server (a scenario whose window
+-- a stalled machine closed: helper.within_window).
+function Emu:reset()
+  helper.wait_for("the server's held requests and jobs", function() return self:held() == 0 end, 30)
+  self.emu:reset()
+  if next(self.settings) then self.emu:control("settings", self.settings) end
+end
+
 function Emu:state() return self.emu:control("state") end
 
 -- Another crew's edit, by a sync of a replica of its own that the capability set allows (the
