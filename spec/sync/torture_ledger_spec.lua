@@ -135,6 +135,17 @@ describe("torture ledger", function()
     assert.equal(2, t.lost)
   end)
 
+  it("B's update B was told is in conflict is not the final value; A's report never covers B's edit", function()
+    local function run(who)
+      local l = ledger_of{ { "add", "v-add" }, { "update", "u2" } }
+      l:record("b", "update", X, "b1", 3)
+      l:report({ { op = "update", globalId = X, how = "conflicts", value = "b1" } }, who)
+      return analyse(l, { entry("add", "v-add", 2), entry("update", "u2", 4) }, "u2")
+    end
+    assert.equal(0, run("b").wrong)
+    assert.equal(2, run("a").wrong) -- told to A: B's edit still counts (the server and B hold u2, not b1)
+  end)
+
   it("two updates made while their feature's add was held both go in that add: folded, not lost", function()
     local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
       { entry("add", "u2", 5) }, "u2")

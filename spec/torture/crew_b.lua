@@ -5,6 +5,7 @@
 local geoservices = require "geoservices"
 local json = require "geoservices.base.json"
 local helper = require "spec.helper"
+local reported = require "spec.torture.reported"
 
 local M = {}
 
@@ -36,6 +37,8 @@ function Crew:sync(url, edits, taken)
     local r, err = c:sync(self.path, edits, { lock_timeout = 30, timeout = 60, late_window = self.late_window,
       on_change = function(_, kind, record) self.ledger:received_change(kind, record) end })
     c:close()
+    -- what B's user is told: an edit of B's held back (in conflict, rejected) is not B's final value
+    self.ledger:report(reported.of(r or err), "b")
     if r then return r, last ~= nil end
     last = err
     -- an interrupted attempt keeps its edits in B's journal; a sync that failed before it took

@@ -76,12 +76,13 @@ function Ledger:record(who, op, gid, value, run)
   return e
 end
 
---- What a sync told its caller (spec/torture/reported.lua's list).
-function Ledger:report(list)
+--- What a sync of replica `who` ("a", the default, or "b") told its caller
+-- (spec/torture/reported.lua's list).
+function Ledger:report(list, who)
   for _, r in ipairs(list or {}) do
     local key = ("%s|%s"):format(tostring(r.op), norm(r.globalId))
     local l = self.reports[key] or {}
-    l[#l + 1] = { action = self.action, how = r.how, value = r.value }
+    l[#l + 1] = { action = self.action, how = r.how, value = r.value, who = who or "a" }
     self.reports[key] = l
   end
 end
@@ -117,7 +118,7 @@ end
 -- rejection before, when a later update of it was refused).
 function Ledger:reported_how(e)
   for _, r in ipairs(self.reports[("%s|%s"):format(e.op, e.gid)] or {}) do
-    if r.action >= e.action then
+    if r.action >= e.action and r.who == e.who then
       if r.value ~= nil and e.value ~= nil then
         if r.value == e.value then return r.how end
       elseif not self:newer_of_its_kind(e, r.action) then
