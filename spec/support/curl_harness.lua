@@ -3,7 +3,9 @@
 -- drives srv:step(); shared by spec/emulator/httpd_spec.lua and httpd_spool_spec.lua.
 local helper = require "spec.helper"
 
-local h = { WAIT = 15 } -- seconds any single wait may take before the test fails
+-- seconds any single wait may take before the test fails, scaled as every wait of the specs
+-- (helper.WAIT_SCALE): it measures the machine, a loaded one starts a curl slowly
+local h = { WAIT = 15 * helper.WAIT_SCALE }
 
 local WAIT = h.WAIT
 local tmpdir
