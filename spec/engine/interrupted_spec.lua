@@ -61,5 +61,28 @@ describe("engine, a sync whose process died waiting for its answer (the server s
       cl:close()
       c.done()
     end)
+
+    -- The same with a sync that carries no edit (a download): the server runs it late and moves
+    -- the replica's generation; that is this replica's own request, not another copy's.
+    it(way_name .. ": a killed download run late by the server is not taken for another copy", function()
+      local c = world.checker()
+      local cl = world.client(server, true)
+      local way = make_way(server, cl, dir, "perReplica")
+      local opts = { late_window = 60 }
+      server:crew_update(world.E02, { OWNER = "to download" })
+      server:gateway("504", 1000)
+      pcall(way.sync, { late_window = 60, journal = dying }) -- raised: its process is gone
+      server:gateway(nil)
+      local r2, e2 = way.sync(opts) -- at once: the server has not run sync 1's request yet
+      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      helper.wait_for("the server to run the request the gateway answered", function()
+        return server:held() == 0
+      end, 30)
+      local r3, e3 = way.sync(opts)
+      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      way.close()
+      cl:close()
+      c.done()
+    end)
   end
 end)

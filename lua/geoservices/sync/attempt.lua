@@ -348,16 +348,13 @@ local function resolve(client, j, opts)
     if not jobs.over(werr, true) then return nil, jobs.pending(werr, j.kept_in, a.status_url) end
     failed_job = werr.kind == "job" and werr.status_resource ~= nil
   end
-  -- THE LATE WINDOW runs from the answer's loss, or from when the request carrying edits left
-  -- (`sent_at`) when a process died waiting for it (INTERRUPTED: not provisional, no job): the
-  -- server may still be running that request too. Its edits are held while the window lasts (no
-  -- sync's "once" first: without a window an interrupted attempt is read and what it did not apply
-  -- goes at once). An interrupted download alone is read as before (nothing of it is sent again).
+  -- THE LATE WINDOW runs from the answer's loss, or from when the request left (`sent_at`) when a
+  -- process died waiting for it (INTERRUPTED: not provisional, no job): the server may still be
+  -- running that request too. Its edits are held while the window lasts (no sync's "once" first:
+  -- without a window an interrupted attempt is read and what it did not apply goes at once), and
+  -- the generation it may move late is not taken for another copy's (a download alone too).
   local lost_at = a.lost_at
-  local carried = type(a.edits) == "table" and next(a.edits) ~= nil
-  if carried and math.type(a.sent_at) == "integer" and (lost_at == nil or a.sent_at > lost_at) then
-    lost_at = a.sent_at
-  end
+  if math.type(a.sent_at) == "integer" and (lost_at == nil or a.sent_at > lost_at) then lost_at = a.sent_at end
   local hold
   if a.provisional then
     hold = M.holds({ provisional = true, held_once = a.held_once, lost_at = lost_at }, opts.late_window)
