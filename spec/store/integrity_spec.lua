@@ -242,28 +242,36 @@ describe("replica store integrity", function()
     end
 
     it("is resumed by a rerun of the same create after a kill: one replica, one store", function()
-      emu:control("settings", { job_step_ms = 700 })
-      local path = dir .. "/resumed.gpkg"
-      local script = dir .. "/create_child.lua"
-      helper.write_file(script, ([[
-        local geoservices = require "geoservices"
-        local c = geoservices.client{ url = %q, token = "alice-token" }
-        assert(geoservices.store.create(c, arg[1], { service = "Parcels", layers = { 0 }, replicaName = "resumed",
-          syncModel = "perReplica" }, { poll_interval = 0.05 }))
-      ]]):format(emu.url))
-      local out = run(("LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s > %s 2>&1 & echo $!"):format(q(package.path),
-        q(package.cpath), q(script), q(path), q(dir .. "/create_child.log")))
-      local pid = assert(tonumber(out:match("(%d+)")), out)
-      local journal = path .. ".create.json"
-      helper.wait_for("the job's address in the journal", function()
-        local f = io.open(journal, "rb")
-        local text = f and f:read("a")
-        if f then f:close() end
-        return text and text:find("status_url", 1, true) ~= nil
-      end, 10)
-      os.execute("kill -9 " .. pid)
-      helper.wait_for("the child to die", function() return not helper.process_alive(pid) end, 5)
-      assert.is_false(exists(path))
+      -- the kill must come while the create's job runs (four statuses of `step` ms): a spec stalled
+      -- past the job found the child done, its store made; then it runs again with longer statuses
+      local path, journal
+      helper.within_window("the kill while the create's job runs", { 700, 2800, 11200 }, function(step_ms)
+        emu:reset()
+        emu:control("settings", { job_step_ms = step_ms })
+        path = dir .. "/resumed-" .. step_ms .. ".gpkg"
+        local script = dir .. "/create_child.lua"
+        helper.write_file(script, ([[
+          local geoservices = require "geoservices"
+          local c = geoservices.client{ url = %q, token = "alice-token" }
+          assert(geoservices.store.create(c, arg[1], { service = "Parcels", layers = { 0 }, replicaName = "resumed",
+            syncModel = "perReplica" }, { poll_interval = 0.05 }))
+        ]]):format(emu.url))
+        local out = run(("LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s > %s 2>&1 & echo $!"):format(q(package.path),
+          q(package.cpath), q(script), q(path), q(dir .. "/create_child.log")))
+        local pid = assert(tonumber(out:match("(%d+)")), out)
+        journal = path .. ".create.json"
+        helper.wait_for("the job's address in the journal", function()
+          local f = io.open(journal, "rb")
+          local text = f and f:read("a")
+          if f then f:close() end
+          return text and text:find("status_url", 1, true) ~= nil
+        end, 10)
+        os.execute("kill -9 " .. pid)
+        helper.wait_for("the child to die", function() return not helper.process_alive(pid) end, 5)
+        if exists(path) and not exists(journal) then return false end -- it made its store before the kill
+        assert.is_false(exists(path))
+        return true
+      end)
       emu:control("settings", { job_step_ms = 50 })
       local st = assert(geoservices.store.create(client(), path, params("resumed"), { poll_interval = 0.05 }))
       assert.equal(1, emu:count("createReplica"))
