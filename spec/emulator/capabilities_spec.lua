@@ -225,6 +225,21 @@ describe("emulator: a gateway in front of the server", function()
     end)
   end)
 
+  it("the change log tells when a held request reached the server and when it ran (arrived, at)", function()
+    emu:control("settings", { gateway = "504", gateway_delay_ms = 300 })
+    assert.equal(504, (sync(emu, { adds = { feature(NEW1, "n1") } })))
+    applied_later(NEW1)
+    emu:control("settings", { gateway = "off" })
+    assert.equal(200, (sync(emu, { adds = { feature(NEW2, "n2") } })))
+    local by = {}
+    for _, e in ipairs(emu:control("changelog?service=Parcels").entries) do by[e.globalId] = e end
+    local held, direct = by[NEW1], by[NEW2]
+    assert.is_number(held.arrived)
+    assert.is_true(held.at - held.arrived >= 0.3, "ran " .. (held.at - held.arrived) .. " s after it arrived")
+    -- the direct one was sent once the held one had run: it arrived after that, and ran as it arrived
+    assert.is_true(held.at <= direct.arrived and direct.arrived <= direct.at)
+  end)
+
   it("drop: closes the connection without an answer; the server applies the request later", function()
     emu:control("settings", { gateway = "drop", gateway_delay_ms = 300 })
     local status, err = sync(emu, { adds = { feature(NEW1, "n1") } })

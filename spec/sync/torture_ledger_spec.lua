@@ -146,6 +146,21 @@ describe("torture ledger", function()
     assert.equal(2, run("a").wrong) -- told to A: B's edit still counts (the server and B hold u2, not b1)
   end)
 
+  it("A's update whose request reached the server before B's edit was applied, run late: no stale overwrite",
+    function()
+      local function run(arrived)
+        local l = ledger_of{ { "add", "v-add" }, { "update", "u2" } }
+        l:record("b", "update", X, "b1", 3)
+        return analyse(l, { entry("add", "v-add", 2), entry("update", "b1", 5, { origin = B, arrived = 10, at = 10 }),
+                            entry("update", "u2", 6, { arrived = arrived, at = 12 }) }, "u2")
+      end
+      local late = run(9)
+      assert.same({ stale = 0, late = 1, wrong = 0 },
+        { stale = late.stale, late = late.late_imports, wrong = late.wrong })
+      local stale = run(11) -- sent after B's edit was applied: a stale value over B's
+      assert.same({ stale = 1, late = 0 }, { stale = stale.stale, late = stale.late_imports })
+    end)
+
   it("two updates made while their feature's add was held both go in that add: folded, not lost", function()
     local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
       { entry("add", "u2", 5) }, "u2")

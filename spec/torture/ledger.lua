@@ -316,16 +316,23 @@ function Ledger:count_edit(t, e, again, applied, by_gid)
 end
 
 -- Stale overwrites: an update of A applied after B's newer edit of the
--- feature, unless it is the first application of a request that had
--- already left A before B's edit (an async job imports late: the server's
--- order, not a stale value sent again; that order then decides the final value).
+-- feature, unless its request had reached the server before B's edit was
+-- applied (the change log's `arrived` and `at`), or it is the first
+-- application of a request that had already left A before B's edit (a
+-- gateway or an async job runs it late: the server's order, not a stale
+-- value sent again; that order then decides the final value).
 function Ledger:count_stale(t, applied_of)
   for _, a in ipairs(self.edits) do
     for _, b in ipairs(a.who == "a" and a.op == "update" and self.edits or {}) do
-      local b_gen = b.who == "b" and b.gid == a.gid and b.action > a.action and applied_of[b][1]
-        and applied_of[b][1].gen
+      local b_entry = b.who == "b" and b.gid == a.gid and b.action > a.action and applied_of[b][1]
+      local b_gen = b_entry and b_entry.gen
       for i, entry in ipairs(b_gen and applied_of[a] or {}) do
-        if entry.gen and entry.gen > b_gen and i == 1 and a.left_before_b then
+        -- the server's own order: A's request (the first application of an update, or one sent
+        -- again) had reached the server before B's edit was applied (the emulator's `arrived` and
+        -- `at`), or had left A before B's edit was made; a gateway or a job then ran it late
+        local arrived_first = type(entry.arrived) == "number" and type(b_entry.at) == "number"
+          and entry.arrived < b_entry.at
+        if entry.gen and entry.gen > b_gen and (arrived_first or (i == 1 and a.left_before_b)) then
           t.late_imports = t.late_imports + 1
           a.order = math.max(a.order or a.action, b.action + 0.5)
           t.problem("note: %s = %s (A, run %d) left A before B's %s (gen %s), applied after it at gen %s%s", a.gid,

@@ -80,7 +80,9 @@ end
 -- generation it made (refused ones: the generation the server stayed at),
 -- what an add or update sent, and `refused = true, code =` for an edit the
 -- server refused (`rolled_back = true` for one applied, then undone with its
--- request; `cascade = true` for an attachment deleted with its feature).
+-- request; `cascade = true` for an attachment deleted with its feature);
+-- `arrived`: when its request reached the server, `at`: when it was applied
+-- (the monotonic clock, seconds; a gateway or a job runs a request late).
 function control.changelog(emu, service_name)
   local svc = emu.world.feature_services[service_name or ""]
   if not svc then return nil end
@@ -88,7 +90,7 @@ function control.changelog(emu, service_name)
   for i, e in ipairs(svc.log) do
     entries[i] = { gen = e.gen, layer = e.layer, target = e.target, op = e.op, globalId = e.globalId,
                    origin = e.origin, attributes = e.attributes, refused = e.refused or nil, code = e.code,
-                   rolled_back = e.rolled_back, cascade = e.cascade }
+                   rolled_back = e.rolled_back, cascade = e.cascade, arrived = e.arrived, at = e.at }
   end
   return { gen = svc.gen, entries = entries }
 end

@@ -30,7 +30,7 @@ function gateway.intercept(emu, route, request, captures)
   emu.held[#emu.held + 1] = {
     due = core.monotonic() + (s.gateway_delay_ms or 0) / 1000, route = route, captures = captures,
     request = { method = request.method, path = request.path, query = request.query, headers = request.headers,
-                form = request.form },
+                form = request.form, arrived = request.arrived },
   }
   if s.gateway == "drop" then
     return { status = 200, headers = {}, body = "", fault = "reset" } -- closed before any answer byte

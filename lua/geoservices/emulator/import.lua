@@ -368,13 +368,14 @@ local function undo_all(ctx)
   ctx.undo = {}
 end
 
--- Appends the request's attempts to the service's change log with `gen`;
+-- Appends the request's attempts to the service's change log with `gen`, and
+-- when the request arrived and ran (`arrived`, `at`: emulator.control.changelog);
 -- `rolled_back`: none was applied (every one is refused).
 local function log_attempts(svc, ctx, gen, rolled_back)
   for _, e in ipairs(ctx.attempts) do
     if rolled_back and e.applied then e.refused, e.rolled_back = true, true end
     e.applied = nil
-    e.gen, e.origin = gen, ctx.replica_id
+    e.gen, e.origin, e.arrived, e.at = gen, ctx.replica_id, ctx.arrived, ctx.at
     svc.log[#svc.log + 1] = e
   end
 end
@@ -389,6 +390,7 @@ function import.run(plan)
   local svc, replica = plan.svc, plan.replica
   local new_gen = svc.gen + 1
   local ctx = { undo = {}, attempts = {}, failed = {}, gen = new_gen, replica_id = replica.replicaID,
+                arrived = plan.arrived, at = plan.at,
                 return_ids = plan.flags.returnIdsForAdds, field_lengths = plan.field_lengths }
   local layer_out = {}
   local ok, err = pcall(function()

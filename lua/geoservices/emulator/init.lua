@@ -504,6 +504,10 @@ function Emulator:serve(exchange)
     return
   end
   self.total = self.total + 1
+  -- when it reached the server (the monotonic clock: one timeline across restarts on this machine);
+  -- the change log keeps it with each edit the request applies (emulator.import), so that a
+  -- request a gateway or a job runs late is told apart from one sent after another crew's edit
+  request.arrived = request.arrived or core.monotonic()
   local attempt = (self.attempts[route.name] or 0) + 1
   self.attempts[route.name] = attempt
   local fault = self.faults:match(route.name, attempt)

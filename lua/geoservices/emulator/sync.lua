@@ -1,6 +1,7 @@
 --- Emulator handlers of synchronizeReplica (4.1), its async job status
 -- resource (2.4) and the result files of URL transport (which answer 404
 -- once the emulator has deleted them: setting result_lifetime_s).
+local core = require "geoservices.core"
 local answers = require "geoservices.emulator.answers"
 local auth = require "geoservices.emulator.auth"
 local export = require "geoservices.emulator.export"
@@ -52,6 +53,7 @@ function sync.synchronize(emu, request, service_name)
     if http_status then return nil, http_error(http_status, err) end
     return err
   end
+  plan.arrived = request.arrived -- kept in the change log (emulator.import)
   local prefix = emu.settings.enum_prefix
   -- attachments' content by URL unless the request asks for it embedded
   -- (returnAttachmentsDataByUrl, default true: emulator.attachments)
@@ -75,6 +77,7 @@ function sync.synchronize(emu, request, service_name)
     plan.replica.busy_job = job
     return { statusUrl = service_url(emu, service_name) .. "/jobs/" .. job.id }
   end
+  plan.at = core.monotonic()
   local imported, import_err = import.run(plan)
   if not imported then return import_err end
   local doc = export.document(plan, prefix)
@@ -100,6 +103,7 @@ function sync.advance(emu, job)
     job.imported = true
     changed = true
     if job.outcome ~= "Failed" then
+      job.plan.at = core.monotonic()
       local ok, imported, err = pcall(import.run, job.plan)
       if ok and imported then
         job.import = imported
