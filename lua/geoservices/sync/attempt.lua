@@ -354,7 +354,9 @@ local function resolve(client, j, opts)
   -- without a window an interrupted attempt is read and what it did not apply goes at once), and
   -- the generation it may move late is not taken for another copy's (a download alone too).
   local lost_at = a.lost_at
-  if math.type(a.sent_at) == "integer" and (lost_at == nil or a.sent_at > lost_at) then lost_at = a.sent_at end
+  if not a.status_url and math.type(a.sent_at) == "integer" and (lost_at == nil or a.sent_at > lost_at) then
+    lost_at = a.sent_at -- (a job's own status tells its outcome: re-attached to above)
+  end
   local hold
   if a.provisional then
     hold = M.holds({ provisional = true, held_once = a.held_once, lost_at = lost_at }, opts.late_window)

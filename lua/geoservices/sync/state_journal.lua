@@ -705,6 +705,14 @@ function Journal:settle_read(verdicts, _, how)
     params.provisional, params.bases, params.lost_at, params.uploaded = true, c.bases, how.lost_at, item
     local ok, err = self.r:begin_attempt(resolution.resend, params)
     if not ok then return nil, err end
+  elseif attempt and type(attempt.params) == "table" and attempt.params.sent_at ~= nil then
+    -- read back after an answer that ended the server's work: the request cannot run late any
+    -- more, so the attempt is no longer one a process left waiting for its answer (sent_at)
+    local params = {}
+    for k, v in pairs(attempt.params) do params[k] = v end
+    params.sent_at = nil
+    local ok, err = self.r:begin_attempt(attempt.edits or json.array(), params)
+    if not ok then return nil, err end
   end
   resolution.resent = {}
   if not how.provisional then
