@@ -9,6 +9,7 @@
 -- instead of the point layer of spec/bench/generate_replica.lua's fields. With BLOB,
 -- every attachment URL of the result (written @ROOT@/Bench/FeatureServer/0/OID/attachments/K)
 -- gets this server's address and answers BLOB's bytes.
+local core = require "geoservices.core"
 local httpd = require "geoservices.httpd"
 local json = require "geoservices.base.json"
 local fields = require "spec.bench.fields"
@@ -58,6 +59,19 @@ if arg[3] then -- the result with this server's address in its attachment URLs, 
   path = served
 end
 
+-- SERVE_ATTACHMENT_DELAY_MS: each attachment is answered that much later (a
+-- slower phase for a spec that must act inside it); each one served prints
+-- "attachment served T" (T: geoservices.core.monotonic, the clock of
+-- spec/support/pty_ctrl_c.py's ctrl_c_at)
+local ATTACHMENT_DELAY = (tonumber(os.getenv("SERVE_ATTACHMENT_DELAY_MS")) or 0) / 1000
+
+local function sleep(seconds)
+  local until_t = core.monotonic() + seconds
+  local drv = core.driver()
+  while core.monotonic() < until_t do drv:step(math.max(1, math.floor((until_t - core.monotonic()) * 1000))) end
+  drv:close()
+end
+
 io.stdout:write("serving on ", root, "\n")
 io.stdout:flush()
 while true do
@@ -66,6 +80,9 @@ while true do
     local route = ROUTES[(request.path:gsub("^/server", ""))]
     if not route and arg[3] and request.path:match("/FeatureServer/0/%d+/attachments/%d+$") then
       route = function()
+        if ATTACHMENT_DELAY > 0 then sleep(ATTACHMENT_DELAY) end
+        io.stdout:write(("attachment served %.6f\n"):format(core.monotonic()))
+        io.stdout:flush()
         return { status = 200, headers = { ["Content-Type"] = "image/jpeg" }, file = arg[3] }
       end
     end

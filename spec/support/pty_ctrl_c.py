@@ -3,7 +3,10 @@
 matches a pattern, types Ctrl-C (the terminal sends SIGINT to the
 foreground process group, as a person's keyboard does), and reports how it
 ended, as one JSON line: {"exit": code or null, "signal": n or null,
-"output": "...", "matched": bool}.
+"output": "...", "matched": bool, "before": "...", "ctrl_c_at": t}:
+before is the output written before Ctrl-C was typed (or null), ctrl_c_at
+the time it was typed (time.monotonic(): CLOCK_MONOTONIC, the clock of
+geoservices.core.monotonic), so a spec can tell a Ctrl-C that came late.
 
     pty_ctrl_c.py PATTERN TIMEOUT COMMAND [ARG...]
 
@@ -51,9 +54,27 @@ def read_for(seconds, until=None):
     return None
 
 
+def drain():
+    """Reads what the command has written so far, without waiting."""
+    global out
+    try:
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            out += chunk
+    except OSError:
+        return
+
+
 matched = read_for(timeout, pattern) is True
+before = None
+ctrl_c_at = None
 if matched:
     time.sleep(float(os.environ.get("PTY_CTRL_C_DELAY", "0.2")))
+    drain()  # what the command wrote before the Ctrl-C
+    before = len(out)
+    ctrl_c_at = time.monotonic()
     os.write(fd, b"\x03")
     read_for(timeout)
 status = None
@@ -82,5 +103,7 @@ result = {
     "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
     "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
     "output": out.decode("utf-8", "replace"),
+    "before": None if before is None else out[:before].decode("utf-8", "replace"),
+    "ctrl_c_at": ctrl_c_at,
 }
 print(json.dumps(result))
