@@ -13,6 +13,10 @@ local loop = require "geoservices.base.loop"
 local transport = require "geoservices.net.transport"
 local helper = require "spec.helper"
 
+-- every request's timeout: far beyond a loaded machine's stalls (3 s was not); a task never
+-- woken still fails, its request ending in a timeout
+local TIMEOUT = 10 * helper.WAIT_SCALE
+
 describe("a blocking request on a driver a task's request is on", function()
   local serve, stop_all = helper.scripted_servers()
   after_each(stop_all)
@@ -49,12 +53,12 @@ describe("a blocking request on a driver a task's request is on", function()
     local restore = finalizer_at_next_wait(function()
       during = { outside_task = loop.current() == nil, attached = d:count() }
       local resp, msg = transport.perform(d, { url = s.root .. finalizer_path, method = "POST", json = true,
-                                               timeout_ms = 3000 })
+                                               timeout_ms = TIMEOUT * 1000 })
       during.answer = resp and resp.json and resp.json.ok or msg
     end)
     local t0 = core.monotonic()
     local resp, err = geoservices.run(function()
-      return c:post(s.root .. task_path, {}, { timeout = 3 })
+      return c:post(s.root .. task_path, {}, { timeout = TIMEOUT })
     end)
     local took = core.monotonic() - t0
     restore()
@@ -68,8 +72,20 @@ describe("a blocking request on a driver a task's request is on", function()
     return took
   end
 
+  -- The fastest of up to `runs` runs of a scenario (each returns how long it
+  -- took): a loaded machine stalls one run now and then; a task woken late
+  -- (by a poll's second, or its request's timeout) is late in every run.
+  local function fastest(runs, bound, run)
+    local best = math.huge
+    for _ = 1, runs do
+      best = math.min(best, run())
+      if best < bound then break end
+    end
+    return best
+  end
+
   it("leaves the task's request to finish on time", function()
-    local took = task_with_blocking_request_at_wait("/slow", "/quick")
+    local took = fastest(3, 0.8, function() return task_with_blocking_request_at_wait("/slow", "/quick") end)
     assert.is_true(took < 0.8, ("the task's request took %.2f s (answered after 0.3 s)"):format(took))
   end)
 
@@ -85,12 +101,12 @@ describe("a blocking request on a driver a task's request is on", function()
       setmetatable({}, { __gc = function()
         during = { outside_task = loop.current() == nil }
         local answer, msg = transport.perform(c.driver, { url = s.root .. "/quick", method = "POST", json = true,
-                                                          timeout_ms = 3000 })
+                                                          timeout_ms = TIMEOUT * 1000 })
         during.answer = answer and answer.json and answer.json.ok or msg
         during.slept = loop.sleep(0.01)
       end })
       collectgarbage()
-      return c:post(s.root .. "/quick", {}, { timeout = 3 })
+      return c:post(s.root .. "/quick", {}, { timeout = TIMEOUT })
     end)
     c:close()
     assert.is_table(during, "the finalizer ran")
@@ -108,40 +124,43 @@ describe("a blocking request on a driver a task's request is on", function()
     local adds = {}
     for i = 1, 3 do adds[i] = { attributes = { OBJECTID = i }, geometry = { x = i, y = i } } end
     local body = core.json_encode{ replicaServerGen = 7, edits = { { id = 0, features = { adds = adds } } } }
-    local s = serve{
-      { method = "POST", path = "/stream", responses = { { body = body, pause_at = #body // 2, pause = 0.3 } } },
-      { method = "POST", path = "/quick", responses = { { json = { ok = "quick" } } } },
-    }
-    local c = geoservices.client{ url = s.url, token = "t", retry = false }
-    local d = c.driver
-    assert(c:post(s.root .. "/quick", {})) -- kept-alive connections
-    local during, ids = nil, {}
-    local t0 = core.monotonic()
-    local resp, err = geoservices.run(function()
-      return transport.perform(d, { url = s.root .. "/stream", method = "POST", records = core.records(),
-                                    timeout_ms = 3000 }, function(kind, _, value)
-        if kind ~= "add" then return end
-        ids[#ids + 1] = value.attributes.OBJECTID
-        if during then return end
-        during = {}
-        setmetatable({}, { __gc = function()
-          local answer, msg = transport.perform(d, { url = s.root .. "/quick", method = "POST", json = true,
-                                                     timeout_ms = 3000 })
-          during.answer = answer and answer.json and answer.json.ok or msg
-        end })
-        collectgarbage()
+    local took = fastest(3, 0.8, function()
+      local s = serve{
+        { method = "POST", path = "/stream", responses = { { body = body, pause_at = #body // 2, pause = 0.3 } } },
+        { method = "POST", path = "/quick", responses = { { json = { ok = "quick" } } } },
+      }
+      local c = geoservices.client{ url = s.url, token = "t", retry = false }
+      local d = c.driver
+      assert(c:post(s.root .. "/quick", {})) -- kept-alive connections
+      local during, ids = nil, {}
+      local t0 = core.monotonic()
+      local resp, err = geoservices.run(function()
+        return transport.perform(d, { url = s.root .. "/stream", method = "POST", records = core.records(),
+                                      timeout_ms = TIMEOUT * 1000 }, function(kind, _, value)
+          if kind ~= "add" then return end
+          ids[#ids + 1] = value.attributes.OBJECTID
+          if during then return end
+          during = {}
+          setmetatable({}, { __gc = function()
+            local answer, msg = transport.perform(d, { url = s.root .. "/quick", method = "POST", json = true,
+                                                       timeout_ms = TIMEOUT * 1000 })
+            during.answer = answer and answer.json and answer.json.ok or msg
+          end })
+          collectgarbage()
+        end)
       end)
+      local took = core.monotonic() - t0
+      c:close()
+      assert.is_truthy(resp, tostring(err))
+      assert.equal("quick", during.answer)
+      assert.same({ 1, 2, 3 }, ids)
+      return took
     end)
-    local took = core.monotonic() - t0
-    c:close()
-    assert.is_truthy(resp, tostring(err))
-    assert.equal("quick", during.answer)
-    assert.same({ 1, 2, 3 }, ids)
     assert.is_true(took < 0.8, ("the stream took %.2f s (its pause 0.3 s)"):format(took))
   end)
 
   it("wakes the task at once when the blocking request finished the task's request too", function()
-    local took = task_with_blocking_request_at_wait("/quick", "/slow")
+    local took = fastest(3, 0.8, function() return task_with_blocking_request_at_wait("/quick", "/slow") end)
     assert.is_true(took < 0.8, ("the task took %.2f s (the blocking request 0.3 s)"):format(took))
   end)
 end)
