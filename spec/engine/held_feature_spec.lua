@@ -372,4 +372,40 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       cl:close()
       c.done()
     end)
+
+  -- The base of a held update stays journaled (with the held edits) after that update settled
+  -- while another stays held; the crew's next update of the feature then went with its own base,
+  -- and when its answer was lost too, the old base was read over its own: the server holding the
+  -- crew's earlier value looked like someone else's change (a false conflict, the update never sent).
+  it("state file: a settled held update's base is not taken for a later update's of its feature", function()
+    local c = world.checker()
+    local cl = world.client(server, true)
+    local way = world.state_way(server, cl, dir, "perReplica")
+    local held = { late_window = 60 }
+    way.update(world.E01, { OWNER = "u1" })
+    server:gateway("504", 1500) -- sync 1's request runs 1.5 s later
+    c.check(not way.sync(held), "sync 1 succeeded through a 504")
+    server:gateway(nil)
+    way.update(world.E02, { OWNER = "w1" })
+    assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                          attempts = { server:sync_requests() + 1 } }))
+    c.check(not way.sync(held), "sync 2 succeeded through a reset") -- holds u1; w1 never reaches the server
+    helper.wait_for("the server to run sync 1's request", function() return server:held() == 0 end, 30)
+    local r3, e3 = way.sync(held) -- u1 shows applied; w1 stays held
+    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+    way.update(world.E01, { OWNER = "u2" })
+    assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                          attempts = { server:sync_requests() + 1 } }))
+    c.check(not way.sync(held), "sync 4 succeeded through a reset") -- u2's request never reaches the server
+    for i = 5, 6 do
+      local r, e = way.sync{ late_window = 0 }
+      c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+    end
+    local f = server:feature(world.E01)
+    c.check(f and f.OWNER == "u2", "the server holds OWNER " .. tostring(f and f.OWNER) .. ", not u2")
+    c.check(#way.conflicts() == 0, ("%d conflict(s) reported"):format(#way.conflicts()))
+    c.check(way.pending() == 0, "edits still queued or journaled")
+    cl:close()
+    c.done()
+  end)
 end)

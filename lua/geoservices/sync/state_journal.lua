@@ -272,7 +272,13 @@ local function attempt_edits(a)
   local held = type(params.held) == "table" and params.held or nil
   local bases = {}
   for k, v in pairs(type(params.bases) == "table" and params.bases or {}) do bases[k] = v end
-  for k, v in pairs(held and type(held.bases) == "table" and held.bases or {}) do bases[k] = v end
+  -- the held edits' bases, for those still held only: one of a held update that settled since is
+  -- stale, and would stand for the base of the caller's later update of its feature
+  local held_keys = {}
+  each_edit(held and held.edits, function(key) held_keys[key] = true end)
+  for k, v in pairs(held and type(held.bases) == "table" and held.bases or {}) do
+    if held_keys[k] then bases[k] = v end
+  end
   return merged_edits(held and held.edits or nil, a.edits), bases
 end
 
