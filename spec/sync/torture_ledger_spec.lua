@@ -161,6 +161,15 @@ describe("torture ledger", function()
       assert.same({ stale = 1, late = 0 }, { stale = stale.stale, late = stale.late_imports })
     end)
 
+  it("B's updates joined and reported once with the later values: none of them is the final value", function()
+    local l = ledger_of{ { "add", "v-add" }, { "update", "u2" } }
+    l:record("b", "update", X, "b1", 3)
+    l:record("b", "update", X, "b2", 4)
+    l:report({ { op = "update", globalId = X, how = "conflicts", value = "b2" } }, "b")
+    local t = analyse(l, { entry("add", "v-add", 2), entry("update", "u2", 5) }, "u2")
+    assert.equal(0, t.wrong) -- b1 went with b2 (one edit, told), the server and B hold u2
+  end)
+
   it("two updates made while their feature's add was held both go in that add: folded, not lost", function()
     local t = analyse(ledger_of{ { "add", "v-add" }, { "update", "u1" }, { "update", "u2" } },
       { entry("add", "u2", 5) }, "u2")

@@ -376,8 +376,20 @@ function Ledger:expected_values(applied_of)
   local expected, order = {}, {}
   local by_order = table.move(self.edits, 1, #self.edits, 1, {})
   table.sort(by_order, function(x, y) return (x.order or x.action) < (y.order or y.action) end)
+  -- an update never applied that its user's later update of the feature, told not to have gone
+  -- (in conflict, rejected) and never applied either, carried (a journal joins waiting updates
+  -- and reports them once, with the later values): told too
+  local function told_with_later(e)
+    for _, o in ipairs(self.edits) do
+      if o.who == e.who and o.gid == e.gid and o.op == "update" and e.op == "update" and o.action > e.action
+        and #(applied_of[o] or {}) == 0 and self:reported_how(o) then
+        return true
+      end
+    end
+    return false
+  end
   for _, e in ipairs(by_order) do
-    if not (#applied_of[e] == 0 and self:reported_how(e)) then
+    if not (#applied_of[e] == 0 and (self:reported_how(e) or told_with_later(e))) then
       if expected[e.gid] == nil then order[#order + 1] = e.gid end
       if e.op == "delete" then expected[e.gid] = false else expected[e.gid] = e.value end
     end
