@@ -362,25 +362,19 @@ function Journal:release(list, resolution)
   local bases = self.waiting_bases or {}
   -- the held edits sent again now (the server does not show them) carry their waiting ones with them
   local resending = features_of(resolution.summary and resolution.summary.resend)
-  local function checked_against(which, keep)
-    local out = {}
-    for _, e in ipairs(entries_of(list)) do
-      local b = bases[e.key]
-      if e.op == "update" and type(b) == "table" and type(b[which]) == "table"
-        and not resending[feature_of(e.key)] and keep(e.key) then
-        e.base = b[which]
-        out[#out + 1] = e
-      end
-    end
-    return out
-  end
+  local all = entries_of(list)
   local verdicts = {}
   for _, which in ipairs{ "seen", "held" } do
     -- the second base only for those the first did not settle as going or applied
-    local entries = checked_against(which, function(key)
-      local v = verdicts[key]
-      return v == nil or (type(v) == "table" and v.conflict == true)
-    end)
+    local entries = {}
+    for _, e in ipairs(all) do
+      local b, v = bases[e.key], verdicts[e.key]
+      if e.op == "update" and type(b) == "table" and type(b[which]) == "table" and not resending[feature_of(e.key)]
+        and (v == nil or (type(v) == "table" and v.conflict == true)) then
+        e.base = b[which]
+        entries[#entries + 1] = e
+      end
+    end
     if #entries > 0 then
       local read, err = verify.edits(self.client, self.service, entries, { completed = false })
       if not read then return nil, err end
@@ -388,7 +382,7 @@ function Journal:release(list, resolution)
     end
   end
   local checked = {}
-  for _, e in ipairs(entries_of(list)) do
+  for _, e in ipairs(all) do
     if verdicts[e.key] ~= nil then checked[#checked + 1] = e end
   end
   if #checked == 0 then return list end
@@ -746,7 +740,8 @@ end
 -- after a failed sync its error is the only report of them (the journal
 -- forgets a settled edit), and its message is what the CLI prints.
 local SHOWN = 3
-local function named(summary)
+-- `listed_in`: where the error lists them (the message names it).
+local function named(summary, listed_in)
   local out, n = {}, 0
   for _, list in ipairs{ { summary.conflicts, "in conflict" }, { summary.failed_edits, "rejected" } } do
     for _, e in ipairs(list[1] or {}) do
@@ -758,8 +753,8 @@ local function named(summary)
     end
   end
   if n == 0 then return "" end
-  return ("; %s%s (err.conflicts, err.failed_edits: not sent again)"):format(table.concat(out, "; "),
-    n > SHOWN and ("; and %d more"):format(n - SHOWN) or "")
+  return ("; %s%s (%s: not sent again)"):format(table.concat(out, "; "),
+    n > SHOWN and ("; and %d more"):format(n - SHOWN) or "", listed_in)
 end
 
 function Journal.note_read(_, err, summary)
@@ -767,14 +762,14 @@ function Journal.note_read(_, err, summary)
   if summary.failed_edits and #summary.failed_edits > 0 then err.failed_edits = summary.failed_edits end
   local left = summary.resend and #entries_of(summary.resend) or 0
   err.message = err.message .. ("; read back from the server: %d edit(s) settled, %d not shown applied yet (read "
-    .. "again by the next sync before they are sent)%s"):format(summary.verified - left, left, named(summary))
+    .. "again by the next sync before they are sent)%s"):format(summary.verified - left, left,
+    named(summary, "err.conflicts, err.failed_edits"))
 end
 
 function Journal.note_resolved(_, err, summary)
-  local told = named(summary)
+  local told = named(summary, "err.resolved")
   if told == "" then return end
-  err.message = err.message .. ("; an earlier synchronization's edits, read back first%s"):format(
-    told:gsub("%(err%.conflicts, err%.failed_edits:", "(err.resolved:"))
+  err.message = err.message .. "; an earlier synchronization's edits, read back first" .. told
 end
 
 function Journal.fold_read(_, result, summary)
