@@ -357,13 +357,9 @@ local function resolve(client, j, opts)
   if not a.status_url and math.type(a.sent_at) == "integer" and (lost_at == nil or a.sent_at > lost_at) then
     lost_at = a.sent_at -- (a job's own status tells its outcome: re-attached to above)
   end
-  local hold
-  if a.provisional then
-    hold = M.holds({ provisional = true, held_once = a.held_once, lost_at = lost_at }, opts.late_window)
-  else
-    local ends = M.window_end({ lost_at = lost_at }, opts.late_window)
-    hold = ends ~= nil and os.time() < ends
-  end
+  -- (an interrupted attempt has no "once": it is held only while the window lasts)
+  local hold = M.holds({ provisional = true, held_once = a.held_once or not a.provisional, lost_at = lost_at },
+    opts.late_window)
   local summary
   summary, err = read_back(client, j, { completed = false, hold = hold, lost_at = lost_at }, opts)
   if not summary then return nil, err end
