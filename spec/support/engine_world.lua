@@ -85,7 +85,7 @@ function Emu:stop() self.emu:stop() end
 -- jobs have run: for a spec that begins its crew again on the same server (a scenario whose window
 -- a stalled machine closed: helper.within_window).
 function Emu:reset()
-  helper.wait_for("the server's held requests and jobs", function() return self:held() == 0 end, 30)
+  M.wait_ran(self, "the server's held requests and jobs")
   self.emu:reset()
   if next(self.settings) then self.emu:control("settings", self.settings) end
 end
@@ -168,6 +168,13 @@ end
 
 --- The synchronizeReplica requests received.
 function Emu:sync_requests() return self.emu:count("synchronizeReplica") end
+
+--- The synchronizeReplica requests numbered `attempts` (counted since the server began; default:
+-- the next one) reset before the server reads them: lost, never run.
+function Emu:lose_requests(attempts)
+  assert(self.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
+                                      attempts = attempts or { self:sync_requests() + 1 } }))
+end
 
 -- ------------------------------------------------------------------ the documented double
 
@@ -512,6 +519,46 @@ function M.upload(server, edits)
   return assert(doc and doc.item and doc.item.itemID, "the upload failed: " .. json.encode(doc))
 end
 
+-- ------------------------------------------------------------------ a crew's test
+
+--- A crew on `server` for one test: a checker (@{checker}), a client that repeats a request
+-- quickly (@{client}) and the crew's way (`make_way`, perReplica) in `dir`.
+-- @treturn table,table,table the checker, the client and the way
+function M.crew(server, make_way, dir)
+  local c = M.checker()
+  local cl = M.client(server, true)
+  return c, cl, make_way(server, cl, dir, "perReplica")
+end
+
+--- The end of a crew's test (@{crew}): its way and its client closed, then what `c` found told.
+function M.finish(c, cl, way)
+  way.close()
+  cl:close()
+  c.done()
+end
+
+--- Sync `n` of `way` (`opts`: way.sync's), checked with `c` to succeed.
+-- @return the sync's result and error
+function M.synced(c, way, n, opts)
+  local r, e = way.sync(opts)
+  c.check(r, ("sync %d failed: %s"):format(n, M.message_of(e)))
+  return r, e
+end
+
+--- Sync `n` of `way` (`opts`: way.sync's), checked with `c` to fail `through` what befell it ("a reset").
+-- @return the sync's result and error
+function M.unsynced(c, way, n, through, opts)
+  local r, e = way.sync(opts)
+  c.check(not r, ("sync %d succeeded through %s"):format(n, through))
+  return r, e
+end
+
+--- Waits (`seconds`, else 30, at the most) until `server` ran the requests its gateway answered and
+-- its jobs ended (server:held() is 0); `what` names the wait.
+function M.wait_ran(server, what, seconds)
+  helper.wait_for(what, function() return server:held() == 0 end, seconds or 30)
+end
+
 -- ------------------------------------------------------------------ checks
 
 --- A list of problems: check(cond, message) records each failed one; done() fails with them all.
@@ -552,6 +599,21 @@ function M.check_once(c, server, origin, op, gid)
   c.check((applied[key] or 0) == 1, ("the %s applied %d times"):format(op, applied[key] or 0))
   c.check((attempts[key] or 0) == 1, ("the %s sent %d times"):format(op, attempts[key] or 0))
   return attempts, applied
+end
+
+--- Checks with `c` that `server` holds `gid` with OWNER `owner` (`why`: what the message adds).
+function M.check_owner(c, server, gid, owner, why)
+  local f = server:feature(gid)
+  c.check(f and f.OWNER == owner, "the server holds OWNER " .. tostring(f and f.OWNER) .. (why or ""))
+end
+
+--- Checks with `c` that `way` lists no failed edit and keeps none queued or journaled.
+function M.check_settled(c, way)
+  local failed = way.failed()
+  local first = failed[1] or {}
+  c.check(#failed == 0, ("failed() lists %d edit(s): %s %s"):format(#failed, tostring(first.op),
+    tostring(first.message)))
+  c.check(way.pending() == 0, "edits still queued or journaled: " .. way.pending())
 end
 
 function M.has(list, op, gid)
