@@ -23,27 +23,16 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
     -- request over URL transport (no per-edit results): what the server's log shows is the add
     -- applied then deleted, and no edit may be reported rejected.
     it(way_name .. ": an add sent again with its feature's delete is not reported rejected", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local opts = { params = { transportType = "esriTransportTypeUrl" } }
       local added = way.add{ APN = "HELD-DELETED", OWNER = "first" }
-      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                            attempts = { 1 } }))
-      local r1 = way.sync(opts)
-      c.check(not r1, "sync 1 succeeded through a reset")
+      server:lose_requests{ 1 }
+      world.unsynced(c, way, 1, "a reset", opts)
       way.delete(added)
-      for i = 2, 4 do
-        local r, e = way.sync(opts)
-        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-      end
-      c.check(#way.failed() == 0, ("failed() lists %d edit(s): %s %s"):format(#way.failed(),
-        tostring((way.failed()[1] or {}).op), tostring((way.failed()[1] or {}).message)))
+      for i = 2, 4 do world.synced(c, way, i, opts) end
       c.check(server:feature(added) == nil, "the server holds the deleted feature")
-      c.check(way.pending() == 0, "edits still queued or journaled")
-      way.close()
-      cl:close()
-      c.done()
+      world.check_settled(c, way)
+      world.finish(c, cl, way)
     end)
 
     -- The same with an update of a feature the server holds: the update's request never reached
@@ -52,52 +41,34 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
     -- is what the two make together: the update is neither rejected ("the server does not hold this
     -- feature") nor in conflict ("deleted on the server"), nor sent again after the delete.
     it(way_name .. ": an update sent again with its feature's delete is neither rejected nor a conflict", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local opts = { params = { transportType = "esriTransportTypeUrl" } }
       way.update(world.E01, { OWNER = "held then deleted" })
-      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                            attempts = { 1 } }))
-      c.check(not way.sync(opts), "sync 1 succeeded through a reset")
+      server:lose_requests{ 1 }
+      world.unsynced(c, way, 1, "a reset", opts)
       way.delete(world.E01)
-      for i = 2, 4 do
-        local r, e = way.sync(opts)
-        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-      end
-      c.check(#way.failed() == 0, ("failed() lists %d edit(s): %s %s"):format(#way.failed(),
-        tostring((way.failed()[1] or {}).op), tostring((way.failed()[1] or {}).message)))
+      for i = 2, 4 do world.synced(c, way, i, opts) end
       c.check(#way.conflicts() == 0, ("%d conflict(s) kept"):format(#way.conflicts()))
       c.check(server:feature(world.E01) == nil, "the server holds the deleted feature")
-      c.check(way.pending() == 0, "edits still queued or journaled")
-      way.close()
-      cl:close()
-      c.done()
+      world.check_settled(c, way)
+      world.finish(c, cl, way)
     end)
 
     -- The add's request never reached the server, and neither did the next sync's own request (it
     -- holds the add): the add stays in the attempt, read again and sent by a later sync, applied once.
     it(way_name .. ": the held sync's own request lost, the held add is not forgotten", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local added = way.add{ APN = "HELD-LOST", OWNER = "first" }
       -- sync 1's request and sync 2's (a download, which the client tries again) reset before the
       -- server reads them
-      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                            attempts = { 1, 2, 3, 4, 5, 6 } }))
-      c.check(not way.sync(), "sync 1 succeeded through a reset")
-      c.check(not way.sync(), "sync 2 succeeded through its resets")
+      server:lose_requests{ 1, 2, 3, 4, 5, 6 }
+      world.unsynced(c, way, 1, "a reset")
+      world.unsynced(c, way, 2, "its resets")
       c.check(way.pending() == 1, "the held add is no longer queued or journaled after sync 2")
-      for i = 3, 4 do
-        local r, e = way.sync()
-        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-      end
+      for i = 3, 4 do world.synced(c, way, i) end
       world.check_once(c, server, way.origin, "add", added)
       c.check(way.pending() == 0, "edits still queued or journaled")
-      way.close()
-      cl:close()
-      c.done()
+      world.finish(c, cl, way)
     end)
 
     -- The add's request never reached the server; the crew updates the feature while the add is
@@ -105,39 +76,27 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
     -- sync, a batch run): the update still waits for its add (sent alone, the server refuses it,
     -- "Object is missing."), then both go in one request once the window is over.
     it(way_name .. ": the update waits for its add through a sync with no edit of its own", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local opts = { late_window = 60 } -- syncs 2 and 3 come within it; 4 and 5 are given 0: it is over
       local added = way.add{ APN = "HELD-WAIT", OWNER = "first" }
-      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                            attempts = { 1 } }))
-      c.check(not way.sync(opts), "sync 1 succeeded through a reset")
+      server:lose_requests{ 1 }
+      world.unsynced(c, way, 1, "a reset", opts)
       way.update(added, { OWNER = "second" })
       for i = 2, 3 do
-        local r, e = way.sync(opts)
-        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
+        world.synced(c, way, i, opts)
         local attempts = world.tally(server, way.origin)
         c.check((attempts["update|" .. world.norm(added)] or 0) == 0,
           ("sync %d sent the update before its add"):format(i))
       end
-      for i = 4, 5 do
-        local r, e = way.sync{ late_window = 0 }
-        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-      end
+      for i = 4, 5 do world.synced(c, way, i, { late_window = 0 }) end
       local attempts, applied = world.check_once(c, server, way.origin, "add", added)
       local upd = "update|" .. world.norm(added)
       -- the store joins the update to the add it sends again (one request, the add carrying it)
       c.check((applied[upd] or 0) <= 1 and (attempts[upd] or 0) == (applied[upd] or 0),
         ("the update sent %d times, applied %d times"):format(attempts[upd] or 0, applied[upd] or 0))
-      c.check(#way.failed() == 0, ("failed() lists %d edit(s): %s"):format(#way.failed(),
-        tostring((way.failed()[1] or {}).message)))
-      local f = server:feature(added)
-      c.check(f and f.OWNER == "second", "the server holds OWNER " .. tostring(f and f.OWNER))
-      c.check(way.pending() == 0, "edits still queued or journaled")
-      way.close()
-      cl:close()
-      c.done()
+      world.check_owner(c, server, added, "second")
+      world.check_settled(c, way)
+      world.finish(c, cl, way)
     end)
 
     -- An update waiting for its feature's held add, when that add is settled (the server applied it
@@ -145,41 +104,29 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
     -- update of the feature (sent at once, the feature no longer held): the older value must never
     -- reach the server after the newer one.
     it(way_name .. ": an update that waited for its add never reaches the server after a newer one", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local held = { late_window = 60 }
       local x = way.add{ APN = "WAITED-X", OWNER = "first" }
       server:gateway("504", 1000) -- the server runs sync 1's request a second later
-      c.check(not way.sync(held), "sync 1 succeeded through a 504")
+      world.unsynced(c, way, 1, "a 504", held)
       server:gateway(nil)
       way.update(x, { OWNER = "older" }) -- waits for the add
       local y = way.add{ APN = "WAITED-Y", OWNER = "other" }
       -- sync 2's own request (the add of Y) never reaches the server: Y is held too
-      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                            attempts = { server:sync_requests() + 1 } }))
+      server:lose_requests()
       way.sync(held)
-      helper.wait_for("the server to run sync 1's request", function() return server:held() == 0 end, 30)
-      local r3, e3 = way.sync(held) -- the add of X shows applied; Y is still held
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      world.wait_ran(server, "the server to run sync 1's request")
+      world.synced(c, way, 3, held) -- the add of X shows applied; Y is still held
       way.update(x, { OWNER = "newer" })
-      local r4, e4 = way.sync(held)
-      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
-      for i = 5, 6 do
-        local r, e = way.sync{ late_window = 0 } -- Y's wait is over
-        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-      end
-      local f = server:feature(x)
-      c.check(f and f.OWNER == "newer", "the server holds OWNER " .. tostring(f and f.OWNER) .. ", not the newer")
+      world.synced(c, way, 4, held)
+      for i = 5, 6 do world.synced(c, way, i, { late_window = 0 }) end -- Y's wait is over
+      world.check_owner(c, server, x, "newer", ", not the newer")
       -- nor is the older one held back as a conflict with the crew's own newer value
       c.check(#way.conflicts() == 0, ("%d conflict(s) reported"):format(#way.conflicts()))
       world.check_once(c, server, way.origin, "add", x)
       world.check_once(c, server, way.origin, "add", y)
-      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
-      c.check(way.pending() == 0, "edits still queued or journaled")
-      way.close()
-      cl:close()
-      c.done()
+      world.check_settled(c, way)
+      world.finish(c, cl, way)
     end)
 
     -- An update waiting for its feature's held add, and another crew changes the feature once the
@@ -194,150 +141,105 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
         local c, cl, way, x
         helper.within_window("sync 2 while sync 1's request is held", { 1000, 4000, 16000 }, function(delay_ms)
           if way then server:reset() end
-          c = world.checker()
-          cl = world.client(server, true)
-          way = make_way(server, cl, helper.tmp_dir(), "perReplica")
+          c, cl, way = world.crew(server, make_way, helper.tmp_dir())
           x = way.add{ APN = "WAITED-THEIRS", OWNER = "first" }
           server:gateway("504", delay_ms) -- the server runs sync 1's request that much later
-          c.check(not way.sync{ late_window = 60 }, "sync 1 succeeded through a 504")
+          world.unsynced(c, way, 1, "a 504", { late_window = 60 })
           server:gateway(nil)
           way.update(x, { OWNER = "ours" }) -- waits for the add
-          local r2, e2 = way.sync{ late_window = 60 }
-          c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+          world.synced(c, way, 2, { late_window = 60 })
           if server:held() > 0 then return true end
-          c.done() -- what syncs 1 and 2 were checked for stands
-          way.close()
-          cl:close()
+          world.finish(c, cl, way) -- what syncs 1 and 2 were checked for stands
           return false
         end)
-        helper.wait_for("the server to run sync 1's request", function() return server:held() == 0 end, 30)
+        world.wait_ran(server, "the server to run sync 1's request")
         server:crew_update(x, { OWNER = "theirs" })
-        for i = 3, 4 do
-          local r, e = way.sync{ late_window = 0 }
-          c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-        end
-        local f = server:feature(x)
-        c.check(f and f.OWNER == "theirs", "the server holds OWNER " .. tostring(f and f.OWNER)
-          .. ": the waiting update overwrote the other crew's newer value")
+        for i = 3, 4 do world.synced(c, way, i, { late_window = 0 }) end
+        world.check_owner(c, server, x, "theirs", ": the waiting update overwrote the other crew's newer value")
         c.check(world.has(way.conflicts(), "update", x), ("the update is not reported in conflict (%d conflicts)")
           :format(#way.conflicts()))
         world.check_once(c, server, way.origin, "add", x)
-        way.close()
-        cl:close()
-        c.done()
+        world.finish(c, cl, way)
       end)
 
     -- A held update found in conflict (another crew changed the feature) by a sync whose own request
     -- then fails: the journal settles the conflict (never sent again), so that failed sync is the
     -- only one that can tell it. Its error must (err.conflicts), or the crew never learns of it.
     it(way_name .. ": a conflict found by a sync whose own request then fails is told by its error", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       way.update(world.E01, { OWNER = "ours" })
-      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                            attempts = { server:sync_requests() + 1 } }))
-      c.check(not way.sync{ late_window = 60 }, "sync 1 succeeded through a reset")
+      server:lose_requests()
+      world.unsynced(c, way, 1, "a reset", { late_window = 60 })
       server:crew_update(world.E01, { OWNER = "theirs" })
-      local r2, e2 = way.sync{ late_window = 0 } -- holds the update once (the engine's rule)
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      world.synced(c, way, 2, { late_window = 0 }) -- holds the update once (the engine's rule)
       c.check(#way.conflicts() == 0, "sync 2 called the held update a conflict")
       local y = way.add{ APN = "AFTER-CONFLICT", OWNER = "y" }
       -- sync 3 reads the held update (a conflict now: the hold is over), then its own request fails
       assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "error", attempts = {
         server:sync_requests() + 1 } }))
-      c.check(not way.sync{ late_window = 0 }, "sync 3 succeeded through an error answer")
+      world.unsynced(c, way, 3, "an error answer", { late_window = 0 })
       if not way.st then
         -- (the store keeps the held update in its attempt when the sync fails: read again next)
         c.check(world.has(way.conflicts(), "update", world.E01), ("the conflict is not told by the failed sync "
           .. "(%d conflicts)"):format(#way.conflicts()))
       end
-      local f = server:feature(world.E01)
-      c.check(f and f.OWNER == "theirs", "the server holds OWNER " .. tostring(f and f.OWNER))
-      local r4, e4 = way.sync{ late_window = 0 }
-      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      world.check_owner(c, server, world.E01, "theirs")
+      world.synced(c, way, 4, { late_window = 0 })
       c.check(world.has(way.conflicts(), "update", world.E01), "the conflict is not told")
-      f = server:feature(world.E01)
-      c.check(f and f.OWNER == "theirs", "the server holds OWNER " .. tostring(f and f.OWNER))
+      world.check_owner(c, server, world.E01, "theirs")
       if way.st then -- (client:sync's caller hands a refused request's edits again itself)
         c.check(server:feature(y) ~= nil, "the add of y did not reach the server")
       end
-      way.close()
-      cl:close()
-      c.done()
+      world.finish(c, cl, way)
     end)
 
     -- Two updates of the feature, each made and synced while its add is held: both wait, and what
     -- reaches the server is the later one's values (joined to the earlier's other fields), never
     -- the earlier's over them.
     it(way_name .. ": two updates made while its add is held: the later values reach the server", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local held = { late_window = 60 }
       local added = way.add{ APN = "HELD-TWICE", OWNER = "first" }
-      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                            attempts = { 1 } }))
-      c.check(not way.sync(held), "sync 1 succeeded through a reset")
+      server:lose_requests{ 1 }
+      world.unsynced(c, way, 1, "a reset", held)
       way.update(added, { OWNER = "second", APN = "HELD-TWICE-2" })
-      local r2, e2 = way.sync(held)
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      world.synced(c, way, 2, held)
       way.update(added, { OWNER = "third" })
-      local r3, e3 = way.sync(held)
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-      for i = 4, 5 do
-        local r, e = way.sync{ late_window = 0 }
-        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-      end
+      world.synced(c, way, 3, held)
+      for i = 4, 5 do world.synced(c, way, i, { late_window = 0 }) end
+      world.check_owner(c, server, added, "third", ", not the later third")
       local f = server:feature(added)
-      c.check(f and f.OWNER == "third", "the server holds OWNER " .. tostring(f and f.OWNER) .. ", not the later third")
       c.check(f and f.APN == "HELD-TWICE-2", "the server holds APN " .. tostring(f and f.APN)
         .. ": the earlier update's other field was dropped")
       local attempts, applied = world.tally(server, way.origin)
       local add = "add|" .. world.norm(added)
       c.check((applied[add] or 0) == 1 and (attempts[add] or 0) == 1, ("the add sent %d, applied %d times"):format(
         attempts[add] or 0, applied[add] or 0))
-      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
-      c.check(way.pending() == 0, "edits still queued or journaled")
-      way.close()
-      cl:close()
-      c.done()
+      world.check_settled(c, way)
+      world.finish(c, cl, way)
     end)
 
     it(way_name .. ": the update waits for its add, then goes once", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local opts = { late_window = 60 }
       local added = way.add{ APN = "HELD-ADD", OWNER = "first" }
       server:gateway("504", 3000)
-      local r1 = way.sync(opts)
-      c.check(not r1, "sync 1 succeeded through a 504")
+      world.unsynced(c, way, 1, "a 504", opts)
       server:gateway(nil)
       way.update(added, { OWNER = "second" })
-      local r2, e2 = way.sync(opts) -- the add is held: the server has not applied it yet
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      world.synced(c, way, 2, opts) -- the add is held: the server has not applied it yet
       local attempts = world.tally(server, way.origin)
       c.check((attempts["update|" .. world.norm(added)] or 0) == 0,
         "the update left before its add reached the server")
-      helper.wait_for("the server to apply the request the gateway answered", function()
-        return server:held() == 0
-      end, 30)
-      local r3, e3 = way.sync{ late_window = 0 }
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-      local r4, e4 = way.sync{ late_window = 0 }
-      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      world.wait_ran(server, "the server to apply the request the gateway answered")
+      world.synced(c, way, 3, { late_window = 0 })
+      world.synced(c, way, 4, { late_window = 0 })
       for _, op in ipairs{ "add", "update" } do
         world.check_once(c, server, way.origin, op, added)
       end
-      c.check(#way.failed() == 0, ("failed() lists %d edit(s): %s"):format(#way.failed(),
-        tostring((way.failed()[1] or {}).message)))
-      local f = server:feature(added)
-      c.check(f and f.OWNER == "second", "the server holds OWNER " .. tostring(f and f.OWNER))
-      c.check(way.pending() == 0, "edits still queued or journaled")
-      way.close()
-      cl:close()
-      c.done()
+      world.check_owner(c, server, added, "second")
+      world.check_settled(c, way)
+      world.finish(c, cl, way)
     end)
   end
 
@@ -347,30 +249,20 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
   -- goes once the hold is over, no conflict (the held one, sent before theirs, is the conflict).
   it("state file: an update handed over after another crew's change, while its feature is held, goes",
     function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = world.state_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, world.state_way, dir)
       way.update(world.E01, { OWNER = "ours 1" })
-      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                            attempts = { server:sync_requests() + 1 } }))
-      c.check(not way.sync{ late_window = 60 }, "sync 1 succeeded through a reset")
+      server:lose_requests()
+      world.unsynced(c, way, 1, "a reset", { late_window = 60 })
       server:crew_update(world.E01, { OWNER = "theirs" })
-      local r2, e2 = way.sync{ late_window = 60 } -- holds "ours 1"
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      world.synced(c, way, 2, { late_window = 60 }) -- holds "ours 1"
       way.update(world.E01, { OWNER = "ours 2" })
-      local r3, e3 = way.sync{ late_window = 60 } -- "ours 2" waits
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-      for i = 4, 5 do
-        local r, e = way.sync{ late_window = 0 }
-        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-      end
-      local f = server:feature(world.E01)
-      c.check(f and f.OWNER == "ours 2", "the server holds OWNER " .. tostring(f and f.OWNER))
+      world.synced(c, way, 3, { late_window = 60 }) -- "ours 2" waits
+      for i = 4, 5 do world.synced(c, way, i, { late_window = 0 }) end
+      world.check_owner(c, server, world.E01, "ours 2")
       c.check(#way.conflicts() == 1, ("%d conflict(s) reported, 1 expected (ours 1 over theirs)"):format(
         #way.conflicts()))
       c.check(way.pending() == 0, "edits still queued or journaled")
-      cl:close()
-      c.done()
+      world.finish(c, cl, way)
     end)
 
   -- The base of a held update stays journaled (with the held edits) after that update settled
@@ -378,34 +270,24 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
   -- and when its answer was lost too, the old base was read over its own: the server holding the
   -- crew's earlier value looked like someone else's change (a false conflict, the update never sent).
   it("state file: a settled held update's base is not taken for a later update's of its feature", function()
-    local c = world.checker()
-    local cl = world.client(server, true)
-    local way = world.state_way(server, cl, dir, "perReplica")
+    local c, cl, way = world.crew(server, world.state_way, dir)
     local held = { late_window = 60 }
     way.update(world.E01, { OWNER = "u1" })
     server:gateway("504", 1500) -- sync 1's request runs 1.5 s later
-    c.check(not way.sync(held), "sync 1 succeeded through a 504")
+    world.unsynced(c, way, 1, "a 504", held)
     server:gateway(nil)
     way.update(world.E02, { OWNER = "w1" })
-    assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                          attempts = { server:sync_requests() + 1 } }))
-    c.check(not way.sync(held), "sync 2 succeeded through a reset") -- holds u1; w1 never reaches the server
-    helper.wait_for("the server to run sync 1's request", function() return server:held() == 0 end, 30)
-    local r3, e3 = way.sync(held) -- u1 shows applied; w1 stays held
-    c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+    server:lose_requests()
+    world.unsynced(c, way, 2, "a reset", held) -- holds u1; w1 never reaches the server
+    world.wait_ran(server, "the server to run sync 1's request")
+    world.synced(c, way, 3, held) -- u1 shows applied; w1 stays held
     way.update(world.E01, { OWNER = "u2" })
-    assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                          attempts = { server:sync_requests() + 1 } }))
-    c.check(not way.sync(held), "sync 4 succeeded through a reset") -- u2's request never reaches the server
-    for i = 5, 6 do
-      local r, e = way.sync{ late_window = 0 }
-      c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-    end
-    local f = server:feature(world.E01)
-    c.check(f and f.OWNER == "u2", "the server holds OWNER " .. tostring(f and f.OWNER) .. ", not u2")
+    server:lose_requests()
+    world.unsynced(c, way, 4, "a reset", held) -- u2's request never reaches the server
+    for i = 5, 6 do world.synced(c, way, i, { late_window = 0 }) end
+    world.check_owner(c, server, world.E01, "u2", ", not u2")
     c.check(#way.conflicts() == 0, ("%d conflict(s) reported"):format(#way.conflicts()))
     c.check(way.pending() == 0, "edits still queued or journaled")
-    cl:close()
-    c.done()
+    world.finish(c, cl, way)
   end)
 end)
