@@ -31,58 +31,40 @@ describe("engine, a sync whose process died waiting for its answer (the server s
       local opts = { late_window = 60 }
       helper.within_window("sync 2 while sync 1's request is held", { 2000, 8000, 32000 }, function(delay_ms)
         if way then server:reset() end
-        c = world.checker()
-        cl = world.client(server, true)
-        way = make_way(server, cl, way and helper.tmp_dir() or dir, "perReplica")
+        c, cl, way = world.crew(server, make_way, way and helper.tmp_dir() or dir)
         added = way.add{ APN = "INTERRUPTED", OWNER = "first" }
         server:gateway("504", delay_ms)
         pcall(way.sync, { late_window = 60, journal = dying }) -- raised: its process is gone
         server:gateway(nil)
         local held = server:held()
         if held == 0 and server:feature(added) then -- it ran already
-          way.close()
-          cl:close()
+          world.finish(c, cl, way)
           return false
         end
         c.check(held == 1, "the gateway does not hold sync 1's request: " .. tostring(held))
-        local r2, e2 = way.sync(opts) -- at once: the server has not run sync 1's request yet
-        c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+        world.synced(c, way, 2, opts) -- at once: the server has not run sync 1's request yet
         return true
       end)
-      helper.wait_for("the server to run the request the gateway answered", function()
-        return server:held() == 0
-      end, 30)
-      local r3, e3 = way.sync(opts)
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      world.wait_ran(server, "the server to run the request the gateway answered")
+      world.synced(c, way, 3, opts)
       world.check_once(c, server, way.origin, "add", added)
-      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
-      c.check(way.pending() == 0, "edits queued or journaled: " .. way.pending())
-      way.close()
-      cl:close()
-      c.done()
+      world.check_settled(c, way)
+      world.finish(c, cl, way)
     end)
 
     -- The same with a sync that carries no edit (a download): the server runs it late and moves
     -- the replica's generation; that is this replica's own request, not another copy's.
     it(way_name .. ": a killed download run late by the server is not taken for another copy", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local opts = { late_window = 60 }
       server:crew_update(world.E02, { OWNER = "to download" })
       server:gateway("504", 1000)
       pcall(way.sync, { late_window = 60, journal = dying }) -- raised: its process is gone
       server:gateway(nil)
-      local r2, e2 = way.sync(opts) -- at once: the server has not run sync 1's request yet
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
-      helper.wait_for("the server to run the request the gateway answered", function()
-        return server:held() == 0
-      end, 30)
-      local r3, e3 = way.sync(opts)
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-      way.close()
-      cl:close()
-      c.done()
+      world.synced(c, way, 2, opts) -- at once: the server has not run sync 1's request yet
+      world.wait_ran(server, "the server to run the request the gateway answered")
+      world.synced(c, way, 3, opts)
+      world.finish(c, cl, way)
     end)
   end
 end)
