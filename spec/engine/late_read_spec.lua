@@ -39,20 +39,15 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
       local opts = { late_window = 60 }
       helper.within_window("sync 2 while sync 1's request is held", { 3000, 12000, 48000 }, function(delay_ms)
         if way then server:reset() end
-        c = world.checker()
-        cl = world.client(server, true)
-        way = make_way(server, cl, way and helper.tmp_dir() or dir, "perReplica")
+        c, cl, way = world.crew(server, make_way, way and helper.tmp_dir() or dir)
         way.update(world.E01, { OWNER = "ours" })
         server:gateway("504", delay_ms)
-        c.check(not way.sync(opts), "sync 1 succeeded through a 504")
+        world.unsynced(c, way, 1, "a 504", opts)
         server:gateway(nil)
         server:crew_update(world.E01, { OWNER = "theirs" }) -- before the server ran sync 1's request
-        local r2, e2 = way.sync(opts)
-        c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+        world.synced(c, way, 2, opts)
         if server:held() > 0 then return true end
-        c.done() -- what syncs 1 and 2 were checked for stands
-        way.close()
-        cl:close()
+        world.finish(c, cl, way) -- what syncs 1 and 2 were checked for stands
         return false
       end)
       return c, cl, way, opts
@@ -63,14 +58,10 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
       local c, cl, way, opts = held_update_then_theirs()
       c.check(#way.conflicts() == 0, "sync 2 reported a conflict while the crew's request could still land")
       c.check(way.value(world.E01, "OWNER") == "theirs", "sync 2 did not bring the other crew's value")
-      helper.wait_for("the server to run the request the gateway answered", function()
-        return server:held() == 0
-      end, 30)
-      local r3, e3 = way.sync(opts)
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      world.wait_ran(server, "the server to run the request the gateway answered")
+      local r3 = world.synced(c, way, 3, opts)
       world.check_once(c, server, way.origin, "update", world.E01)
-      local f = server:feature(world.E01)
-      c.check(f and f.OWNER == "ours", "the server holds OWNER " .. tostring(f and f.OWNER))
+      world.check_owner(c, server, world.E01, "ours")
       c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
       -- what the crew holds is what the server holds
       c.check(way.value(world.E01, "OWNER") == "ours", ("the crew holds OWNER %s, the server ours"):format(
@@ -95,28 +86,23 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
           and told.description:find("another crew", 1, true) ~= nil,
           "result.conflicts of sync 3 does not tell it: " .. tostring(told.description))
         -- told once: the next sync neither reports it again nor sends anything again
-        local r4, e4 = way.sync(opts)
-        c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+        world.synced(c, way, 4, opts)
         c.check(#way.conflicts() == 1, ("told of %d conflict(s) after sync 4"):format(#way.conflicts()))
         world.check_once(c, server, way.origin, "update", world.E01)
         c.check(way.value(world.E01, "OWNER") == "ours", "after sync 4 the crew holds OWNER "
           .. tostring(way.value(world.E01, "OWNER")))
       end
       c.check(way.pending() == (way.st and 1 or 0), "edits queued or journaled: " .. way.pending())
-      way.close()
-      cl:close()
-      c.done()
+      world.finish(c, cl, way)
     end)
 
     -- The same, and sync 3, which reads the crew's update applied, then fails (the server refuses its
     -- request, 503): what the read found is told in its error (err.resolved), never found again.
     it(way_name .. ": a sync that reads the late landing and then fails tells it in its error", function()
       local c, cl, way, opts = held_update_then_theirs()
-      helper.wait_for("the server to run the request the gateway answered", function()
-        return server:held() == 0
-      end, 30)
+      world.wait_ran(server, "the server to run the request the gateway answered")
       assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "status", status = 503 }))
-      c.check(not way.sync(opts), "sync 3 succeeded through a 503")
+      world.unsynced(c, way, 3, "a 503", opts)
       c.check(way.value(world.E01, "OWNER") == "ours", ("after sync 3 failed the crew holds OWNER %s, the "
         .. "server ours"):format(tostring(way.value(world.E01, "OWNER"))))
       local list = way.conflicts()
@@ -125,16 +111,13 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
         and k.server.attributes.OWNER == "theirs", ("after sync 3 failed the crew was told of %d conflict(s) "
         .. "(outcome %s), not of its update applied over the other crew's value"):format(#list, tostring(k.outcome)))
       assert(server.emu:control("faults/clear", {}))
-      local r4, e4 = way.sync(opts)
-      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      world.synced(c, way, 4, opts)
       c.check(#way.conflicts() == 1, ("told of %d conflict(s) after sync 4"):format(#way.conflicts()))
       c.check(way.value(world.E01, "OWNER") == "ours", "after sync 4 the crew holds OWNER "
         .. tostring(way.value(world.E01, "OWNER")))
       world.check_once(c, server, way.origin, "update", world.E01)
       c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
-      way.close()
-      cl:close()
-      c.done()
+      world.finish(c, cl, way)
     end)
 
     -- The same, and the crew deletes E01 between sync 2 and 3 (its table held the other crew's value,
@@ -143,24 +126,16 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
     it(way_name .. ": an edit made during the hold goes once the held update landed, no false conflict", function()
       local c, cl, way, opts = held_update_then_theirs()
       way.delete(world.E01)
-      helper.wait_for("the server to run the request the gateway answered", function()
-        return server:held() == 0
-      end, 30)
-      for i = 3, 4 do
-        local r, e = way.sync(opts)
-        c.check(r, ("sync %d failed: %s"):format(i, world.message_of(e)))
-      end
+      world.wait_ran(server, "the server to run the request the gateway answered")
+      for i = 3, 4 do world.synced(c, way, i, opts) end
       for _, op in ipairs{ "update", "delete" } do
         world.check_once(c, server, way.origin, op, world.E01)
       end
       c.check(server:feature(world.E01) == nil, "the server still holds E01")
       c.check(#way.conflicts() == 0, ("%d conflict(s) reported: %s"):format(#way.conflicts(),
         tostring((way.conflicts()[1] or {}).message)))
-      c.check(#way.failed() == 0, "failed() lists " .. #way.failed() .. " edit(s)")
-      c.check(way.pending() == 0, "edits still queued or journaled: " .. way.pending())
-      way.close()
-      cl:close()
-      c.done()
+      world.check_settled(c, way)
+      world.finish(c, cl, way)
     end)
   end
 end)
