@@ -29,9 +29,7 @@ describe("engine, F3 by halves (rollback forced, the refusal names no edit), the
     local way_name, make_way = w[1], w[2]
     it(way_name .. ": the good edits upload, the refused one is reported with the server's words, "
       .. "in log2 requests", function()
-      local c = world.checker()
-      local cl = world.client(server, true)
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local good, bad = {}, nil
       local store = way.name == "store"
       for i = 1, GOOD + 1 do
@@ -46,9 +44,8 @@ describe("engine, F3 by halves (rollback forced, the refusal names no edit), the
         end
       end
       local before = server:sync_requests()
-      local r1, e1 = way.sync()
+      world.synced(c, way, 1)
       local requests = server:sync_requests() - before
-      c.check(r1, "sync 1 failed: " .. world.message_of(e1))
       c.check(requests <= 2 + 2 * 4, ("sync 1 made %d synchronizeReplica requests for 16 edits (at most 10 by "
         .. "halves)"):format(requests))
       c.check(requests >= 3, ("sync 1 made %d requests: the halving was not exercised"):format(requests))
@@ -69,17 +66,14 @@ describe("engine, F3 by halves (rollback forced, the refusal names no edit), the
         "the refused add is not reported with the server's words: " .. words)
       c.check(way.pending() == 0, ("%d edit(s) still queued after sync 1"):format(way.pending()))
       local sent = server:sync_requests()
-      local r2, e2 = way.sync()
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      world.synced(c, way, 2)
       c.check(server:sync_requests() - sent == 1, "sync 2 made more than one request")
       local attempts = world.tally(server, way.origin)
       for _, gid in ipairs(good) do
         local key = "add|" .. world.norm(gid)
         c.check((attempts[key] or 0) == 1, ("the good add %s sent %d times"):format(gid, attempts[key] or 0))
       end
-      way.close()
-      cl:close()
-      c.done()
+      world.finish(c, cl, way)
     end)
   end
 end)
