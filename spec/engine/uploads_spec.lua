@@ -29,9 +29,34 @@ local function upload_edits(server, owner, apn)
 end
 
 local function wait_applied(server)
-  helper.wait_for("the server to apply the request the gateway answered", function()
-    return server:held() == 0
-  end, 15)
+  world.wait_ran(server, "the server to apply the request the gateway answered", 15)
+end
+
+-- A sync's options that carry the uploaded edits item `id` (JSON; `async`: as a job).
+local function carrying(id, async)
+  return { params = { editsUploadId = id, editsUploadFormat = "JSON", async = async or nil } }
+end
+
+-- Checks with `c` that `what` ("sync 2") answered `answer` (its result or error) saying the uploaded
+-- item `id` is held: its outcome still to be read.
+local function check_held(c, what, answer, id)
+  local held = answer and answer.resolved and answer.resolved.uploaded
+  c.check(held and held.id == id and held.kept, what .. " does not say the uploaded item is held: "
+    .. tostring(answer and answer.resolved))
+end
+
+-- Checks with `c` that `what` ("sync 3") answered `answer` (its result or error) reporting the
+-- uploaded item `id` settled, its outcome unknown.
+local function check_unknown(c, what, answer, id)
+  local settled = answer and answer.resolved and answer.resolved.uploaded
+  c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
+    what .. " does not report the uploaded item's outcome unknown: " .. tostring(answer and answer.resolved))
+end
+
+-- Checks with `c` that the sync that answered `err` was refused naming editsUploadId.
+local function check_refused(c, err)
+  c.check(err and err.kind == "invalid" and err.parameter == "editsUploadId",
+    "the refusal does not name editsUploadId: " .. world.message_of(err))
 end
 
 -- The uploaded edits, counted in the server's change log for `origin`: each applied once, sent once.
@@ -86,26 +111,20 @@ for _, srv in ipairs(SERVERS) do
     end
 
     it("client:sync with a state file: sent once, the late application not taken for a copy", function()
-      local c = world.checker()
-      local cl = client()
-      local way = world.state_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, world.state_way, dir)
       local id = upload_edits(server, "uploaded")
       server:gateway("504", 2000)
-      local r1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
-      c.check(not r1, "sync 1 reported success through a 504")
+      world.unsynced(c, way, 1, "a 504", carrying(id))
       server:gateway(nil)
-      local r2, e2 = way.sync() -- at once, before the server applied sync 1
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      world.synced(c, way, 2) -- at once, before the server applied sync 1
       wait_applied(server)
       server:crew_update(E03, { OWNER = "crew B" })
-      local r3, e3 = way.sync()
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      world.synced(c, way, 3)
       c.check(way.pending() == 0, "the journal is still there")
       c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded: OWNER "
         .. tostring(way.value(E03, "OWNER")))
-      cl:close()
       check_once(c, server, way.origin)
-      c.done()
+      world.finish(c, cl, way)
     end)
 
     -- client:resume_sync of an older sync's job (async, wait = false: its op saved; a later
@@ -114,37 +133,25 @@ for _, srv in ipairs(SERVERS) do
     -- holds it, the one after reports its outcome unknown; never sent again. Before, the resumed job's
     -- result cleared the journal: the item was never held nor reported.
     emu_it("client:resume_sync of an older job keeps the uploaded item a later sync journaled", function()
-      local c = world.checker()
       server:set{ job_step_ms = 50 }
-      local cl = client()
-      local way = world.state_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, world.state_way, dir)
       local op = assert(way.sync{ params = { async = true }, wait = false })
       local rb, eb = cl:sync(way.path, nil, { poll_interval = 0.05, timeout = world.SYNC_TIMEOUT })
       c.check(rb and rb.reattached, "the next sync did not finish the job: " .. world.message_of(eb))
       local id = upload_edits(server, "uploaded")
       server:gateway("504", 1000)
-      c.check(not way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } },
-        "the sync with the uploaded file reported success through a 504")
+      c.check(not way.sync(carrying(id)), "the sync with the uploaded file reported success through a 504")
       server:gateway(nil)
       local resumed = assert(cl:resume_sync(op:to_json()))
       local rr, er = resumed:wait{ poll_interval = 0.05 }
       c.check(rr, "the resumed job gave no result: " .. world.message_of(er))
       c.check(way.pending() == 1, "the resumed job's result cleared the journal of the uploaded item")
       wait_applied(server)
-      local r2, e2 = way.sync()
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
-      local held = r2 and r2.resolved and r2.resolved.uploaded
-      c.check(held and held.id == id and held.kept, "sync 2 does not say the uploaded item is held: "
-        .. tostring(r2 and r2.resolved))
-      local r3, e3 = way.sync()
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-      local settled = r3 and r3.resolved and r3.resolved.uploaded
-      c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
-        "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
+      check_held(c, "sync 2", world.synced(c, way, 2), id)
+      check_unknown(c, "sync 3", world.synced(c, way, 3), id)
       c.check(way.pending() == 0, "the journal is still there after sync 3")
-      cl:close()
       check_once(c, server, way.origin)
-      c.done()
+      world.finish(c, cl, way)
     end)
 
     -- client:resume_sync of the uploaded file's own job (async, wait = false), a job that will never
@@ -156,32 +163,27 @@ for _, srv in ipairs(SERVERS) do
                            { "its result file gone", { result_lifetime_s = 0 }, 1 } } do
       emu_it("client:resume_sync of the uploaded file's own job, " .. case[1] .. ": reported unknown, never sent again",
         function()
-          local c = world.checker()
           server:set{ job_step_ms = 50 }
-          local cl = client()
-          local way = world.state_way(server, cl, dir, "perReplica")
+          local c, cl, way = world.crew(server, world.state_way, dir)
           local id = upload_edits(server, "uploaded")
           server:set(case[2])
-          local op = assert(way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON", async = true },
-                                      wait = false })
+          local opts = carrying(id, true)
+          opts.wait = false
+          local op = assert(way.sync(opts))
           local resumed = assert(cl:resume_sync(op:to_json()))
           local rr, er = resumed:wait{ poll_interval = 0.05 }
           c.check(not rr, "the resumed wait reported success")
-          local settled = er and er.resolved and er.resolved.uploaded
-          c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
-            "the resumed wait does not report the uploaded item's outcome unknown: " .. world.message_of(er))
+          check_unknown(c, "the resumed wait", er, id)
           c.check(world.message_of(er):find("outcome of the uploaded edits (item " .. id, 1, true),
             "the resumed wait's error does not name the uploaded item: " .. world.message_of(er))
           c.check(way.pending() == 0, "the journal is still there after the resumed wait")
           server:set{ job_outcome = "Completed", result_lifetime_s = 600 }
-          local r2, e2 = way.sync()
-          c.check(r2, "the next sync failed: " .. world.message_of(e2))
+          world.synced(c, way, 2)
           local attempts, applied = world.tally(server, way.origin)
           c.check((attempts["add|" .. NEW] or 0) <= 1, "the uploaded add was sent again")
           c.check((applied["add|" .. NEW] or 0) == case[3], ("the uploaded add applied %d times (%d expected)"):format(
             applied["add|" .. NEW] or 0, case[3]))
-          cl:close()
-          c.done()
+          world.finish(c, cl, way)
         end)
     end
 
@@ -191,10 +193,8 @@ for _, srv in ipairs(SERVERS) do
     -- for the whole answer and returned success without sending the file: the upload silently dropped.
     emu_it("client:sync, an uploaded edits file given while an earlier job is pending: refused, not dropped",
       function()
-        local c = world.checker()
         server:set{ job_step_ms = 50 }
-        local cl = client()
-        local way = world.state_way(server, cl, dir, "perReplica")
+        local c, cl, way = world.crew(server, world.state_way, dir)
         assert(server.emu:control("faults", { route = "jobs", kind = "status", status = 404,
                                               attempts = { server.emu:count("jobs") + 1 } }))
         local _, e1 = cl:sync(way.path, nil, { params = { async = true }, poll_interval = 0.05,
@@ -205,15 +205,13 @@ for _, srv in ipairs(SERVERS) do
                        timeout = world.SYNC_TIMEOUT }
         local r2, e2 = cl:sync(way.path, nil, opts)
         c.check(not r2, "the sync reported success while its uploaded edits file was not sent")
-        c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
-          "the refusal does not name editsUploadId: " .. world.message_of(e2))
+        check_refused(c, e2)
         local r3, e3 = cl:sync(way.path, nil, { poll_interval = 0.05, timeout = world.SYNC_TIMEOUT })
         c.check(r3, "the sync that finishes the job failed: " .. world.message_of(e3))
         local r4, e4 = cl:sync(way.path, nil, opts)
         c.check(r4, "the sync with the uploaded file failed: " .. world.message_of(e4))
-        cl:close()
         check_once(c, server, way.origin)
-        c.done()
+        world.finish(c, cl, way)
       end)
 
     -- No attempt left: the store's attempt table, the state file's journal.
@@ -229,104 +227,69 @@ for _, srv in ipairs(SERVERS) do
     -- generation for its own), the one after settles it unknown; no sync is refused as another copy,
     -- and a later crew's change downloads.
     local function lost_answer_case(make_way, mode, delay_ms, applied_first)
-      local c = world.checker()
-      local cl = client()
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local id = upload_edits(server, "uploaded")
       server:gateway(mode, delay_ms)
-      local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
-      c.check(not r1, "sync 1 reported success through a lost answer")
+      local _, e1 = world.unsynced(c, way, 1, "a lost answer", carrying(id))
       c.check(e1 and e1.outcome_unknown, "sync 1's outcome is not flagged unknown: " .. world.message_of(e1))
       local unknown = ("the outcome of the uploaded edits file (editsUploadId %s) is unknown"):format(id)
       c.check(world.message_of(e1):find(unknown, 1, true), "sync 1's error does not say the uploaded item's outcome "
         .. "is unknown: " .. world.message_of(e1))
       server:gateway(nil)
       if applied_first then wait_applied(server) end
-      local r2, e2 = way.sync()
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
-      local held = r2 and r2.resolved and r2.resolved.uploaded
-      c.check(held and held.id == id and held.kept, "sync 2 does not say the uploaded item is held: "
-        .. tostring(r2 and r2.resolved))
+      check_held(c, "sync 2", world.synced(c, way, 2), id)
       wait_applied(server)
       server:crew_update(E03, { OWNER = "crew B" })
-      local r3, e3 = way.sync()
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-      local settled = r3 and r3.resolved and r3.resolved.uploaded
-      c.check(settled and settled.id == id and settled.outcome == "unknown" and not settled.kept,
-        "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
+      check_unknown(c, "sync 3", world.synced(c, way, 3), id)
       c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded")
       c.check(no_attempt(way), "an attempt is still recorded after sync 3")
       server:crew_update(E03, { OWNER = "crew C" })
-      local r4, e4 = way.sync()
-      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      world.synced(c, way, 4)
       c.check(way.value(E03, "OWNER") == "crew C", "sync 4 did not download the other crew's change")
-      way.close()
-      cl:close()
       check_once(c, server, way.origin)
-      c.done()
+      world.finish(c, cl, way)
     end
 
     -- The held uploaded item passed again: refused naming editsUploadId, nothing sent.
     local function passed_again_case(make_way)
-      local c = world.checker()
-      local cl = client()
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local id = upload_edits(server, "uploaded")
       server:gateway("504", 2000)
-      local r1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
-      c.check(not r1, "sync 1 reported success through a 504")
+      world.unsynced(c, way, 1, "a 504", carrying(id))
       server:gateway(nil)
       local before = server:sync_requests()
-      local r2, e2 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } }
+      local r2, e2 = way.sync(carrying(id))
       c.check(not r2, "the held item was sent again")
-      c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
-        "the refusal does not name editsUploadId: " .. world.message_of(e2))
+      check_refused(c, e2)
       c.check(server:sync_requests() == before, "a synchronizeReplica left with the refusal")
       c.check(world.message_of(e2):find(id, 1, true) and world.message_of(e2):find("synchronize without "
         .. "editsUploadId until a synchronization reports it resolved", 1, true),
         "the refusal does not name the held item and what to do: " .. world.message_of(e2))
       wait_applied(server)
-      local r3, e3 = way.sync()
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-      local held = r3 and r3.resolved and r3.resolved.uploaded
-      c.check(held and held.id == id and held.kept, "the refused sync took the hold: sync 3 does not hold the "
-        .. "uploaded item: " .. tostring(r3 and r3.resolved))
-      local r4, e4 = way.sync()
-      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      -- the hold is sync 3's: the refused sync 2 did not take it
+      check_held(c, "sync 3", world.synced(c, way, 3), id)
+      world.synced(c, way, 4)
       c.check(no_attempt(way), "an attempt is still recorded after sync 4")
-      way.close()
-      cl:close()
       check_once(c, server, way.origin)
-      c.done()
+      world.finish(c, cl, way)
     end
 
     -- The uploaded item's request lost before the server read it, and the next sync's own request
     -- (it holds the item) lost too: the item is not forgotten, the sync after reports it unknown, and
     -- it is never sent again (the server never applies it).
     local function held_sync_lost_case(make_way)
-      local c = world.checker()
-      local cl = client()
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local id = upload_edits(server, "uploaded")
       -- sync 1's request and sync 2's (a download, which the client tries again) reset before the server reads them
-      assert(server.emu:control("faults", { route = "synchronizeReplica", kind = "reset", phase = "before",
-                                            attempts = { 1, 2, 3, 4, 5, 6 } }))
-      c.check(not way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON" } },
-        "sync 1 succeeded through a reset")
-      c.check(not way.sync(), "sync 2 succeeded through its resets")
-      local r3, e3 = way.sync()
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
-      local settled = r3 and r3.resolved and r3.resolved.uploaded
-      c.check(settled and settled.id == id and settled.outcome == "unknown",
-        "sync 3 does not report the uploaded item's outcome unknown: " .. tostring(r3 and r3.resolved))
-      local r4, e4 = way.sync()
-      c.check(r4, "sync 4 failed: " .. world.message_of(e4))
+      server:lose_requests{ 1, 2, 3, 4, 5, 6 }
+      world.unsynced(c, way, 1, "a reset", carrying(id))
+      world.unsynced(c, way, 2, "its resets")
+      check_unknown(c, "sync 3", world.synced(c, way, 3), id)
+      world.synced(c, way, 4)
       c.check(no_attempt(way), "an attempt is still recorded after sync 4")
       local attempts = world.tally(server, way.origin)
       c.check((attempts["add|" .. NEW] or 0) == 0, "the uploaded edits were sent again")
-      way.close()
-      cl:close()
-      c.done()
+      world.finish(c, cl, way)
     end
 
     -- An earlier sync's job (async, the uploaded item) not finished when that sync ended (its first
@@ -335,32 +298,25 @@ for _, srv in ipairs(SERVERS) do
     -- applied it and the same sync sent it again: sent twice). The next sync without it finishes the
     -- job: each uploaded edit applied once, sent once.
     local function job_pending_case(make_way)
-      local c = world.checker()
       server:set{ job_step_ms = 50 }
-      local cl = client()
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local id = upload_edits(server, "uploaded")
-      local params = { editsUploadId = id, editsUploadFormat = "JSON", async = true }
       assert(server.emu:control("faults", { route = "jobs", kind = "status", status = 404,
                                             attempts = { server.emu:count("jobs") + 1 } }))
-      local r1, e1 = way.sync{ params = params }
+      local r1, e1 = way.sync(carrying(id, true))
       c.check(not r1 and e1 and e1.pending, "sync 1's job is not pending: " .. world.message_of(e1))
       local before = server:sync_requests()
-      local r2, e2 = way.sync{ params = params }
+      local r2, e2 = way.sync(carrying(id, true))
       c.check(not r2, "the uploaded item was sent again while the job that carries it was pending")
-      c.check(e2 and e2.kind == "invalid" and e2.parameter == "editsUploadId",
-        "the refusal does not name editsUploadId: " .. world.message_of(e2))
+      check_refused(c, e2)
       c.check(world.message_of(e2):find(id, 1, true), "the refusal does not name the pending item: "
         .. world.message_of(e2))
       c.check(server:sync_requests() == before, "a synchronizeReplica left with the refusal")
-      local r3, e3 = way.sync()
-      c.check(r3, "sync 3 failed: " .. world.message_of(e3))
+      world.synced(c, way, 3)
       c.check(no_attempt(way), "an attempt is still recorded after sync 3")
       wait_applied(server)
-      way.close()
-      cl:close()
       check_once(c, server, way.origin)
-      c.done()
+      world.finish(c, cl, way)
     end
 
     -- Rollback forced (a perReplica-only service without supportsRollbackOnFailure) and an uploaded
@@ -368,28 +324,23 @@ for _, srv in ipairs(SERVERS) do
     -- (F3) and its retry after a failed job need journaled edits, and the form refuses edits beside
     -- editsUploadId, so the item goes once: one request, nothing applied, the server's words told.
     local function refused_whole_case(make_way, async, names)
-      local c = world.checker()
       server:set{ supports_rollback_on_failure = false, supports_per_layer_sync = false,
                   rollback_names_edits = names, field_lengths = true, job_step_ms = 50 }
-      local cl = client()
-      local way = make_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, make_way, dir)
       local id = upload_edits(server, "uploaded", "APN-LONGER-THAN-20-CHARS")
       local before = server:sync_requests()
-      local r1, e1 = way.sync{ params = { editsUploadId = id, editsUploadFormat = "JSON", async = async or nil } }
+      local r1, e1 = way.sync(carrying(id, async))
       c.check(not r1, "a sync whose uploaded file the server refused reported success")
       c.check(world.message_of(e1):find("rolled back", 1, true), "the server's words are not told: "
         .. world.message_of(e1))
       c.check(server:sync_requests() - before == 1, ("%d synchronizeReplica requests for one uploaded file"):format(
         server:sync_requests() - before))
-      local r2, e2 = way.sync()
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      world.synced(c, way, 2)
       c.check(no_attempt(way), "an attempt is still recorded after sync 2")
       local attempts, applied = world.tally(server, way.origin)
       c.check(next(applied) == nil, "an edit of the refused file was applied")
       c.check((attempts["add|" .. NEW] or 0) <= 1, ("the uploaded add sent %d times"):format(attempts["add|" .. NEW]))
-      way.close()
-      cl:close()
-      c.done()
+      world.finish(c, cl, way)
     end
 
     for _, w in ipairs(world.WAYS) do
@@ -430,9 +381,7 @@ for _, srv in ipairs(SERVERS) do
     end
 
     it("the store, a sync with uploaded edits answered at once: applied once, the generation moves", function()
-      local c = world.checker()
-      local cl = client()
-      local way = world.store_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, world.store_way, dir)
       local id = upload_edits(server, "uploaded")
       local before = way.st:replica().replicaServerGen
       local r, e = way.sync{ params = { editsUploadId = id, editsUploadFormat = "Json" } }
@@ -441,19 +390,14 @@ for _, srv in ipairs(SERVERS) do
       c.check(after > before, ("the store's generation did not move: %s -> %s"):format(before, after))
       c.check(way.st:attempt() == false, "an attempt is still recorded")
       server:crew_update(E03, { OWNER = "crew B" })
-      local r2, e2 = way.sync()
-      c.check(r2, "sync 2 failed: " .. world.message_of(e2))
+      world.synced(c, way, 2)
       c.check(way.value(E03, "OWNER") == "crew B", "the other crew's change was not downloaded")
-      way.close()
-      cl:close()
       check_once(c, server, way.origin)
-      c.done()
+      world.finish(c, cl, way)
     end)
 
     it("a sync with uploaded edits and no gateway: applied once, the state's generation moves", function()
-      local c = world.checker()
-      local cl = client()
-      local way = world.state_way(server, cl, dir, "perReplica")
+      local c, cl, way = world.crew(server, world.state_way, dir)
       local id = upload_edits(server, "uploaded")
       local before = json.decode(helper.read_all(way.path)).replicaServerGen
       local r, e = way.sync{ params = { editsUploadId = id, editsUploadFormat = "Json" } }
@@ -461,9 +405,8 @@ for _, srv in ipairs(SERVERS) do
       local after = json.decode(helper.read_all(way.path)).replicaServerGen
       c.check(after > before, ("the state's generation did not move: %s -> %s"):format(before, after))
       c.check(way.pending() == 0, "the journal is still there")
-      cl:close()
       check_once(c, server, way.origin)
-      c.done()
+      world.finish(c, cl, way)
     end)
   end)
 end
