@@ -62,6 +62,33 @@ describe("client:sync journal and lock", function()
     return path, gids
   end
 
+  local function client() return geoservices.client{ url = emu.url, token = "alice-token" } end
+
+  -- A child that syncs `state` (the edits file `edits`, or none) as an async job of steps `step_ms`,
+  -- killed (SIGKILL) once the journal holds the job's address. False when it ended before the kill
+  -- (it printed its outcome).
+  local function killed_while_polling(state, edits, step_ms)
+    emu:control("settings", { job_step_ms = step_ms })
+    local pid, out = child(emu.url, state, edits, "async")
+    helper.wait_for("the job's address in the journal", function()
+      local j = helper.read_all(state .. ".journal")
+      return j and json.decode(j).status_url
+    end)
+    os.execute("kill -9 " .. pid)
+    wait_exit(pid)
+    return not outcome(out)
+  end
+
+  -- The next sync of `state` (no edits of its own) re-attaches to the killed child's job: its
+  -- result synchronizes the replica, nothing is submitted again and the journal is gone.
+  local function reattaches(state)
+    local submitted = emu:count("synchronizeReplica")
+    local result = assert(client():sync(state, nil, { poll_interval = 0.05 }))
+    assert.is_true(result.reattached)
+    assert.equal(submitted, emu:count("synchronizeReplica"))
+    assert.is_nil(helper.read_all(state .. ".journal"))
+  end
+
   local function count_on_server(gids)
     local features = emu:control("state").featureServices.Parcels.layers["0"].features
     local n = 0
@@ -87,7 +114,7 @@ describe("client:sync journal and lock", function()
     assert.equal(3, #journal.edits[1].features.adds)
     assert.equal(3, count_on_server(gids))
     -- the next sync (no edits of its own) resolves the attempt first
-    local c = geoservices.client{ url = emu.url, token = "alice-token" }
+    local c = client()
     local submitted = emu:count("synchronizeReplica")
     local result = assert(c:sync(state))
     -- read back from the server, not sent again: 3 applied
@@ -111,23 +138,9 @@ describe("client:sync journal and lock", function()
       emu:reset()
       local state = new_state()
       local edits, gids = edits_file(2)
-      emu:control("settings", { job_step_ms = step_ms })
-      local pid, out = child(emu.url, state, edits, "async")
-      helper.wait_for("the job's address in the journal", function()
-        local j = helper.read_all(state .. ".journal")
-        return j and json.decode(j).status_url
-      end)
-      os.execute("kill -9 " .. pid)
-      wait_exit(pid)
-      if outcome(out) then return false end -- it ended before the kill
-      local submitted = emu:count("synchronizeReplica")
-      local c = geoservices.client{ url = emu.url, token = "alice-token" }
-      local result = assert(c:sync(state, nil, { poll_interval = 0.05 }))
-      assert.is_true(result.reattached)
-      -- the job's own result synchronizes the replica: nothing is submitted again
-      assert.equal(submitted, emu:count("synchronizeReplica"))
+      if not killed_while_polling(state, edits, step_ms) then return false end -- it ended before the kill
+      reattaches(state)
       assert.equal(2, count_on_server(gids))
-      assert.is_nil(helper.read_all(state .. ".journal"))
       return true
     end)
   end)
@@ -136,21 +149,8 @@ describe("client:sync journal and lock", function()
     helper.within_window("the kill while the child polls", STEPS, function(step_ms)
       emu:reset()
       local state = new_state()
-      emu:control("settings", { job_step_ms = step_ms })
-      local pid, out = child(emu.url, state, nil, "async")
-      helper.wait_for("the job's address in the journal", function()
-        local j = helper.read_all(state .. ".journal")
-        return j and json.decode(j).status_url
-      end)
-      os.execute("kill -9 " .. pid)
-      wait_exit(pid)
-      if outcome(out) then return false end -- it ended before the kill
-      local submitted = emu:count("synchronizeReplica")
-      local c = geoservices.client{ url = emu.url, token = "alice-token" }
-      local result = assert(c:sync(state, nil, { poll_interval = 0.05 }))
-      assert.is_true(result.reattached)
-      assert.equal(submitted, emu:count("synchronizeReplica"))
-      assert.is_nil(helper.read_all(state .. ".journal"))
+      if not killed_while_polling(state, nil, step_ms) then return false end -- it ended before the kill
+      reattaches(state)
       return true
     end)
   end)
@@ -164,7 +164,7 @@ describe("client:sync journal and lock", function()
       helper.wait_for("the first sync to hold the lock", function()
         return (helper.read_all(out) or ""):find("started", 1, true) and emu:count("synchronizeReplica") >= 1
       end)
-      local c = geoservices.client{ url = emu.url, token = "alice-token" }
+      local c = client()
       local result, err = c:sync(state)
       if result then -- it got the lock: the first sync had ended before it began
         wait_exit(pid)
@@ -187,7 +187,7 @@ describe("client:sync journal and lock", function()
     local state = new_state()
     local edits, gids = edits_file(2)
     emu:fault{ route = "synchronizeReplica", kind = "reset", attempts = { 1 } }
-    local c = geoservices.client{ url = emu.url, token = "alice-token" }
+    local c = client()
     local text = helper.read_all(edits)
     local _, err = c:sync(state, text, { params = { rollbackOnFailure = true } })
     assert.is_true(err.outcome_unknown)
@@ -204,7 +204,7 @@ describe("client:sync journal and lock", function()
   it("a state that cannot be saved after the server applied the edits says so (edits_applied)", function()
     local state = new_state()
     emu:control("settings", { job_step_ms = 50 })
-    local c = geoservices.client{ url = emu.url, token = "alice-token" }
+    local c = client()
     local e = geoservices.edits()
     e:add(0, { attributes = { APN = "unsaved" } })
     local result, err = c:sync(state, e, { params = { async = true }, poll_interval = 0.02,
