@@ -28,7 +28,8 @@
 -- next run's edit of its feature, as spec/store/fold_spec.lua shows).
 --
 -- TORTURE_DETAILS=N prints N lines of each mode's details (12); TORTURE_TRACE=<file>
--- (client:sync) appends A's journal after each of its syncs to the file.
+-- appends, after each of A's syncs and children, A's journal (client:sync), or
+-- store A's attempt, queue and generations beside the server's (store).
 --
 -- TORTURE_FORGET_JOURNAL=1 in the environment is the mutation check's: the
 -- children's syncs get a journal that forgets each attempt as it leaves

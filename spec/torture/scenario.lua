@@ -139,8 +139,10 @@ end
 -- nothing is not killed ("missed"). `args`: the child's, without edits.
 function M.kill_while_verifying(ctx, run, script, args, env)
   if run % 3 ~= 0 then return end
-  M.count_hit(ctx, strike.run{ dir = ctx.dir, emu = ctx.emu, mode = ctx.mode, target = "verify", script = script,
-    args = args, env = env, kill_emulator = run % 6 == 0 and "alone" or false })
+  local hit = strike.run{ dir = ctx.dir, emu = ctx.emu, mode = ctx.mode, target = "verify", script = script,
+    args = args, env = env, kill_emulator = run % 6 == 0 and "alone" or false }
+  M.count_hit(ctx, hit)
+  return hit
 end
 
 --- Whether B holds a feature of A's (downloaded it): a crew edits only what

@@ -40,6 +40,33 @@ local function adopt_copy()
   return require("spec.torture.forgetful").enabled()
 end
 
+-- TORTURE_TRACE=<file> in the environment: after each child and each of A's
+-- syncs (a failed one with its error), store A's attempt, queue and
+-- generation are appended to the file, to trace a failure.
+local function trace(ctx, what)
+  local path = os.getenv("TORTURE_TRACE")
+  if not path then return end
+  local st = assert(geoservices.store.open(ctx.path_a))
+  local a, rep, queue = st:attempt(), st:replica() or {}, st:pending() or {}
+  st:close()
+  local server = assert(ctx.emu:control("state")).featureServices.Parcels
+  local on_server = server.replicas[rep.replicaID] or server.replicas[tostring(rep.replicaID):gsub("[{}]", "")] or {}
+  local lines = { ("== %s %s run %s: store generation %s, server's replica %s, service %s; info %s"):format(
+    ctx.mode.label, what, tostring(ctx.run), tostring(rep.replicaServerGen), tostring(on_server.gen),
+    tostring(server.gen), require("geoservices.base.json").encode(rep.info or {})) }
+  if a then
+    lines[#lines + 1] = ("attempt %s state %s status %s params %s"):format(tostring(a.id), tostring(a.state),
+      tostring(a.status_url), require("geoservices.base.json").encode(a.params or {}))
+  end
+  for _, r in ipairs(queue) do
+    lines[#lines + 1] = ("  queued %s %s %s attempt %s"):format(tostring(r.seq), tostring(r.op),
+      tostring(r.globalId), tostring(r.attempt))
+  end
+  local f = io.open(path, "a")
+  f:write(table.concat(lines, "\n"), "\n")
+  f:close()
+end
+
 -- A's sync in this process until it succeeds (the lock of a child still
 -- running is waited for); what it reported goes to the ledger.
 local function sync_a(ctx, mode)
@@ -53,10 +80,12 @@ local function sync_a(ctx, mode)
       ctx.ledger:report(reported.of(r))
       ctx.ledger:report(store_reports(st))
       st:close()
+      trace(ctx, "sync")
       return true
     end
     st:close()
     last = err
+    trace(ctx, "failed sync: " .. tostring(err and err.message))
     helper.sleep(0.2)
   end
   return nil, "store A's sync never succeeded: " .. tostring(last and last.message)
@@ -116,11 +145,17 @@ function M.run_mode(mode, runs)
       kill_emulator = scenario.emulator_kill(ctx, run),
     }
     scenario.count_hit(ctx, hit)
+    ctx.run = run
+    trace(ctx, ("child killed at %s (emulator %s)"):format(tostring(hit.child_phase), tostring(hit.emulator_phase)))
     scenario.interfere(ctx, plan, run, hit)
-    scenario.kill_while_verifying(ctx, run, "spec/support/store_child.lua",
+    local verifying = scenario.kill_while_verifying(ctx, run, "spec/support/store_child.lua",
       { ctx.emu.url, ctx.path_a, mode.async and "async" or "sync", "60" },
       { TORTURE_TRANSPORT = not mode.async and mode.transport or nil,
         TORTURE_ADOPT_COPY = adopt_copy() and "1" or nil, TORTURE_LATE_WINDOW = late })
+    if verifying then
+      trace(ctx, ("verifying child killed at %s (emulator %s)"):format(tostring(verifying.child_phase),
+        tostring(verifying.emulator_phase)))
+    end
     local ok, err = sync_a(ctx, mode)
     if not ok then
       ctx.client:close()

@@ -42,7 +42,7 @@ local function feature_state(w)
       layers[tostring(id)] = { features = features, attachments = attachments }
     end
     local reps = json.object()
-    for rid, r in pairs(svc.replicas) do reps[rid] = { closed = r.closed == true, model = r.model } end
+    for rid, r in pairs(svc.replicas) do reps[rid] = { closed = r.closed == true, model = r.model, gen = r.gen } end
     local log = json.array()
     for _, e in ipairs(svc.log) do
       if not e.refused then
