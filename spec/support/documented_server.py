@@ -83,8 +83,9 @@ Faults (settings):
 * race: null | {"edits": [...], "origin": NAME}: another crew's edits (2.1
   array) applied right before the next synchronizeReplica runs (once): a
   change placed between what a client read and what it sends.
-* gateway: null | {"mode": "504" | "drop", "delay_s": S}: a gateway in front of
-  the server answers each synchronizeReplica at once, 504 or a connection
+* gateway: null | {"mode": "504" | "drop", "delay_s": S, "every": N}: a gateway in
+  front of the server answers each synchronizeReplica (each Nth one, counted
+  from when the gateway is set; N is 1 by default) at once, 504 or a connection
   closed, and the server runs it S seconds later all the same (an async
   kick-off submits its job then). GET /_control/held: how many wait.
 * poll_failure: {"seconds": N, "mode": "503" | "reset" | "404" | "error_body"}:
@@ -193,6 +194,7 @@ results = {}    # file name -> {"bytes", "created"}
 busy = {}       # replicaID -> job id of a running sync job
 uploads = {}    # itemID -> {"bytes", "name", "date"}: uploaded items
 held = []       # synchronizeReplica forms the gateway answered, still to run
+gateway_seen = {"gateway": None, "count": 0}  # the synchronizeReplica requests met since the gateway was set
 
 
 def log_change(entry):
@@ -960,7 +962,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def synchronize(self, form, nth):
         gw = settings.get("gateway")
+        if gw and gateway_seen["gateway"] is not gw:
+            gateway_seen["gateway"], gateway_seen["count"] = gw, 0
         if gw:
+            gateway_seen["count"] += 1
+        if gw and gateway_seen["count"] % int(gw.get("every", 1)) == 0:
             held.append(form)
             threading.Timer(float(gw.get("delay_s", 2)), run_held, (form,)).start()
             if gw.get("mode") == "drop":

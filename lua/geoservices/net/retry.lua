@@ -98,6 +98,23 @@ function retry.not_sent(err)
   return (err.kind == "network" and NOT_SENT[err.code]) or false
 end
 
+-- GATEWAYS: an answer lost on its way back (no answer at all: a dropped
+-- connection, a timeout; or a gateway's 502 or 504 while the server behind it
+-- goes on), so the server may still run the request LATE, after the caller
+-- went on. A server's own error answer (500, 503) ended its work.
+local LATE_STATUS = { [502] = true, [504] = true }
+
+--- True when the server may still run the failed request later: its answer
+-- was lost on the way back (see GATEWAYS above); false when it never left.
+-- @tparam table err the error
+-- @treturn boolean
+-- @raise never
+function retry.may_run_late(err)
+  if retry.not_sent(err) then return false end
+  if err.status then return LATE_STATUS[err.status] == true end
+  return err.kind == "network" or err.kind == "timeout"
+end
+
 --- True when the request may have been processed although the call failed:
 -- the response was lost, reset or unreadable, the deadline passed while
 -- waiting, or the server answered with a 5xx status.

@@ -134,6 +134,7 @@
 local errors = require "geoservices.base.errors"
 local jobs = require "geoservices.sync.job"
 local outcome = require "geoservices.sync.outcome"
+local retry = require "geoservices.net.retry"
 local synchronize = require "geoservices.sync.synchronize"
 local verify = require "geoservices.sync.verify"
 
@@ -416,16 +417,6 @@ local function refuse_one(j, err)
   return nil, err
 end
 
--- GATEWAYS: an answer lost on its way back (no answer at all: a dropped
--- connection, a timeout; or a gateway's 502 or 504 while the server behind it
--- goes on), so the server may still apply the request late. A server's own
--- error answer (500, 503) ended its work: what it shows now is final.
-local LATE_STATUS = { [502] = true, [504] = true }
-local function may_come_late(err)
-  if err.status then return LATE_STATUS[err.status] == true end
-  return err.kind == "network" or err.kind == "timeout"
-end
-
 -- After a failed request or job: pending, split, abandoned, or read back now.
 -- `resent`: as settle_answer's.
 local function after_failure(client, j, err, sent, opts, resent)
@@ -446,10 +437,12 @@ local function after_failure(client, j, err, sent, opts, resent)
   end
   -- the server may still run the request (its answer lost on the way back), edits or not: a download
   -- landing late moves the replica's generation too (the store's copy check waits: `lost_at`)
-  local lost = not sent.job and not sent.answered and may_come_late(err)
+  -- (GATEWAYS: geoservices.net.retry.may_run_late); `err.lost_at`: an earlier request of this call,
+  -- repeated, was lost so
+  local lost = not sent.job and not sent.answered and retry.may_run_late(err)
   local late = err.outcome_unknown == true and lost
   local summary, verr = read_back(client, j, { completed = false, provisional = late,
-    lost_at = lost and os.time() or nil }, opts)
+    lost_at = lost and os.time() or err.lost_at }, opts)
   if not summary then return nil, err, verr end
   if not nothing_applied then
     j:note_read(err, summary)

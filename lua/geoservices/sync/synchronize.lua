@@ -214,6 +214,8 @@ local function finish(client, doc, status, sink, ctx)
       layer_directions = ctx.layer_directions, status = status and status.status, succeeded = true })
     result.unknown = unknown_edits(ctx.sent, result.outcomes)
   end
+  -- an earlier request of this sync, repeated, may still run late (its answer was lost)
+  result.lost_at = ctx.lost_at
   if ctx.on_done then
     -- the server applied the edits: a state that cannot be saved must say so
     local ok, done_err = ctx.on_done(result)
@@ -236,6 +238,7 @@ local function finish_job(op, status, wait_opts)
     on_progress = wait_opts.on_progress or op.on_progress, carried_edits = op.carried_edits,
     sent = op.sent, rollback = op.rollback, direction = op.direction, layer_directions = op.layer_directions,
     expect = op.expect, on_done = op.on_done, strict = op.strict, data_format = op.data_format,
+    lost_at = op.lost_at,
   })
 end
 
@@ -313,9 +316,21 @@ function synchronize.synchronize_replica(self, service, params, opts)
   -- (client:sync and store:sync keep them, from on_send on), else as sent
   local rollback = outcome.rollback_in_effect(fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
     opts.capabilities)
+  -- A request without edits is repeated when its answer is lost, but the server may still run
+  -- the lost one LATE (a gateway's 504: geoservices.net.retry.may_run_late), moving the replica's
+  -- generation after this sync's own answer: `lost_at` (os.time) tells the caller's journal, whose
+  -- copy check waits the late window (geoservices.store.sync.integrity). Each request goes on a
+  -- fresh connection, edits or not: libcurl re-sends a body on its own when a reused connection dies
+  -- before the answer, and a repeat the caller does not see is a late run it cannot tell
+  local lost_at
+  local function on_retry(e)
+    if retry.may_run_late(e) then lost_at = os.time() end
+  end
   local doc, post_err, info = self:post(url, fields, { timeout = request_timeout, retry = mode,
-                                                       fresh_connect = sent ~= nil, records = new_sink })
+                                                       fresh_connect = true, records = new_sink,
+                                                       on_retry = on_retry })
   if not doc then
+    post_err.lost_at = lost_at
     if info.ambiguous or retry.ambiguous(post_err) then
       post_err.generation_unknown = true -- its answer lost: the server may have run it all the same
       if sent then return nil, unknown_outcome(post_err, sent) end
@@ -326,7 +341,7 @@ function synchronize.synchronize_replica(self, service, params, opts)
     output = opts.output, on_change = opts.on_change, on_progress = opts.on_progress, on_done = opts.on_done,
     strict = opts.strict, data_format = data_format, carried_edits = sent ~= nil, sent = sent,
     rollback = rollback, direction = direction, layer_directions = layer_directions(fields),
-    expect = expectation(fields),
+    expect = expectation(fields), lost_at = lost_at,
   }
   local status_url = sync_result.status_url(doc)
   if status_url then

@@ -216,9 +216,12 @@ local function record_state(st, rep, c, gens, downloaded)
     if not g then return nil, gerr end
   end
   -- edits still provisional (held) may move the server's generation by our own late request
-  local recorded, rm, rc = integrity.record_generation(st, rep, c.keep_unsettled and { unknown = true }
+  -- (and a request of this sync whose answer was lost, repeated, may move it late: result.lost_at)
+  local how = c.keep_unsettled and { unknown = true }
     or gens and { committed = true }
-    or { seen = { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens } })
+    or { seen = { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens } }
+  how.lost_at = math.tointeger(result.lost_at)
+  local recorded, rm, rc = integrity.record_generation(st, rep, how)
   if not recorded then return nil, db_fail(st, rm, rc) end
   local p, perr = record_prefix(st, rep, result.transportType)
   if not p then return nil, perr end
