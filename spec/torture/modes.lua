@@ -19,11 +19,17 @@
 -- perReplica unless said), `refusals` (real refusals: scenario.refuse_ahead),
 -- `group` ("documented" or "capabilities": a filter selects a group by its
 -- name), `late_window` (the syncs' option: the gateway modes hold edits of a
--- lost answer 5 s, past the server's 2 s delay and its job; the others 0: a
--- killed emulator never applies a request late, and a hold of the default's
--- 660 s would outlast the torture), `index` (its place in the list), `kind_index`
+-- lost answer 5 s, past the server's 2 s delay and its job; the other async
+-- modes 3 s: a job a killed child submitted runs on in the live emulator,
+-- and the child may have died before it noted the job's address; the
+-- others 0: a killed emulator never applies a request late, a live one ends
+-- a request its killed child sent at once, and a hold of the default's 660 s
+-- would outlast the torture), `index` (its place in the list), `kind_index`
 -- (its place among the modes of its kind, async or not).
 local M = {}
+
+-- The async modes' late window, seconds (above).
+M.ASYNC_LATE_WINDOW = 3
 
 local CAPABILITY_SETS = {
   { label = "caps=wildfire", model = "perLayer", refusals = true,
@@ -42,7 +48,7 @@ function M.all()
   for _, rollback in ipairs{ true, false } do
     for _, m in ipairs{ { async = false, transport = "url" }, { async = false, transport = "embedded" },
                         { async = true, transport = "url" } } do
-      m.rollback, m.group, m.late_window = rollback, "documented", 0
+      m.rollback, m.group, m.late_window = rollback, "documented", m.async and M.ASYNC_LATE_WINDOW or 0
       m.label = ("rollback_default=%s %s %s"):format(tostring(rollback), m.async and "async" or "sync",
         m.async and "(url)" or m.transport)
       list[#list + 1] = m
@@ -52,7 +58,7 @@ function M.all()
     for _, async in ipairs{ false, true } do
       list[#list + 1] = { async = async, transport = "url", rollback = true, settings = set.settings,
                           model = set.model, refusals = set.refusals, group = "capabilities",
-                          late_window = set.late_window or 0,
+                          late_window = set.late_window or (async and M.ASYNC_LATE_WINDOW or 0),
                           label = ("%s %s"):format(set.label, async and "async" or "sync url") }
     end
   end

@@ -76,9 +76,11 @@ end
 -- synchronizeReplica runs (an emulator race: after anything A read from the
 -- server first), so that the server refuses A's update, a real rejection: A
 -- must report it, never lose it silently nor reject A's other edits with it.
--- The feature leaves A's pool.
+-- The feature leaves A's pool. B deletes only a feature it holds (B's
+-- download brought it): A's add of it may be held in its late window, not
+-- on the server yet, and a crew edits only what it has (M.b_holds).
 function M.refuse_ahead(ctx, plan, run)
-  if not (ctx.mode.refusals and plan.update and run % 3 == 2) then return end
+  if not (ctx.mode.refusals and plan.update and run % 3 == 2 and M.b_holds(ctx, plan.update.gid)) then return end
   plan.update.refused = true
   plan.update.entry.expect_rejection = true
   for i, gid in ipairs(ctx.pool) do
