@@ -116,7 +116,7 @@ describe("a replica's lifecycle against the emulator", function()
       assert.equal(1, emu:count("createReplica"))
       assert.equal(1, emu:count("serviceInfo")) -- the capabilities, read first
       local reps = emu:control("state").featureServices.Parcels.replicas
-      assert.same({ closed = false, model = "perReplica" }, reps[result.replicaID])
+      assert.same({ closed = false, model = "perReplica", gen = result.replicaServerGen }, reps[result.replicaID])
     end)
 
     it("gives a replica that synchronizes from its generation: later changes arrive once, the data never again",
