@@ -290,4 +290,36 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
     c.check(way.pending() == 0, "edits still queued or journaled")
     world.finish(c, cl, way)
   end)
+
+  -- An update waits for its feature's held update, made on what the server held then ("theirs 1");
+  -- the other crew changes the feature again, the crew downloads that ("theirs 2") and updates the
+  -- same fields again: the waiting update now carries only values made on "theirs 2". It went with
+  -- the first wait's base all the same: the server holding "theirs 2" looked like a change made
+  -- since, a false conflict, the crew's last update never sent (make torture, client:sync,
+  -- gateway=504 sync url, seed 602).
+  it("state file: a waiting update the crew made again over a newer download goes on that download", function()
+    local c, cl, way = world.crew(server, world.state_way, dir)
+    local held = { late_window = 60 }
+    way.update(world.E01, { OWNER = "ours 1" })
+    server:lose_requests()
+    world.unsynced(c, way, 1, "a reset", held) -- "ours 1" never reaches the server: held
+    server:crew_update(world.E01, { OWNER = "theirs 1" })
+    way.update(world.E01, { OWNER = "ours 2" })
+    world.synced(c, way, 2, held) -- "ours 2" waits, made on "theirs 1"
+    server:crew_update(world.E01, { OWNER = "theirs 2" })
+    world.synced(c, way, 3, held) -- downloads "theirs 2"
+    c.check(way.value(world.E01, "OWNER") == "theirs 2", "sync 3 did not download theirs 2: "
+      .. tostring(way.value(world.E01, "OWNER")))
+    way.update(world.E01, { OWNER = "ours 3" })
+    world.synced(c, way, 4, held) -- "ours 3" joins the waiting update, made on "theirs 2"
+    for i = 5, 6 do world.synced(c, way, i, { late_window = 0 }) end
+    world.check_owner(c, server, world.E01, "ours 3")
+    local listed = {}
+    for _, k in ipairs(way.conflicts()) do listed[#listed + 1] = tostring(k.sent and k.sent.attributes
+      and k.sent.attributes.OWNER or k.op) end
+    c.check(#listed <= 1, ("%d conflict(s) reported (%s): at most ours 1 over theirs"):format(#listed,
+      table.concat(listed, ", ")))
+    c.check(way.pending() == 0, "edits still queued or journaled")
+    world.finish(c, cl, way)
+  end)
 end)

@@ -136,6 +136,19 @@ local function merged_edits(first, second)
   end, function(key) return latest[key] end)
 end
 
+-- Whether update `later` sets every value `earlier` (an update, or nil) sets: its fields but
+-- the server's own keys, its geometry.
+local function sets_again(later, earlier)
+  if type(earlier) ~= "table" then return true end
+  if type(later) ~= "table" then return false end
+  if earlier.geometry ~= nil and later.geometry == nil then return false end
+  local mine = type(later.attributes) == "table" and later.attributes or {}
+  for k in pairs(type(earlier.attributes) == "table" and earlier.attributes or {}) do
+    if mine[k] == nil and k ~= "GlobalID" and k ~= "OBJECTID" then return false end
+  end
+  return true
+end
+
 -- The feature an edit's key names (layer, target, GlobalID): its key without the operation.
 local function feature_of(key)
   return (key:gsub("^[^|]*|", ""))
@@ -431,14 +444,19 @@ function Journal:take(params, resolution, opts)
     local wait = select_edits(mine, is_held)
     mine = select_edits(mine, function(key) return not is_held(key) end)
     if wait then
-      -- each waiting update's bases (its first wait's): what the server holds of its feature now,
-      -- and what the held edits would give it
+      -- each waiting update's bases: what the server holds of its feature now, and what the held
+      -- edits would give it; its first wait's, unless the caller's update sets again every value
+      -- the waiting one carries (then none of them was made on the older bases)
       local values = held_values(self.held.edits, self.held.bases)
       local seen = read_bases(self.client, self.r, wait) or {}
-      each_edit(wait, function(key, _, _, op)
+      local carried = {}
+      each_edit(self.waiting, function(key, _, _, _, _, item) carried[key] = item end)
+      each_edit(wait, function(key, _, _, op, _, item)
         if op == "update" then
           self.waiting_bases = self.waiting_bases or {}
-          self.waiting_bases[key] = self.waiting_bases[key] or { seen = seen[key], held = values[feature_of(key)] }
+          if self.waiting_bases[key] == nil or sets_again(item, carried[key]) then
+            self.waiting_bases[key] = { seen = seen[key], held = values[feature_of(key)] }
+          end
         end
       end)
       -- journaled at once: the caller handed them over, a process killed now must not lose them
