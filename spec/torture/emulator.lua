@@ -23,6 +23,7 @@ end
 
 function Emulator:start()
   local log, pidfile = self.dir .. "/emulator.log", self.dir .. "/emulator.pid"
+  self:keep_log()
   os.remove(log)
   os.remove(pidfile)
   local cmd = ("LUA_PATH=%s LUA_CPATH=%s lua5.4 lua/geoservices/emulator/main.lua --port %d --data %s "
@@ -52,6 +53,18 @@ function Emulator:start()
   if not ok then error(err, 0) end
 end
 
+--- With TORTURE_TRACE=<file> in the environment, what the emulator printed
+-- (a request the gateway held that failed, say) is appended to <file>.emulator
+-- before a restart removes it.
+function Emulator:keep_log()
+  local trace = os.getenv("TORTURE_TRACE")
+  local text = trace and helper.read_all(self.dir .. "/emulator.log")
+  if not text or text == "" then return end
+  local f = io.open(trace .. ".emulator", "a")
+  f:write(("== emulator start %d's output\n%s\n"):format(self.starts, text))
+  f:close()
+end
+
 --- SIGKILL: whatever it was doing (a delayed answer, a job) stops there.
 function Emulator:kill()
   if not self.pid then return end
@@ -70,6 +83,7 @@ function Emulator:stop()
   while helper.process_alive(pid) and core.monotonic() < deadline do helper.sleep(0.02) end
   if helper.process_alive(pid) then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
   self.pid = nil
+  self:keep_log()
 end
 
 --- A control route: GET, or POST of `body` as JSON. Returns the decoded
