@@ -34,9 +34,15 @@ function Crew:sync(url, edits, taken)
   local last
   for _ = 1, 40 do
     local c = geoservices.client{ url = url, token = "alice-token", timeout = 30 }
+    local received = {}
     local r, err = c:sync(self.path, edits, { lock_timeout = 30, timeout = 60, late_window = self.late_window,
-      on_change = function(_, kind, record) self.ledger:received_change(kind, record) end })
+      on_change = function(_, kind, record)
+        self.ledger:received_change(kind, record)
+        local a = type(record) == "table" and type(record.attributes) == "table" and record.attributes or {}
+        received[#received + 1] = ("%s:%s=%s"):format(kind, tostring(a.GlobalID or record), tostring(a.OWNER))
+      end })
     c:close()
+    self:trace(r, err, received)
     -- what B's user is told: an edit of B's held back (in conflict, rejected) is not B's final value
     self.ledger:report(reported.of(r or err), "b")
     if r then return r, last ~= nil end
@@ -47,6 +53,17 @@ function Crew:sync(url, edits, taken)
     helper.sleep(0.2)
   end
   error("replica B could not synchronize: " .. tostring(last and last.message))
+end
+
+-- TORTURE_TRACE=<file> in the environment: after each of B's syncs, what it
+-- received, how it ended and B's journal are appended to <file>.b.
+function Crew:trace(r, err, received)
+  local path = os.getenv("TORTURE_TRACE")
+  if not path then return end
+  local f = io.open(path .. ".b", "a")
+  f:write(("== B sync %s, received %s\n%s\n"):format(r and "ok" or ("failed: " .. tostring(err and err.message)),
+    table.concat(received, " "), helper.read_all(self.path .. ".journal") or "(no journal)"))
+  f:close()
 end
 
 --- Whether B's journal still holds an attempt (a lost answer's edits, held).
