@@ -376,9 +376,11 @@ local function explicit(params, carries)
 end
 
 -- A request the server refused as a whole (an error answer), or a job that
--- ended Failed while all or nothing: nothing of it applied.
+-- ended Failed while all or nothing: nothing of it applied. A replica busy
+-- with another synchronization (409) refused it whatever its edits: that
+-- refusal is not theirs (a split would blame the last edit for it).
 local function refused_whole(err, sent)
-  if err.outcome_unknown or sent.answered then return false end
+  if err.outcome_unknown or sent.answered or retry.is_busy(err) then return false end
   if err.kind == "server" and not sent.job then return true end
   return err.kind == "job" and err.status_resource ~= nil and sent.rollback == true
 end

@@ -26,9 +26,10 @@
 -- the vendor's `esri` prefix (client option enum_prefix); `svc…` values from
 -- callers are accepted.
 --
--- Edits reach the server at most once per request the client knows of: an
--- edit-carrying POST takes a fresh connection (libcurl never re-sends its
--- body on a reused one), is repeated only when it provably never left, and
+-- Edits reach the server at most once per request the client knows of: a
+-- synchronizeReplica POST takes a fresh connection (libcurl never re-sends its
+-- body on a reused one; without edits it too moves the replica's generation),
+-- one with edits is repeated only when it provably never left, and
 -- an answer lost after it left makes the outcome unknown (`err.ambiguous`,
 -- `err.outcome_unknown`). Each sent edit's fate is in `result.outcomes`
 -- (geoservices.sync.outcome); the edits whose fate the answer does not tell
