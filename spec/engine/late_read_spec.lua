@@ -137,5 +137,34 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
       world.check_settled(c, way)
       world.finish(c, cl, way)
     end)
+
+    -- client:sync reads an update's base when it sends it. The other crew changes E01 first; the
+    -- crew's update of it (made on its older copy) goes over that value, and its request is lost
+    -- before the server reads it. Sync 2, inside the late window, downloads the other crew's value;
+    -- sync 3, after it, sends the update again (the server still holds its base) and it is applied.
+    -- The crew's copy kept the other crew's value while the server held the crew's own, untold.
+    if way_name ~= "store" then
+      it(way_name .. ": an update sent again after a download gave the crew another value: the crew holds "
+        .. "the server's value and is told it replaced the other crew's", function()
+        local c, cl, way = world.crew(server, make_way, dir)
+        server:crew_update(world.E01, { OWNER = "theirs" })
+        way.update(world.E01, { OWNER = "ours" })
+        server:lose_requests()
+        world.unsynced(c, way, 1, "a reset", { late_window = 60 }) -- never reaches the server: held
+        world.synced(c, way, 2, { late_window = 60 })
+        c.check(way.value(world.E01, "OWNER") == "theirs", "sync 2 did not bring the other crew's value")
+        world.synced(c, way, 3, { late_window = 0 }) -- sent again and applied
+        world.check_once(c, server, way.origin, "update", world.E01)
+        world.check_owner(c, server, world.E01, "ours")
+        c.check(way.value(world.E01, "OWNER") == "ours", ("the crew holds OWNER %s, the server ours"):format(
+          tostring(way.value(world.E01, "OWNER"))))
+        local k = way.conflicts()[1] or {}
+        c.check(#way.conflicts() == 1 and k.outcome == "local_kept" and type(k.server) == "table"
+          and k.server.attributes.OWNER == "theirs", ("told of %d conflict(s) (outcome %s), not of its update "
+          .. "replacing the other crew's value"):format(#way.conflicts(), tostring(k.outcome)))
+        world.check_settled(c, way)
+        world.finish(c, cl, way)
+      end)
+    end
   end
 end)

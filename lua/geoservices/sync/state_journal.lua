@@ -544,15 +544,19 @@ local function note_downloaded(j, edits)
   end
 end
 
+local HOLDS = "the server holds this edit's values (given to on_change, or in result.edits), the other crew's are "
+  .. "in `server` (send them again to restore them)"
 local LATE = "the server applied this update late (its answer was lost), after another crew had changed the "
-  .. "feature, and replaced that crew's values with this edit's: the server holds this edit's values (given to "
-  .. "on_change, or in result.edits), the other crew's are in `server` (send them again to restore them)"
+  .. "feature, and replaced that crew's values with this edit's: " .. HOLDS
+local RESENT = "this update, sent again after its answer was lost, replaced the values of another crew's that a "
+  .. "download had given you while it was held: " .. HOLDS
 
 -- The held updates a read shows applied after a download gave the caller
--- other values of their features (`verdicts`, `entries`: settle_read's):
+-- other values of their features (`verdicts`, `entries`: settle_read's; or
+-- the answer's, with `description` RESENT: updates sent again after it):
 -- the caller is handed the feature as the server holds it, and each is
 -- listed (the conflicts told: outcome local_kept).
-local function landed_late(j, verdicts, entries)
+local function landed_late(j, verdicts, entries, description)
   local late = {}
   if not j.delivered then return late end
   -- features the caller edited again since: those edits go next (over the values the server holds)
@@ -566,7 +570,7 @@ local function landed_late(j, verdicts, entries)
        and not compare.holds(theirs, e.feature, own) then
       local now = joined(theirs, e.feature) -- what the server holds: this edit's values over theirs
       late[#late + 1] = { layer = e.layer, op = e.op, globalId = e.globalId, sent = e.feature, server = theirs,
-                          feature = now, outcome = "local_kept", description = LATE }
+                          feature = now, outcome = "local_kept", description = description or LATE }
       if j.on_change then j.on_change(e.layer, "update", now) end
     end
   end
@@ -614,6 +618,12 @@ end
 function Journal:commit(result, settled)
   if self.close then result.closed = true end
   if #settled.read_entries > 0 then record_verdicts(result, settled.read, settled.read_entries) end
+  -- held updates sent again and applied over what a download gave the caller meanwhile
+  local c = self.current or {}
+  for _, k in ipairs(landed_late(self, settled.verdicts, entries_of(c.edits, c.bases), RESENT)) do
+    self.late = self.late or {}
+    self.late[#self.late + 1] = k
+  end
   if self.held and not self.on_change then note_downloaded(self, result.edits) end
   self:tell_late(result)
   if self.held then
