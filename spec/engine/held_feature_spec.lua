@@ -219,6 +219,58 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
       world.finish(c, cl, way)
     end)
 
+    -- Sync 1 carries an add and an update of E01 and its answer is lost (a gateway's 504, the server
+    -- running the request later). The crew then updates another feature (E03), and the added one
+    -- again, and syncs within the late window: the E03 update must reach the server at once (it
+    -- does not wait for the held edits of other features), the held edits are not sent again, the
+    -- update of the added feature waits for its add, and sync 2 still says what it holds. After the
+    -- window everything settles, each edit applied once, nothing left queued. Sync 2 must come
+    -- while the server still holds sync 1's request (helper.within_window).
+    it(way_name .. ": another feature's edit goes while a lost answer's edits are held", function()
+      local c, cl, way, added, r2
+      local held = { late_window = 60 }
+      helper.within_window("sync 2 while sync 1's request is held", { 2000, 8000, 24000 }, function(delay_ms)
+        if way then server:reset() end
+        c, cl, way = world.crew(server, make_way, way and helper.tmp_dir() or dir)
+        added = way.add{ APN = "HELD-OTHERS", OWNER = "first" }
+        way.update(world.E01, { OWNER = "held" })
+        server:gateway("504", delay_ms) -- the server runs sync 1's request that much later
+        world.unsynced(c, way, 1, "a 504", held)
+        server:gateway(nil)
+        way.update(world.E03, { OWNER = "not held" })
+        way.update(added, { OWNER = "second" }) -- waits for its add
+        r2 = world.synced(c, way, 2, held)
+        local attempts = world.tally(server, way.origin)
+        if server:held() == 0 then -- counted after the late request landed
+          world.finish(c, cl, way)
+          return false
+        end
+        c.check((attempts["add|" .. world.norm(added)] or 0) == 0 and (attempts["update|" .. world.E01] or 0) == 0,
+          "sync 2 sent the held edits again within the window")
+        c.check((attempts["update|" .. world.norm(added)] or 0) == 0, "sync 2 sent the update before its add")
+        return true
+      end)
+      world.check_owner(c, server, world.E03, "not held", ": sync 2 did not send the other feature's update")
+      local found = r2 and r2.resolved or {}
+      c.check((found.held or 0) == 2, ("sync 2 says %s edit(s) held, 2 expected"):format(tostring(found.held)))
+      if way.st then
+        local notes = table.concat(r2 and r2.store_notes or {}, "\n")
+        c.check(notes:match("held: 2 edit%(s%) of a synchronization whose answer was lost"),
+          "sync 2's notes do not say what is held: " .. notes)
+      end
+      world.wait_ran(server, "the server to run sync 1's request")
+      for i = 3, 4 do world.synced(c, way, i, { late_window = 0 }) end
+      world.check_once(c, server, way.origin, "add", added)
+      world.check_once(c, server, way.origin, "update", world.E01)
+      world.check_once(c, server, way.origin, "update", world.E03)
+      world.check_once(c, server, way.origin, "update", added)
+      world.check_owner(c, server, world.E01, "held")
+      world.check_owner(c, server, added, "second")
+      c.check(#way.conflicts() == 0, ("%d conflict(s) reported"):format(#way.conflicts()))
+      world.check_settled(c, way)
+      world.finish(c, cl, way)
+    end)
+
     it(way_name .. ": the update waits for its add, then goes once", function()
       local c, cl, way = world.crew(server, make_way, dir)
       local opts = { late_window = 60 }
