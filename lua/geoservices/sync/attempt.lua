@@ -34,8 +34,9 @@
 --    dropped answer or a lost async kick-off: the server may still apply it
 --    late). The next sync reads it again and, if it still does not show,
 --    HOLDS it one sync more, and longer while THE LATE WINDOW (@{holds})
---    lasts (kept in the attempt, not sent: the store's sync
---    then sends no edits, client:sync only the caller's), so that a late
+--    lasts (kept in the attempt, not sent; the sync sends the edits of
+--    other features, and those of a held feature wait: client:sync's
+--    journal, `params.waiting`; the store's, geoservices.store.sync.held), so that a late
 --    application is seen before anything is sent again; the sync after
 --    that sends it again when the server still does not show it (an update
 --    only where the server still holds its base: geoservices.sync.verify).

@@ -74,7 +74,8 @@ end
 -- @tparam table list from @{before}
 -- @tparam table c `attempt_id`, `by_seq` (the attempt's outcomes, completed here), `touched`
 --   (`[feature key] = true` of the features the download changed, as far as they were watched),
---   `key(layer, gid)`, `held` (the attempt's edits not settled stay in it: a download does not settle them)
+--   `key(layer, gid)`, `held` (the set of seqs of the attempt's edits held in it: a download does not
+--   settle them)
 -- @return the conflicts for the result (`seq`, `layer`, `op`, `globalId`, `feature` (the local
 --   version), `server`, `description`, `outcome`, and `sent` for one that was sent), or nil, err
 function conflicts.after(st, list, c)
@@ -90,7 +91,7 @@ function conflicts.after(st, list, c)
       -- answer's: geoservices.sync.attempt's late window) may still land over another crew's values:
       -- it stays there, and the read after the window settles it (geoservices.store.sync.late); a
       -- feature the server deleted it cannot bring back
-      if changed and c.by_seq[q.seq] == nil and not (c.held and after) then
+      if changed and c.by_seq[q.seq] == nil and not (c.held and c.held[q.seq] and after) then
         c.by_seq[q.seq] = { conflict = true, server = after or json.null, description = description }
         local e = entry(q, after, description)
         e.sent = q.feature and json.decode(q.feature) or nil

@@ -175,7 +175,9 @@ end
 -- of geoservices.store.edits.outgoing) is left out and stays queued, unsent; an
 -- add whose GlobalID is a GUID in another spelling (lower case, no braces)
 -- gets the canonical one. For the synchronization half.
--- @tparam[opt] table opts `seqs` (the queue rows sent), `params` (kept as JSON), `status_url`
+-- @tparam[opt] table opts `seqs` (the queue rows sent), `params` (kept as JSON), `status_url`, `into` (the
+--   id of the attempt in hand, Store:attempt(): the rows join it and its parameters become `params`,
+--   its own rows staying in it: geoservices.store.sync.held)
 -- @treturn[1] integer the attempt id
 -- @treturn[1] table the queue rows it holds (as @{pending})
 -- @treturn[1] table the edits refused: `{seq, op, layer, layer_name, globalId, rule}`
@@ -211,10 +213,26 @@ function Store:begin_attempt(opts)
         end
       end
     end
-    local changes, id, icode = db:run("INSERT INTO gpkgext_geoservices_attempts (started_at, state, status_url, "
-      .. "global_ids, params) VALUES (?, 'sending', ?, ?, ?)", now(), opts.status_url, json.encode(gids),
-      opts.params and json.encode(opts.params) or nil)
-    if not changes then return nil, db_error(self.path, id, icode) end
+    local changes, id, icode
+    if opts.into then
+      -- joined to the attempt in hand (its rows held: geoservices.store.sync.held), its parameters replaced
+      local found, m, c = db:rows("SELECT global_ids FROM gpkgext_geoservices_attempts WHERE attempt_id = ?", opts.into)
+      if not found then return nil, db_error(self.path, m, c) end
+      if not found[1] then return nil, errors.new("io", ("replica store %s: attempt %s is gone"):format(self.path,
+        tostring(opts.into))) end
+      local before = decode_column(found[1].global_ids)
+      for _, g in ipairs(type(before) == "table" and before or {}) do gids[#gids + 1] = g end
+      changes, m, c = db:run("UPDATE gpkgext_geoservices_attempts SET state = 'sending', status_url = NULL, "
+        .. "global_ids = ?, params = ? WHERE attempt_id = ?", json.encode(gids),
+        opts.params and json.encode(opts.params) or nil, opts.into)
+      if not changes then return nil, db_error(self.path, m, c) end
+      id = opts.into
+    else
+      changes, id, icode = db:run("INSERT INTO gpkgext_geoservices_attempts (started_at, state, status_url, "
+        .. "global_ids, params) VALUES (?, 'sending', ?, ?, ?)", now(), opts.status_url, json.encode(gids),
+        opts.params and json.encode(opts.params) or nil)
+      if not changes then return nil, db_error(self.path, id, icode) end
+    end
     for _, r in ipairs(chosen) do
       local ok, m, c = db:run("UPDATE gpkgext_geoservices_edits SET attempt_id = ?, feature = ? WHERE seq = ?", id,
         r.feature ~= nil and json.encode(r.feature) or nil, r.seq)
@@ -321,14 +339,18 @@ end
 -- the server may still apply them, the next sync reads them again), and
 -- the attempt with them; with `opts.keep_attempt` the attempt stays even
 -- without rows (it carries an uploaded edits file whose outcome is not known
--- yet: geoservices.sync.attempt).
+-- yet: geoservices.sync.attempt). With `opts.keep_seqs` (a set of seqs)
+-- those rows stay in it whatever else goes (rows held while the sync sent
+-- others: geoservices.store.sync.held), and `opts.params` become the
+-- parameters of the attempt that stays.
 -- @int attempt_id the attempt
 -- @tparam table outcomes seq -> outcome
--- @tparam[opt] table opts `keep_unsettled`, `keep_attempt`
+-- @tparam[opt] table opts `keep_unsettled`, `keep_attempt`, `keep_seqs`, `params`
 -- @return true, or nil, err
 function Store:end_attempt(attempt_id, outcomes, opts)
   local keep = opts and opts.keep_unsettled
-  if keep and opts.keep_attempt then keep = "some" end
+  local keep_seqs = opts and opts.keep_seqs
+  if (keep or keep_seqs) and opts.keep_attempt then keep = "some" end
   return self:transaction(function()
     local db = self.db
     local rows, msg, code = db:rows("SELECT * FROM gpkgext_geoservices_edits WHERE attempt_id = ? ORDER BY seq",
@@ -357,7 +379,7 @@ function Store:end_attempt(attempt_id, outcomes, opts)
           r.seq)
         r.op = "update"
         if ok then ok, m, c = requeue(self, r) end
-      elseif ok and keep then
+      elseif ok and (keep or (keep_seqs and keep_seqs[r.seq])) then
         left = true
       elseif ok then
         ok, m, c = requeue(self, r)
@@ -365,7 +387,13 @@ function Store:end_attempt(attempt_id, outcomes, opts)
       if not ok then return nil, db_error(self.path, m, c) end
       if left then keep = "some" end
     end
-    if keep == "some" then return true end
+    if keep == "some" then
+      if not (opts and opts.params) then return true end
+      local ok, m, c = db:run("UPDATE gpkgext_geoservices_attempts SET params = ?, status_url = NULL "
+        .. "WHERE attempt_id = ?", json.encode(opts.params), attempt_id)
+      if not ok then return nil, db_error(self.path, m, c) end
+      return true
+    end
     local ok, m, c = db:run("DELETE FROM gpkgext_geoservices_attempts WHERE attempt_id = ?", attempt_id)
     if not ok then return nil, db_error(self.path, m, c) end
     return true

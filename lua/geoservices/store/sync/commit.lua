@@ -217,7 +217,7 @@ local function record_state(st, rep, c, gens, downloaded)
   end
   -- edits still provisional (held) may move the server's generation by our own late request
   -- (and a request of this sync whose answer was lost, repeated, may move it late: result.lost_at)
-  local how = c.keep_unsettled and { unknown = true }
+  local how = c.held and { unknown = true }
     or gens and { committed = true }
     or { seen = { replicaServerGen = result.replicaServerGen, layerServerGens = result.layerServerGens } }
   how.lost_at = math.tointeger(result.lost_at)
@@ -226,8 +226,8 @@ local function record_state(st, rep, c, gens, downloaded)
   local p, perr = record_prefix(st, rep, result.transportType)
   if not p then return nil, perr end
   if c.attempt_id then
-    local e, eerr = st:end_attempt(c.attempt_id, c.by_seq, { keep_unsettled = c.keep_unsettled,
-                                                           keep_attempt = c.keep_attempt })
+    local e, eerr = st:end_attempt(c.attempt_id, c.by_seq, { keep_seqs = c.held and c.held.seqs,
+      keep_attempt = c.keep_attempt, params = c.held and c.held.params })
     if not e then return nil, eerr end
   end
   local current = gens or {}
@@ -246,9 +246,10 @@ end
 -- @param rep its replica
 -- @tparam table c `attempt_id`, `rows`, `result`, `file` (the result file, or nil), `touched`
 --   (features the download changed), `directions`, `on_fill`, `by_seq`, `summary`, `object_ids`, `gens`
---   (the generations to commit: geoservices.sync.attempt's rule; nil: they stay), `keep_unsettled`
---   (edits held in the attempt stay there, and the server's generation is marked unknown), `keep_attempt`
---   (the attempt stays even without rows: Store:end_attempt)
+--   (the generations to commit: geoservices.sync.attempt's rule; nil: they stay), `held` (`seqs`: the
+--   rows held in the attempt, not sent by this request, which stay there, `params`: the attempt's
+--   parameters then; the server's generation is marked unknown: geoservices.store.sync.held),
+--   `keep_attempt` (the attempt stays even without rows: Store:end_attempt)
 function commit.result(st, rep, c)
   local result = c.result
   local snapshot = {}
@@ -275,7 +276,7 @@ function commit.result(st, rep, c)
     local kerr
     kept, kerr = download_conflicts.after(st, before, { attempt_id = c.attempt_id, by_seq = c.by_seq,
                                                         touched = c.touched, key = feature_key,
-                                                        held = c.keep_unsettled })
+                                                        held = c.held and c.held.seqs })
     if not kept then return nil, kerr end
     overwritten = overwritten_edits(c, before, snapshot)
     local recorded, rerr = record_state(st, rep, c, gens, downloaded)

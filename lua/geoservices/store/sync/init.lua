@@ -97,14 +97,18 @@ local function notes(st, result, refused, schema_notes, window)
   local ends = attempt.window_end({ lost_at = math.tointeger(params.lost_at) }, window)
   if params.provisional and ends and ends > os.time() then
     -- counted, not read: the queue may be long and each row decoded
-    local counts = st.db:rows("SELECT count(*) AS queued, count(CASE WHEN attempt_id = ? THEN 1 END) AS held "
-      .. "FROM gpkgext_geoservices_edits", a.id) or { { queued = 0, held = 0 } }
-    local held, others = counts[1].held, counts[1].queued - counts[1].held
+    -- (edits of other features go meanwhile: geoservices.store.sync.held)
+    local counts = st.db:rows("SELECT count(*) AS held, (SELECT count(*) FROM gpkgext_geoservices_edits q WHERE "
+      .. "q.attempt_id IS NULL AND EXISTS (SELECT 1 FROM gpkgext_geoservices_edits h WHERE h.attempt_id = ? AND "
+      .. "h.layer_id = q.layer_id AND h.global_id = q.global_id)) AS waiting FROM gpkgext_geoservices_edits "
+      .. "WHERE attempt_id = ?", a.id, a.id) or { { waiting = 0, held = 0 } }
+    local held, waiting = counts[1].held, counts[1].waiting
     lines[#lines + 1] = ("held: %d edit(s) of a synchronization whose answer was lost: the server may still apply "
       .. "them until %s UTC; each sync reads them again, and one after that sends again those the server does not "
       .. "show applied (--late-window SECONDS shortens the wait)%s"):format(held,
         os.date("!%Y-%m-%d %H:%M:%S", ends),
-        others > 0 and ("; the %d other queued edit(s) wait with them"):format(others) or "")
+        waiting > 0 and ("; the %d queued edit(s) of their features wait with them (the others are sent)")
+          :format(waiting) or "")
   end
   result.store_notes = lines
   if #result.refused > 0 then result.partial = true end

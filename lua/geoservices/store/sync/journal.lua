@@ -8,11 +8,14 @@
 -- Store:end_attempt (applied ones leave the queue, rejected ones go to the
 -- failed edits, conflicts to geoservices_conflicts, the others back to the
 -- queue, or, read back right after this sync's own failure, stay in the
--- attempt to be read again by the next sync).
+-- attempt to be read again by the next sync). While rows of a lost answer
+-- are held in their attempt, the queued edits of other features go with
+-- the sync's request, joined to that attempt (geoservices.store.sync.held).
 -- @module geoservices.store.sync.journal
 -- @local
 local attachment_edits = require "geoservices.store.edits.attachment_edits"
 local commit = require "geoservices.store.sync.commit"
+local held = require "geoservices.store.sync.held"
 local integrity = require "geoservices.store.sync.integrity"
 local json = require "geoservices.base.json"
 local outcome = require "geoservices.sync.outcome"
@@ -145,18 +148,28 @@ function Journal:pending()
   if not rows then return nil, all end
   self.id, self.rows, self.queue = a.id, rows, all
   self.params = type(a.params) == "table" and a.params or {}
+  -- (a hold is this sync's once it read the attempt: settle_read)
+  self.holding, self.held_rows, self.held_info = nil, nil, nil
   local _, directions = request_params(self.st, self.rep, {}, self.params)
   self.directions = directions
   self.touched, self.on_change = watcher(self.st, all)
+  -- an attempt that carries held rows (geoservices.store.sync.held), left by a process killed: its rows
+  -- are read back together, held from the later of their loss and the request's leaving
+  local carried = held.of(self.params)
   return { status_url = a.status_url, params = self.params, edits = #rows > 0 and edits_of(rows) or nil,
-           provisional = self.params.provisional == true, held_once = self.params.held_once == true,
-           lost_at = math.tointeger(self.params.lost_at), sent_at = math.tointeger(self.params.sent_at),
-           uploaded = self.params.uploaded }
+           provisional = self.params.provisional == true or carried ~= nil,
+           held_once = self.params.held_once == true or carried ~= nil,
+           lost_at = math.tointeger(self.params.lost_at) or carried and math.tointeger(carried.lost_at),
+           sent_at = math.tointeger(self.params.sent_at), uploaded = self:uploaded() }
 end
 
 -- Marks the attempt in hand provisional (and held once): geoservices.sync.attempt's requeue rule.
 function Journal:mark(flags)
   local params = self.params or {}
+  local carried = held.of(params)
+  if carried then -- all its rows read back together: one lost answer's now
+    params.held, params.uploaded = nil, params.uploaded or carried.uploaded
+  end
   for k, v in pairs(flags) do params[k] = v end
   self.params = params
   local ok, m, c = self.st:_db():run("UPDATE gpkgext_geoservices_attempts SET params = ?, status_url = NULL "
@@ -224,26 +237,32 @@ end
 -- with them, marked sent. With `opts.only` (a part of a split): only those
 -- rows, no attachment edit (those of the refused request go again with the
 -- next sync: geoservices.store.edits.attachment_edits).
-function Journal:take(params, resolution, opts)
+function Journal:take(params, _, opts)
   local st, directions = self.st, self.directions
   local only = opts and opts.only
-  if resolution.summary and (resolution.summary.held or 0) > 0 then
-    -- edits held one sync (geoservices.sync.attempt): this sync sends none, its
-    -- download goes under the attempt that holds them (an uploaded edits file neither: the engine
-    -- refused it before)
-    self.holding, self.rows = true, {}
-    local queue, qerr = st:pending()
-    if not queue then return nil, qerr end
-    self.touched, self.on_change = watcher(st, queue)
-    return { edits = nil, entries = {} }
-  end
   local queue, qerr = st:pending()
   if not queue then return nil, qerr end
+  -- edits held (geoservices.sync.attempt, read by this sync: settle_read): those of their features stay
+  -- queued; the others go, joined to the held attempt (geoservices.store.sync.held)
+  local busy = self.holding and held.features(self.held_rows) or {}
   local seqs = {}
   for _, r in ipairs(queue) do
-    if r.attempt == nil and UPLOADS[directions[r.layer] or ""] and (not only or only[commit.row_key(r)]) then
+    if r.attempt == nil and UPLOADS[directions[r.layer] or ""] and (not only or only[commit.row_key(r)])
+       and held.free(busy, r) then
       seqs[#seqs + 1] = r.seq
     end
+  end
+  if self.holding then
+    self.rows = {}
+    self.touched, self.on_change = watcher(st, queue)
+    if #seqs == 0 then return { edits = nil, entries = {} } end -- a download under the held attempt
+    local id, rows, refused = st:begin_attempt{ seqs = seqs, into = self.id, params = {
+      syncDirection = params.syncDirection, async = params.async == true, held = held.record(self.held_info) } }
+    if not id then return nil, rows end
+    self.rows = rows -- (self.params: the held attempt's until j:begin journals the request)
+    if not only then self.refused = refused end
+    -- (local attachment edits wait until nothing is held: their parent may be a held add)
+    return { edits = #rows > 0 and edits_of(rows) or nil, entries = commit.entries(rows) }
   end
   local id, rows, refused = st:begin_attempt{ seqs = seqs, params = { syncDirection = params.syncDirection,
     async = params.async == true } }
@@ -292,12 +311,14 @@ function Journal:begin(fields)
   if fields.editsUploadId ~= nil then journal.uploaded = tostring(fields.editsUploadId) end
   if not self.holding then
     journal.sent_at = os.time() -- the request carrying the edits: it may run late (attempt's late window)
+  elseif #self.rows > 0 then
+    -- edits of other features, joined to the held attempt: it carries the held rows' hold
+    journal.sent_at, journal.held = os.time(), held.record(self.held_info)
   else
     -- a download under the held attempt: the held edits' window goes on from their loss
     journal.provisional, journal.held_once = true, true
     -- the held attempt's uploaded edits file and late window
-    journal.uploaded = self.params and self.params.uploaded
-    journal.lost_at = self.params and self.params.lost_at
+    journal.uploaded, journal.lost_at = self.held_info.uploaded, self.held_info.lost_at
   end
   if self.rep.syncModel == "perLayer" then
     journal.directions = {}
@@ -327,20 +348,30 @@ function Journal:commit(result, settled)
   local file = paths.exists(self.tmp) and self.tmp or nil
   local done, err = commit.result(self.st, self.rep, { attempt_id = self.id, rows = self.rows, result = result,
     file = file, touched = self.touched, directions = self.directions, on_fill = self.on_fill, by_seq = by_seq,
-    summary = summary, object_ids = settled.object_ids, gens = settled.gens, keep_unsettled = self.holding,
-    keep_attempt = self.holding and self:uploaded() ~= nil })
+    summary = summary, object_ids = settled.object_ids, gens = settled.gens, held = self:held_rest(),
+    keep_attempt = self.holding and self.held_info.uploaded ~= nil })
   if not done then return nil, err end
   return true
 end
 
 -- The uploaded edits file (editsUploadId) the attempt in hand carries, or nil.
 function Journal:uploaded()
-  return type(self.params) == "table" and self.params.uploaded or nil
+  if self.holding then return self.held_info.uploaded end
+  local p = type(self.params) == "table" and self.params or {}
+  return p.uploaded or (held.of(p) or {}).uploaded
+end
+
+-- While this sync holds rows: what stays of the attempt once its own rows left it
+-- (geoservices.store.sync.held): `seqs` (the held rows) and its `params` then (`lost`: the
+-- sync's own request lost too, at that time); nil otherwise.
+function Journal:held_rest(lost)
+  if not self.holding then return nil end
+  return { seqs = held.seqs(self.held_rows), params = held.params(self.params, self.held_info, lost) }
 end
 
 function Journal:settle_read(verdicts, object_ids, how)
   local rows = self.rows
-  local keep = how.provisional or how.hold or self.holding
+  local keep = how.provisional or how.hold
   local by_seq, summary = commit.outcomes(rows, verdicts)
   -- an uploaded edits file stays in the attempt while the engine keeps it (geoservices.sync.attempt:
   -- UPLOADED EDITS FILES), as rows not shown do
@@ -350,30 +381,51 @@ function Journal:settle_read(verdicts, object_ids, how)
   -- are not all shown settled; edits shown applied or refused tell it has run
   local open = #rows == 0 or item
   for _, r in ipairs(rows) do open = open or by_seq[r.seq] == nil end
-  local ok, err = commit.verified(self.st, self.id, by_seq, object_ids, rows, summary, { keep_unsettled = keep,
-    keep_attempt = item, lost_at = open and how.lost_at or nil })
-  if not ok then return nil, err end
   local left, resent = {}, {}
   for _, r in ipairs(rows) do
     if by_seq[r.seq] == nil then
       if keep then left[#left + 1] = r else resent[commit.row_key(r)] = true end
     end
   end
+  -- this sync's own rows read back while it holds others: those stay, the attempt a held one again
+  local rest = self:held_rest(#left > 0 and how.provisional and how.lost_at or nil)
+  local ok, err = commit.verified(self.st, self.id, by_seq, object_ids, rows, summary, { keep_unsettled = keep,
+    keep_attempt = item, lost_at = open and how.lost_at or nil, keep_seqs = rest and rest.seqs,
+    params = rest and rest.params })
+  if not ok then return nil, err end
   summary.requeued = #rows - summary.applied - #summary.rejected - #summary.conflicts
   summary.unsettled = keep and summary.requeued or 0
   summary.held = how.hold and #left or 0
   summary.resent = resent
   if how.hold then summary.unsettled = 0 end
   self.rows = left
-  if (#left > 0 or item) and (how.provisional or how.hold) then
+  if rest then
+    -- (the rows left stay with the held ones: the next sync reads them all back)
+    self.params = rest.params
+    if #left > 0 then
+      for _, r in ipairs(left) do self.held_rows[#self.held_rows + 1] = r end
+      self.held_info = { lost_at = rest.params.lost_at, uploaded = self.held_info.uploaded }
+    end
+  elseif (#left > 0 or item) and (how.provisional or how.hold) then
     ok, err = self:mark{ provisional = true, held_once = how.hold or nil, lost_at = how.lost_at }
     if not ok then return nil, err end
+  end
+  if how.hold and (#left > 0 or item) then
+    -- held by this sync (geoservices.sync.attempt): its own request carries edits of other features only
+    local id = item and self:uploaded() or nil
+    self.holding, self.held_rows = true, left
+    self.held_info = { lost_at = self.params.lost_at, uploaded = id }
   end
   return outcome.resolution(summary)
 end
 
 function Journal:abandon()
-  if self.holding then return true end -- the held edits stay in their attempt
+  if self.holding then
+    -- the held edits stay in their attempt; those this request carried go back to the queue
+    local rest = self:held_rest()
+    return self.st:end_attempt(self.id, {}, { keep_seqs = rest.seqs, keep_attempt = self.held_info.uploaded ~= nil,
+      params = rest.params })
+  end
   return self.st:end_attempt(self.id, {})
 end
 
