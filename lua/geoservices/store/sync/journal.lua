@@ -236,7 +236,9 @@ end
 -- layer's stay queued), marked with a new attempt; the attachment edits
 -- with them, marked sent. With `opts.only` (a part of a split): only those
 -- rows, no attachment edit (those of the refused request go again with the
--- next sync: geoservices.store.edits.attachment_edits).
+-- next sync: geoservices.store.edits.attachment_edits). While this sync
+-- holds rows of an earlier attempt: only rows of other features, joined to
+-- that attempt, no attachment edit (geoservices.store.sync.held).
 function Journal:take(params, _, opts)
   local st, directions = self.st, self.directions
   local only = opts and opts.only
