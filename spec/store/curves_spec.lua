@@ -4,10 +4,13 @@
 -- segments cut into points for display while the server's JSON is kept, so
 -- an unedited feature is never uploaded degraded and an edited one is
 -- uploaded as what the user drew.
+-- QGIS's own reading and editing of these curves: spec/qgis/curves_in_qgis.lua (make test-qgis).
+local curves = require "spec.support.curves_fixture"
 local helper = require "spec.helper"
 local json = require "geoservices.base.json"
-local scripted = require "spec.support.scripted_store"
 local store = require "geoservices.store"
+
+local gid, CURVES, plain = curves.gid, curves.CURVES, curves.plain
 
 local q = helper.shell_quote
 
@@ -40,78 +43,12 @@ local function gdal_read(path)
   return json.decode(out:match("{.*}"))
 end
 
-local function qgis(...)
-  local args = {}
-  for i, a in ipairs{ ... } do args[i] = q(a) end
-  local out, ok = run("QT_QPA_PLATFORM=offscreen /usr/bin/python3 spec/support/qgis_curves.py "
-    .. table.concat(args, " "))
-  assert(ok, out)
-  return json.decode(out:match("{.*}"))
-end
-
--- the Utilities service, its result file and the edits a sync sends (spec/support/scripted_store.lua)
-local layer, gid = scripted.layer, scripted.gid
-
-local LAYERS = {
-  layer(0, "Mains", "esriGeometryPolyline"),
-  layer(1, "Parcels", "esriGeometryPolygon"),
-  layer(2, "Pipes", "esriGeometryPolyline", true),
-  layer(3, "Ditches", "esriGeometryPolyline"),
-}
-
--- layer id -> its geometries, as a server sends them
-local CURVES = {
-  [0] = {
-    { curvePaths = { { { 0, 0 }, { c = { { 10, 0 }, { 5, 5 } } }, { 20, 0 } } } }, -- an arc, then a segment
-    { paths = { { { 0, 10 }, { 20, 10 } } } },                                      -- straight
-    { curvePaths = { { { 0, 20 }, { b = { { 30, 20 }, { 10, 30 }, { 20, 30 } } } } } }, -- a cubic Bézier
-    { curvePaths = { { { 40, 0 }, { a = { { 30, 0 }, { 35, 0 }, 0, 0, 0, 5, 0.4 } } } } }, -- an elliptic arc
-    { curvePaths = { { { 50, 0 }, { a = { { 60, 0 }, { 55, 0 }, 1, 1 } } } } }, -- a circular arc by its centre
-    { curvePaths = { { { 0, 40 }, { q = { { 10, 40 } } } } } },                 -- a kind the store does not know
-  },
-  [1] = {
-    { curveRings = { -- a disc with a round hole
-      { { 0, 0 }, { c = { { 20, 0 }, { 10, 10 } } }, { c = { { 0, 0 }, { 10, -10 } } } },
-      { { 5, 0 }, { c = { { 15, 0 }, { 10, -5 } } }, { c = { { 5, 0 }, { 10, 5 } } } } } },
-    { rings = { { { 0, 20 }, { 0, 25 }, { 5, 25 }, { 5, 20 }, { 0, 20 } } } },
-    { curveRings = { { { 0, 30 }, { 0, 40 }, { c = { { 10, 40 }, { 5, 45 } } }, { 10, 30 }, { 0, 30 } } } },
-  },
-  [2] = {
-    { hasZ = true, curvePaths = { { { 0, 0, 5 }, { c = { { 10, 0, 7 }, { 5, 5 } } } } } },
-  },
-  [3] = {
-    { paths = { { { 0, 0 }, { 1, 1 } } } },
-  },
-}
-
-local function write_result(path) scripted.write_result(path, CURVES) end
-
-local REPLICA = scripted.replica("{5E1A0C2B-1111-4A5B-9C8D-000000000029}")
-
--- The edits a sync of st sends, by GlobalID; the server's version of the edited features, read before
--- the upload (the rebase, issue 36), is unchanged.
-local function uploaded(st)
-  local features = json.array()
-  for i, g in ipairs(CURVES[0]) do features[i] = scripted.feature(0, i, g) end
-  local by_gid = {}
-  for _, e in ipairs(scripted.uploaded(st, { [0] = features })) do
-    for _, f in ipairs(e.features.updates or {}) do by_gid[f.attributes.GlobalID] = f end
-  end
-  return by_gid
-end
-
--- JSON round trip: what a geometry is once encoded (arrays and objects alike).
-local function plain(v) return json.decode(json.encode(v)) end
-
 describe("the replica store keeps true curves (issue 28)", function()
   local dir, path
 
   setup(function()
     dir = helper.tmp_dir()
-    path = dir .. "/curves.gpkg"
-    write_result(dir .. "/curves.json")
-    local st = assert(store.create_from(path, REPLICA, LAYERS, dir .. "/curves.json"))
-    st:close()
+    path = curves.make_store(dir)
   end)
 
   teardown(function() os.execute("rm -rf " .. q(dir)) end)
@@ -168,22 +105,6 @@ describe("the replica store keeps true curves (issue 28)", function()
     assert.truthy(out:find(gid(1, 1), 1, true), out)
   end)
 
-  it("gives QGIS every curve feature, as curves", function()
-    local mains = qgis("read", path, "Mains")
-    assert.equal("MultiCurve", mains.layer)
-    local parcels = qgis("read", path, "Parcels")
-    assert.equal("MultiSurface", parcels.layer)
-    for _, l in ipairs{ mains, parcels } do
-      for _, f in ipairs(l.features) do
-        assert.is_false(f.null, f.GlobalID)
-        assert.is_false(f.empty, f.GlobalID)
-      end
-    end
-    local curved = {}
-    for _, f in ipairs(mains.features) do curved[f.GlobalID] = f.curved end
-    assert.is_true(curved[gid(0, 1)])
-    assert.is_false(curved[gid(0, 2)])
-  end)
 
   it("gives every curve back as the server sent it, bit for bit", function()
     local st <close> = assert(store.open(path))
@@ -197,28 +118,5 @@ describe("the replica store keeps true curves (issue 28)", function()
     end
     -- a straight one reads as it was sent too
     assert.same(plain(CURVES[0][2]), plain(st:get(0, gid(0, 2)).geometry))
-  end)
-
-  it("uploads an unedited curve as the server sent it, an edited one as the user drew it", function()
-    local copy = dir .. "/edited.gpkg"
-    assert(os.execute(("cp %s %s"):format(q(path), q(copy))))
-    -- QGIS moves the arc's middle and lengthens the line; redraws the Bézier as a line
-    qgis("edit", copy, "Mains", gid(0, 1), "MULTICURVE(COMPOUNDCURVE(CIRCULARSTRING(0 0,5 -5,10 0),(10 0,25 0)))")
-    qgis("edit", copy, "Mains", gid(0, 3), "MULTILINESTRING((0 20,15 25,30 20))")
-    local st <close> = assert(store.open(copy))
-    -- the library renames the elliptic arc and adds an arc of its own
-    assert(st:update(0, { attributes = { GlobalID = gid(0, 4), NAME = "renamed" } }))
-    local added = assert(st:add(0, { attributes = { NAME = "new" },
-      geometry = { curvePaths = { { { 0, 50 }, { c = { { 10, 50 }, { 5, 55 } } } } } } }))
-    assert.same({ curvePaths = { { { 0, 50 }, { c = { { 10, 50 }, { 5, 55 } } } } } }, plain(st:get(0, added).geometry))
-    local sent = uploaded(st)
-    assert.same({ curvePaths = { { { 0, 0 }, { c = { { 10, 0 }, { 5, -5 } } }, { 25, 0 } } } },
-      plain(sent[gid(0, 1)].geometry))
-    assert.same({ paths = { { { 0, 20 }, { 15, 25 }, { 30, 20 } } } }, plain(sent[gid(0, 3)].geometry))
-    -- never a densified copy of what the server holds
-    local ellipse = sent[gid(0, 4)]
-    assert.equal("renamed", ellipse.attributes.NAME)
-    if ellipse.geometry ~= nil then assert.same(plain(CURVES[0][4]), plain(ellipse.geometry)) end
-    assert.equal("", validate(copy))
   end)
 end)
