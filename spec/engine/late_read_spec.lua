@@ -165,6 +165,35 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
         world.check_settled(c, way)
         world.finish(c, cl, way)
       end)
+
+      -- The same, and the request sending it again is lost too (a 504), the server applying it later:
+      -- the sync that reads it applied tells the crew, as above. The journal of the request sending it
+      -- again had dropped what the download had given the crew (make torture, store target, replica B,
+      -- gateway=drop async, seed 1304).
+      it(way_name .. ": an update sent again and lost again, applied late over the value a download gave the crew: "
+        .. "the crew holds the server's value and is told", function()
+        local c, cl, way = world.crew(server, make_way, dir)
+        server:crew_update(world.E01, { OWNER = "theirs" })
+        way.update(world.E01, { OWNER = "ours" })
+        server:lose_requests()
+        world.unsynced(c, way, 1, "a reset", { late_window = 60 }) -- never reaches the server: held
+        world.synced(c, way, 2, { late_window = 60 })
+        c.check(way.value(world.E01, "OWNER") == "theirs", "sync 2 did not bring the other crew's value")
+        server:gateway("504", 500)
+        world.unsynced(c, way, 3, "a 504", { late_window = 0 }) -- sent again; the server applies it later
+        server:gateway(nil)
+        world.wait_ran(server, "the server to run the request the gateway answered")
+        world.synced(c, way, 4, { late_window = 0 }) -- reads it applied
+        world.check_once(c, server, way.origin, "update", world.E01)
+        world.check_owner(c, server, world.E01, "ours")
+        c.check(way.value(world.E01, "OWNER") == "ours", ("the crew holds OWNER %s, the server ours"):format(
+          tostring(way.value(world.E01, "OWNER"))))
+        local k = way.conflicts()[1] or {}
+        c.check(#way.conflicts() == 1 and k.outcome == "local_kept", ("told of %d conflict(s) (outcome %s), not of "
+          .. "its update replacing the other crew's value"):format(#way.conflicts(), tostring(k.outcome)))
+        world.check_settled(c, way)
+        world.finish(c, cl, way)
+      end)
     end
   end
 end)

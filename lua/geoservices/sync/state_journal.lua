@@ -37,7 +37,10 @@
 -- `local_kept`, with the other crew's values (`server`) the update replaced
 -- (`result.resolved.late` lists the same). Where the caller edited the
 -- feature again since (edits waiting for the held ones, or this call's),
--- those edits go next and nothing is told.
+-- those edits go next and nothing is told. The same when the held update
+-- is sent again after its window (`delivered` stays journaled with it, the
+-- request sending it again lost too, say) and the answer or a later read
+-- shows it applied.
 -- @module geoservices.sync.state_journal
 -- @local
 local compare = require "geoservices.sync.compare"
@@ -593,7 +596,7 @@ function Journal:begin(fields)
     rollbackOnFailure = fields.rollbackOnFailure == true or fields.rollbackOnFailure == "true",
     async = fields.async == true, bases = bases, held = self.held, waiting = self.waiting,
     waiting_bases = self.waiting and self.waiting_bases or nil,
-    uploaded = fields.editsUploadId ~= nil and self.item or nil, delivered = self.held and self.delivered or nil,
+    uploaded = fields.editsUploadId ~= nil and self.item or nil, delivered = self.delivered,
     sent_at = os.time() }) -- the request carrying the caller's edits: it may run late (attempt's late window)
 end
 
