@@ -374,4 +374,25 @@ describe("engine, an edit of a feature whose add is held (a gateway's lost answe
     c.check(way.pending() == 0, "edits still queued or journaled")
     world.finish(c, cl, way)
   end)
+
+  -- The crew's update of E01 is held (a 504; the server applies it later); the crew updates E01
+  -- again and hands that to the sync whose read finds the first one applied. The journal took the
+  -- new update for the one it had just settled (the same feature, the same operation) and dropped
+  -- it: never sent, never journaled, nothing said (make torture, store target, replica B,
+  -- gateway=504 async, seed 1305: B's last update lost).
+  it("state file: a new update of a feature whose held update the same sync finds applied is sent", function()
+    local c, cl, way = world.crew(server, world.state_way, dir)
+    way.update(world.E01, { OWNER = "ours 1" })
+    server:gateway("504", 500)
+    world.unsynced(c, way, 1, "a 504", { late_window = 60 })
+    server:gateway(nil)
+    world.wait_ran(server, "the server to run sync 1's request")
+    way.update(world.E01, { OWNER = "ours 2" })
+    world.synced(c, way, 2, { late_window = 60 }) -- reads "ours 1" applied
+    world.synced(c, way, 3, { late_window = 0 })
+    world.check_owner(c, server, world.E01, "ours 2", ", not ours 2: the crew's last update was dropped")
+    c.check(#way.conflicts() == 0, ("%d conflict(s) reported"):format(#way.conflicts()))
+    c.check(way.pending() == 0, "edits still queued or journaled")
+    world.finish(c, cl, way)
+  end)
 end)

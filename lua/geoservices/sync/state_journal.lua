@@ -428,8 +428,18 @@ function Journal:take(params, resolution, opts)
   local mine = call_edits(self.edits)
   local read = resolution.summary
   if read and read.settled and type(mine) == "table" then
-    -- the caller passed again edits the journal already settled: never twice
-    mine = select_edits(mine, function(key) return not read.settled[key] end)
+    -- the caller passed again edits the journal already settled: never twice. The same edit: an add
+    -- or a delete of the feature, an update with the values it sent; a new update of the feature
+    -- (other values) is the caller's next edit and goes
+    local again = {}
+    each_edit(mine, function(key, _, _, op, _, item)
+      local done = read.settled[key]
+      if done and (op ~= "update" or (type(done) == "table" and type(item) == "table"
+          and compare.holds(item, done) and compare.holds(done, item))) then
+        again[key] = true
+      end
+    end)
+    mine = select_edits(mine, function(key) return not again[key] end)
   end
   if self.held then
     -- an edit of a feature the held edits touch waits for them (journaled with them, not sent):
@@ -690,8 +700,12 @@ function Journal:settle_read(verdicts, _, how)
     self.late = self.late or {}
     for _, k in ipairs(resolution.late) do self.late[#self.late + 1] = k end
   end
+  -- each settled edit, by its key: what it sent (Journal:take tells the same edit passed again from
+  -- the caller's next one)
+  local sent = {}
+  for _, e in ipairs(entries) do sent[e.key] = e.feature end
   for key, v in pairs(verdicts) do
-    if v ~= "not_applied" then resolution.settled[key] = true end
+    if v ~= "not_applied" then resolution.settled[key] = sent[key] or true end
   end
   resolution.resend = select_edits(c.edits, function(key)
     return verdicts[key] == "not_applied" or verdicts[key] == nil -- attachments cannot be read: kept
