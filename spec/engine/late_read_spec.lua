@@ -144,8 +144,10 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
     -- sync 3, after it, sends the update again (the server still holds its base) and it is applied.
     -- The crew's copy kept the other crew's value while the server held the crew's own, untold.
     if way_name ~= "store" then
-      it(way_name .. ": an update sent again after a download gave the crew another value: the crew holds "
-        .. "the server's value and is told it replaced the other crew's", function()
+      -- The crew's update of E01, made over the other crew's unseen value, held (its request reset
+      -- before the server read it); sync 2 downloads the other crew's value: the checker, the client,
+      -- the crew's way.
+      local function held_over_theirs()
         local c, cl, way = world.crew(server, make_way, dir)
         server:crew_update(world.E01, { OWNER = "theirs" })
         way.update(world.E01, { OWNER = "ours" })
@@ -153,6 +155,12 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
         world.unsynced(c, way, 1, "a reset", { late_window = 60 }) -- never reaches the server: held
         world.synced(c, way, 2, { late_window = 60 })
         c.check(way.value(world.E01, "OWNER") == "theirs", "sync 2 did not bring the other crew's value")
+        return c, cl, way
+      end
+
+      it(way_name .. ": an update sent again after a download gave the crew another value: the crew holds "
+        .. "the server's value and is told it replaced the other crew's", function()
+        local c, cl, way = held_over_theirs()
         world.synced(c, way, 3, { late_window = 0 }) -- sent again and applied
         world.check_once(c, server, way.origin, "update", world.E01)
         world.check_owner(c, server, world.E01, "ours")
@@ -172,13 +180,7 @@ describe("engine, a read inside the late window (a gateway's lost answer, anothe
       -- gateway=drop async, seed 1304).
       it(way_name .. ": an update sent again and lost again, applied late over the value a download gave the crew: "
         .. "the crew holds the server's value and is told", function()
-        local c, cl, way = world.crew(server, make_way, dir)
-        server:crew_update(world.E01, { OWNER = "theirs" })
-        way.update(world.E01, { OWNER = "ours" })
-        server:lose_requests()
-        world.unsynced(c, way, 1, "a reset", { late_window = 60 }) -- never reaches the server: held
-        world.synced(c, way, 2, { late_window = 60 })
-        c.check(way.value(world.E01, "OWNER") == "theirs", "sync 2 did not bring the other crew's value")
+        local c, cl, way = held_over_theirs()
         server:gateway("504", 500)
         world.unsynced(c, way, 3, "a 504", { late_window = 0 }) -- sent again; the server applies it later
         server:gateway(nil)
